@@ -1,0 +1,510 @@
+#include "case.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kernel.h"
+#include "rng.h"
+#include "verdict.h"
+
+#define PF_CASE_FORMAT "precfuzz-case/1"
+#define PF_MAX_SEED_EXACT 9007199254740992.0 /* 2^53: larger seeds are written as strings */
+
+/* ---- numbers -------------------------------------------------------------------------- */
+
+void pf_hexfloat(char buf[40], double x) {
+  if (isnan(x)) snprintf(buf, 40, "nan");
+  else if (isinf(x)) snprintf(buf, 40, x < 0 ? "-inf" : "inf");
+  else snprintf(buf, 40, "%a", x);
+}
+
+pf_status pf_parse_double(const char *s, double *out) {
+  if (!s || !*s) return PF_ERR_PARSE;
+  if (strcmp(s, "nan") == 0 || strcmp(s, "NaN") == 0) { *out = NAN; return PF_OK; }
+  if (strcmp(s, "inf") == 0 || strcmp(s, "+inf") == 0) { *out = INFINITY; return PF_OK; }
+  if (strcmp(s, "-inf") == 0) { *out = -INFINITY; return PF_OK; }
+  char *end;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (end == s || *end != 0) return PF_ERR_PARSE;
+  if (isnan(v) || isinf(v)) return PF_ERR_PARSE; /* only the spellings above */
+  *out = v;
+  return PF_OK;
+}
+
+/* ---- construction ------------------------------------------------------------------ */
+
+const pf_kernel *pf_case_kernel(const pf_case *c) { return pf_kernel_find(c->kernel, c->variant); }
+
+size_t pf_case_elems(const pf_case *c) {
+  size_t n = 1;
+  for (int i = 0; i < c->ndims; i++) n *= c->shape[i];
+  return n;
+}
+
+pf_status pf_case_init(pf_case *c, const char *kernel, const char *variant, uint64_t seed) {
+  memset(c, 0, sizeof *c);
+  const pf_op *op = pf_op_find(kernel);
+  if (!op) return pf_error(PF_ERR_UNKNOWN, "unknown kernel '%s' (see 'precfuzz list')", kernel);
+  const pf_kernel *k = pf_kernel_find(kernel, variant);
+  if (!k) return pf_error(PF_ERR_UNKNOWN, "unknown variant '%s' of kernel %s (see 'precfuzz list')", variant, kernel);
+  snprintf(c->kernel, sizeof c->kernel, "%s", kernel);
+  snprintf(c->variant, sizeof c->variant, "%s", variant);
+  c->dtype = PF_FP32;
+  for (int t = 0; t < PF_NDTYPES; t++)
+    if (k->dtypes & PF_DT(t)) { c->dtype = (pf_dtype)t; break; }
+  c->accum = PF_FP32;
+  c->ndims = op->ndims;
+  for (int i = 0; i < op->ndims; i++) c->shape[i] = op->dim_max[i] < 8 ? op->dim_max[i] : 8;
+  for (int i = 0; i < op->nparams; i++) c->params[i] = op->params[i].def;
+  c->ninputs = op->ninputs;
+  for (int i = 0; i < op->ninputs; i++) {
+    pf_gen_default(&c->inputs[i]);
+    c->inputs[i].seed = pf_seed_mix(seed, (uint64_t)i);
+  }
+  return PF_OK;
+}
+
+void pf_case_free(pf_case *c) {
+  for (int i = 0; i < c->ninputs; i++) pf_gen_free(&c->inputs[i]);
+}
+
+pf_status pf_case_copy(pf_case *dst, const pf_case *src) {
+  *dst = *src;
+  for (int i = 0; i < src->ninputs; i++) {
+    if (pf_gen_copy(&dst->inputs[i], &src->inputs[i])) {
+      for (int j = 0; j < i; j++) pf_gen_free(&dst->inputs[j]);
+      dst->ninputs = 0;
+      return PF_ERR_NOMEM;
+    }
+  }
+  return PF_OK;
+}
+
+double pf_case_param(const pf_case *c, const char *name) {
+  const pf_op *op = pf_op_find(c->kernel);
+  int i = op ? pf_op_param_index(op, name) : -1;
+  if (i < 0) abort(); /* a kernel asked for a parameter its own table lacks */
+  return c->params[i];
+}
+
+pf_status pf_case_set_param(pf_case *c, const char *name, double v) {
+  const pf_op *op = pf_op_find(c->kernel);
+  int i = op ? pf_op_param_index(op, name) : -1;
+  if (i < 0) return pf_error(PF_ERR_UNKNOWN, "kernel %s has no parameter '%s'", c->kernel, name);
+  c->params[i] = v;
+  return PF_OK;
+}
+
+/* ---- validation ----------------------------------------------------------------------- */
+
+static pf_status pf_check_param(const pf_param_desc *d, double v) {
+  if (isnan(v)) return pf_error(PF_ERR_ARG, "parameter '%s' is NaN", d->name);
+  if (d->type != PF_PARAM_REAL && v != floor(v))
+    return pf_error(PF_ERR_ARG, "parameter '%s' must be an integer, got %g", d->name, v);
+  if (v < d->min || v > d->max) {
+    if (d->type == PF_PARAM_CHOICE) return pf_error(PF_ERR_ARG, "parameter '%s': choice out of range", d->name);
+    return pf_error(PF_ERR_ARG, "parameter '%s' = %g is outside [%g, %g]", d->name, v, d->min, d->max);
+  }
+  return PF_OK;
+}
+
+static pf_status pf_check_gen(const pf_gen *g, const char *name, size_t n) {
+  if (g->dist == PF_DIST_VALUES) {
+    if (g->nvalues != n)
+      return pf_error(PF_ERR_ARG, "input '%s': %zu values given, the shape needs %zu", name, g->nvalues, n);
+    return PF_OK;
+  }
+  if ((unsigned)g->dist >= PF_NDISTS) return pf_error(PF_ERR_ARG, "input '%s': bad distribution", name);
+  if (!isfinite(g->scale) || g->scale < 0)
+    return pf_error(PF_ERR_ARG, "input '%s': scale must be finite and >= 0, got %g", name, g->scale);
+  if (g->exp_min > g->exp_max || g->exp_min < -1100 || g->exp_max > 1100)
+    return pf_error(PF_ERR_ARG, "input '%s': need -1100 <= exp_min <= exp_max <= 1100, got [%d, %d]", name,
+                    g->exp_min, g->exp_max);
+  if (g->outliers > n)
+    return pf_error(PF_ERR_ARG, "input '%s': %zu outliers in %zu elements", name, g->outliers, n);
+  if (!isfinite(g->outlier_mag) || g->outlier_mag < 0)
+    return pf_error(PF_ERR_ARG, "input '%s': outlier_magnitude must be finite and >= 0", name);
+  if (!(g->special_rate >= 0 && g->special_rate <= 1))
+    return pf_error(PF_ERR_ARG, "input '%s': special_rate must lie in [0, 1]", name);
+  return PF_OK;
+}
+
+pf_status pf_case_validate(const pf_case *c) {
+  const pf_op *op = pf_op_find(c->kernel);
+  if (!op) return pf_error(PF_ERR_UNKNOWN, "unknown kernel '%s' (see 'precfuzz list')", c->kernel);
+  const pf_kernel *k = pf_kernel_find(c->kernel, c->variant);
+  if (!k) return pf_error(PF_ERR_UNKNOWN, "unknown variant '%s' of kernel %s", c->variant, c->kernel);
+  if ((unsigned)c->dtype >= PF_NDTYPES || (unsigned)c->accum >= PF_NDTYPES)
+    return pf_error(PF_ERR_ARG, "bad dtype");
+  if (!pf_kernel_accepts(k, c->dtype, c->accum))
+    return pf_error(PF_ERR_UNSUPPORTED, "%s/%s does not support dtype %s with accumulation %s", c->kernel,
+                    c->variant, pf_dtype_name(c->dtype), pf_dtype_name(c->accum));
+  if (c->ndims != op->ndims)
+    return pf_error(PF_ERR_ARG, "shape: kernel %s needs %d dimensions, got %d", c->kernel, op->ndims, c->ndims);
+  for (int i = 0; i < op->ndims; i++) {
+    if (c->shape[i] < 1 || c->shape[i] > op->dim_max[i])
+      return pf_error(PF_ERR_ARG, "shape: %s = %zu is outside [1, %zu]", op->dim_names[i], c->shape[i],
+                      op->dim_max[i]);
+  }
+  for (int i = 0; i < op->nparams; i++) {
+    pf_status st = pf_check_param(&op->params[i], c->params[i]);
+    if (st) return st;
+  }
+  if (c->fault[0] && !pf_kernel_has_fault(k, c->fault))
+    return pf_error(PF_ERR_UNKNOWN, "fault '%s' does not exist for %s/%s", c->fault, c->kernel, c->variant);
+  if (c->ninputs != op->ninputs)
+    return pf_error(PF_ERR_ARG, "kernel %s takes %d inputs, got %d", c->kernel, op->ninputs, c->ninputs);
+  for (int i = 0; i < op->ninputs; i++) {
+    const size_t n = op->input_count(c, i);
+    if (n > op->elems_max)
+      return pf_error(PF_ERR_ARG, "input '%s' would have %zu elements, more than %zu", op->input_names[i], n,
+                      op->elems_max);
+    pf_status st = pf_check_gen(&c->inputs[i], op->input_names[i], n);
+    if (st) return st;
+  }
+  pf_verdict v;
+  if (c->expect[0] && pf_verdict_parse(c->expect, &v))
+    return pf_error(PF_ERR_UNKNOWN, "expect: '%s' is not a verdict", c->expect);
+  return PF_OK;
+}
+
+/* ---- JSON out ------------------------------------------------------------------------- */
+
+static void pf_add_hex(cJSON *o, const char *key, double x) {
+  char b[40];
+  pf_hexfloat(b, x);
+  cJSON_AddStringToObject(o, key, b);
+}
+
+cJSON *pf_case_to_cjson(const pf_case *c) {
+  const pf_op *op = pf_op_find(c->kernel);
+  if (!op) return NULL;
+  cJSON *j = cJSON_CreateObject();
+  cJSON_AddStringToObject(j, "format", PF_CASE_FORMAT);
+  cJSON_AddStringToObject(j, "kernel", c->kernel);
+  cJSON_AddStringToObject(j, "variant", c->variant);
+  cJSON_AddStringToObject(j, "dtype", pf_dtype_name(c->dtype));
+  cJSON_AddStringToObject(j, "accum", pf_dtype_name(c->accum));
+  cJSON *shape = cJSON_AddArrayToObject(j, "shape");
+  for (int i = 0; i < c->ndims; i++) cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)c->shape[i]));
+  cJSON *params = cJSON_AddObjectToObject(j, "params");
+  for (int i = 0; i < op->nparams; i++) {
+    const pf_param_desc *d = &op->params[i];
+    if (d->type == PF_PARAM_REAL) pf_add_hex(params, d->name, c->params[i]);
+    else if (d->type == PF_PARAM_INT) cJSON_AddNumberToObject(params, d->name, c->params[i]);
+    else cJSON_AddStringToObject(params, d->name, d->choices[(int)c->params[i]]);
+  }
+  if (c->fault[0]) cJSON_AddStringToObject(j, "fault", c->fault);
+  cJSON *inputs = cJSON_AddObjectToObject(j, "inputs");
+  for (int i = 0; i < c->ninputs; i++) {
+    const pf_gen *g = &c->inputs[i];
+    cJSON *o = cJSON_AddObjectToObject(inputs, op->input_names[i]);
+    if (g->dist == PF_DIST_VALUES) {
+      cJSON *vals = cJSON_AddArrayToObject(o, "values");
+      for (size_t v = 0; v < g->nvalues; v++) {
+        char b[40];
+        pf_hexfloat(b, g->values[v]);
+        cJSON_AddItemToArray(vals, cJSON_CreateString(b));
+      }
+      continue;
+    }
+    cJSON_AddStringToObject(o, "dist", pf_dist_name(g->dist));
+    if ((double)g->seed <= PF_MAX_SEED_EXACT) cJSON_AddNumberToObject(o, "seed", (double)g->seed);
+    else {
+      char b[24];
+      snprintf(b, sizeof b, "%llu", (unsigned long long)g->seed);
+      cJSON_AddStringToObject(o, "seed", b);
+    }
+    pf_add_hex(o, "scale", g->scale);
+    if (g->dist == PF_DIST_LOGUNIFORM) {
+      cJSON_AddNumberToObject(o, "exp_min", g->exp_min);
+      cJSON_AddNumberToObject(o, "exp_max", g->exp_max);
+    }
+    if (g->outliers) {
+      cJSON_AddNumberToObject(o, "outliers", (double)g->outliers);
+      pf_add_hex(o, "outlier_magnitude", g->outlier_mag);
+    }
+    if (g->special_rate > 0) pf_add_hex(o, "special_rate", g->special_rate);
+  }
+  if (c->expect[0]) cJSON_AddStringToObject(j, "expect", c->expect);
+  return j;
+}
+
+char *pf_case_to_json(const pf_case *c) {
+  cJSON *j = pf_case_to_cjson(c);
+  if (!j) return NULL;
+  char *s = cJSON_Print(j);
+  cJSON_Delete(j);
+  return s;
+}
+
+/* ---- JSON in -------------------------------------------------------------------------- */
+
+/* Every reader names the file (what) and the field in its one-line message. */
+
+static pf_status pf_json_string(const cJSON *o, const char *key, const char *what, const char **out) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+  if (!v) return pf_error(PF_ERR_PARSE, "%s: missing field '%s'", what, key);
+  if (!cJSON_IsString(v)) return pf_error(PF_ERR_PARSE, "%s: field '%s' must be a string", what, key);
+  *out = v->valuestring;
+  return PF_OK;
+}
+
+static pf_status pf_json_real(const cJSON *v, const char *key, const char *what, double *out) {
+  if (cJSON_IsNumber(v)) { *out = v->valuedouble; return PF_OK; }
+  if (cJSON_IsString(v) && pf_parse_double(v->valuestring, out) == PF_OK) return PF_OK;
+  return pf_error(PF_ERR_PARSE, "%s: field '%s' must be a number or a hex-float string", what, key);
+}
+
+static pf_status pf_json_uint(const cJSON *v, const char *key, const char *what, double maxv, uint64_t *out) {
+  if (cJSON_IsNumber(v)) {
+    double d = v->valuedouble;
+    if (!(d >= 0 && d <= maxv && d == floor(d)))
+      return pf_error(PF_ERR_PARSE, "%s: field '%s' must be an integer in [0, %.0f]", what, key, maxv);
+    *out = (uint64_t)d;
+    return PF_OK;
+  }
+  if (cJSON_IsString(v) && v->valuestring[0] >= '0' && v->valuestring[0] <= '9') {
+    char *end;
+    errno = 0;
+    unsigned long long u = strtoull(v->valuestring, &end, 10);
+    if (*end == 0 && errno == 0 && (double)u <= maxv) { *out = u; return PF_OK; }
+  }
+  return pf_error(PF_ERR_PARSE, "%s: field '%s' must be an integer in [0, %.0f]", what, key, maxv);
+}
+
+static pf_status pf_json_int(const cJSON *v, const char *key, const char *what, int lo, int hi, int *out) {
+  if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < lo ||
+      v->valuedouble > hi)
+    return pf_error(PF_ERR_PARSE, "%s: field '%s' must be an integer in [%d, %d]", what, key, lo, hi);
+  *out = (int)v->valuedouble;
+  return PF_OK;
+}
+
+static pf_status pf_unknown_keys(const cJSON *o, const char *const *known, const char *what, const char *where) {
+  for (const cJSON *it = o->child; it; it = it->next) {
+    int ok = 0;
+    for (size_t i = 0; known[i]; i++) ok |= strcmp(it->string, known[i]) == 0;
+    if (!ok) return pf_error(PF_ERR_PARSE, "%s: unknown field '%s'%s", what, it->string, where);
+  }
+  return PF_OK;
+}
+
+static pf_status pf_gen_from_cjson(pf_gen *g, const cJSON *o, const char *what, const char *name) {
+  char where[96];
+  snprintf(where, sizeof where, " in input '%s'", name);
+  pf_gen_default(g);
+  if (!cJSON_IsObject(o)) return pf_error(PF_ERR_PARSE, "%s: input '%s' must be an object", what, name);
+  const cJSON *vals = cJSON_GetObjectItemCaseSensitive(o, "values");
+  if (vals) {
+    static const char *const known[] = {"values", NULL};
+    pf_status st = pf_unknown_keys(o, known, what, where);
+    if (st) return st;
+    if (!cJSON_IsArray(vals)) return pf_error(PF_ERR_PARSE, "%s: 'values' of input '%s' must be an array", what, name);
+    size_t n = (size_t)cJSON_GetArraySize(vals);
+    g->dist = PF_DIST_VALUES;
+    g->values = malloc((n ? n : 1) * sizeof(double));
+    if (!g->values) return PF_ERR_NOMEM;
+    g->nvalues = n;
+    size_t i = 0;
+    for (const cJSON *v = vals->child; v; v = v->next, i++) {
+      if (!cJSON_IsString(v) || pf_parse_double(v->valuestring, &g->values[i]))
+        return pf_error(PF_ERR_PARSE, "%s: value %zu of input '%s' is not a hex float (or inf, -inf, nan)", what,
+                        i, name);
+    }
+    return PF_OK;
+  }
+  static const char *const known[] = {"dist", "seed", "scale", "exp_min", "exp_max", "outliers",
+                                      "outlier_magnitude", "special_rate", NULL};
+  pf_status st = pf_unknown_keys(o, known, what, where);
+  if (st) return st;
+  const char *dist;
+  if ((st = pf_json_string(o, "dist", what, &dist))) return st;
+  if (pf_dist_parse(dist, &g->dist) || g->dist == PF_DIST_VALUES)
+    return pf_error(PF_ERR_PARSE, "%s: input '%s': unknown dist '%s' (normal, uniform, loguniform, heavy)", what,
+                    name, dist);
+  const cJSON *v;
+  if (!(v = cJSON_GetObjectItemCaseSensitive(o, "seed")))
+    return pf_error(PF_ERR_PARSE, "%s: input '%s' needs a 'seed'", what, name);
+  if ((st = pf_json_uint(v, "seed", what, 18446744073709551615.0, &g->seed))) return st;
+  if ((v = cJSON_GetObjectItemCaseSensitive(o, "scale")) && (st = pf_json_real(v, "scale", what, &g->scale)))
+    return st;
+  if ((v = cJSON_GetObjectItemCaseSensitive(o, "exp_min")) &&
+      (st = pf_json_int(v, "exp_min", what, -1100, 1100, &g->exp_min)))
+    return st;
+  if ((v = cJSON_GetObjectItemCaseSensitive(o, "exp_max")) &&
+      (st = pf_json_int(v, "exp_max", what, -1100, 1100, &g->exp_max)))
+    return st;
+  uint64_t outliers = 0;
+  if ((v = cJSON_GetObjectItemCaseSensitive(o, "outliers")) &&
+      (st = pf_json_uint(v, "outliers", what, 1e12, &outliers)))
+    return st;
+  g->outliers = (size_t)outliers;
+  if ((v = cJSON_GetObjectItemCaseSensitive(o, "outlier_magnitude")) &&
+      (st = pf_json_real(v, "outlier_magnitude", what, &g->outlier_mag)))
+    return st;
+  if ((v = cJSON_GetObjectItemCaseSensitive(o, "special_rate")) &&
+      (st = pf_json_real(v, "special_rate", what, &g->special_rate)))
+    return st;
+  return PF_OK;
+}
+
+pf_status pf_case_from_cjson(pf_case *c, const cJSON *j, const char *what) {
+  memset(c, 0, sizeof *c);
+  if (!cJSON_IsObject(j)) return pf_error(PF_ERR_PARSE, "%s: a case must be a JSON object", what);
+  static const char *const known[] = {"format", "kernel", "variant", "dtype", "accum", "shape", "params",
+                                      "fault", "inputs", "expect", "note", NULL};
+  pf_status st = pf_unknown_keys(j, known, what, "");
+  if (st) return st;
+  const char *s;
+  if ((st = pf_json_string(j, "format", what, &s))) return st;
+  if (strcmp(s, PF_CASE_FORMAT) != 0)
+    return pf_error(PF_ERR_PARSE, "%s: format '%s' is not %s", what, s, PF_CASE_FORMAT);
+  const char *kernel, *variant;
+  if ((st = pf_json_string(j, "kernel", what, &kernel)) || (st = pf_json_string(j, "variant", what, &variant)))
+    return st;
+  if (strlen(kernel) >= PF_NAME_LEN || strlen(variant) >= PF_NAME_LEN)
+    return pf_error(PF_ERR_PARSE, "%s: kernel or variant name too long", what);
+  const pf_op *op = pf_op_find(kernel);
+  if (!op) return pf_error(PF_ERR_UNKNOWN, "%s: unknown kernel '%s'", what, kernel);
+  if (!pf_kernel_find(kernel, variant))
+    return pf_error(PF_ERR_UNKNOWN, "%s: unknown variant '%s' of kernel %s", what, variant, kernel);
+  if ((st = pf_case_init(c, kernel, variant, 0))) return st;
+  for (int i = 0; i < c->ninputs; i++) pf_gen_free(&c->inputs[i]);
+  c->ninputs = 0;
+
+  if ((st = pf_json_string(j, "dtype", what, &s))) return st;
+  if (pf_dtype_parse(s, &c->dtype)) return pf_error(PF_ERR_UNKNOWN, "%s: dtype '%s' is not fp32, fp16 or bf16", what, s);
+  if ((st = pf_json_string(j, "accum", what, &s))) return st;
+  if (pf_dtype_parse(s, &c->accum)) return pf_error(PF_ERR_UNKNOWN, "%s: accum '%s' is not fp32, fp16 or bf16", what, s);
+
+  const cJSON *shape = cJSON_GetObjectItemCaseSensitive(j, "shape");
+  if (!cJSON_IsArray(shape)) return pf_error(PF_ERR_PARSE, "%s: 'shape' must be an array of integers", what);
+  if (cJSON_GetArraySize(shape) != op->ndims)
+    return pf_error(PF_ERR_PARSE, "%s: 'shape' of kernel %s has %d dimensions, got %d", what, kernel, op->ndims,
+                    cJSON_GetArraySize(shape));
+  c->ndims = op->ndims;
+  int d = 0;
+  for (const cJSON *v = shape->child; v; v = v->next, d++) {
+    uint64_t u;
+    if ((st = pf_json_uint(v, "shape", what, 1e15, &u))) return st;
+    c->shape[d] = (size_t)u;
+  }
+
+  const cJSON *params = cJSON_GetObjectItemCaseSensitive(j, "params");
+  if (params) {
+    if (!cJSON_IsObject(params)) return pf_error(PF_ERR_PARSE, "%s: 'params' must be an object", what);
+    for (const cJSON *v = params->child; v; v = v->next) {
+      int i = pf_op_param_index(op, v->string);
+      if (i < 0) return pf_error(PF_ERR_PARSE, "%s: kernel %s has no parameter '%s'", what, kernel, v->string);
+      const pf_param_desc *pd = &op->params[i];
+      if (pd->type == PF_PARAM_CHOICE) {
+        int found = -1;
+        for (int k = 0; cJSON_IsString(v) && pd->choices[k]; k++)
+          if (strcmp(pd->choices[k], v->valuestring) == 0) found = k;
+        if (found < 0) return pf_error(PF_ERR_PARSE, "%s: parameter '%s' must be one of its choices (see 'precfuzz list')", what, pd->name);
+        c->params[i] = found;
+      } else if ((st = pf_json_real(v, pd->name, what, &c->params[i]))) {
+        return st;
+      }
+    }
+  }
+  const cJSON *fault = cJSON_GetObjectItemCaseSensitive(j, "fault");
+  if (fault && !cJSON_IsNull(fault)) {
+    if (!cJSON_IsString(fault) || strlen(fault->valuestring) >= PF_NAME_LEN)
+      return pf_error(PF_ERR_PARSE, "%s: 'fault' must be a fault name", what);
+    snprintf(c->fault, sizeof c->fault, "%s", fault->valuestring);
+  }
+  const cJSON *expect = cJSON_GetObjectItemCaseSensitive(j, "expect");
+  if (expect) {
+    if (!cJSON_IsString(expect) || strlen(expect->valuestring) >= PF_NAME_LEN)
+      return pf_error(PF_ERR_PARSE, "%s: 'expect' must be a verdict name", what);
+    snprintf(c->expect, sizeof c->expect, "%s", expect->valuestring);
+  }
+  const cJSON *inputs = cJSON_GetObjectItemCaseSensitive(j, "inputs");
+  if (!cJSON_IsObject(inputs)) return pf_error(PF_ERR_PARSE, "%s: 'inputs' must be an object", what);
+  for (const cJSON *v = inputs->child; v; v = v->next) {
+    int known_input = 0;
+    for (int i = 0; i < op->ninputs; i++) known_input |= strcmp(v->string, op->input_names[i]) == 0;
+    if (!known_input) return pf_error(PF_ERR_PARSE, "%s: kernel %s has no input '%s'", what, kernel, v->string);
+  }
+  for (int i = 0; i < op->ninputs; i++) {
+    const cJSON *o = cJSON_GetObjectItemCaseSensitive(inputs, op->input_names[i]);
+    if (!o) return pf_error(PF_ERR_PARSE, "%s: missing input '%s'", what, op->input_names[i]);
+    c->ninputs = i + 1;
+    if ((st = pf_gen_from_cjson(&c->inputs[i], o, what, op->input_names[i]))) return st;
+  }
+  st = pf_case_validate(c);
+  if (st) {
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", pf_error_message());
+    return pf_error(st, "%s: %s", what, msg);
+  }
+  return PF_OK;
+}
+
+pf_status pf_case_from_json(pf_case *c, const char *text, const char *what) {
+  cJSON *j = cJSON_Parse(text);
+  if (!j) {
+    memset(c, 0, sizeof *c);
+    const char *at = cJSON_GetErrorPtr();
+    return pf_error(PF_ERR_PARSE, "%s: not valid JSON (near byte %ld)", what, at ? (long)(at - text) : 0L);
+  }
+  pf_status st = pf_case_from_cjson(c, j, what);
+  cJSON_Delete(j);
+  return st;
+}
+
+/* Reads a whole file; NUL bytes inside make it not JSON. */
+static pf_status pf_read_file(const char *path, char **out, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return pf_error(PF_ERR_IO, "%s: cannot open (%s)", path, strerror(errno));
+  size_t cap = 1 << 16, n = 0;
+  char *buf = malloc(cap + 1);
+  if (!buf) { fclose(f); return PF_ERR_NOMEM; }
+  for (;;) {
+    size_t r = fread(buf + n, 1, cap - n, f);
+    n += r;
+    if (n < cap) break;
+    if (cap >= ((size_t)1 << 30)) { free(buf); fclose(f); return pf_error(PF_ERR_IO, "%s: larger than 1 GiB", path); }
+    cap *= 2;
+    char *nb = realloc(buf, cap + 1);
+    if (!nb) { free(buf); fclose(f); return PF_ERR_NOMEM; }
+    buf = nb;
+  }
+  int err = ferror(f);
+  fclose(f);
+  if (err) { free(buf); return pf_error(PF_ERR_IO, "%s: read error", path); }
+  buf[n] = 0;
+  *out = buf;
+  *len = n;
+  return PF_OK;
+}
+
+pf_status pf_case_load(pf_case *c, const char *path) {
+  char *text = NULL;
+  size_t len = 0;
+  memset(c, 0, sizeof *c);
+  pf_status st = pf_read_file(path, &text, &len);
+  if (st) return st;
+  if (strlen(text) != len) { free(text); return pf_error(PF_ERR_PARSE, "%s: not a JSON case (binary data)", path); }
+  st = pf_case_from_json(c, text, path);
+  free(text);
+  return st;
+}
+
+pf_status pf_case_save(const pf_case *c, const char *path) {
+  char *s = pf_case_to_json(c);
+  if (!s) return PF_ERR_NOMEM;
+  FILE *f = fopen(path, "wb");
+  if (!f) { free(s); return pf_error(PF_ERR_IO, "%s: cannot write (%s)", path, strerror(errno)); }
+  int ok = fputs(s, f) >= 0 && fputc('\n', f) != EOF;
+  ok &= fclose(f) == 0;
+  free(s);
+  return ok ? PF_OK : pf_error(PF_ERR_IO, "%s: write failed", path);
+}

@@ -1,0 +1,65 @@
+/* A case: everything needed to reproduce one run, read from and written to JSON.
+ * Floats are written as C99 hex floats so a case round-trips bit for bit. */
+#ifndef PF_CASE_H
+#define PF_CASE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dtype.h"
+#include "status.h"
+#include "tensor.h"
+
+#define PF_MAX_DIMS 5
+#define PF_MAX_PARAMS 16
+#define PF_MAX_INPUTS 4
+#define PF_NAME_LEN 48
+
+typedef struct pf_kernel pf_kernel;
+
+typedef struct {
+  char kernel[PF_NAME_LEN];  /* operation, e.g. "softmax" */
+  char variant[PF_NAME_LEN]; /* e.g. "safe" */
+  pf_dtype dtype;            /* storage (and output) dtype */
+  pf_dtype accum;            /* accumulation dtype */
+  int ndims;
+  size_t shape[PF_MAX_DIMS];
+  double params[PF_MAX_PARAMS]; /* in the order of the operation's parameter table */
+  char fault[PF_NAME_LEN];      /* "" for none */
+  int ninputs;
+  pf_gen inputs[PF_MAX_INPUTS]; /* in the order of the operation's input table */
+  char expect[PF_NAME_LEN];     /* verdict a regression case must give, "" for none */
+} pf_case;
+
+/* A case with the kernel's defaults: shape, parameters, one normal input per tensor whose
+ * seed derives from seed. Fails if kernel/variant is unknown. */
+pf_status pf_case_init(pf_case *c, const char *kernel, const char *variant, uint64_t seed);
+void pf_case_free(pf_case *c);
+pf_status pf_case_copy(pf_case *dst, const pf_case *src);
+
+/* Checks every field against the kernel's tables: dtypes, shape limits, parameter ranges,
+ * fault names, input counts. On failure returns PF_ERR_ARG/UNKNOWN/UNSUPPORTED with a
+ * one-line pf_error_message() naming the field. */
+pf_status pf_case_validate(const pf_case *c);
+const pf_kernel *pf_case_kernel(const pf_case *c);
+size_t pf_case_elems(const pf_case *c); /* product of the shape */
+
+/* Named parameter access (the operation's table names the parameters). */
+double pf_case_param(const pf_case *c, const char *name);
+pf_status pf_case_set_param(pf_case *c, const char *name, double v);
+
+/* JSON. pf_case_to_json returns a malloc'd string. pf_case_from_json fully validates. */
+char *pf_case_to_json(const pf_case *c);
+pf_status pf_case_from_json(pf_case *c, const char *text, const char *what);
+pf_status pf_case_load(pf_case *c, const char *path);
+pf_status pf_case_save(const pf_case *c, const char *path);
+
+/* cJSON helpers also used by the CLI's result output. */
+struct cJSON;
+struct cJSON *pf_case_to_cjson(const pf_case *c);
+pf_status pf_case_from_cjson(pf_case *c, const struct cJSON *j, const char *what);
+/* Hex float text of x ("0x1.8p+3", "inf", "-inf", "nan") and its strict parse. */
+void pf_hexfloat(char buf[40], double x);
+pf_status pf_parse_double(const char *s, double *out);
+
+#endif

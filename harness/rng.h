@@ -1,0 +1,49 @@
+/* Random words: the Philox4x32-10 stream of cuRAND's host generator, bit for bit.
+ *
+ * Word i of the stream for seed s is word (i % 4) of block b = i / 4, where block b is
+ * Philox4x32-10 with key (s low 32 bits, s high 32 bits) and counter
+ * (b / 65536, 0, b % 65536, 0): the order in which cuRAND's host generator
+ * (curandCreateGeneratorHost, CURAND_RNG_PSEUDO_PHILOX4_32_10) hands out its words.
+ * With PF_HAVE_CURAND the words come from cuRAND itself; otherwise from the built-in
+ * Philox. tests/test_rng.c proves the two identical wherever cuRAND is present.
+ * The distributions (tensor.c) are precfuzz's own code on top of these words. */
+#ifndef PF_RNG_H
+#define PF_RNG_H
+
+#include <stdint.h>
+
+#include "status.h"
+
+#define PF_RNG_BUFWORDS 4096
+
+typedef struct {
+  uint64_t seed;
+  uint64_t next_block; /* built-in generator: next block to compute */
+  void *curand;        /* cuRAND host generator, when used */
+  uint32_t buf[PF_RNG_BUFWORDS];
+  unsigned pos, len;
+} pf_rng;
+
+/* One Philox4x32-10 block. */
+void pf_philox4x32_10(const uint32_t key[2], const uint32_t ctr[4], uint32_t out[4]);
+
+/* use_curand: 1 to draw from cuRAND's host generator when the build has it, 0 for the
+ * built-in Philox (same words). */
+pf_status pf_rng_init(pf_rng *r, uint64_t seed, int use_curand);
+void pf_rng_free(pf_rng *r);
+uint32_t pf_rng_u32(pf_rng *r);
+/* Uniform on [0, 1) with 53 random bits (two words). */
+double pf_rng_uniform(pf_rng *r);
+/* Uniform integer in [0, n), n >= 1, without modulo bias (rejection). */
+uint64_t pf_rng_below(pf_rng *r, uint64_t n);
+/* Standard normal: Marsaglia's polar method with precfuzz's own log, so every machine
+ * draws the same doubles (no libm call whose last bit may differ). */
+double pf_rng_normal(pf_rng *r);
+/* Natural log with only IEEE +, -, *, / (deterministic everywhere); x > 0 finite. */
+double pf_det_log(double x);
+/* A well-mixed 64-bit value from two (splitmix64 finaliser): derives per-tensor seeds. */
+uint64_t pf_seed_mix(uint64_t a, uint64_t b);
+/* Whether this build can use cuRAND's host generator. */
+int pf_rng_have_curand(void);
+
+#endif

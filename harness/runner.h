@@ -1,0 +1,30 @@
+/* One case end to end: generate the inputs, run the kernel, run the oracle, bound, compare. */
+#ifndef PF_RUNNER_H
+#define PF_RUNNER_H
+
+#include "case.h"
+#include "compare.h"
+#include "kernels/kernel.h"
+
+typedef struct {
+  const pf_kernel *kernel;
+  pf_tensor in[PF_MAX_INPUTS];
+  int ninputs;
+  double *out;
+  size_t nout;
+  unsigned fe; /* floating-point events of the kernel run */
+  pf_oracle_result oracle;
+  pf_bound *bound;
+  pf_comparison cmp;
+  double seconds_kernel, seconds_oracle;
+} pf_run;
+
+/* Validates c, then runs it. On error r holds nothing to free beyond pf_run_free. */
+pf_status pf_run_case(const pf_case *c, const pf_oracle_opts *opts, pf_run *r);
+void pf_run_free(pf_run *r);
+void pf_oracle_opts_default(pf_oracle_opts *o);
+
+/* The floating-point events as text ("overflow,underflow" or "none"). */
+const char *pf_fe_str(unsigned fe, char buf[48]);
+
+#endif

@@ -1,0 +1,110 @@
+/* The kernel interface. Every kernel variant registers through it: the built-in ones from
+ * their folders (kernels/<op>/), a user's from a shared object later (same structs;
+ * PF_KERNEL_ABI guards the layout).
+ *
+ * An operation (pf_op) says what is computed: its shape, parameters, inputs, faults and
+ * the MPFR oracle. A kernel (pf_kernel) is one variant of one operation: how it is
+ * computed on the CPU (and on CUDA), for which dtypes, under which contract. */
+#ifndef PF_KERNEL_H
+#define PF_KERNEL_H
+
+#include <stddef.h>
+
+#include "harness/case.h"
+#include "harness/dtype.h"
+#include "harness/status.h"
+#include "harness/tensor.h"
+
+#define PF_KERNEL_ABI 1
+
+typedef enum { PF_PARAM_REAL, PF_PARAM_INT, PF_PARAM_CHOICE } pf_param_type;
+
+typedef struct {
+  const char *name;
+  pf_param_type type;
+  double def, min, max;        /* range, inclusive (choices: index range) */
+  const char *const *choices;  /* PF_PARAM_CHOICE: NULL-terminated names */
+  const char *help;
+} pf_param_desc;
+
+/* What the oracle says of one output element. */
+enum {
+  PF_ORACLE_NUMBER = 0,    /* exact value known, its rounding to the output dtype certain */
+  PF_ORACLE_UNDEFINED = 1, /* the mathematical result is undefined (NaN input, +inf, 0/0) */
+  PF_ORACLE_TIE = 2,       /* the exact value could not be separated from a rounding midpoint
+                              at the precision limit: both neighbours are correct roundings */
+};
+
+typedef struct {
+  size_t n;
+  double *exact;         /* exact result rounded to binary64 (nearest) */
+  double *rounded;       /* exact result correctly rounded to the output dtype (nearest even) */
+  double *rounded_alt;   /* PF_ORACLE_TIE: the other neighbour; else equal to rounded */
+  unsigned char *status; /* PF_ORACLE_* */
+  char **hex;            /* optional: exact value as hex text with >= 160 bits (see opts) */
+  long max_prec;         /* the highest MPFR precision the oracle needed, in bits */
+} pf_oracle_result;
+
+typedef struct {
+  long prec;      /* starting MPFR precision in bits (>= 64; default 256) */
+  long prec_max;  /* give up separating from a midpoint beyond this (default 16384) */
+  int keep_hex;   /* fill pf_oracle_result.hex */
+} pf_oracle_opts;
+
+/* The rigorous error bound of a kernel on one output element: the value the kernel holds
+ * just before its final rounding to the output dtype lies within
+ * [E - rel |E| - abs, E + rel |E| + abs] of the exact result E, provided no intermediate
+ * overflowed or was lost to zero (those are verdicts of their own). rel = inf: no bound. */
+typedef struct {
+  double rel, abs;
+} pf_bound;
+
+typedef struct pf_op {
+  const char *name;
+  const char *summary;
+  int ndims;
+  const char *const *dim_names;
+  size_t dim_max[PF_MAX_DIMS];
+  size_t elems_max; /* per input tensor */
+  int nparams;
+  const pf_param_desc *params;
+  int ninputs;
+  const char *const *input_names;
+  size_t (*input_count)(const pf_case *c, int input); /* elements of input tensor i */
+  size_t (*output_count)(const pf_case *c);
+  pf_status (*oracle)(const pf_case *c, const pf_tensor *in, const pf_oracle_opts *opts,
+                      pf_oracle_result *out);
+} pf_op;
+
+struct pf_kernel {
+  int abi;             /* PF_KERNEL_ABI */
+  const pf_op *op;
+  const char *variant;
+  const char *summary;
+  unsigned dtypes;     /* storage dtypes: bit (1u << pf_dtype) */
+  unsigned accums;     /* accumulation dtypes; PF_ACCUM_STORAGE allows accum == storage */
+  const char *const *faults; /* fault switches this variant honours, NULL-terminated */
+  const char *contract;      /* the contract in words (the README table repeats it) */
+  /* CPU emulation: outputs (output_count values of c->dtype) and floating-point events. */
+  pf_status (*run_cpu)(const pf_case *c, const pf_tensor *in, double *out, unsigned *fe);
+  /* Rigorous per-element bound (see pf_bound) for this case and these inputs. */
+  void (*bound)(const pf_case *c, const pf_tensor *in, pf_bound *out);
+};
+
+#define PF_DT(t) (1u << (t))
+#define PF_ACCUM_STORAGE (1u << 31)
+
+/* The registry. Built-in kernels are registered on first use. */
+pf_status pf_kernel_register(const pf_kernel *k);
+size_t pf_kernel_count(void);
+const pf_kernel *pf_kernel_at(size_t i);
+const pf_kernel *pf_kernel_find(const char *op, const char *variant);
+const pf_op *pf_op_find(const char *op);
+int pf_kernel_accepts(const pf_kernel *k, pf_dtype dtype, pf_dtype accum);
+int pf_kernel_has_fault(const pf_kernel *k, const char *fault);
+int pf_op_param_index(const pf_op *op, const char *name);
+
+pf_status pf_oracle_result_alloc(pf_oracle_result *r, size_t n, int keep_hex);
+void pf_oracle_result_free(pf_oracle_result *r);
+
+#endif

@@ -1,0 +1,99 @@
+/* The kernel registry: built-in kernels first, then any registered at run time. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kernel.h"
+
+extern const pf_kernel *const pf_softmax_kernels[];
+
+#define PF_MAX_KERNELS 256
+static const pf_kernel *pf_registry[PF_MAX_KERNELS];
+static size_t pf_nregistry;
+static int pf_builtins_done;
+
+static void pf_register_builtins(void) {
+  if (pf_builtins_done) return;
+  pf_builtins_done = 1;
+  for (size_t i = 0; pf_softmax_kernels[i]; i++) pf_kernel_register(pf_softmax_kernels[i]);
+}
+
+pf_status pf_kernel_register(const pf_kernel *k) {
+  pf_register_builtins();
+  if (!k || k->abi != PF_KERNEL_ABI || !k->op || !k->variant || !k->run_cpu || !k->bound)
+    return pf_error(PF_ERR_ARG, "kernel registration: incomplete kernel or ABI %d (expected %d)",
+                    k ? k->abi : -1, PF_KERNEL_ABI);
+  if (pf_kernel_find(k->op->name, k->variant))
+    return pf_error(PF_ERR_ARG, "kernel %s/%s is already registered", k->op->name, k->variant);
+  if (pf_nregistry == PF_MAX_KERNELS) return pf_error(PF_ERR_NOMEM, "kernel registry full");
+  pf_registry[pf_nregistry++] = k;
+  return PF_OK;
+}
+
+size_t pf_kernel_count(void) {
+  pf_register_builtins();
+  return pf_nregistry;
+}
+
+const pf_kernel *pf_kernel_at(size_t i) {
+  pf_register_builtins();
+  return i < pf_nregistry ? pf_registry[i] : NULL;
+}
+
+const pf_kernel *pf_kernel_find(const char *op, const char *variant) {
+  pf_register_builtins();
+  for (size_t i = 0; i < pf_nregistry; i++)
+    if (strcmp(pf_registry[i]->op->name, op) == 0 && strcmp(pf_registry[i]->variant, variant) == 0)
+      return pf_registry[i];
+  return NULL;
+}
+
+const pf_op *pf_op_find(const char *op) {
+  pf_register_builtins();
+  for (size_t i = 0; i < pf_nregistry; i++)
+    if (strcmp(pf_registry[i]->op->name, op) == 0) return pf_registry[i]->op;
+  return NULL;
+}
+
+int pf_kernel_accepts(const pf_kernel *k, pf_dtype dtype, pf_dtype accum) {
+  if (!(k->dtypes & PF_DT(dtype))) return 0;
+  return (k->accums & PF_DT(accum)) || ((k->accums & PF_ACCUM_STORAGE) && accum == dtype);
+}
+
+int pf_kernel_has_fault(const pf_kernel *k, const char *fault) {
+  for (size_t i = 0; k->faults && k->faults[i]; i++)
+    if (strcmp(k->faults[i], fault) == 0) return 1;
+  return 0;
+}
+
+int pf_op_param_index(const pf_op *op, const char *name) {
+  for (int i = 0; i < op->nparams; i++)
+    if (strcmp(op->params[i].name, name) == 0) return i;
+  return -1;
+}
+
+pf_status pf_oracle_result_alloc(pf_oracle_result *r, size_t n, int keep_hex) {
+  memset(r, 0, sizeof *r);
+  r->n = n;
+  size_t m = n ? n : 1;
+  r->exact = calloc(m, sizeof(double));
+  r->rounded = calloc(m, sizeof(double));
+  r->rounded_alt = calloc(m, sizeof(double));
+  r->status = calloc(m, 1);
+  if (keep_hex) r->hex = calloc(m, sizeof(char *));
+  if (!r->exact || !r->rounded || !r->rounded_alt || !r->status || (keep_hex && !r->hex)) {
+    pf_oracle_result_free(r);
+    return pf_error(PF_ERR_NOMEM, "cannot allocate oracle results for %zu elements", n);
+  }
+  return PF_OK;
+}
+
+void pf_oracle_result_free(pf_oracle_result *r) {
+  if (r->hex)
+    for (size_t i = 0; i < r->n; i++) free(r->hex[i]);
+  free(r->hex);
+  free(r->exact);
+  free(r->rounded);
+  free(r->rounded_alt);
+  free(r->status);
+  memset(r, 0, sizeof *r);
+}

@@ -1,0 +1,101 @@
+// Softmax forward on the GPU: the same variants and scalar math as softmax_cpu.c
+// (softmax_math.h), one thread per row in column order, so CPU and GPU results differ only
+// where the device's expf differs from the host's. A first, simple kernel: the CUDA
+// backend proper (launch shapes, cuBLAS, --backend cuda) is built on it later.
+#include <cuda_runtime.h>
+#include <stdio.h>
+
+#include "harness/cuda_check.h"
+#include "kernels/softmax/softmax_cuda.h"
+#include "kernels/softmax/softmax_math.h"
+
+__global__ void pf_softmax_fwd_kernel(const double *x, double *y, double *tmp, size_t rows, size_t cols,
+                                      int algo, int no_max, pf_dtype acc, pf_dtype out_t, double alpha_acc,
+                                      int mask, double maskval, unsigned *fe_out) {
+  const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= rows) return;
+  unsigned fe = 0;
+  const double *xr = x + i * cols;
+  double *yr = y + i * cols, *t = tmp + i * cols;
+  for (size_t j = 0; j < cols; j++)
+    t[j] = pf_softmax_score(acc, xr[j], alpha_acc, pf_softmax_masked(mask, i, j, rows, cols), maskval, &fe);
+  if (algo == PF_SOFTMAX_ONLINE) {
+    double m = -INFINITY, l = 0;
+    for (size_t j = 0; j < cols; j++) {
+      const double mn = no_max ? 0.0 : (t[j] > m ? t[j] : m);
+      if (mn == -INFINITY) continue;
+      const double rescale = m == mn ? 1.0 : pf_softmax_exp(acc, pf_sub(acc, m, mn, &fe), &fe);
+      l = pf_add(acc, pf_mul(acc, l, rescale, &fe), pf_softmax_exp(acc, pf_sub(acc, t[j], mn, &fe), &fe), &fe);
+      m = mn;
+    }
+    for (size_t j = 0; j < cols; j++)
+      yr[j] = pf_round_fe(out_t, pf_div(acc, pf_softmax_exp(acc, pf_sub(acc, t[j], m, &fe), &fe), l, &fe), &fe);
+  } else {
+    double m = 0;
+    if (algo == PF_SOFTMAX_SAFE && !no_max) {
+      m = -INFINITY;
+      for (size_t j = 0; j < cols; j++)
+        if (t[j] > m) m = t[j];
+    }
+    double s = 0;
+    for (size_t j = 0; j < cols; j++) {
+      t[j] = algo == PF_SOFTMAX_NAIVE || no_max ? pf_softmax_exp(acc, t[j], &fe)
+                                                : pf_softmax_exp(acc, pf_sub(acc, t[j], m, &fe), &fe);
+      s = pf_add(acc, s, t[j], &fe);
+    }
+    for (size_t j = 0; j < cols; j++) yr[j] = pf_round_fe(out_t, pf_div(acc, t[j], s, &fe), &fe);
+  }
+  if (fe) atomicOr(fe_out, fe);
+}
+
+extern "C" pf_status pf_cuda_device_name(char *buf, size_t len) {
+  int n = 0;
+  PF_CUDA_CHECK(cudaGetDeviceCount(&n));
+  if (n == 0) return pf_error(PF_ERR_NODEVICE, "no CUDA device");
+  cudaDeviceProp p;
+  PF_CUDA_CHECK(cudaGetDeviceProperties(&p, 0));
+  snprintf(buf, len, "%s, sm_%d%d", p.name, p.major, p.minor);
+  return PF_OK;
+}
+
+extern "C" pf_status pf_softmax_fwd_cuda(const double *x, double *y, size_t rows, size_t cols, int algo,
+                                         int no_max, pf_dtype acc, pf_dtype out_t, double alpha_acc, int mask,
+                                         double maskval, unsigned *fe) {
+  const size_t n = rows * cols, bytes = n * sizeof(double);
+  double *dx = NULL, *dy = NULL, *dt = NULL;
+  unsigned *dfe = NULL;
+  pf_status st = PF_OK;
+#define PF_TRY(stmt)                                                                               \
+  do {                                                                                             \
+    cudaError_t e_ = (stmt);                                                                       \
+    if (e_ != cudaSuccess) {                                                                       \
+      st = pf_error(e_ == cudaErrorNoDevice || e_ == cudaErrorInsufficientDriver ? PF_ERR_NODEVICE \
+                                                                                 : PF_ERR_CUDA,    \
+                    "%s failed: %s (%s:%d)", #stmt, cudaGetErrorString(e_), __FILE__, __LINE__);   \
+      goto done;                                                                                   \
+    }                                                                                              \
+  } while (0)
+  PF_TRY(cudaMalloc(&dx, bytes));
+  PF_TRY(cudaMalloc(&dy, bytes));
+  PF_TRY(cudaMalloc(&dt, bytes));
+  PF_TRY(cudaMalloc(&dfe, sizeof(unsigned)));
+  PF_TRY(cudaMemcpy(dx, x, bytes, cudaMemcpyHostToDevice));
+  PF_TRY(cudaMemset(dfe, 0, sizeof(unsigned)));
+  {
+    const unsigned threads = 128, blocks = (unsigned)((rows + threads - 1) / threads);
+    pf_softmax_fwd_kernel<<<blocks, threads>>>(dx, dy, dt, rows, cols, algo, no_max, acc, out_t, alpha_acc, mask,
+                                               maskval, dfe);
+  }
+  PF_TRY(cudaGetLastError());
+  PF_TRY(cudaMemcpy(y, dy, bytes, cudaMemcpyDeviceToHost));
+  unsigned hfe;
+  PF_TRY(cudaMemcpy(&hfe, dfe, sizeof(unsigned), cudaMemcpyDeviceToHost));
+  *fe |= hfe;
+done:
+  cudaFree(dx);
+  cudaFree(dy);
+  cudaFree(dt);
+  cudaFree(dfe);
+  return st;
+#undef PF_TRY
+}

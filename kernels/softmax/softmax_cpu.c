@@ -1,0 +1,210 @@
+/* Softmax forward, CPU emulation of every variant, their contracts and the variant table.
+ *
+ *   y[i, j] = exp(t[i, j]) / sum_k exp(t[i, k]),  t[i, j] = alpha * x[i, j], or the mask
+ *   sentinel (-inf, -10000, or the storage dtype's lowest finite) at masked positions.
+ *
+ * Variants: naive (no max subtracted), safe (row max subtracted, two passes), online (one
+ * pass, running max, rescaled running sum). Accumulation in fp32 or in the storage dtype
+ * (every operation rounded to it). Output in the storage dtype. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kernel.h"
+#include "kernels/softmax/softmax_math.h"
+
+pf_status pf_softmax_fwd_mpfr(const pf_case *c, const pf_tensor *in, const pf_oracle_opts *opts,
+                              pf_oracle_result *out);
+
+static const char *const pf_softmax_dims[] = {"rows", "cols"};
+static const char *const pf_softmax_inputs[] = {"x"};
+static const char *const pf_mask_choices[] = {"none", "causal", NULL};
+static const char *const pf_maskval_choices[] = {"-inf", "-10000", "lowest", NULL};
+
+enum { P_ALPHA = 0, P_MASK = 1, P_MASKVAL = 2 };
+static const pf_param_desc pf_softmax_params[] = {
+    {"alpha", PF_PARAM_REAL, 1.0, 0.0, 0x1p64, NULL,
+     "multiplies x before the softmax (attention's 1/sqrt(d)); rounded to the accumulation dtype by the kernel"},
+    {"mask", PF_PARAM_CHOICE, 0, 0, 1, pf_mask_choices, "causal: row i sees columns j <= i + cols - rows"},
+    {"mask_value", PF_PARAM_CHOICE, 0, 0, 2, pf_maskval_choices, "what a masked position holds"},
+};
+
+static size_t pf_softmax_count(const pf_case *c) { return c->shape[0] * c->shape[1]; }
+static size_t pf_softmax_input_count(const pf_case *c, int i) { return pf_softmax_count(c); }
+
+const pf_op pf_softmax_op = {
+    .name = "softmax",
+    .summary = "row softmax of alpha * x with optional causal mask",
+    .ndims = 2,
+    .dim_names = pf_softmax_dims,
+    .dim_max = {65536, 65536},
+    .elems_max = (size_t)1 << 21,
+    .nparams = 3,
+    .params = pf_softmax_params,
+    .ninputs = 1,
+    .input_names = pf_softmax_inputs,
+    .input_count = pf_softmax_input_count,
+    .output_count = pf_softmax_count,
+    .oracle = pf_softmax_fwd_mpfr,
+};
+
+static int pf_softmax_algo(const pf_case *c) {
+  int algo = strcmp(c->variant, "naive") == 0 ? PF_SOFTMAX_NAIVE
+             : strcmp(c->variant, "online") == 0 ? PF_SOFTMAX_ONLINE : PF_SOFTMAX_SAFE;
+  return algo;
+}
+
+/* One row. The fault softmax-no-max makes safe and online behave as naive would (the max
+ * is taken as 0), while their contract stays theirs. */
+static void pf_softmax_row(int algo, int no_max, pf_dtype acc, pf_dtype out_t, const double *x, size_t row,
+                           size_t rows, size_t cols, double alpha_acc, int mask, double maskval, double *y,
+                           double *tmp, unsigned *fe) {
+  for (size_t j = 0; j < cols; j++)
+    tmp[j] = pf_softmax_score(acc, x[j], alpha_acc, pf_softmax_masked(mask, row, j, rows, cols), maskval, fe);
+
+  if (algo == PF_SOFTMAX_ONLINE) {
+    double m = -INFINITY, l = 0;
+    for (size_t j = 0; j < cols; j++) {
+      const double t = tmp[j];
+      const double mn = no_max ? 0.0 : (t > m ? t : m);
+      if (mn == -INFINITY) continue; /* nothing seen yet but masked -inf: contributes 0 */
+      const double rescale = m == mn ? 1.0 : pf_softmax_exp(acc, pf_sub(acc, m, mn, fe), fe);
+      l = pf_add(acc, pf_mul(acc, l, rescale, fe), pf_softmax_exp(acc, pf_sub(acc, t, mn, fe), fe), fe);
+      m = mn;
+    }
+    for (size_t j = 0; j < cols; j++)
+      y[j] = pf_round_fe(out_t, pf_div(acc, pf_softmax_exp(acc, pf_sub(acc, tmp[j], m, fe), fe), l, fe), fe);
+    return;
+  }
+  double m = 0;
+  if (algo == PF_SOFTMAX_SAFE && !no_max) {
+    m = -INFINITY;
+    for (size_t j = 0; j < cols; j++)
+      if (tmp[j] > m) m = tmp[j];
+  }
+  double s = 0;
+  for (size_t j = 0; j < cols; j++) {
+    tmp[j] = algo == PF_SOFTMAX_NAIVE || no_max ? pf_softmax_exp(acc, tmp[j], fe)
+                                                : pf_softmax_exp(acc, pf_sub(acc, tmp[j], m, fe), fe);
+    s = pf_add(acc, s, tmp[j], fe);
+  }
+  for (size_t j = 0; j < cols; j++) y[j] = pf_round_fe(out_t, pf_div(acc, tmp[j], s, fe), fe);
+}
+
+pf_status pf_softmax_fwd_cpu(const pf_case *c, const pf_tensor *in, double *out, unsigned *fe) {
+  const size_t rows = c->shape[0], cols = c->shape[1];
+  double *tmp = malloc(cols * sizeof(double));
+  if (!tmp) return pf_error(PF_ERR_NOMEM, "softmax: cannot allocate a row of %zu", cols);
+  const int algo = pf_softmax_algo(c);
+  const int no_max = strcmp(c->fault, "softmax-no-max") == 0;
+  const double alpha_acc = pf_round_fe(c->accum, c->params[P_ALPHA], fe);
+  const int mask = (int)c->params[P_MASK];
+  const double maskval = pf_softmax_mask_value((int)c->params[P_MASKVAL], c->dtype);
+  for (size_t i = 0; i < rows; i++)
+    pf_softmax_row(algo, no_max, c->accum, c->dtype, in[0].data + i * cols, i, rows, cols, alpha_acc, mask,
+                   maskval, out + i * cols, tmp, fe);
+  free(tmp);
+  return PF_OK;
+}
+
+/* ---- contracts ---------------------------------------------------------------------------
+ * Rigorous bounds, derived in README.md ("Contracts"). Notation: u the unit roundoff of the
+ * accumulation dtype, s its smallest subnormal, n the row length, X = max |alpha x| over the
+ * row (and |sentinel| where masked with a finite one), expf within 2 ulps of binary32. */
+
+#define PF_EXPF_REL 0x1p-22 /* 2 ulps of binary32, relative */
+
+static double pf_gamma(double k, double u) { return k * u < 1 ? k * u / (1 - k * u) : INFINITY; }
+
+void pf_softmax_bound(const pf_case *c, const pf_tensor *in, pf_bound *out) {
+  const size_t rows = c->shape[0], cols = c->shape[1];
+  const int algo = pf_softmax_algo(c);
+  const pf_dtype acc = c->accum;
+  const double u = pf_unit_roundoff(acc), sig = pf_min_subnormal(acc);
+  const double alpha = c->params[P_ALPHA];
+  const int mask = (int)c->params[P_MASK];
+  const double maskval = pf_softmax_mask_value((int)c->params[P_MASKVAL], c->dtype);
+  /* exp error: expf's own, then the rounding to acc; absolute error below the normal range */
+  const double ue = acc == PF_FP32 ? 0 : u;
+  const double eps_e = (1 + PF_EXPF_REL) * (1 + ue) - 1;
+  const double abs_e = 2 * 0x1p-149 + sig;
+  const double ud = acc == c->dtype ? 0 : u; /* the division's rounding, if not the output's */
+
+  for (size_t i = 0; i < rows; i++) {
+    double X = 0, vmax = -INFINITY;
+    double n = 0;
+    for (size_t j = 0; j < cols; j++) {
+      const int masked = pf_softmax_masked(mask, i, j, rows, cols);
+      const double v = masked ? maskval : alpha * in[0].data[i * cols + j];
+      if (masked && isinf(maskval)) continue;
+      n += 1;
+      if (fabs(v) > X) X = fabs(v);
+      if (v > vmax) vmax = v;
+    }
+    double rel = INFINITY, abs = INFINITY;
+    if (isfinite(X) && n > 0) {
+      /* |t - alpha x| <= tau: the scale and the product each rounded once */
+      const double tau = (2 * u + u * u) * X + sig / 2;
+      const double X2 = 2 * X + 2 * tau; /* bound on |t_a - t_b| */
+      const double g = pf_gamma(n - 1, u);
+      if (algo == PF_SOFTMAX_ONLINE) {
+        const double er = u * X2; /* error of one rounded max difference */
+        const double step_hi = exp(er) * (1 + eps_e) * (1 + u) * (1 + u);
+        const double step_lo = exp(-er) * (1 - eps_e) * (1 - u) * (1 - u);
+        const double G_hi = pow(step_hi, n), G_lo = pow(step_lo, n);
+        const double abs_l = (n + n * (n - 1)) * (abs_e + sig) * G_hi;
+        const double num_hi = exp(4 * tau + er) * (1 + eps_e), num_lo = exp(-4 * tau - er) * (1 - eps_e);
+        const double den_lo = G_lo - abs_l;
+        if (den_lo > 0) {
+          rel = fmax(num_hi * (1 + ud) / den_lo - 1, 1 - num_lo * (1 - ud) / (G_hi + abs_l));
+          abs = (abs_e + abs_l) * (1 + ud) / den_lo + sig / 2;
+        }
+      } else {
+        /* safe: exponents differ from the exact shifted ones by eta, and the sum is >= 1.
+         * naive: exponents off by tau, and the sum >= exp(vmax) (absolute terms scale by it). */
+        const double eta = algo == PF_SOFTMAX_SAFE ? 2 * tau + u * X2 : tau;
+        const double a = algo == PF_SOFTMAX_SAFE ? abs_e : abs_e * exp(-vmax);
+        const double L = exp(-eta) * (1 - eps_e) * (1 - g) - n * a * (1 + g);
+        const double U = exp(eta) * (1 + eps_e) * (1 + g) + n * a * (1 + g);
+        if (L > 0 && isfinite(U)) {
+          rel = fmax(exp(eta) * (1 + eps_e) * (1 + ud) / L - 1, 1 - exp(-eta) * (1 - eps_e) * (1 - ud) / U);
+          abs = a * (1 + ud) / L + sig / 2;
+        }
+      }
+      /* slack for the binary64 evaluation of the bound itself */
+      rel = rel * 1.0001 + 0x1p-60;
+      abs = abs * 1.0001;
+    }
+    if (!(rel >= 0) || isnan(abs)) rel = abs = INFINITY;
+    for (size_t j = 0; j < cols; j++) {
+      out[i * cols + j].rel = rel;
+      out[i * cols + j].abs = abs;
+    }
+  }
+}
+
+#define PF_SOFTMAX_DTYPES (PF_DT(PF_FP32) | PF_DT(PF_FP16) | PF_DT(PF_BF16))
+#define PF_SOFTMAX_ACCUMS (PF_DT(PF_FP32) | PF_ACCUM_STORAGE)
+static const char *const pf_softmax_faults[] = {"softmax-no-max", NULL};
+static const char *const pf_no_faults[] = {NULL};
+
+static const pf_kernel pf_softmax_naive = {
+    PF_KERNEL_ABI, &pf_softmax_op, "naive", "exp(t) / sum exp(t), no max subtracted",
+    PF_SOFTMAX_DTYPES, PF_SOFTMAX_ACCUMS, pf_no_faults,
+    "rel <= e^tau (1+eps_e)(1+u_d) / L - 1, L = e^-tau (1-eps_e)(1-gamma_{n-1}) - n a (1+gamma); "
+    "a = (2^-148 + s) e^-max(t): any exp overflow or total loss is a finding",
+    pf_softmax_fwd_cpu, pf_softmax_bound};
+static const pf_kernel pf_softmax_safe = {
+    PF_KERNEL_ABI, &pf_softmax_op, "safe", "two passes: row max, then exp(t - max) / sum",
+    PF_SOFTMAX_DTYPES, PF_SOFTMAX_ACCUMS, pf_softmax_faults,
+    "rel <= e^eta (1+eps_e)(1+u_d) / L - 1, eta = 2 tau + 2u(X + tau), L = e^-eta (1-eps_e)(1-gamma_{n-1}) - n a (1+gamma), "
+    "a = 2^-148 + s",
+    pf_softmax_fwd_cpu, pf_softmax_bound};
+static const pf_kernel pf_softmax_online = {
+    PF_KERNEL_ABI, &pf_softmax_op, "online", "one pass: running max, running sum rescaled when the max grows",
+    PF_SOFTMAX_DTYPES, PF_SOFTMAX_ACCUMS, pf_softmax_faults,
+    "rel <= e^(4 tau + r)(1+eps_e)(1+u_d) / (G_lo - A) - 1, r = 2u(X + tau), "
+    "G_lo = (e^-r (1-eps_e)(1-u)^2)^n, A = n^2 (2^-148 + 2s) G_hi",
+    pf_softmax_fwd_cpu, pf_softmax_bound};
+
+const pf_kernel *const pf_softmax_kernels[] = {&pf_softmax_naive, &pf_softmax_safe, &pf_softmax_online, NULL};

@@ -1,0 +1,48 @@
+/* Softmax scalar math shared by the C emulation (softmax_cpu.c) and CUDA (softmax.cu).
+ * Values are carried as doubles holding numbers of the accumulation dtype; every operation
+ * rounds to that dtype (dtype_math.h), so the two backends differ only in loop and
+ * reduction order. */
+#ifndef PF_SOFTMAX_MATH_H
+#define PF_SOFTMAX_MATH_H
+
+#include <math.h>
+
+#include "harness/dtype_math.h"
+
+enum { PF_SOFTMAX_NAIVE = 0, PF_SOFTMAX_SAFE = 1, PF_SOFTMAX_ONLINE = 2 };
+enum { PF_MASK_NONE = 0, PF_MASK_CAUSAL = 1 };
+enum { PF_MASKVAL_NEG_INF = 0, PF_MASKVAL_NEG_10000 = 1, PF_MASKVAL_LOWEST = 2 };
+
+/* exp in the accumulation dtype: binary32 expf, rounded to acc (as hexp/bf16 exp do). */
+PF_HD double pf_softmax_exp(pf_dtype acc, double d, unsigned *fe) {
+  float e = expf((float)d);
+  return pf_round_fe(acc, (double)e, fe);
+}
+
+/* Causal: row i may see columns j <= i + (cols - rows) when cols >= rows (queries aligned
+ * to the end of the keys), j <= i otherwise. */
+PF_HD int pf_softmax_masked(int mask, size_t i, size_t j, size_t rows, size_t cols) {
+  if (mask != PF_MASK_CAUSAL) return 0;
+  size_t off = cols >= rows ? cols - rows : 0;
+  return j > i + off;
+}
+
+/* The value a masked position takes, as the sentinel itself (exact); the kernel rounds it
+ * to its accumulation dtype. */
+PF_HD double pf_softmax_mask_value(int maskval, pf_dtype storage) {
+  if (maskval == PF_MASKVAL_NEG_10000) return -10000.0;
+  if (maskval == PF_MASKVAL_LOWEST) {
+    pf_format f = pf_format_of(storage);
+    return -ldexp(2.0 - ldexp(1.0, 1 - f.prec), f.emax);
+  }
+  return -INFINITY;
+}
+
+/* The scaled score of element j: fl_acc(x * fl_acc(alpha)), or the rounded sentinel. */
+PF_HD double pf_softmax_score(pf_dtype acc, double x, double alpha_acc, int masked, double maskval,
+                              unsigned *fe) {
+  if (masked) return pf_round_fe(acc, maskval, fe);
+  return pf_mul(acc, x, alpha_acc, fe);
+}
+
+#endif

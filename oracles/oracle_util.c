@@ -1,0 +1,67 @@
+#include "oracles/oracle_util.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+double pf_mpfr_round_dtype(mpfr_srcptr x, pf_dtype t) {
+  if (mpfr_nan_p(x)) return NAN;
+  if (mpfr_inf_p(x)) return mpfr_sgn(x) < 0 ? -INFINITY : INFINITY;
+  if (mpfr_zero_p(x)) return mpfr_signbit(x) ? -0.0 : 0.0;
+  const pf_format f = pf_format_of(t);
+  const long e = (long)mpfr_get_exp(x) - 1;   /* |x| in [2^e, 2^(e+1)) */
+  if (e > f.emax + 1) return mpfr_sgn(x) < 0 ? -INFINITY : INFINITY;
+  if (e < f.emin - f.prec - 1) return mpfr_signbit(x) ? -0.0 : 0.0; /* below half the smallest subnormal */
+  const long q = (e < f.emin ? f.emin : e) - (f.prec - 1); /* the quantum's exponent */
+  mpfr_t k;
+  mpfr_init2(k, mpfr_get_prec(x) > 64 ? mpfr_get_prec(x) : 64);
+  mpfr_mul_2si(k, x, -q, MPFR_RNDN);  /* exact */
+  mpfr_rint(k, k, MPFR_RNDN);         /* to an integer, ties to even */
+  mpfr_mul_2si(k, k, q, MPFR_RNDN);   /* exact */
+  double d = mpfr_get_d(k, MPFR_RNDN); /* exact: at most prec bits, exponent in range */
+  mpfr_clear(k);
+  const double top = ldexp(1.0, f.emax + 1);
+  if (fabs(d) >= top) return d < 0 ? -INFINITY : INFINITY;
+  if (d == 0) return mpfr_signbit(x) ? -0.0 : 0.0;
+  return d;
+}
+
+static char *pf_mpfr_hex(mpfr_srcptr x) {
+  char *s = NULL;
+  if (mpfr_nan_p(x)) return strdup("nan");
+  if (mpfr_inf_p(x)) return strdup(mpfr_sgn(x) < 0 ? "-inf" : "inf");
+  if (mpfr_asprintf(&s, "%Ra", x) < 0) return NULL;
+  char *r = strdup(s);
+  mpfr_free_str(s);
+  return r;
+}
+
+int pf_oracle_settle(pf_oracle_result *r, size_t i, mpfr_srcptr lo, mpfr_srcptr hi, pf_dtype t, int final,
+                     int keep_hex) {
+  const double a = pf_mpfr_round_dtype(lo, t), b = pf_mpfr_round_dtype(hi, t);
+  const int same = a == b && signbit(a) == signbit(b);
+  if (!same && !final) return 0;
+  mpfr_t mid;
+  mpfr_init2(mid, mpfr_get_prec(lo) + 1);
+  mpfr_add(mid, lo, hi, MPFR_RNDN); /* the midpoint of the enclosure (within it) */
+  mpfr_div_2ui(mid, mid, 1, MPFR_RNDN);
+  r->exact[i] = mpfr_get_d(mid, MPFR_RNDN);
+  r->rounded[i] = a;
+  r->rounded_alt[i] = b;
+  r->status[i] = same ? PF_ORACLE_NUMBER : PF_ORACLE_TIE;
+  if (keep_hex && r->hex) {
+    free(r->hex[i]);
+    r->hex[i] = pf_mpfr_hex(mid);
+  }
+  mpfr_clear(mid);
+  return 1;
+}
+
+void pf_oracle_set_undefined(pf_oracle_result *r, size_t i, int keep_hex) {
+  r->exact[i] = r->rounded[i] = r->rounded_alt[i] = NAN;
+  r->status[i] = PF_ORACLE_UNDEFINED;
+  if (keep_hex && r->hex) {
+    free(r->hex[i]);
+    r->hex[i] = strdup("nan");
+  }
+}

@@ -1,0 +1,21 @@
+/* Helpers the MPFR oracles share: correct rounding to a dtype, and the interval test that
+ * tells whether a result can be trusted. Nothing here is shared with the kernels' emulation. */
+#ifndef PF_ORACLE_UTIL_H
+#define PF_ORACLE_UTIL_H
+
+#include <mpfr.h>
+
+#include "kernels/kernel.h"
+
+/* x correctly rounded (nearest, ties to even) to dtype t, with t's subnormals and overflow
+ * to +-inf; returned as a double (exact). */
+double pf_mpfr_round_dtype(mpfr_srcptr x, pf_dtype t);
+
+/* Given an enclosure [lo, hi] of the exact value, fill element i of r: NUMBER when both ends
+ * round to the same value of t (the rounding is then certain), else returns 0 so that the
+ * caller raises its precision; when final (at the precision limit) records a TIE. */
+int pf_oracle_settle(pf_oracle_result *r, size_t i, mpfr_srcptr lo, mpfr_srcptr hi, pf_dtype t, int final,
+                     int keep_hex);
+void pf_oracle_set_undefined(pf_oracle_result *r, size_t i, int keep_hex);
+
+#endif
