@@ -59,7 +59,7 @@ pf_status pf_case_init(pf_case *c, const char *kernel, const char *variant, uint
     if (k->dtypes & PF_DT(t)) { c->dtype = (pf_dtype)t; break; }
   c->accum = PF_FP32;
   c->ndims = op->ndims;
-  for (int i = 0; i < op->ndims; i++) c->shape[i] = op->dim_max[i] < 8 ? op->dim_max[i] : 8;
+  for (int i = 0; i < op->ndims; i++) c->shape[i] = op->dim_default[i];
   for (int i = 0; i < op->nparams; i++) c->params[i] = op->params[i].def;
   c->ninputs = op->ninputs;
   for (int i = 0; i < op->ninputs; i++) {

@@ -14,7 +14,7 @@ typedef struct {
   size_t first_bad;              /* first element with the case's verdict (if not ok) */
   int64_t max_ulps;              /* largest ulp distance to the correctly rounded result */
   size_t max_ulps_at;
-  double max_rel;                /* largest |y - E| / |E| over defined, finite elements */
+  double max_rel;                /* largest |y - E| / |E| where E is in t's normal range */
   pf_verdict *elem;              /* per element */
   int64_t *ulps;                 /* per element, INT64_MAX for NaN */
   int64_t *allowed;              /* per element: ulps the bound allows (INT64_MAX: unbounded) */

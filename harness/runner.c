@@ -1,9 +1,14 @@
 #include "runner.h"
 
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include <cjson/cJSON.h>
+#include <mpfr.h>
 
 static double pf_now(void) {
   struct timespec ts;
@@ -64,4 +69,94 @@ void pf_run_free(pf_run *r) {
   pf_oracle_result_free(&r->oracle);
   pf_comparison_free(&r->cmp);
   memset(r, 0, sizeof *r);
+}
+
+static void pf_index_str(const pf_case *c, size_t i, char *buf, size_t len) {
+  /* row-major multi-index over the output shape (the case's shape) */
+  size_t idx[PF_MAX_DIMS];
+  for (int d = c->ndims - 1; d >= 0; d--) {
+    idx[d] = i % c->shape[d];
+    i /= c->shape[d];
+  }
+  size_t n = (size_t)snprintf(buf, len, "[");
+  for (int d = 0; d < c->ndims && n < len; d++) n += (size_t)snprintf(buf + n, len - n, d ? ",%zu" : "%zu", idx[d]);
+  if (n < len) snprintf(buf + n, len - n, "]");
+}
+
+void pf_run_describe(const pf_case *c, const pf_run *r, char *buf, size_t len) {
+  const size_t i = r->cmp.first_bad;
+  char at[64], y[40], e[40], fe[48];
+  pf_index_str(c, i, at, sizeof at);
+  pf_hexfloat(y, r->out[i]);
+  pf_hexfloat(e, r->oracle.exact[i]);
+  char yd[32] = "", ed[32] = "";
+  if (isfinite(r->out[i])) snprintf(yd, sizeof yd, " (%.9g)", r->out[i]);
+  if (isfinite(r->oracle.exact[i])) snprintf(ed, sizeof ed, " (%.9g)", r->oracle.exact[i]);
+  snprintf(buf, len, "%s at %s: got %s%s, exact %s%s, %lld ulps, allowed %lld; events %s",
+           pf_verdict_name(r->cmp.verdict), at, y, yd, e, ed,
+           r->cmp.ulps[i] == INT64_MAX ? -1LL : (long long)r->cmp.ulps[i],
+           r->cmp.allowed[i] == INT64_MAX ? -1LL : (long long)r->cmp.allowed[i], pf_fe_str(r->fe, fe));
+}
+
+cJSON *pf_run_to_cjson(const pf_case *c, const pf_run *r, int per_element) {
+  cJSON *j = cJSON_CreateObject();
+  cJSON_AddItemToObject(j, "case", pf_case_to_cjson(c));
+  cJSON_AddStringToObject(j, "verdict", pf_verdict_name(r->cmp.verdict));
+  cJSON_AddBoolToObject(j, "finding", pf_verdict_is_finding(r->cmp.verdict));
+  char fe[48], b[40];
+  cJSON_AddStringToObject(j, "events", pf_fe_str(r->fe, fe));
+  cJSON *counts = cJSON_AddObjectToObject(j, "counts");
+  for (int v = 0; v < PF_NVERDICTS; v++) cJSON_AddNumberToObject(counts, pf_verdict_name((pf_verdict)v), (double)r->cmp.counts[v]);
+  cJSON_AddNumberToObject(j, "max_ulps", (double)r->cmp.max_ulps);
+  pf_hexfloat(b, r->cmp.max_rel);
+  cJSON_AddStringToObject(j, "max_rel", b);
+  cJSON_AddNumberToObject(j, "oracle_max_prec", (double)r->oracle.max_prec);
+  cJSON_AddNumberToObject(j, "seconds_kernel", r->seconds_kernel);
+  cJSON_AddNumberToObject(j, "seconds_oracle", r->seconds_oracle);
+  if (r->cmp.verdict != PF_V_OK) {
+    char d[512];
+    pf_run_describe(c, r, d, sizeof d);
+    cJSON_AddNumberToObject(j, "first_bad", (double)r->cmp.first_bad);
+    cJSON_AddStringToObject(j, "detail", d);
+  }
+  if (per_element) {
+    /* the actual stored inputs, so that anyone can recompute the exact result */
+    cJSON *ins = cJSON_AddObjectToObject(j, "input_values");
+    const pf_op *op = r->kernel->op;
+    for (int t = 0; t < r->ninputs; t++) {
+      cJSON *vals = cJSON_AddArrayToObject(ins, op->input_names[t]);
+      for (size_t i = 0; i < r->in[t].n; i++) {
+        pf_hexfloat(b, r->in[t].data[i]);
+        cJSON_AddItemToArray(vals, cJSON_CreateString(b));
+      }
+    }
+    cJSON *els = cJSON_AddArrayToObject(j, "elements");
+    for (size_t i = 0; i < r->nout; i++) {
+      cJSON *e = cJSON_CreateObject();
+      pf_hexfloat(b, r->out[i]);
+      cJSON_AddStringToObject(e, "y", b);
+      if (r->oracle.hex && r->oracle.hex[i]) cJSON_AddStringToObject(e, "exact", r->oracle.hex[i]);
+      else {
+        pf_hexfloat(b, r->oracle.exact[i]);
+        cJSON_AddStringToObject(e, "exact", b);
+      }
+      pf_hexfloat(b, r->oracle.rounded[i]);
+      cJSON_AddStringToObject(e, "rounded", b);
+      if (r->oracle.status[i] == PF_ORACLE_TINY) {
+        /* 0 < |exact| < 2^(emin_min - 1): MPFR's smallest positive bounds it */
+        char ub[64];
+        snprintf(ub, sizeof ub, "0x1p%ld", (long)mpfr_get_emin_min() - 1);
+        cJSON_AddStringToObject(e, "exact_upper", ub);
+      }
+      if (r->oracle.status[i] == PF_ORACLE_TIE) {
+        pf_hexfloat(b, r->oracle.rounded_alt[i]);
+        cJSON_AddStringToObject(e, "rounded_alt", b);
+      }
+      cJSON_AddNumberToObject(e, "ulps", r->cmp.ulps[i] == INT64_MAX ? -1 : (double)r->cmp.ulps[i]);
+      cJSON_AddNumberToObject(e, "allowed", r->cmp.allowed[i] == INT64_MAX ? -1 : (double)r->cmp.allowed[i]);
+      cJSON_AddStringToObject(e, "verdict", pf_verdict_name(r->cmp.elem[i]));
+      cJSON_AddItemToArray(els, e);
+    }
+  }
+  return j;
 }

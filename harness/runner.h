@@ -27,4 +27,13 @@ void pf_oracle_opts_default(pf_oracle_opts *o);
 /* The floating-point events as text ("overflow,underflow" or "none"). */
 const char *pf_fe_str(unsigned fe, char buf[48]);
 
+/* The result of a run as JSON: the case, verdict, counts, worst element, and with
+ * per_element the outputs, exact values (hex, >= 160 bits when the oracle kept them),
+ * correctly rounded values, ulps and allowed ulps of every element. */
+struct cJSON;
+struct cJSON *pf_run_to_cjson(const pf_case *c, const pf_run *r, int per_element);
+
+/* One line describing the case's worst element: "overflow at [2,31]: got nan, exact ..." */
+void pf_run_describe(const pf_case *c, const pf_run *r, char *buf, size_t len);
+
 #endif

@@ -33,6 +33,9 @@ enum {
   PF_ORACLE_UNDEFINED = 1, /* the mathematical result is undefined (NaN input, +inf, 0/0) */
   PF_ORACLE_TIE = 2,       /* the exact value could not be separated from a rounding midpoint
                               at the precision limit: both neighbours are correct roundings */
+  PF_ORACLE_TINY = 3,      /* the exact value is nonzero but below MPFR's exponent range
+                              (|E| < 2^-(2^62)): it rounds to 0 in every dtype; exact is 0 and
+                              the JSON gives the bound */
 };
 
 typedef struct {
@@ -65,6 +68,7 @@ typedef struct pf_op {
   int ndims;
   const char *const *dim_names;
   size_t dim_max[PF_MAX_DIMS];
+  size_t dim_default[PF_MAX_DIMS];
   size_t elems_max; /* per input tensor */
   int nparams;
   const pf_param_desc *params;

@@ -41,6 +41,17 @@ int pf_oracle_settle(pf_oracle_result *r, size_t i, mpfr_srcptr lo, mpfr_srcptr 
   const double a = pf_mpfr_round_dtype(lo, t), b = pf_mpfr_round_dtype(hi, t);
   const int same = a == b && signbit(a) == signbit(b);
   if (!same && !final) return 0;
+  if (same && a == 0 && !mpfr_zero_p(hi) && (mpfr_zero_p(lo) || mpfr_sgn(lo) != mpfr_sgn(hi)) &&
+      mpfr_get_exp(hi) <= mpfr_get_emin() + 1) {
+    /* the enclosure reaches down to 0 only because MPFR's exponent range ends there */
+    r->exact[i] = r->rounded[i] = r->rounded_alt[i] = 0;
+    r->status[i] = PF_ORACLE_TINY;
+    if (keep_hex && r->hex) {
+      free(r->hex[i]);
+      r->hex[i] = strdup("0x0p+0");
+    }
+    return 1;
+  }
   mpfr_t mid;
   mpfr_init2(mid, mpfr_get_prec(lo) + 1);
   mpfr_add(mid, lo, hi, MPFR_RNDN); /* the midpoint of the enclosure (within it) */
@@ -64,4 +75,16 @@ void pf_oracle_set_undefined(pf_oracle_result *r, size_t i, int keep_hex) {
     free(r->hex[i]);
     r->hex[i] = strdup("nan");
   }
+}
+
+pf_mpfr_range pf_mpfr_range_widen(void) {
+  pf_mpfr_range r = {mpfr_get_emin(), mpfr_get_emax()};
+  mpfr_set_emin(mpfr_get_emin_min());
+  mpfr_set_emax(mpfr_get_emax_max());
+  return r;
+}
+
+void pf_mpfr_range_restore(pf_mpfr_range r) {
+  mpfr_set_emin(r.emin);
+  mpfr_set_emax(r.emax);
 }

@@ -18,4 +18,11 @@ int pf_oracle_settle(pf_oracle_result *r, size_t i, mpfr_srcptr lo, mpfr_srcptr 
                      int keep_hex);
 void pf_oracle_set_undefined(pf_oracle_result *r, size_t i, int keep_hex);
 
+/* The oracles compute in MPFR's widest exponent range; these save and restore the caller's. */
+typedef struct {
+  mpfr_exp_t emin, emax;
+} pf_mpfr_range;
+pf_mpfr_range pf_mpfr_range_widen(void);
+void pf_mpfr_range_restore(pf_mpfr_range r);
+
 #endif

@@ -100,6 +100,7 @@ pf_status pf_softmax_fwd_mpfr(const pf_case *c, const pf_tensor *in, const pf_or
                               pf_oracle_result *out) {
   const size_t rows = c->shape[0], cols = c->shape[1];
   const long prec0 = opts->prec < 64 ? 64 : opts->prec;
+  const pf_mpfr_range saved = pf_mpfr_range_widen();
   pf_sm_work w;
   pf_sm_work_init(&w, cols, prec0);
   out->max_prec = prec0;
@@ -138,5 +139,6 @@ pf_status pf_softmax_fwd_mpfr(const pf_case *c, const pf_tensor *in, const pf_or
     }
   }
   pf_sm_work_free(&w);
+  pf_mpfr_range_restore(saved);
   return PF_OK;
 }

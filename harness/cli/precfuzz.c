@@ -1,1 +1,630 @@
-int main(void) { return 0; }
+/* precfuzz: the command line. Exit status: 0 nothing found, 1 findings, 2 bad usage or
+ * input (one line on stderr naming the flag, field or file). */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <getopt.h>
+#include <gmp.h>
+#include <limits.h>
+#include <math.h>
+#include <mpfr.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "harness/case.h"
+#include "harness/runner.h"
+#include "kernels/kernel.h"
+
+#define EXIT_FINDINGS 1
+#define EXIT_USAGE 2
+
+static const char *prog = "precfuzz";
+
+static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int usage_error(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "%s: ", prog);
+  vfprintf(stderr, fmt, ap);
+  fprintf(stderr, "\n");
+  va_end(ap);
+  return EXIT_USAGE;
+}
+
+/* ---- strict number parsing ---------------------------------------------------------- */
+
+static int parse_u64(const char *s, uint64_t *out) {
+  if (!s || !*s || *s == '-' || *s == '+') return -1;
+  char *end;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 0);
+  if (*end || errno) return -1;
+  *out = v;
+  return 0;
+}
+
+static int parse_real(const char *flag, const char *s, double lo, double hi, double *out) {
+  double v;
+  if (pf_parse_double(s, &v) || !isfinite(v))
+    return usage_error("%s: '%s' is not a finite number", flag, s);
+  if (v < lo || v > hi) return usage_error("%s: %s is outside [%g, %g]", flag, s, lo, hi);
+  *out = v;
+  return 0;
+}
+
+/* "4x256" -> dims; the count must match the kernel's. */
+static int parse_shape(const char *s, const pf_op *op, size_t *shape) {
+  const char *p = s;
+  for (int d = 0; d < op->ndims; d++) {
+    if (*p < '0' || *p > '9') goto bad;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(p, &end, 10);
+    if (errno || v > (unsigned long long)op->dim_max[d] * 16 + 16) {
+      return usage_error("--shape: %s = %s is outside [1, %zu]", op->dim_names[d], p, op->dim_max[d]);
+    }
+    shape[d] = (size_t)v;
+    p = end;
+    if (d + 1 < op->ndims) {
+      if (*p != 'x') goto bad;
+      p++;
+    }
+  }
+  if (*p) goto bad;
+  return 0;
+bad:;
+  char dims[128] = "";
+  for (int d = 0; d < op->ndims; d++) {
+    strcat(dims, d ? "x" : "");
+    strncat(dims, op->dim_names[d], 40);
+  }
+  return usage_error("--shape: '%s' is not %s (positive integers, e.g. 4x256)", s, dims);
+}
+
+/* ---- list ------------------------------------------------------------------------------- */
+
+static void print_help_list(void) {
+  printf("usage: precfuzz list [--json]\n\n"
+         "Lists every registered kernel variant: dtypes, accumulations, parameters, faults,\n"
+         "and the contract it is judged by.\n");
+}
+
+static cJSON *kernel_to_cjson(const pf_kernel *k) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "kernel", k->op->name);
+  cJSON_AddStringToObject(o, "variant", k->variant);
+  cJSON_AddStringToObject(o, "summary", k->summary);
+  cJSON *dt = cJSON_AddArrayToObject(o, "dtypes");
+  for (int t = 0; t < PF_NDTYPES; t++)
+    if (k->dtypes & PF_DT(t)) cJSON_AddItemToArray(dt, cJSON_CreateString(pf_dtype_name((pf_dtype)t)));
+  cJSON *ac = cJSON_AddArrayToObject(o, "accums");
+  for (int t = 0; t < PF_NDTYPES; t++)
+    if (k->accums & PF_DT(t)) cJSON_AddItemToArray(ac, cJSON_CreateString(pf_dtype_name((pf_dtype)t)));
+  if (k->accums & PF_ACCUM_STORAGE) cJSON_AddItemToArray(ac, cJSON_CreateString("storage"));
+  cJSON *dims = cJSON_AddArrayToObject(o, "shape");
+  for (int d = 0; d < k->op->ndims; d++) {
+    cJSON *x = cJSON_CreateObject();
+    cJSON_AddStringToObject(x, "name", k->op->dim_names[d]);
+    cJSON_AddNumberToObject(x, "max", (double)k->op->dim_max[d]);
+    cJSON_AddNumberToObject(x, "default", (double)k->op->dim_default[d]);
+    cJSON_AddItemToArray(dims, x);
+  }
+  cJSON *ps = cJSON_AddArrayToObject(o, "params");
+  for (int i = 0; i < k->op->nparams; i++) {
+    const pf_param_desc *d = &k->op->params[i];
+    cJSON *x = cJSON_CreateObject();
+    cJSON_AddStringToObject(x, "name", d->name);
+    if (d->type == PF_PARAM_CHOICE) {
+      cJSON *ch = cJSON_AddArrayToObject(x, "choices");
+      for (int c = 0; d->choices[c]; c++) cJSON_AddItemToArray(ch, cJSON_CreateString(d->choices[c]));
+      cJSON_AddStringToObject(x, "default", d->choices[(int)d->def]);
+    } else {
+      cJSON_AddNumberToObject(x, "min", d->min);
+      cJSON_AddNumberToObject(x, "max", d->max);
+      cJSON_AddNumberToObject(x, "default", d->def);
+    }
+    cJSON_AddStringToObject(x, "help", d->help);
+    cJSON_AddItemToArray(ps, x);
+  }
+  cJSON *fs = cJSON_AddArrayToObject(o, "faults");
+  for (int i = 0; k->faults[i]; i++) cJSON_AddItemToArray(fs, cJSON_CreateString(k->faults[i]));
+  cJSON_AddStringToObject(o, "contract", k->contract);
+  return o;
+}
+
+static int cmd_list(int argc, char **argv) {
+  int json = 0;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--json") == 0) json = 1;
+    else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) { print_help_list(); return 0; }
+    else return usage_error("list: unknown argument '%s' (see precfuzz list --help)", argv[i]);
+  }
+  if (json) {
+    cJSON *a = cJSON_CreateArray();
+    for (size_t i = 0; i < pf_kernel_count(); i++) cJSON_AddItemToArray(a, kernel_to_cjson(pf_kernel_at(i)));
+    char *s = cJSON_Print(a);
+    puts(s);
+    free(s);
+    cJSON_Delete(a);
+    return 0;
+  }
+  printf("%-10s %-8s %-16s %-18s %-16s %s\n", "kernel", "variant", "dtypes", "accum", "faults", "what");
+  for (size_t i = 0; i < pf_kernel_count(); i++) {
+    const pf_kernel *k = pf_kernel_at(i);
+    char dts[64] = "", acs[64] = "", fs[128] = "";
+    for (int t = 0; t < PF_NDTYPES; t++)
+      if (k->dtypes & PF_DT(t)) { strcat(dts, dts[0] ? "," : ""); strcat(dts, pf_dtype_name((pf_dtype)t)); }
+    for (int t = 0; t < PF_NDTYPES; t++)
+      if (k->accums & PF_DT(t)) { strcat(acs, acs[0] ? "," : ""); strcat(acs, pf_dtype_name((pf_dtype)t)); }
+    if (k->accums & PF_ACCUM_STORAGE) strcat(acs, acs[0] ? ",storage" : "storage");
+    for (int f = 0; k->faults[f]; f++) { strcat(fs, fs[0] ? "," : ""); strncat(fs, k->faults[f], 60); }
+    printf("%-10s %-8s %-16s %-18s %-16s %s\n", k->op->name, k->variant, dts, acs, fs[0] ? fs : "-", k->summary);
+  }
+  printf("\nparameters (--param NAME=VALUE):\n");
+  const pf_op *seen[64];
+  size_t nseen = 0;
+  for (size_t i = 0; i < pf_kernel_count(); i++) {
+    const pf_op *op = pf_kernel_at(i)->op;
+    int dup = 0;
+    for (size_t s = 0; s < nseen; s++) dup |= seen[s] == op;
+    if (dup || nseen == 64) continue;
+    seen[nseen++] = op;
+    for (int p = 0; p < op->nparams; p++) {
+      const pf_param_desc *d = &op->params[p];
+      if (d->type == PF_PARAM_CHOICE) {
+        char ch[128] = "";
+        for (int c = 0; d->choices[c]; c++) { strcat(ch, c ? "|" : ""); strncat(ch, d->choices[c], 30); }
+        printf("  %s %-10s %s (default %s): %s\n", op->name, d->name, ch, d->choices[(int)d->def], d->help);
+      } else {
+        printf("  %s %-10s [%g, %g] (default %g): %s\n", op->name, d->name, d->min, d->max, d->def, d->help);
+      }
+    }
+  }
+  return 0;
+}
+
+/* ---- run ------------------------------------------------------------------------------- */
+
+static void print_help_run(void) {
+  printf(
+      "usage: precfuzz run -k KERNEL [-v VARIANT] [-t DTYPE] [-a ACCUM] [--shape RxC] [--scale S]\n"
+      "                    [--dist NAME] [--seed N] [--cases N] [--fault NAME] [--backend cpu|cuda]\n"
+      "                    [--param NAME=VALUE]... [--outliers N --outlier-magnitude M]\n"
+      "                    [--special-rate R] [--exp-range LO:HI] [--oracle-prec BITS]\n"
+      "                    [--json] [--save-findings DIR] [--max-print N]\n\n"
+      "Runs N cases (seeds N, N+1, ...) of one kernel variant (every variant when -v is not given)\n"
+      "against the MPFR oracle and prints each finding with the command that replays it.\n\n"
+      "  -k, --kernel KERNEL      operation (precfuzz list)\n"
+      "  -v, --variant VARIANT    variant; default: all variants of KERNEL\n"
+      "  -t, --dtype DTYPE        storage dtype: fp32, fp16, bf16 (default fp16)\n"
+      "  -a, --accum ACCUM        accumulation dtype: fp32 or the storage dtype (default fp32)\n"
+      "      --shape RxC          shape (default: the kernel's, softmax 4x256)\n"
+      "      --scale S            inputs are drawn from the distribution times S (default 1)\n"
+      "      --dist NAME          normal, uniform, loguniform, heavy (default normal)\n"
+      "      --exp-range LO:HI    loguniform: exponents LO..HI (default -8:8)\n"
+      "      --outliers N         N elements per input set to +-M (--outlier-magnitude M)\n"
+      "      --special-rate R     each element becomes a special value (0, subnormal, max, inf, NaN) with\n"
+      "                           probability R\n"
+      "      --seed N             first case seed (default 1); case k uses seed N+k\n"
+      "      --cases N            number of cases (default 100)\n"
+      "      --fault NAME         switch on a known fault of the variant\n"
+      "      --param NAME=VALUE   a kernel parameter, e.g. alpha=0x1p-3, mask=causal\n"
+      "      --backend cpu|cuda   where the kernel runs (default cpu)\n"
+      "      --oracle-prec BITS   starting MPFR precision (default 256; raised when needed)\n"
+      "      --json               results as JSON, with per-element outputs and exact values\n"
+      "      --save-findings DIR  write every finding as a case file (replay with precfuzz replay)\n"
+      "      --max-print N        finding lines printed per variant (default 10)\n\n"
+      "Exit status: 0 no finding, 1 findings, 2 bad usage or input.\n");
+}
+
+typedef struct {
+  const char *kernel, *variant, *fault, *save_dir;
+  pf_dtype dtype, accum;
+  int have_shape;
+  size_t shape[PF_MAX_DIMS];
+  pf_gen gen;
+  uint64_t seed, cases;
+  int nparams;
+  const char *param_name[PF_MAX_PARAMS];
+  const char *param_value[PF_MAX_PARAMS];
+  int json;
+  long oracle_prec;
+  uint64_t max_print;
+} run_opts;
+
+/* Applies NAME=VALUE parameters to a case, validating names and values. */
+static int apply_params(pf_case *c, const run_opts *o) {
+  const pf_op *op = pf_op_find(c->kernel);
+  for (int i = 0; i < o->nparams; i++) {
+    const int p = pf_op_param_index(op, o->param_name[i]);
+    if (p < 0) return usage_error("--param: kernel %s has no parameter '%s' (see precfuzz list)", c->kernel, o->param_name[i]);
+    const pf_param_desc *d = &op->params[p];
+    if (d->type == PF_PARAM_CHOICE) {
+      int found = -1;
+      for (int k = 0; d->choices[k]; k++)
+        if (strcmp(d->choices[k], o->param_value[i]) == 0) found = k;
+      if (found < 0) return usage_error("--param %s: '%s' is not one of its choices (see precfuzz list)", d->name, o->param_value[i]);
+      c->params[p] = found;
+    } else {
+      double v;
+      if (pf_parse_double(o->param_value[i], &v))
+        return usage_error("--param %s: '%s' is not a number", d->name, o->param_value[i]);
+      c->params[p] = v;
+    }
+  }
+  return 0;
+}
+
+/* The command line that reproduces one case. */
+static void reproduce_line(const pf_case *c, const run_opts *o, uint64_t seed, char *buf, size_t len) {
+  const pf_op *op = pf_op_find(c->kernel);
+  char sc[40];
+  pf_hexfloat(sc, o->gen.scale);
+  size_t n = (size_t)snprintf(buf, len, "precfuzz run -k %s -v %s -t %s -a %s --shape ", c->kernel, c->variant,
+                              pf_dtype_name(c->dtype), pf_dtype_name(c->accum));
+  for (int d = 0; d < c->ndims && n < len; d++) n += (size_t)snprintf(buf + n, len - n, d ? "x%zu" : "%zu", c->shape[d]);
+  if (n < len) n += (size_t)snprintf(buf + n, len - n, " --dist %s --scale %s", pf_dist_name(o->gen.dist), sc);
+  if (o->gen.dist == PF_DIST_LOGUNIFORM && n < len)
+    n += (size_t)snprintf(buf + n, len - n, " --exp-range %d:%d", o->gen.exp_min, o->gen.exp_max);
+  if (o->gen.outliers && n < len) {
+    pf_hexfloat(sc, o->gen.outlier_mag);
+    n += (size_t)snprintf(buf + n, len - n, " --outliers %zu --outlier-magnitude %s", o->gen.outliers, sc);
+  }
+  if (o->gen.special_rate > 0 && n < len) {
+    pf_hexfloat(sc, o->gen.special_rate);
+    n += (size_t)snprintf(buf + n, len - n, " --special-rate %s", sc);
+  }
+  for (int p = 0; p < op->nparams && n < len; p++) {
+    const pf_param_desc *d = &op->params[p];
+    if (c->params[p] == d->def) continue;
+    if (d->type == PF_PARAM_CHOICE) n += (size_t)snprintf(buf + n, len - n, " --param %s=%s", d->name, d->choices[(int)c->params[p]]);
+    else {
+      pf_hexfloat(sc, c->params[p]);
+      n += (size_t)snprintf(buf + n, len - n, " --param %s=%s", d->name, sc);
+    }
+  }
+  if (c->fault[0] && n < len) n += (size_t)snprintf(buf + n, len - n, " --fault %s", c->fault);
+  if (n < len) snprintf(buf + n, len - n, " --seed %llu --cases 1", (unsigned long long)seed);
+}
+
+static int save_finding(const pf_case *c, const pf_run *r, const char *dir, uint64_t seed, char *path, size_t len) {
+  pf_case k;
+  if (pf_case_copy(&k, c)) return -1;
+  snprintf(k.expect, sizeof k.expect, "%s", pf_verdict_name(r->cmp.verdict));
+  snprintf(path, len, "%s/%s-%s-%s-%s-seed%llu-%s.json", dir, c->kernel, c->variant, pf_dtype_name(c->dtype),
+           pf_dtype_name(c->accum), (unsigned long long)seed, pf_verdict_name(r->cmp.verdict));
+  pf_status st = pf_case_save(&k, path);
+  pf_case_free(&k);
+  if (st) fprintf(stderr, "%s: %s\n", prog, pf_error_message());
+  return st ? -1 : 0;
+}
+
+static int run_variant(const pf_kernel *k, const run_opts *o, cJSON *jcases, int *any_finding) {
+  size_t counts[PF_NVERDICTS] = {0};
+  int64_t max_ulps = 0;
+  double max_rel = 0, secs_k = 0, secs_o = 0;
+  uint64_t printed = 0, findings = 0, worst_seed = 0;
+  pf_oracle_opts oo;
+  pf_oracle_opts_default(&oo);
+  oo.prec = o->oracle_prec;
+  oo.keep_hex = o->json;
+  for (uint64_t i = 0; i < o->cases; i++) {
+    const uint64_t seed = o->seed + i;
+    pf_case c;
+    pf_status st = pf_case_init(&c, k->op->name, k->variant, seed);
+    if (st) return usage_error("%s", pf_error_message());
+    c.dtype = o->dtype;
+    c.accum = o->accum;
+    if (o->have_shape) memcpy(c.shape, o->shape, sizeof c.shape);
+    if (o->fault) snprintf(c.fault, sizeof c.fault, "%s", o->fault);
+    for (int t = 0; t < c.ninputs; t++) {
+      const uint64_t s = c.inputs[t].seed;
+      c.inputs[t] = o->gen;
+      c.inputs[t].seed = s;
+    }
+    int rc = apply_params(&c, o);
+    if (rc) return rc;
+    pf_run r;
+    st = pf_run_case(&c, &oo, &r);
+    if (st) {
+      pf_run_free(&r);
+      return usage_error("%s", pf_error_message());
+    }
+    counts[r.cmp.verdict]++;
+    if (r.cmp.max_ulps > max_ulps) { max_ulps = r.cmp.max_ulps; worst_seed = seed; }
+    if (r.cmp.max_rel > max_rel) max_rel = r.cmp.max_rel;
+    secs_k += r.seconds_kernel;
+    secs_o += r.seconds_oracle;
+    const int finding = pf_verdict_is_finding(r.cmp.verdict);
+    char saved[1024] = "";
+    if (finding) {
+      findings++;
+      *any_finding = 1;
+      if (o->save_dir) save_finding(&c, &r, o->save_dir, seed, saved, sizeof saved);
+    }
+    if (jcases) {
+      cJSON *jr = pf_run_to_cjson(&c, &r, 1);
+      cJSON_AddNumberToObject(jr, "seed", (double)seed);
+      if (saved[0]) cJSON_AddStringToObject(jr, "saved", saved);
+      cJSON_AddItemToArray(jcases, jr);
+    } else if (finding && printed < o->max_print) {
+      char d[512], rep[1024];
+      pf_run_describe(&c, &r, d, sizeof d);
+      reproduce_line(&c, o, seed, rep, sizeof rep);
+      printf("FINDING %s/%s %s/%s seed %llu: %s\n  reproduce with: %s\n", c.kernel, c.variant,
+             pf_dtype_name(c.dtype), pf_dtype_name(c.accum), (unsigned long long)seed, d,
+             saved[0] ? "precfuzz replay " : rep);
+      if (saved[0]) printf("%s  or: %s\n", saved, rep);
+      printed++;
+    }
+    pf_run_free(&r);
+    pf_case_free(&c);
+  }
+  if (!jcases) {
+    printf("%s/%s %s/%s: %llu cases (seeds %llu..%llu): ", k->op->name, k->variant, pf_dtype_name(o->dtype),
+           pf_dtype_name(o->accum), (unsigned long long)o->cases, (unsigned long long)o->seed,
+           (unsigned long long)(o->seed + o->cases - 1));
+    for (int v = 0; v < PF_NVERDICTS; v++)
+      if (counts[v]) printf("%s %zu  ", pf_verdict_name((pf_verdict)v), counts[v]);
+    printf("\n  findings %llu; max ulps %lld (seed %llu); max rel error %.3g; kernel %.3fs, oracle %.3fs\n",
+           (unsigned long long)findings, (long long)max_ulps, (unsigned long long)worst_seed, max_rel, secs_k, secs_o);
+    if (findings > printed) printf("  (%llu more findings not shown; --max-print, --save-findings)\n", (unsigned long long)(findings - printed));
+  }
+  return 0;
+}
+
+static int cmd_run(int argc, char **argv) {
+  run_opts o;
+  memset(&o, 0, sizeof o);
+  o.dtype = PF_FP16;
+  o.accum = PF_FP32;
+  o.seed = 1;
+  o.cases = 100;
+  o.oracle_prec = 256;
+  o.max_print = 10;
+  pf_gen_default(&o.gen);
+  const char *shape_arg = NULL, *backend = "cpu";
+  enum { O_SHAPE = 256, O_SCALE, O_DIST, O_SEED, O_CASES, O_FAULT, O_BACKEND, O_JSON, O_SAVE, O_PARAM,
+         O_OUTLIERS, O_OUTMAG, O_SPECIAL, O_EXPRANGE, O_PREC, O_MAXPRINT };
+  static const struct option longopts[] = {
+      {"kernel", required_argument, 0, 'k'}, {"variant", required_argument, 0, 'v'},
+      {"dtype", required_argument, 0, 't'}, {"accum", required_argument, 0, 'a'},
+      {"shape", required_argument, 0, O_SHAPE}, {"scale", required_argument, 0, O_SCALE},
+      {"dist", required_argument, 0, O_DIST}, {"seed", required_argument, 0, O_SEED},
+      {"cases", required_argument, 0, O_CASES}, {"fault", required_argument, 0, O_FAULT},
+      {"backend", required_argument, 0, O_BACKEND}, {"json", no_argument, 0, O_JSON},
+      {"save-findings", required_argument, 0, O_SAVE}, {"param", required_argument, 0, O_PARAM},
+      {"outliers", required_argument, 0, O_OUTLIERS}, {"outlier-magnitude", required_argument, 0, O_OUTMAG},
+      {"special-rate", required_argument, 0, O_SPECIAL}, {"exp-range", required_argument, 0, O_EXPRANGE},
+      {"oracle-prec", required_argument, 0, O_PREC}, {"max-print", required_argument, 0, O_MAXPRINT},
+      {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+  opterr = 0;
+  optind = 1;
+  int ch, rc;
+  uint64_t u;
+  while ((ch = getopt_long(argc, argv, ":k:v:t:a:h", longopts, NULL)) != -1) {
+    switch (ch) {
+    case 'k': o.kernel = optarg; break;
+    case 'v': o.variant = optarg; break;
+    case 't':
+      if (pf_dtype_parse(optarg, &o.dtype)) return usage_error("-t: unknown dtype '%s' (fp32, fp16, bf16)", optarg);
+      break;
+    case 'a':
+      if (pf_dtype_parse(optarg, &o.accum)) return usage_error("-a: unknown accumulation dtype '%s' (fp32, fp16, bf16)", optarg);
+      break;
+    case O_SHAPE: shape_arg = optarg; break;
+    case O_SCALE:
+      if ((rc = parse_real("--scale", optarg, 0, 0x1p1000, &o.gen.scale))) return rc;
+      break;
+    case O_DIST:
+      if (pf_dist_parse(optarg, &o.gen.dist) || o.gen.dist == PF_DIST_VALUES)
+        return usage_error("--dist: unknown distribution '%s' (normal, uniform, loguniform, heavy)", optarg);
+      break;
+    case O_SEED:
+      if (parse_u64(optarg, &o.seed)) return usage_error("--seed: '%s' is not an unsigned 64-bit integer", optarg);
+      break;
+    case O_CASES:
+      if (parse_u64(optarg, &o.cases) || o.cases < 1 || o.cases > 1000000000)
+        return usage_error("--cases: '%s' is not an integer in [1, 1000000000]", optarg);
+      break;
+    case O_FAULT: o.fault = optarg; break;
+    case O_BACKEND: backend = optarg; break;
+    case O_JSON: o.json = 1; break;
+    case O_SAVE: o.save_dir = optarg; break;
+    case O_PARAM: {
+      char *eq = strchr(optarg, '=');
+      if (!eq || eq == optarg || !eq[1]) return usage_error("--param: '%s' is not NAME=VALUE", optarg);
+      if (o.nparams == PF_MAX_PARAMS) return usage_error("--param: more than %d parameters", PF_MAX_PARAMS);
+      *eq = 0;
+      o.param_name[o.nparams] = optarg;
+      o.param_value[o.nparams++] = eq + 1;
+      break;
+    }
+    case O_OUTLIERS:
+      if (parse_u64(optarg, &u) || u > 1000000000) return usage_error("--outliers: '%s' is not a count", optarg);
+      o.gen.outliers = (size_t)u;
+      break;
+    case O_OUTMAG:
+      if ((rc = parse_real("--outlier-magnitude", optarg, 0, 0x1p1000, &o.gen.outlier_mag))) return rc;
+      break;
+    case O_SPECIAL:
+      if ((rc = parse_real("--special-rate", optarg, 0, 1, &o.gen.special_rate))) return rc;
+      break;
+    case O_EXPRANGE: {
+      int lo, hi, n = 0;
+      if (sscanf(optarg, "%d:%d%n", &lo, &hi, &n) != 2 || optarg[n] || lo > hi || lo < -1100 || hi > 1100)
+        return usage_error("--exp-range: '%s' is not LO:HI with -1100 <= LO <= HI <= 1100", optarg);
+      o.gen.exp_min = lo;
+      o.gen.exp_max = hi;
+      break;
+    }
+    case O_PREC:
+      if (parse_u64(optarg, &u) || u < 64 || u > 16384) return usage_error("--oracle-prec: '%s' is not in [64, 16384]", optarg);
+      o.oracle_prec = (long)u;
+      break;
+    case O_MAXPRINT:
+      if (parse_u64(optarg, &o.max_print)) return usage_error("--max-print: '%s' is not a count", optarg);
+      break;
+    case 'h': print_help_run(); return 0;
+    case ':': return usage_error("run: %s needs a value", argv[optind - 1]);
+    default: return usage_error("run: unknown option '%s' (see precfuzz run --help)", argv[optind - 1]);
+    }
+  }
+  if (optind < argc) return usage_error("run: unexpected argument '%s'", argv[optind]);
+  if (!o.kernel) return usage_error("run: -k KERNEL is required (see precfuzz list)");
+  const pf_op *op = pf_op_find(o.kernel);
+  if (!op) return usage_error("-k: unknown kernel '%s' (see precfuzz list)", o.kernel);
+  if (o.variant && !pf_kernel_find(o.kernel, o.variant))
+    return usage_error("-v: unknown variant '%s' of kernel %s (see precfuzz list)", o.variant, o.kernel);
+  if (shape_arg) {
+    if ((rc = parse_shape(shape_arg, op, o.shape))) return rc;
+    o.have_shape = 1;
+  }
+  if (strcmp(backend, "cpu") != 0) {
+    if (strcmp(backend, "cuda") == 0)
+      return usage_error("--backend cuda: the CUDA backend is not wired into 'run' yet; use --backend cpu");
+    return usage_error("--backend: '%s' is not cpu or cuda", backend);
+  }
+  if (o.save_dir) {
+    struct stat sb;
+    if (stat(o.save_dir, &sb) != 0 && mkdir(o.save_dir, 0777) != 0)
+      return usage_error("--save-findings: cannot create directory '%s' (%s)", o.save_dir, strerror(errno));
+    if (stat(o.save_dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+      return usage_error("--save-findings: '%s' is not a directory", o.save_dir);
+  }
+  if (o.fault && o.variant && !pf_kernel_has_fault(pf_kernel_find(o.kernel, o.variant), o.fault))
+    return usage_error("--fault: '%s' does not exist for %s/%s (see precfuzz list)", o.fault, o.kernel, o.variant);
+
+  cJSON *root = NULL, *jcases = NULL;
+  if (o.json) {
+    root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "precfuzz", PF_VERSION);
+    jcases = cJSON_AddArrayToObject(root, "cases");
+  }
+  int any_finding = 0, ran = 0;
+  for (size_t i = 0; i < pf_kernel_count(); i++) {
+    const pf_kernel *k = pf_kernel_at(i);
+    if (strcmp(k->op->name, o.kernel) != 0 || (o.variant && strcmp(k->variant, o.variant) != 0)) continue;
+    if (!o.variant && (!pf_kernel_accepts(k, o.dtype, o.accum) || (o.fault && !pf_kernel_has_fault(k, o.fault))))
+      continue; /* running all variants: skip those that cannot take these settings */
+    ran++;
+    if ((rc = run_variant(k, &o, jcases, &any_finding))) {
+      cJSON_Delete(root);
+      return rc;
+    }
+  }
+  if (!ran) {
+    cJSON_Delete(root);
+    return usage_error("run: no variant of %s supports dtype %s with accumulation %s%s%s", o.kernel,
+                       pf_dtype_name(o.dtype), pf_dtype_name(o.accum), o.fault ? " and fault " : "", o.fault ? o.fault : "");
+  }
+  if (root) {
+    cJSON_AddBoolToObject(root, "findings", any_finding);
+    char *s = cJSON_Print(root);
+    puts(s);
+    free(s);
+    cJSON_Delete(root);
+  }
+  return any_finding ? EXIT_FINDINGS : 0;
+}
+
+/* ---- replay ---------------------------------------------------------------------------- */
+
+static void print_help_replay(void) {
+  printf("usage: precfuzz replay FILE... [--json]\n\n"
+         "Runs each case file again and prints its verdict. A case with \"expect\" (a regression)\n"
+         "passes when its verdict equals the expected one; otherwise a finding fails.\n"
+         "Exit status: 0 all as expected (or no finding), 1 otherwise, 2 bad usage or input.\n");
+}
+
+static int cmd_replay(int argc, char **argv) {
+  int json = 0, nfiles = 0;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--json") == 0) json = 1;
+    else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) { print_help_replay(); return 0; }
+    else if (argv[i][0] == '-' && argv[i][1]) return usage_error("replay: unknown option '%s'", argv[i]);
+    else nfiles++;
+  }
+  if (!nfiles) return usage_error("replay: no FILE given (see precfuzz replay --help)");
+  pf_oracle_opts oo;
+  pf_oracle_opts_default(&oo);
+  oo.keep_hex = json;
+  int failed = 0;
+  cJSON *arr = json ? cJSON_CreateArray() : NULL;
+  for (int i = 1; i < argc; i++) {
+    if (argv[i][0] == '-' && argv[i][1]) continue;
+    pf_case c;
+    pf_status st = pf_case_load(&c, argv[i]);
+    if (st) {
+      pf_case_free(&c);
+      cJSON_Delete(arr);
+      return usage_error("%s", pf_error_message());
+    }
+    pf_run r;
+    st = pf_run_case(&c, &oo, &r);
+    if (st) {
+      pf_run_free(&r);
+      pf_case_free(&c);
+      cJSON_Delete(arr);
+      return usage_error("%s: %s", argv[i], pf_error_message());
+    }
+    const char *got = pf_verdict_name(r.cmp.verdict);
+    const int ok = c.expect[0] ? strcmp(c.expect, got) == 0 : !pf_verdict_is_finding(r.cmp.verdict);
+    failed |= !ok;
+    if (json) {
+      cJSON *j = pf_run_to_cjson(&c, &r, 1);
+      cJSON_AddStringToObject(j, "file", argv[i]);
+      cJSON_AddBoolToObject(j, "as_expected", ok);
+      cJSON_AddItemToArray(arr, j);
+    } else {
+      char d[512] = "";
+      if (r.cmp.verdict != PF_V_OK) pf_run_describe(&c, &r, d, sizeof d);
+      printf("%s: %s/%s %s/%s: %s%s%s%s%s\n", argv[i], c.kernel, c.variant, pf_dtype_name(c.dtype),
+             pf_dtype_name(c.accum), got, d[0] ? " (" : "", d, d[0] ? ")" : "",
+             c.expect[0] ? (ok ? " [as expected]" : " [EXPECTED DIFFERENT VERDICT]") : "");
+      if (c.expect[0] && !ok) printf("  expected %s\n", c.expect);
+    }
+    pf_run_free(&r);
+    pf_case_free(&c);
+  }
+  if (arr) {
+    char *s = cJSON_Print(arr);
+    puts(s);
+    free(s);
+    cJSON_Delete(arr);
+  }
+  return failed ? EXIT_FINDINGS : 0;
+}
+
+/* ---- main ---------------------------------------------------------------------------- */
+
+static void print_help(void) {
+  printf("usage: precfuzz COMMAND [options]   (precfuzz COMMAND --help for each)\n\n"
+         "  list      the kernels, variants, dtypes, parameters, faults and contracts\n"
+         "  run       run generated cases of a kernel against the MPFR oracle\n"
+         "  replay    run case files again (findings, regressions)\n"
+         "  version   versions of precfuzz, MPFR, GMP and cJSON\n\n"
+         "Exit status: 0 nothing found, 1 findings, 2 bad usage or input.\n");
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    print_help();
+    return EXIT_USAGE;
+  }
+  const char *cmd = argv[1];
+  if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+    print_help();
+    return 0;
+  }
+  if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
+    printf("precfuzz %s (MPFR %s, GMP %s, cJSON %s)\n", PF_VERSION, mpfr_get_version(), gmp_version, cJSON_Version());
+    return 0;
+  }
+  if (strcmp(cmd, "list") == 0) return cmd_list(argc - 1, argv + 1);
+  if (strcmp(cmd, "run") == 0) return cmd_run(argc - 1, argv + 1);
+  if (strcmp(cmd, "replay") == 0) return cmd_replay(argc - 1, argv + 1);
+  return usage_error("unknown command '%s' (list, run, replay, version; see precfuzz --help)", cmd);
+}

@@ -38,6 +38,7 @@ const pf_op pf_softmax_op = {
     .ndims = 2,
     .dim_names = pf_softmax_dims,
     .dim_max = {65536, 65536},
+    .dim_default = {4, 256},
     .elems_max = (size_t)1 << 21,
     .nparams = 3,
     .params = pf_softmax_params,

@@ -1,0 +1,90 @@
+#!/usr/bin/python3
+"""Independent check of the softmax oracle: recompute every exact value that
+`precfuzz run --json` printed with mpmath (not MPFR) at 1000 bits, from the stored inputs the
+JSON lists, and require agreement to better than 2^-150 relative.
+
+usage: oracle_mpmath_check.py PRECFUZZ -- RUN-ARGS...   (runs precfuzz run RUN-ARGS --json)
+"""
+import json
+import re
+import subprocess
+import sys
+
+import mpmath
+
+mpmath.mp.prec = 1000
+HEX = re.compile(r"^(-?)0x([0-9a-f]+)(?:\.([0-9a-f]*))?p([+-]?\d+)$")
+
+
+def parse_hex(s):
+    """Exact value of a C99 hex float of any length (float.fromhex would round to 53 bits)."""
+    if s in ("nan", "inf", "-inf"):
+        return mpmath.mpf(s)
+    m = HEX.match(s)
+    if not m:
+        raise ValueError("not a hex float: %r" % s)
+    sign, ip, fp, exp = m.group(1), m.group(2), m.group(3) or "", int(m.group(4))
+    v = mpmath.mpf(int(ip + fp, 16)) * mpmath.mpf(2) ** (exp - 4 * len(fp))
+    return -v if sign else v
+
+
+def lowest(dtype):
+    return {"fp16": -65504.0, "bf16": -float.fromhex("0x1.fep127"), "fp32": -float.fromhex("0x1.fffffep127")}[dtype]
+
+
+def softmax_rows(case, xs):
+    rows, cols = case["shape"]
+    p = case["params"]
+    alpha = parse_hex(p["alpha"])
+    sentinel = {"-inf": mpmath.mpf("-inf"), "-10000": mpmath.mpf(-10000), "lowest": mpmath.mpf(lowest(case["dtype"]))}[p["mask_value"]]
+    off = cols - rows if cols >= rows else 0
+    out = []
+    for i in range(rows):
+        t = []
+        for j in range(cols):
+            if p["mask"] == "causal" and j > i + off:
+                t.append(sentinel)
+            else:
+                t.append(alpha * xs[i * cols + j])
+        finite = [v for v in t if mpmath.isfinite(v)]
+        if any(mpmath.isnan(v) or v == mpmath.inf for v in t) or not finite:
+            out.extend([None] * cols)
+            continue
+        m = max(finite)
+        e = [mpmath.mpf(0) if v == mpmath.ninf else mpmath.exp(v - m) for v in t]
+        s = mpmath.fsum(e)
+        out.extend(v / s for v in e)
+    return out
+
+
+def main():
+    precfuzz, args = sys.argv[1], sys.argv[3:]
+    res = json.loads(subprocess.run([precfuzz, "run"] + args + ["--json"], capture_output=True, text=True).stdout)
+    worst, checked, tiny = mpmath.mpf(0), 0, 0
+    for r in res["cases"]:
+        case = r["case"]
+        xs = [parse_hex(v) for v in r["input_values"]["x"]]
+        want = softmax_rows(case, xs)
+        for w, el in zip(want, r["elements"]):
+            got = parse_hex(el["exact"])
+            if "exact_upper" in el:  # below MPFR's exponent range: only a bound is claimed
+                assert w != 0 and abs(w) < parse_hex(el["exact_upper"]), "tiny element out of its bound"
+                tiny += 1
+                continue
+            if w is None:
+                assert mpmath.isnan(got), "undefined element reported as %s" % el["exact"]
+                continue
+            if w == 0:
+                assert got == 0, "exact zero reported as %s" % el["exact"]
+                continue
+            rel = abs(got - w) / abs(w)
+            worst = max(worst, rel)
+            checked += 1
+    bound = mpmath.mpf(2) ** -150
+    print("checked %d elements (and %d below MPFR's range, within their bound); worst relative difference 2^%s (bound 2^-150)" %
+          (checked, tiny, mpmath.nstr(mpmath.log(worst, 2), 6) if worst else "-inf"))
+    if checked == 0 or worst >= bound:
+        sys.exit(1)
+
+
+main()
