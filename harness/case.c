@@ -113,10 +113,14 @@ static pf_status pf_check_param(const pf_param_desc *d, double v) {
   return PF_OK;
 }
 
-static pf_status pf_check_gen(const pf_gen *g, const char *name, size_t n) {
+static pf_status pf_check_gen(const pf_gen *g, const char *name, size_t n, pf_dtype t) {
   if (g->dist == PF_DIST_VALUES) {
     if (g->nvalues != n)
       return pf_error(PF_ERR_ARG, "input '%s': %zu values given, the shape needs %zu", name, g->nvalues, n);
+    for (size_t i = 0; i < n; i++)
+      if (!pf_dtype_holds(t, g->values[i]))
+        return pf_error(PF_ERR_ARG, "input '%s': value %zu (%a) is not representable in %s", name, i,
+                        g->values[i], pf_dtype_name(t));
     return PF_OK;
   }
   if ((unsigned)g->dist >= PF_NDISTS) return pf_error(PF_ERR_ARG, "input '%s': bad distribution", name);
@@ -164,7 +168,7 @@ pf_status pf_case_validate(const pf_case *c) {
     if (n > op->elems_max)
       return pf_error(PF_ERR_ARG, "input '%s' would have %zu elements, more than %zu", op->input_names[i], n,
                       op->elems_max);
-    pf_status st = pf_check_gen(&c->inputs[i], op->input_names[i], n);
+    pf_status st = pf_check_gen(&c->inputs[i], op->input_names[i], n, c->dtype);
     if (st) return st;
   }
   pf_verdict v;

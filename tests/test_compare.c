@@ -1,0 +1,56 @@
+/* compare: allowed intervals and element verdicts on hand-made values. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "harness/compare.h"
+
+static void test_compare_interval_exact_contract(void **state) {
+  double lo, hi;
+  pf_allowed_interval(PF_FP16, 1.0, 1.0, 1.0, (pf_bound){0, 0}, &lo, &hi);
+  assert_true(lo == 1.0 && hi == 1.0);
+  /* rel 2^-10 around 1: the neighbours 1 - 2^-10 (spacing 2^-11 below 1) and 1 + 2^-10 */
+  pf_allowed_interval(PF_FP16, 1.0, 1.0, 1.0, (pf_bound){0x1p-10, 0}, &lo, &hi);
+  assert_true(lo == 1.0 - 0x1p-10 && hi == 1.0 + 0x1p-10);
+  /* a tie: both neighbours are correct roundings */
+  pf_allowed_interval(PF_FP16, 1.0 + 0x1p-11, 1.0, 1.0 + 0x1p-10, (pf_bound){0, 0}, &lo, &hi);
+  assert_true(lo == 1.0 && hi == 1.0 + 0x1p-10);
+  /* an absolute term in the subnormal range: 3 quanta of fp16 */
+  pf_allowed_interval(PF_FP16, 0x1p-22, 0x1p-22, 0x1p-22, (pf_bound){0, 0x3p-24}, &lo, &hi);
+  assert_true(lo == 0x1p-24 && hi == 0x7p-24);
+  pf_allowed_interval(PF_FP16, 0.5, 0.5, 0.5, (pf_bound){INFINITY, 0}, &lo, &hi);
+  assert_true(lo == -INFINITY && hi == INFINITY);
+}
+
+static void test_compare_element_verdicts(void **state) {
+  const double lo = 1.0, hi = 1.0 + 0x1p-10;
+  assert_int_equal(pf_element_verdict(PF_FP16, 1.0, PF_ORACLE_NUMBER, 1.0, lo, hi, 0), PF_V_OK);
+  assert_int_equal(pf_element_verdict(PF_FP16, 1.0 + 0x1p-9, PF_ORACLE_NUMBER, 1.0, lo, hi, 0), PF_V_INACCURATE);
+  assert_int_equal(pf_element_verdict(PF_FP16, 1.0 + 0x1p-9, PF_ORACLE_NUMBER, 1.0, lo, hi, PF_FE_OVERFLOW), PF_V_OVERFLOW);
+  assert_int_equal(pf_element_verdict(PF_FP16, NAN, PF_ORACLE_NUMBER, 1.0, lo, hi, 0), PF_V_NAN);
+  assert_int_equal(pf_element_verdict(PF_FP16, NAN, PF_ORACLE_NUMBER, 1.0, lo, hi, PF_FE_OVERFLOW | PF_FE_INVALID), PF_V_OVERFLOW);
+  assert_int_equal(pf_element_verdict(PF_FP16, NAN, PF_ORACLE_NUMBER, 1.0, lo, hi, PF_FE_UNDERFLOW | PF_FE_INVALID), PF_V_UNDERFLOW);
+  assert_int_equal(pf_element_verdict(PF_FP16, INFINITY, PF_ORACLE_NUMBER, 1.0, lo, hi, 0), PF_V_OVERFLOW);
+  /* the exact result itself out of range, or undefined: the input's fault */
+  assert_int_equal(pf_element_verdict(PF_FP16, INFINITY, PF_ORACLE_NUMBER, INFINITY, lo, hi, 0), PF_V_RANGE);
+  assert_int_equal(pf_element_verdict(PF_FP16, 3.0, PF_ORACLE_UNDEFINED, NAN, lo, hi, 0), PF_V_RANGE);
+  /* a normal number lost entirely, or to subnormals */
+  assert_int_equal(pf_element_verdict(PF_FP16, 0.0, PF_ORACLE_NUMBER, 0x1p-10, -INFINITY, INFINITY, 0), PF_V_UNDERFLOW);
+  assert_int_equal(pf_element_verdict(PF_FP16, 0x1p-20, PF_ORACLE_NUMBER, 0x1p-10, 0x1p-10, 0x1p-10, 0), PF_V_UNDERFLOW);
+  /* zero where the exact result is subnormal, within bound: fine */
+  assert_int_equal(pf_element_verdict(PF_FP16, 0.0, PF_ORACLE_NUMBER, 0x1p-24, 0.0, 0x1p-23, 0), PF_V_OK);
+  assert_true(pf_verdict_is_finding(PF_V_INACCURATE));
+  assert_false(pf_verdict_is_finding(PF_V_RANGE));
+  assert_false(pf_verdict_is_finding(PF_V_OK));
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_compare_interval_exact_contract),
+      cmocka_unit_test(test_compare_element_verdicts),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
