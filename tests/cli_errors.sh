@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Every malformed command line or input file gets exit status 2 and exactly one line on
+# stderr that names the problem; none crashes (run against the ASan/UBSan build too).
+# usage: cli_errors.sh PRECFUZZ
+set -u
+P=$1
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fail=0
+n=0
+
+expect2() { # expect2 NEEDLE ARGS...
+  local needle=$1; shift
+  n=$((n + 1))
+  "$P" "$@" >"$T/out" 2>"$T/err"
+  local rc=$?
+  local lines
+  lines=$(wc -l <"$T/err")
+  if [ $rc -ne 2 ] || [ "$lines" -ne 1 ] || ! grep -qF -- "$needle" "$T/err"; then
+    echo "FAIL: precfuzz $* -> exit $rc, $lines stderr lines (want 2, 1 line with '$needle'):"
+    sed 's/^/    /' "$T/err" | head -5
+    fail=$((fail + 1))
+  fi
+}
+
+case_json() { # case_json SHAPE PARAMS [KERNEL VARIANT DTYPE]
+  printf '{"format":"precfuzz-case/1","kernel":"%s","variant":"%s","dtype":"%s","accum":"fp32","shape":%s,%s"inputs":{"x":{"dist":"normal","seed":1}}}' \
+    "${3:-softmax}" "${4:-safe}" "${5:-fp16}" "$1" "$2"
+}
+case_json '[2,3]' '' >"$T/good.json"
+head -c 60 "$T/good.json" >"$T/truncated.json"
+head -c 300 /dev/urandom >"$T/garbage.json"
+printf '\x00\x01\x02' >"$T/binary.json"
+case_json '[0,3]' '' >"$T/zero.json"
+case_json '[-2,3]' '' >"$T/negative.json"
+case_json '[99999999999,3]' '' >"$T/enormous.json"
+case_json '[2,3]' '' softmax quick >"$T/variant.json"
+case_json '[2,3]' '' softmax safe fp64 >"$T/dtype.json"
+case_json '[2,3]' '' gelu >"$T/kernel.json"
+case_json '[2,3]' '"params":{"alpha":"nan"},' >"$T/nanparam.json"
+case_json '[2,3]' '"params":{"alpha":-1},' >"$T/negparam.json"
+mkdir "$T/dir.json"
+
+expect2 "unknown command" frobnicate
+expect2 "-k KERNEL is required" run
+expect2 "unknown kernel 'gelu'" run -k gelu
+expect2 "unknown variant 'quick'" run -k softmax -v quick
+expect2 "unknown dtype 'fp64'" run -k softmax -t fp64
+expect2 "unknown accumulation dtype" run -k softmax -a int8
+expect2 "does not support" run -k softmax -v safe -t bf16 -a fp16 --cases 1
+expect2 "rows = 0" run -k softmax --shape 0x4 --cases 1
+expect2 "--shape" run -k softmax --shape -3x4 --cases 1
+expect2 "--shape" run -k softmax --shape 4 --cases 1
+expect2 "--shape" run -k softmax --shape 4x4x4 --cases 1
+expect2 "--shape" run -k softmax --shape 99999999999999999999999x4 --cases 1
+expect2 "elements" run -k softmax --shape 65536x65536 --cases 1
+expect2 "--scale" run -k softmax --scale nan
+expect2 "--scale" run -k softmax --scale -2
+expect2 "--scale" run -k softmax --scale 1e400
+expect2 "--cases" run -k softmax --cases 0
+expect2 "--cases" run -k softmax --cases -5
+expect2 "--cases" run -k softmax --cases 12abc
+expect2 "--seed" run -k softmax --seed -1
+expect2 "--seed" run -k softmax --seed 184467440737095516160
+expect2 "--dist" run -k softmax --dist cauchy
+expect2 "--fault" run -k softmax -v naive --fault softmax-no-max
+expect2 "fault" run -k softmax -v safe --fault nope --cases 1
+expect2 "--param" run -k softmax --param alpha
+expect2 "no parameter 'beta'" run -k softmax --param beta=1 --cases 1
+expect2 "NaN" run -k softmax --param alpha=nan --cases 1
+expect2 "alpha" run -k softmax --param alpha=-1 --cases 1
+expect2 "choices" run -k softmax --param mask=diag --cases 1
+expect2 "--special-rate" run -k softmax --special-rate 1.5
+expect2 "--exp-range" run -k softmax --exp-range 5:1
+expect2 "--oracle-prec" run -k softmax --oracle-prec 8
+expect2 "--backend" run -k softmax --backend tpu
+expect2 "needs a value" run -k softmax --seed
+expect2 "unknown option" run -k softmax --frobnicate
+expect2 "unexpected argument" run -k softmax extra
+expect2 "not a directory" run -k softmax --cases 1 --save-findings "$T/good.json"
+expect2 "unknown argument" list --bogus
+expect2 "no FILE" replay
+expect2 "cannot open" replay "$T/missing.json"
+expect2 "not valid JSON" replay "$T/truncated.json"
+expect2 "truncated.json" replay "$T/truncated.json"
+expect2 "garbage.json" replay "$T/garbage.json"
+expect2 "binary" replay "$T/binary.json"
+expect2 "rows = 0" replay "$T/zero.json"
+expect2 "'shape'" replay "$T/negative.json"
+expect2 "rows = 99999999999" replay "$T/enormous.json"
+expect2 "unknown variant 'quick'" replay "$T/variant.json"
+expect2 "dtype 'fp64'" replay "$T/dtype.json"
+expect2 "unknown kernel 'gelu'" replay "$T/kernel.json"
+expect2 "NaN" replay "$T/nanparam.json"
+expect2 "alpha" replay "$T/negparam.json"
+expect2 "dir.json" replay "$T/dir.json"
+expect2 "unknown option" replay --frob "$T/good.json"
+
+# and the good file is fine
+"$P" replay "$T/good.json" >/dev/null 2>&1 || { echo "FAIL: good case did not replay"; fail=$((fail + 1)); }
+echo "cli_errors: $((n - fail)) passed, $fail failed"
+[ $fail -eq 0 ]
