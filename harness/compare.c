@@ -32,10 +32,9 @@ pf_verdict pf_element_verdict(pf_dtype t, double y, unsigned char ostatus, doubl
   }
   if (isinf(y)) return PF_V_OVERFLOW;
   const int r_normal = fabs(rounded) >= pf_min_normal(t);
-  if (y == 0 && r_normal) return PF_V_UNDERFLOW; /* a normal number lost entirely */
   if (y >= lo && y <= hi) return PF_V_OK;
   if (fe & PF_FE_OVERFLOW) return PF_V_OVERFLOW; /* the bound assumes no overflow on the way */
-  if (r_normal && fabs(y) < pf_min_normal(t)) return PF_V_UNDERFLOW; /* lost to subnormals */
+  if (r_normal && fabs(y) < pf_min_normal(t)) return PF_V_UNDERFLOW; /* a normal number lost to 0 or subnormals */
   return PF_V_INACCURATE;
 }
 

@@ -20,6 +20,7 @@ void pf_oracle_opts_default(pf_oracle_opts *o) {
   o->prec = 256;
   o->prec_max = 16384;
   o->keep_hex = 0;
+  o->domain_only = 0;
 }
 
 const char *pf_fe_str(unsigned fe, char buf[48]) {
@@ -44,6 +45,11 @@ pf_status pf_run_case(const pf_case *c, const pf_oracle_opts *opts, pf_run *r) {
     if ((st = pf_tensor_alloc(&r->in[i], c->dtype, op->input_count(c, i)))) return st;
     r->ninputs = i + 1;
     if ((st = pf_tensor_generate(&r->in[i], &c->inputs[i]))) return st;
+  }
+  r->in_domain = k->in_domain(c, r->in, r->why, sizeof r->why);
+  if (!r->in_domain && opts->domain_only) {
+    r->skipped = 1;
+    return PF_OK;
   }
   r->nout = op->output_count(c);
   r->out = calloc(r->nout ? r->nout : 1, sizeof(double));
@@ -103,6 +109,8 @@ cJSON *pf_run_to_cjson(const pf_case *c, const pf_run *r, int per_element) {
   cJSON_AddItemToObject(j, "case", pf_case_to_cjson(c));
   cJSON_AddStringToObject(j, "verdict", pf_verdict_name(r->cmp.verdict));
   cJSON_AddBoolToObject(j, "finding", pf_verdict_is_finding(r->cmp.verdict));
+  cJSON_AddBoolToObject(j, "in_domain", r->in_domain);
+  if (!r->in_domain) cJSON_AddStringToObject(j, "outside_domain", r->why);
   char fe[48], b[40];
   cJSON_AddStringToObject(j, "events", pf_fe_str(r->fe, fe));
   cJSON *counts = cJSON_AddObjectToObject(j, "counts");

@@ -13,6 +13,9 @@ typedef struct {
   double *out;
   size_t nout;
   unsigned fe; /* floating-point events of the kernel run */
+  int in_domain;        /* the inputs lie in the contract's domain */
+  char why[160];        /* if not, why */
+  int skipped;          /* opts.domain_only and outside the domain: nothing was run */
   pf_oracle_result oracle;
   pf_bound *bound;
   pf_comparison cmp;

@@ -52,6 +52,7 @@ typedef struct {
   long prec;      /* starting MPFR precision in bits (>= 64; default 256) */
   long prec_max;  /* give up separating from a midpoint beyond this (default 16384) */
   int keep_hex;   /* fill pf_oracle_result.hex */
+  int domain_only; /* runner: stop before the kernel when the case is outside the domain */
 } pf_oracle_opts;
 
 /* The rigorous error bound of a kernel on one output element: the value the kernel holds
@@ -93,6 +94,10 @@ struct pf_kernel {
   pf_status (*run_cpu)(const pf_case *c, const pf_tensor *in, double *out, unsigned *fe);
   /* Rigorous per-element bound (see pf_bound) for this case and these inputs. */
   void (*bound)(const pf_case *c, const pf_tensor *in, pf_bound *out);
+  /* The contract's input domain: 1 when the variant promises to work on these inputs
+   * (no overflow, no total underflow, the bound holds); else 0 and one line in why.
+   * Outside it, run still reports every verdict; fuzz drivers skip the case. */
+  int (*in_domain)(const pf_case *c, const pf_tensor *in, char *why, size_t len);
 };
 
 #define PF_DT(t) (1u << (t))

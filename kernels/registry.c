@@ -19,7 +19,7 @@ static void pf_register_builtins(void) {
 
 pf_status pf_kernel_register(const pf_kernel *k) {
   pf_register_builtins();
-  if (!k || k->abi != PF_KERNEL_ABI || !k->op || !k->variant || !k->run_cpu || !k->bound)
+  if (!k || k->abi != PF_KERNEL_ABI || !k->op || !k->variant || !k->run_cpu || !k->bound || !k->in_domain)
     return pf_error(PF_ERR_ARG, "kernel registration: incomplete kernel or ABI %d (expected %d)",
                     k ? k->abi : -1, PF_KERNEL_ABI);
   if (pf_kernel_find(k->op->name, k->variant))

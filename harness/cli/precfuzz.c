@@ -305,7 +305,7 @@ static int run_variant(const pf_kernel *k, const run_opts *o, cJSON *jcases, int
   size_t counts[PF_NVERDICTS] = {0};
   int64_t max_ulps = 0;
   double max_rel = 0, secs_k = 0, secs_o = 0;
-  uint64_t printed = 0, findings = 0, worst_seed = 0;
+  uint64_t printed = 0, findings = 0, outside = 0, worst_seed = 0;
   pf_oracle_opts oo;
   pf_oracle_opts_default(&oo);
   oo.prec = o->oracle_prec;
@@ -341,6 +341,7 @@ static int run_variant(const pf_kernel *k, const run_opts *o, cJSON *jcases, int
     char saved[1024] = "";
     if (finding) {
       findings++;
+      outside += !r.in_domain;
       *any_finding = 1;
       if (o->save_dir) save_finding(&c, &r, o->save_dir, seed, saved, sizeof saved);
     }
@@ -353,10 +354,11 @@ static int run_variant(const pf_kernel *k, const run_opts *o, cJSON *jcases, int
       char d[512], rep[1024];
       pf_run_describe(&c, &r, d, sizeof d);
       reproduce_line(&c, o, seed, rep, sizeof rep);
-      printf("FINDING %s/%s %s/%s seed %llu: %s\n  reproduce with: %s\n", c.kernel, c.variant,
-             pf_dtype_name(c.dtype), pf_dtype_name(c.accum), (unsigned long long)seed, d,
-             saved[0] ? "precfuzz replay " : rep);
-      if (saved[0]) printf("%s  or: %s\n", saved, rep);
+      printf("FINDING %s/%s %s/%s seed %llu: %s\n", c.kernel, c.variant, pf_dtype_name(c.dtype),
+             pf_dtype_name(c.accum), (unsigned long long)seed, d);
+      if (!r.in_domain) printf("  outside the contract's domain: %s\n", r.why);
+      if (saved[0]) printf("  reproduce with: precfuzz replay %s\n  or: %s\n", saved, rep);
+      else printf("  reproduce with: %s\n", rep);
       printed++;
     }
     pf_run_free(&r);
@@ -368,8 +370,10 @@ static int run_variant(const pf_kernel *k, const run_opts *o, cJSON *jcases, int
            (unsigned long long)(o->seed + o->cases - 1));
     for (int v = 0; v < PF_NVERDICTS; v++)
       if (counts[v]) printf("%s %zu  ", pf_verdict_name((pf_verdict)v), counts[v]);
-    printf("\n  findings %llu; max ulps %lld (seed %llu); max rel error %.3g; kernel %.3fs, oracle %.3fs\n",
-           (unsigned long long)findings, (long long)max_ulps, (unsigned long long)worst_seed, max_rel, secs_k, secs_o);
+    printf("\n  findings %llu (%llu outside the contract's domain); max ulps %lld (seed %llu); max rel error %.3g;"
+           " kernel %.3fs, oracle %.3fs\n",
+           (unsigned long long)findings, (unsigned long long)outside, (long long)max_ulps,
+           (unsigned long long)worst_seed, max_rel, secs_k, secs_o);
     if (findings > printed) printf("  (%llu more findings not shown; --max-print, --save-findings)\n", (unsigned long long)(findings - printed));
   }
   return 0;

@@ -7,6 +7,7 @@
  * pass, running max, rescaled running sum). Accumulation in fp32 or in the storage dtype
  * (every operation rounded to it). Output in the storage dtype. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -184,6 +185,44 @@ void pf_softmax_bound(const pf_case *c, const pf_tensor *in, pf_bound *out) {
   }
 }
 
+/* Domain: every score alpha x (and the sentinel) is finite in the accumulation dtype, and
+ * the row sum of terms <= 1 cannot overflow it (n <= max finite / 2). The naive variant
+ * exponentiates the scores themselves: it needs each row's largest score M to satisfy
+ * ln(min normal) < M < ln(max finite / n), so that neither the largest term nor the sum
+ * leaves the accumulation dtype's normal range. */
+int pf_softmax_in_domain(const pf_case *c, const pf_tensor *in, char *why, size_t len) {
+  const size_t rows = c->shape[0], cols = c->shape[1];
+  const pf_dtype acc = c->accum;
+  const double alpha = c->params[P_ALPHA], big = pf_max_finite(acc);
+  const int mask = (int)c->params[P_MASK];
+  const double maskval = pf_softmax_mask_value((int)c->params[P_MASKVAL], c->dtype);
+  if ((double)cols > big / 2) {
+    snprintf(why, len, "row length %zu: the sum may exceed %s's range", cols, pf_dtype_name(acc));
+    return 0;
+  }
+  const double lo = log(pf_min_normal(acc)) + 0.01, hi = log(big / (double)cols) - 0.01;
+  for (size_t i = 0; i < rows; i++) {
+    double M = -INFINITY;
+    int defined = 1;
+    for (size_t j = 0; j < cols; j++) {
+      const int masked = pf_softmax_masked(mask, i, j, rows, cols);
+      const double v = masked ? maskval : alpha * in[0].data[i * cols + j];
+      if (isnan(v) || v == INFINITY) defined = 0; /* an undefined row: the input's, verdict range */
+      if (!masked && isfinite(v) && fabs(v) > big) {
+        snprintf(why, len, "row %zu: alpha*x = %g is beyond %s's range", i, v, pf_dtype_name(acc));
+        return 0;
+      }
+      if (isfinite(v) && v > M) M = v;
+    }
+    if (defined && isfinite(M) && pf_softmax_algo(c) == PF_SOFTMAX_NAIVE && (M <= lo || M >= hi)) {
+      snprintf(why, len, "row %zu: naive needs the largest score in (%.4g, %.4g) for %s, got %.6g", i, lo, hi,
+               pf_dtype_name(acc), M);
+      return 0;
+    }
+  }
+  return 1;
+}
+
 #define PF_SOFTMAX_DTYPES (PF_DT(PF_FP32) | PF_DT(PF_FP16) | PF_DT(PF_BF16))
 #define PF_SOFTMAX_ACCUMS (PF_DT(PF_FP32) | PF_ACCUM_STORAGE)
 static const char *const pf_softmax_faults[] = {"softmax-no-max", NULL};
@@ -194,18 +233,18 @@ static const pf_kernel pf_softmax_naive = {
     PF_SOFTMAX_DTYPES, PF_SOFTMAX_ACCUMS, pf_no_faults,
     "rel <= e^tau (1+eps_e)(1+u_d) / L - 1, L = e^-tau (1-eps_e)(1-gamma_{n-1}) - n a (1+gamma); "
     "a = (2^-148 + s) e^-max(t): any exp overflow or total loss is a finding",
-    pf_softmax_fwd_cpu, pf_softmax_bound};
+    pf_softmax_fwd_cpu, pf_softmax_bound, pf_softmax_in_domain};
 static const pf_kernel pf_softmax_safe = {
     PF_KERNEL_ABI, &pf_softmax_op, "safe", "two passes: row max, then exp(t - max) / sum",
     PF_SOFTMAX_DTYPES, PF_SOFTMAX_ACCUMS, pf_softmax_faults,
     "rel <= e^eta (1+eps_e)(1+u_d) / L - 1, eta = 2 tau + 2u(X + tau), L = e^-eta (1-eps_e)(1-gamma_{n-1}) - n a (1+gamma), "
     "a = 2^-148 + s",
-    pf_softmax_fwd_cpu, pf_softmax_bound};
+    pf_softmax_fwd_cpu, pf_softmax_bound, pf_softmax_in_domain};
 static const pf_kernel pf_softmax_online = {
     PF_KERNEL_ABI, &pf_softmax_op, "online", "one pass: running max, running sum rescaled when the max grows",
     PF_SOFTMAX_DTYPES, PF_SOFTMAX_ACCUMS, pf_softmax_faults,
     "rel <= e^(4 tau + r)(1+eps_e)(1+u_d) / (G_lo - A) - 1, r = 2u(X + tau), "
     "G_lo = (e^-r (1-eps_e)(1-u)^2)^n, A = n^2 (2^-148 + 2s) G_hi",
-    pf_softmax_fwd_cpu, pf_softmax_bound};
+    pf_softmax_fwd_cpu, pf_softmax_bound, pf_softmax_in_domain};
 
 const pf_kernel *const pf_softmax_kernels[] = {&pf_softmax_naive, &pf_softmax_safe, &pf_softmax_online, NULL};

@@ -1,0 +1,68 @@
+#include "harness/fuzz/fuzz_common.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness/runner.h"
+
+uint8_t pf_bytes_u8(pf_bytes *b) { return b->pos < b->n ? b->p[b->pos++] : 0; }
+
+uint64_t pf_bytes_u64(pf_bytes *b) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; i++) v = (v << 8) | pf_bytes_u8(b);
+  return v;
+}
+
+size_t pf_bytes_left(const pf_bytes *b) { return b->pos < b->n ? b->n - b->pos : 0; }
+
+const char *pf_fuzz_fault(void) {
+  const char *f = getenv("PF_FUZZ_FAULT");
+  return f && *f ? f : NULL;
+}
+
+/* FNV-1a of the case text: names the saved file. */
+static uint64_t pf_fnv(const char *s) {
+  uint64_t h = 1469598103934665603ull;
+  for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
+  return h;
+}
+
+void pf_fuzz_run_case(const char *driver, pf_case *c) {
+  pf_oracle_opts o;
+  pf_oracle_opts_default(&o);
+  o.domain_only = 1; /* a variant used outside its contract's domain is not a bug */
+  pf_run r;
+  pf_status st = pf_run_case(c, &o, &r);
+  if (st) {
+    fprintf(stderr, "%s: the decoder built an invalid case: %s\n", driver, pf_error_message());
+    abort();
+  }
+  if (r.skipped) {
+    pf_run_free(&r);
+    return;
+  }
+  if (pf_verdict_is_finding(r.cmp.verdict)) {
+    snprintf(c->expect, sizeof c->expect, "%s", pf_verdict_name(r.cmp.verdict));
+    char *json = pf_case_to_json(c);
+    const char *dir = getenv("PF_FINDINGS_DIR");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/finding-%s-%016llx.json", dir && *dir ? dir : ".", driver,
+             (unsigned long long)pf_fnv(json ? json : ""));
+    FILE *f = fopen(path, "w");
+    if (f) {
+      fputs(json ? json : "", f);
+      fputc('\n', f);
+      fclose(f);
+    }
+    char d[512];
+    pf_run_describe(c, &r, d, sizeof d);
+    fprintf(stderr, "precfuzz finding: %s %s/%s %s/%s shape %zux%zu%s%s: %s\n", driver, c->kernel, c->variant,
+            pf_dtype_name(c->dtype), pf_dtype_name(c->accum), c->shape[0], c->shape[1], c->fault[0] ? " fault " : "",
+            c->fault, d);
+    fprintf(stderr, "reproduce with: precfuzz replay %s%s\n", f ? path : "(could not save the case)", "");
+    free(json);
+    abort();
+  }
+  pf_run_free(&r);
+}

@@ -1,0 +1,29 @@
+/* What every fuzz driver shares: reading its input bytes, running a decoded case, and
+ * reporting a finding (one line, the saved case, the replay command) before abort(). */
+#ifndef PF_FUZZ_COMMON_H
+#define PF_FUZZ_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "harness/case.h"
+
+/* Consumes bytes front to back; past the end it yields zeros. */
+typedef struct {
+  const uint8_t *p;
+  size_t n, pos;
+} pf_bytes;
+
+uint8_t pf_bytes_u8(pf_bytes *b);
+uint64_t pf_bytes_u64(pf_bytes *b);
+size_t pf_bytes_left(const pf_bytes *b);
+
+/* The fault under test: $PF_FUZZ_FAULT, or NULL. */
+const char *pf_fuzz_fault(void);
+
+/* Runs c; on a finding prints "precfuzz finding: ..." with the replay command, writes the
+ * case to $PF_FINDINGS_DIR (default: the current directory) and aborts so that libFuzzer
+ * keeps the input. Invalid cases (the decoder's bug) abort too. */
+void pf_fuzz_run_case(const char *driver, pf_case *c);
+
+#endif

@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# Runs every fuzz driver of the fuzz build (make fuzz) and prints a summary table.
+#
+#   scripts/run-fuzzers.sh           each driver for FUZZ_SECONDS on a working copy of its corpus;
+#                                    exit 1 on any finding (each one replayed once more to confirm)
+#   scripts/run-fuzzers.sh --faults  each fault switch of each kernel under its driver, from an
+#                                    empty corpus: time and runs to the first finding; exit 1 if
+#                                    a fault is not found within FUZZ_SECONDS
+#
+# Environment: FUZZ_BUILD (build/fuzz), FUZZ_SECONDS (60), FUZZ_JOBS (1).
+set -u
+cd "$(dirname "$0")/.."
+FUZZ_BUILD=${FUZZ_BUILD:-build/fuzz}
+FUZZ_SECONDS=${FUZZ_SECONDS:-60}
+FUZZ_JOBS=${FUZZ_JOBS:-1}
+mode=${1:-run}
+case "$FUZZ_SECONDS" in ''|*[!0-9]*) echo "run-fuzzers: FUZZ_SECONDS must be a positive integer, got '$FUZZ_SECONDS'" >&2; exit 2;; esac
+case "$FUZZ_JOBS" in ''|*[!0-9]*|0) echo "run-fuzzers: FUZZ_JOBS must be a positive integer, got '$FUZZ_JOBS'" >&2; exit 2;; esac
+[ "$mode" = run ] || [ "$mode" = --faults ] || { echo "run-fuzzers: unknown argument '$mode' (--faults)" >&2; exit 2; }
+
+drivers=()
+for d in "$FUZZ_BUILD"/bin/*_fuzzer; do [ -x "$d" ] && drivers+=("$(basename "$d")"); done
+[ ${#drivers[@]} -gt 0 ] || { echo "run-fuzzers: no drivers in $FUZZ_BUILD/bin (make fuzz builds them)" >&2; exit 2; }
+out=$FUZZ_BUILD/runs
+rm -rf "$out"
+mkdir -p "$out"
+
+# stat NAME LOG: a libFuzzer final statistic
+stat() { sed -n "s/^stat::$1: *//p" "$2" | tail -1; }
+
+# fuzz_one KEY DRIVER FAULT CORPUS...: runs one driver, writes $out/KEY.{log,row}
+fuzz_one() {
+  local key=$1 drv=$2 fault=$3; shift 3
+  local findings=$FUZZ_BUILD/findings/$drv
+  mkdir -p "$findings"
+  local t0 t1 rc
+  t0=$(date +%s.%N)
+  PF_FUZZ_FAULT=$fault PF_FINDINGS_DIR=$findings "$FUZZ_BUILD/bin/$drv" -max_total_time="$FUZZ_SECONDS" \
+    -print_final_stats=1 -artifact_prefix="$findings/" -timeout=60 -rss_limit_mb=4096 "$@" >"$out/$key.log" 2>&1
+  rc=$?
+  t1=$(date +%s.%N)
+  local runs eps cov
+  runs=$(stat number_of_executed_units "$out/$key.log")
+  eps=$(stat average_exec_per_sec "$out/$key.log")
+  cov=$(grep -o 'cov: [0-9]*' "$out/$key.log" | tail -1 | cut -d' ' -f2)
+  local found=0 confirmed=-
+  if [ $rc -ne 0 ]; then
+    found=1
+    local art
+    art=$(grep -o "Test unit written to .*" "$out/$key.log" | tail -1 | sed 's/Test unit written to //')
+    if [ -n "$art" ] && [ -f "$art" ]; then
+      # confirm: the saved input must fail again
+      if PF_FUZZ_FAULT=$fault PF_FINDINGS_DIR=$findings "$FUZZ_BUILD/bin/$drv" "$art" >"$out/$key.confirm" 2>&1; then
+        confirmed=no
+      else
+        confirmed=yes
+      fi
+    fi
+    echo "$art" >"$out/$key.artifact"
+  fi
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\n' "$drv" "${fault:--}" "${runs:-0}" "${eps:-0}" "${cov:-0}" "$found" \
+    "$confirmed" "$(echo "$t1 - $t0" | bc)" >"$out/$key.row"
+}
+
+throttle() { while [ "$(jobs -rp | wc -l)" -ge "$FUZZ_JOBS" ]; do wait -n; done; }
+
+if [ "$mode" = run ]; then
+  for drv in "${drivers[@]}"; do
+    work=$FUZZ_BUILD/corpus/$drv
+    mkdir -p "$work"
+    [ -d "corpora/$drv" ] && cp -n corpora/"$drv"/* "$work"/ 2>/dev/null
+    opts=()
+    [ -f "corpora/$drv.dict" ] && opts+=(-dict="corpora/$drv.dict")
+    throttle
+    fuzz_one "$drv" "$drv" "" "${opts[@]}" "$work" &
+  done
+  wait
+  printf '\n%-22s %12s %10s %8s %9s\n' driver runs runs/s cov findings
+  total=0
+  for drv in "${drivers[@]}"; do
+    IFS=$'\t' read -r _ _ runs eps cov found confirmed secs <"$out/$drv.row"
+    printf '%-22s %12s %10s %8s %9s\n' "$drv" "$runs" "$eps" "$cov" "$found"
+    total=$((total + found))
+  done
+  for drv in "${drivers[@]}"; do
+    [ -f "$out/$drv.artifact" ] || continue
+    echo
+    echo "FINDING in $drv (confirmed on replay: $(cut -f7 "$out/$drv.row")):"
+    grep -E "^precfuzz finding|^reproduce with|ERROR: (Address|Undefined|LeakSanitizer|libFuzzer)|runtime error" "$out/$drv.log" | head -5 | sed 's/^/  /'
+    echo "  raw input: $(cat "$out/$drv.artifact"); replay it with: $FUZZ_BUILD/bin/$drv $(cat "$out/$drv.artifact")"
+  done
+  echo
+  echo "logs: $out/; new corpus entries: $FUZZ_BUILD/corpus/ (fold back with libFuzzer -merge=1)"
+  [ $total -eq 0 ] || exit 1
+  exit 0
+fi
+
+# --faults: every fault switch the kernels declare, under the driver named after its kernel
+P=$FUZZ_BUILD/bin/precfuzz
+mapfile -t pairs < <("$P" list --json | python3 -c '
+import json, sys
+seen = set()
+for k in json.load(sys.stdin):
+    for f in k["faults"]:
+        if (k["kernel"], f) not in seen:
+            seen.add((k["kernel"], f)); print(k["kernel"] + "_fuzzer\t" + f)')
+[ ${#pairs[@]} -gt 0 ] || { echo "run-fuzzers: no fault switches found" >&2; exit 2; }
+for p in "${pairs[@]}"; do
+  drv=${p%%$'\t'*}
+  fault=${p#*$'\t'}
+  [ -x "$FUZZ_BUILD/bin/$drv" ] || { echo "run-fuzzers: no driver $drv for fault $fault" >&2; exit 1; }
+  empty=$FUZZ_BUILD/corpus-faults/$drv-$fault
+  rm -rf "$empty"
+  mkdir -p "$empty"
+  throttle
+  fuzz_one "$drv-$fault" "$drv" "$fault" "$empty" &
+done
+wait
+printf '\n%-22s %-26s %12s %10s %6s\n' driver fault runs-to-find seconds found
+missed=0
+for p in "${pairs[@]}"; do
+  drv=${p%%$'\t'*}
+  fault=${p#*$'\t'}
+  IFS=$'\t' read -r _ _ runs eps cov found confirmed secs <"$out/$drv-$fault.row"
+  printf '%-22s %-26s %12s %10s %6s\n' "$drv" "$fault" "$runs" "$secs" "$([ "$found" = 1 ] && echo yes || echo NO)"
+  [ "$found" = 1 ] || missed=$((missed + 1))
+done
+[ $missed -eq 0 ] || { echo "$missed fault(s) not found within ${FUZZ_SECONDS}s" >&2; exit 1; }
