@@ -116,7 +116,8 @@ pf_status pf_softmax_fwd_cpu(const pf_case *c, const pf_tensor *in, double *out,
 
 #define PF_EXPF_REL 0x1p-22 /* 2 ulps of binary32, relative */
 
-static double pf_gamma(double k, double u) { return k * u < 1 ? k * u / (1 - k * u) : INFINITY; }
+/* (1 + d)^k, rounded up a little: the factor k roundings of relative size d can make. */
+static double pf_pow1p(double d, double k) { return exp(k * log1p(d)) * (1 + 0x1p-40); }
 
 void pf_softmax_bound(const pf_case *c, const pf_tensor *in, pf_bound *out) {
   const size_t rows = c->shape[0], cols = c->shape[1];
@@ -126,58 +127,68 @@ void pf_softmax_bound(const pf_case *c, const pf_tensor *in, pf_bound *out) {
   const double alpha = c->params[P_ALPHA];
   const int mask = (int)c->params[P_MASK];
   const double maskval = pf_softmax_mask_value((int)c->params[P_MASKVAL], c->dtype);
-  /* exp error: expf's own, then the rounding to acc; absolute error below the normal range */
+  /* exp: expf's own error, then the rounding to acc; below the normal range, absolute error */
   const double ue = acc == PF_FP32 ? 0 : u;
   const double eps_e = (1 + PF_EXPF_REL) * (1 + ue) - 1;
   const double abs_e = 2 * 0x1p-149 + sig;
-  const double ud = acc == c->dtype ? 0 : u; /* the division's rounding, if not the output's */
+  const double ud = acc == c->dtype ? 0 : u; /* the division's rounding, unless it is the output's */
 
   for (size_t i = 0; i < rows; i++) {
-    double X = 0, vmax = -INFINITY;
-    double n = 0;
+    /* X: largest |score|; vmax: largest score; n: terms; R: running-max increases the
+     * online variant may see (counted with the scores' own rounding as slack) */
+    double X = 0, vmax = -INFINITY, n = 0, R = 0;
     for (size_t j = 0; j < cols; j++) {
       const int masked = pf_softmax_masked(mask, i, j, rows, cols);
       const double v = masked ? maskval : alpha * in[0].data[i * cols + j];
-      if (masked && isinf(maskval)) continue;
+      if (!isfinite(v)) continue; /* -inf contributes an exact 0; NaN/+inf: undefined row */
       n += 1;
       if (fabs(v) > X) X = fabs(v);
+    }
+    /* |t - v| <= tau: the scale and the product each rounded once (or the sentinel once) */
+    const double tau = (2 * u + u * u) * X + sig / 2;
+    const double X2 = 2 * X + 2 * tau;           /* bound on |t_a - t_b| */
+    const double er = u * X2;                    /* error of one rounded difference */
+    for (size_t j = 0; j < cols; j++) {
+      const int masked = pf_softmax_masked(mask, i, j, rows, cols);
+      const double v = masked ? maskval : alpha * in[0].data[i * cols + j];
+      if (!isfinite(v)) continue;
+      if (vmax != -INFINITY && v > vmax - 2 * tau) R += 1;
       if (v > vmax) vmax = v;
     }
     double rel = INFINITY, abs = INFINITY;
     if (isfinite(X) && n > 0) {
-      /* |t - alpha x| <= tau: the scale and the product each rounded once */
-      const double tau = (2 * u + u * u) * X + sig / 2;
-      const double X2 = 2 * X + 2 * tau; /* bound on |t_a - t_b| */
-      const double g = pf_gamma(n - 1, u);
+      const double adds_hi = pf_pow1p(u, n - 1), adds_lo = 1 / pf_pow1p(u, n - 1) * (1 - 0x1p-40);
+      double num_hi, num_lo, G_hi, G_lo, abs_num, abs_den;
       if (algo == PF_SOFTMAX_ONLINE) {
-        const double er = u * X2; /* error of one rounded max difference */
-        const double step_hi = exp(er) * (1 + eps_e) * (1 + u) * (1 + u);
-        const double step_lo = exp(-er) * (1 - eps_e) * (1 - u) * (1 - u);
-        const double G_hi = pow(step_hi, n), G_lo = pow(step_lo, n);
-        const double abs_l = (n + n * (n - 1)) * (abs_e + sig) * G_hi;
-        const double num_hi = exp(4 * tau + er) * (1 + eps_e), num_lo = exp(-4 * tau - er) * (1 - eps_e);
-        const double den_lo = G_lo - abs_l;
-        if (den_lo > 0) {
-          rel = fmax(num_hi * (1 + ud) / den_lo - 1, 1 - num_lo * (1 - ud) / (G_hi + abs_l));
-          abs = (abs_e + abs_l) * (1 + ud) / den_lo + sig / 2;
-        }
+        const double step_hi = exp(er) * (1 + eps_e) * (1 + u), step_lo = exp(-er) * (1 - eps_e) * (1 - u);
+        num_hi = exp(2 * tau + er) * (1 + eps_e);
+        num_lo = exp(-2 * tau - er) * (1 - eps_e);
+        G_hi = num_hi * pow(step_hi, R) * adds_hi;
+        G_lo = num_lo * pow(step_lo, R) * adds_lo;
+        abs_num = abs_e;
+        abs_den = (n * abs_e + R * (n * abs_e + sig)) * G_hi;
       } else {
-        /* safe: exponents differ from the exact shifted ones by eta, and the sum is >= 1.
-         * naive: exponents off by tau, and the sum >= exp(vmax) (absolute terms scale by it). */
-        const double eta = algo == PF_SOFTMAX_SAFE ? 2 * tau + u * X2 : tau;
+        /* safe: exponents within eta of the exact shifted ones, and the exact sum is >= 1.
+         * naive: exponents within tau, the exact sum >= e^vmax: absolute terms scale by e^-vmax */
+        const double eta = algo == PF_SOFTMAX_SAFE ? 2 * tau + er : tau;
         const double a = algo == PF_SOFTMAX_SAFE ? abs_e : abs_e * exp(-vmax);
-        const double L = exp(-eta) * (1 - eps_e) * (1 - g) - n * a * (1 + g);
-        const double U = exp(eta) * (1 + eps_e) * (1 + g) + n * a * (1 + g);
-        if (L > 0 && isfinite(U)) {
-          rel = fmax(exp(eta) * (1 + eps_e) * (1 + ud) / L - 1, 1 - exp(-eta) * (1 - eps_e) * (1 - ud) / U);
-          abs = a * (1 + ud) / L + sig / 2;
-        }
+        num_hi = exp(eta) * (1 + eps_e);
+        num_lo = exp(-eta) * (1 - eps_e);
+        G_hi = num_hi * adds_hi;
+        G_lo = num_lo * adds_lo;
+        abs_num = a;
+        abs_den = n * a * adds_hi;
       }
-      /* slack for the binary64 evaluation of the bound itself */
-      rel = rel * 1.0001 + 0x1p-60;
-      abs = abs * 1.0001;
+      const double den_lo = G_lo - abs_den, den_hi = G_hi + abs_den;
+      if (den_lo > 0 && isfinite(den_hi)) {
+        rel = fmax(num_hi * (1 + ud) / den_lo - 1, 1 - num_lo * (1 - ud) / den_hi);
+        abs = abs_num * (1 + ud) / den_lo + sig / 2;
+        /* slack for the binary64 evaluation of the bound itself */
+        rel = rel * 1.0001 + 0x1p-60;
+        abs = abs * 1.0001;
+      }
     }
-    if (!(rel >= 0) || isnan(abs)) rel = abs = INFINITY;
+    if (!(rel >= 0) || !(abs >= 0) || !isfinite(rel) || !isfinite(abs)) rel = abs = INFINITY;
     for (size_t j = 0; j < cols; j++) {
       out[i * cols + j].rel = rel;
       out[i * cols + j].abs = abs;
@@ -231,20 +242,20 @@ static const char *const pf_no_faults[] = {NULL};
 static const pf_kernel pf_softmax_naive = {
     PF_KERNEL_ABI, &pf_softmax_op, "naive", "exp(t) / sum exp(t), no max subtracted",
     PF_SOFTMAX_DTYPES, PF_SOFTMAX_ACCUMS, pf_no_faults,
-    "rel <= e^tau (1+eps_e)(1+u_d) / L - 1, L = e^-tau (1-eps_e)(1-gamma_{n-1}) - n a (1+gamma); "
-    "a = (2^-148 + s) e^-max(t): any exp overflow or total loss is a finding",
+    "rel = e^tau (1+eps_e)(1+u_d) / (e^-tau (1-eps_e)(1-u)^(n-1) - n a (1+u)^(n-1)) - 1, "
+    "a = (2^-148 + s) e^-max(t), abs = a (1+u_d) / (...) + s/2; domain: ln(min normal) < max(t) < ln(max/n)",
     pf_softmax_fwd_cpu, pf_softmax_bound, pf_softmax_in_domain};
 static const pf_kernel pf_softmax_safe = {
     PF_KERNEL_ABI, &pf_softmax_op, "safe", "two passes: row max, then exp(t - max) / sum",
     PF_SOFTMAX_DTYPES, PF_SOFTMAX_ACCUMS, pf_softmax_faults,
-    "rel <= e^eta (1+eps_e)(1+u_d) / L - 1, eta = 2 tau + 2u(X + tau), L = e^-eta (1-eps_e)(1-gamma_{n-1}) - n a (1+gamma), "
-    "a = 2^-148 + s",
+    "as naive with tau -> eta = 2 tau + 2u(X + tau) and a = 2^-148 + s (the shifted sum is >= 1); "
+    "domain: |alpha x| <= max finite of the accumulation dtype",
     pf_softmax_fwd_cpu, pf_softmax_bound, pf_softmax_in_domain};
 static const pf_kernel pf_softmax_online = {
     PF_KERNEL_ABI, &pf_softmax_op, "online", "one pass: running max, running sum rescaled when the max grows",
     PF_SOFTMAX_DTYPES, PF_SOFTMAX_ACCUMS, pf_softmax_faults,
-    "rel <= e^(4 tau + r)(1+eps_e)(1+u_d) / (G_lo - A) - 1, r = 2u(X + tau), "
-    "G_lo = (e^-r (1-eps_e)(1-u)^2)^n, A = n^2 (2^-148 + 2s) G_hi",
+    "rel = e^eta (1+eps_e)(1+u_d) / (G_lo - A) - 1, G_lo = e^-eta (1-eps_e) (e^-r (1-eps_e)(1-u))^R (1-u)^(n-1), "
+    "r = 2u(X + tau), R = running-max increases, A = (n + R(n+1)) (2^-148 + s) G_hi; domain as safe",
     pf_softmax_fwd_cpu, pf_softmax_bound, pf_softmax_in_domain};
 
 const pf_kernel *const pf_softmax_kernels[] = {&pf_softmax_naive, &pf_softmax_safe, &pf_softmax_online, NULL};
