@@ -3,6 +3,10 @@
 #ifndef PF_STATUS_H
 #define PF_STATUS_H
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum {
   PF_OK = 0,
   PF_ERR_ARG = -1,      /* a bad argument, flag or field: the caller's input */
@@ -24,4 +28,7 @@ pf_status pf_error(pf_status s, const char *fmt, ...) __attribute__((format(prin
 const char *pf_error_message(void);
 void pf_error_clear(void);
 
+#ifdef __cplusplus
+}
+#endif
 #endif

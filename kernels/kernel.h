@@ -98,6 +98,9 @@ struct pf_kernel {
    * (no overflow, no total underflow, the bound holds); else 0 and one line in why.
    * Outside it, run still reports every verdict; fuzz drivers skip the case. */
   int (*in_domain)(const pf_case *c, const pf_tensor *in, char *why, size_t len);
+  /* CUDA: same signature as run_cpu; NULL when the build has no CUDA. PF_ERR_NODEVICE
+   * (with a clear message) when no GPU can be used. */
+  pf_status (*run_cuda)(const pf_case *c, const pf_tensor *in, double *out, unsigned *fe);
 };
 
 #define PF_DT(t) (1u << (t))

@@ -234,6 +234,21 @@ int pf_softmax_in_domain(const pf_case *c, const pf_tensor *in, char *why, size_
   return 1;
 }
 
+#ifdef PF_HAVE_CUDA
+#include "kernels/softmax/softmax_cuda.h"
+
+/* The case-to-launch translation for softmax.cu: the same parameters the CPU loop uses. */
+static pf_status pf_softmax_fwd_cuda_case(const pf_case *c, const pf_tensor *in, double *out, unsigned *fe) {
+  const double alpha_acc = pf_round_fe(c->accum, c->params[P_ALPHA], fe);
+  return pf_softmax_fwd_cuda(in[0].data, out, c->shape[0], c->shape[1], pf_softmax_algo(c),
+                             strcmp(c->fault, "softmax-no-max") == 0, c->accum, c->dtype, alpha_acc,
+                             (int)c->params[P_MASK], pf_softmax_mask_value((int)c->params[P_MASKVAL], c->dtype), fe);
+}
+#define PF_SOFTMAX_RUN_CUDA pf_softmax_fwd_cuda_case
+#else
+#define PF_SOFTMAX_RUN_CUDA NULL
+#endif
+
 #define PF_SOFTMAX_DTYPES (PF_DT(PF_FP32) | PF_DT(PF_FP16) | PF_DT(PF_BF16))
 #define PF_SOFTMAX_ACCUMS (PF_DT(PF_FP32) | PF_ACCUM_STORAGE)
 static const char *const pf_softmax_faults[] = {"softmax-no-max", NULL};
@@ -244,18 +259,18 @@ static const pf_kernel pf_softmax_naive = {
     PF_SOFTMAX_DTYPES, PF_SOFTMAX_ACCUMS, pf_no_faults,
     "rel = e^tau (1+eps_e)(1+u_d) / (e^-tau (1-eps_e)(1-u)^(n-1) - n a (1+u)^(n-1)) - 1, "
     "a = (2^-148 + s) e^-max(t), abs = a (1+u_d) / (...) + s/2; domain: ln(min normal) < max(t) < ln(max/n)",
-    pf_softmax_fwd_cpu, pf_softmax_bound, pf_softmax_in_domain};
+    pf_softmax_fwd_cpu, pf_softmax_bound, pf_softmax_in_domain, PF_SOFTMAX_RUN_CUDA};
 static const pf_kernel pf_softmax_safe = {
     PF_KERNEL_ABI, &pf_softmax_op, "safe", "two passes: row max, then exp(t - max) / sum",
     PF_SOFTMAX_DTYPES, PF_SOFTMAX_ACCUMS, pf_softmax_faults,
     "as naive with tau -> eta = 2 tau + 2u(X + tau) and a = 2^-148 + s (the shifted sum is >= 1); "
     "domain: |alpha x| <= max finite of the accumulation dtype",
-    pf_softmax_fwd_cpu, pf_softmax_bound, pf_softmax_in_domain};
+    pf_softmax_fwd_cpu, pf_softmax_bound, pf_softmax_in_domain, PF_SOFTMAX_RUN_CUDA};
 static const pf_kernel pf_softmax_online = {
     PF_KERNEL_ABI, &pf_softmax_op, "online", "one pass: running max, running sum rescaled when the max grows",
     PF_SOFTMAX_DTYPES, PF_SOFTMAX_ACCUMS, pf_softmax_faults,
     "rel = e^eta (1+eps_e)(1+u_d) / (G_lo - A) - 1, G_lo = e^-eta (1-eps_e) (e^-r (1-eps_e)(1-u))^R (1-u)^(n-1), "
     "r = 2u(X + tau), R = running-max increases, A = (n + R(n+1)) (2^-148 + s) G_hi; domain as safe",
-    pf_softmax_fwd_cpu, pf_softmax_bound, pf_softmax_in_domain};
+    pf_softmax_fwd_cpu, pf_softmax_bound, pf_softmax_in_domain, PF_SOFTMAX_RUN_CUDA};
 
 const pf_kernel *const pf_softmax_kernels[] = {&pf_softmax_naive, &pf_softmax_safe, &pf_softmax_online, NULL};

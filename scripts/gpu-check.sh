@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The one command a GPU machine runs: build with CUDA (sm_80 and sm_90), run the tests
+# labelled gpu (and the rest of the suite but the exhaustive ones), print a summary, and
+# write the full log to build-gpu/gpu-check.log.
+#
+# A machine without Debian's -dev packages (the lent GPU machines have no package registry)
+# can bring them as .deb files in .gpudeps/ (apt-get download libmpfr-dev libmpfr6
+# libgmp-dev libgmp10 libgmpxx4ldbl libcjson-dev libcjson1 libcmocka-dev libcmocka0):
+# they are unpacked under /tmp/pf-deps and used through pkg-config's sysroot.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+B=${PF_GPU_BUILD:-build-gpu}
+mkdir -p "$B"
+LOG=$B/gpu-check.log
+exec > >(tee "$LOG") 2>&1
+
+if [ -d .gpudeps ] && ls .gpudeps/*.deb >/dev/null 2>&1; then
+  R=/tmp/pf-deps
+  mkdir -p $R
+  for f in .gpudeps/*.deb; do dpkg-deb -x "$f" $R 2>/dev/null || dpkg -x "$f" $R; done
+  export PKG_CONFIG_SYSROOT_DIR=$R PKG_CONFIG_ALLOW_SYSTEM_CFLAGS=1 PKG_CONFIG_ALLOW_SYSTEM_LIBS=1
+  export PKG_CONFIG_PATH=$R/usr/lib/x86_64-linux-gnu/pkgconfig:$R/usr/share/pkgconfig
+  export LD_LIBRARY_PATH=$R/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  export CPATH=$R/usr/include:$R/usr/include/x86_64-linux-gnu${CPATH:+:$CPATH}
+  export LIBRARY_PATH=$R/usr/lib/x86_64-linux-gnu${LIBRARY_PATH:+:$LIBRARY_PATH}
+  echo "gpu-check: using the libraries unpacked from .gpudeps/ under $R"
+fi
+
+echo "== device"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || echo "nvidia-smi failed"
+nvcc --version | tail -2
+echo "== build"
+cmake -S . -B "$B" -DPF_ENABLE_CUDA=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$B/configure.log" 2>&1 || { cat "$B/configure.log"; exit 1; }
+grep "precfuzz:" "$B/configure.log"
+cmake --build "$B" -j "$(nproc)" >"$B/build.log" 2>&1 || { tail -40 "$B/build.log"; exit 1; }
+echo "== gpu tests"
+(cd "$B" && ctest -L gpu -V --output-on-failure) | grep -vE '^[0-9]+: (Test command|Working Directory|Environment)'
+gpu_rc=${PIPESTATUS[0]}
+echo "== the rest of the suite (not exhaustive, not gpu) on this machine"
+(cd "$B" && ctest -LE 'exhaustive|gpu' --output-on-failure -j "$(nproc)") | tail -20
+rest_rc=${PIPESTATUS[0]}
+echo "== summary: gpu tests $([ "$gpu_rc" = 0 ] && echo passed || echo FAILED), other tests $([ "$rest_rc" = 0 ] && echo passed || echo FAILED); log $LOG"
+[ "$gpu_rc" = 0 ] && [ "$rest_rc" = 0 ]
