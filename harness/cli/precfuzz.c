@@ -305,7 +305,7 @@ static int run_variant(const pf_kernel *k, const run_opts *o, cJSON *jcases, int
   size_t counts[PF_NVERDICTS] = {0};
   int64_t max_ulps = 0;
   double max_rel = 0, secs_k = 0, secs_o = 0;
-  uint64_t printed = 0, findings = 0, outside = 0, worst_seed = 0;
+  uint64_t printed = 0, findings = 0, outside = 0, cases_outside = 0, worst_seed = 0;
   pf_oracle_opts oo;
   pf_oracle_opts_default(&oo);
   oo.prec = o->oracle_prec;
@@ -338,6 +338,7 @@ static int run_variant(const pf_kernel *k, const run_opts *o, cJSON *jcases, int
     secs_k += r.seconds_kernel;
     secs_o += r.seconds_oracle;
     const int finding = pf_verdict_is_finding(r.cmp.verdict);
+    cases_outside += !r.in_domain;
     char saved[1024] = "";
     if (finding) {
       findings++;
@@ -374,6 +375,9 @@ static int run_variant(const pf_kernel *k, const run_opts *o, cJSON *jcases, int
            " kernel %.3fs, oracle %.3fs\n",
            (unsigned long long)findings, (unsigned long long)outside, (long long)max_ulps,
            (unsigned long long)worst_seed, max_rel, secs_k, secs_o);
+    if (cases_outside)
+      printf("  %llu of %llu cases outside the contract's domain (its bound does not apply there)\n",
+             (unsigned long long)cases_outside, (unsigned long long)o->cases);
     if (findings > printed) printf("  (%llu more findings not shown; --max-print, --save-findings)\n", (unsigned long long)(findings - printed));
   }
   return 0;

@@ -119,7 +119,8 @@ pf_status pf_softmax_fwd_cpu(const pf_case *c, const pf_tensor *in, double *out,
 /* (1 + d)^k, rounded up a little: the factor k roundings of relative size d can make. */
 static double pf_pow1p(double d, double k) { return exp(k * log1p(d)) * (1 + 0x1p-40); }
 
-void pf_softmax_bound(const pf_case *c, const pf_tensor *in, pf_bound *out) {
+/* The bound of row i (every element of a row shares it). */
+static pf_bound pf_softmax_row_bound(const pf_case *c, const pf_tensor *in, size_t i) {
   const size_t rows = c->shape[0], cols = c->shape[1];
   const int algo = pf_softmax_algo(c);
   const pf_dtype acc = c->accum;
@@ -133,66 +134,69 @@ void pf_softmax_bound(const pf_case *c, const pf_tensor *in, pf_bound *out) {
   const double abs_e = 2 * 0x1p-149 + sig;
   const double ud = acc == c->dtype ? 0 : u; /* the division's rounding, unless it is the output's */
 
+  /* X: largest |score|; vmax: largest score; n: terms; R: running-max increases the
+   * online variant may see (counted with the scores' own rounding as slack) */
+  double X = 0, vmax = -INFINITY, n = 0, R = 0;
+  for (size_t j = 0; j < cols; j++) {
+    const int masked = pf_softmax_masked(mask, i, j, rows, cols);
+    const double v = masked ? maskval : alpha * in[0].data[i * cols + j];
+    if (!isfinite(v)) continue; /* -inf contributes an exact 0; NaN/+inf: undefined row */
+    n += 1;
+    if (fabs(v) > X) X = fabs(v);
+  }
+  /* |t - v| <= tau: the scale and the product each rounded once (or the sentinel once) */
+  const double tau = (2 * u + u * u) * X + sig / 2;
+  const double X2 = 2 * X + 2 * tau;           /* bound on |t_a - t_b| */
+  const double er = u * X2;                    /* error of one rounded difference */
+  for (size_t j = 0; j < cols; j++) {
+    const int masked = pf_softmax_masked(mask, i, j, rows, cols);
+    const double v = masked ? maskval : alpha * in[0].data[i * cols + j];
+    if (!isfinite(v)) continue;
+    if (vmax != -INFINITY && v > vmax - 2 * tau) R += 1;
+    if (v > vmax) vmax = v;
+  }
+  double rel = INFINITY, abs = INFINITY;
+  if (isfinite(X) && n > 0) {
+    const double adds_hi = pf_pow1p(u, n - 1), adds_lo = 1 / pf_pow1p(u, n - 1) * (1 - 0x1p-40);
+    double num_hi, num_lo, G_hi, G_lo, abs_num, abs_den;
+    if (algo == PF_SOFTMAX_ONLINE) {
+      const double step_hi = exp(er) * (1 + eps_e) * (1 + u), step_lo = exp(-er) * (1 - eps_e) * (1 - u);
+      num_hi = exp(2 * tau + er) * (1 + eps_e);
+      num_lo = exp(-2 * tau - er) * (1 - eps_e);
+      G_hi = num_hi * pow(step_hi, R) * adds_hi;
+      G_lo = num_lo * pow(step_lo, R) * adds_lo;
+      abs_num = abs_e;
+      abs_den = (n * abs_e + R * (n * abs_e + sig)) * G_hi;
+    } else {
+      /* safe: exponents within eta of the exact shifted ones, and the exact sum is >= 1.
+       * naive: exponents within tau, the exact sum >= e^vmax: absolute terms scale by e^-vmax */
+      const double eta = algo == PF_SOFTMAX_SAFE ? 2 * tau + er : tau;
+      const double a = algo == PF_SOFTMAX_SAFE ? abs_e : abs_e * exp(-vmax);
+      num_hi = exp(eta) * (1 + eps_e);
+      num_lo = exp(-eta) * (1 - eps_e);
+      G_hi = num_hi * adds_hi;
+      G_lo = num_lo * adds_lo;
+      abs_num = a;
+      abs_den = n * a * adds_hi;
+    }
+    const double den_lo = G_lo - abs_den, den_hi = G_hi + abs_den;
+    if (den_lo > 0 && isfinite(den_hi)) {
+      rel = fmax(num_hi * (1 + ud) / den_lo - 1, 1 - num_lo * (1 - ud) / den_hi);
+      abs = abs_num * (1 + ud) / den_lo + sig / 2;
+      /* slack for the binary64 evaluation of the bound itself */
+      rel = rel * 1.0001 + 0x1p-60;
+      abs = abs * 1.0001;
+    }
+  }
+  if (!(rel >= 0) || !(abs >= 0) || !isfinite(rel) || !isfinite(abs)) rel = abs = INFINITY;
+  return (pf_bound){rel, abs};
+}
+
+void pf_softmax_bound(const pf_case *c, const pf_tensor *in, pf_bound *out) {
+  const size_t rows = c->shape[0], cols = c->shape[1];
   for (size_t i = 0; i < rows; i++) {
-    /* X: largest |score|; vmax: largest score; n: terms; R: running-max increases the
-     * online variant may see (counted with the scores' own rounding as slack) */
-    double X = 0, vmax = -INFINITY, n = 0, R = 0;
-    for (size_t j = 0; j < cols; j++) {
-      const int masked = pf_softmax_masked(mask, i, j, rows, cols);
-      const double v = masked ? maskval : alpha * in[0].data[i * cols + j];
-      if (!isfinite(v)) continue; /* -inf contributes an exact 0; NaN/+inf: undefined row */
-      n += 1;
-      if (fabs(v) > X) X = fabs(v);
-    }
-    /* |t - v| <= tau: the scale and the product each rounded once (or the sentinel once) */
-    const double tau = (2 * u + u * u) * X + sig / 2;
-    const double X2 = 2 * X + 2 * tau;           /* bound on |t_a - t_b| */
-    const double er = u * X2;                    /* error of one rounded difference */
-    for (size_t j = 0; j < cols; j++) {
-      const int masked = pf_softmax_masked(mask, i, j, rows, cols);
-      const double v = masked ? maskval : alpha * in[0].data[i * cols + j];
-      if (!isfinite(v)) continue;
-      if (vmax != -INFINITY && v > vmax - 2 * tau) R += 1;
-      if (v > vmax) vmax = v;
-    }
-    double rel = INFINITY, abs = INFINITY;
-    if (isfinite(X) && n > 0) {
-      const double adds_hi = pf_pow1p(u, n - 1), adds_lo = 1 / pf_pow1p(u, n - 1) * (1 - 0x1p-40);
-      double num_hi, num_lo, G_hi, G_lo, abs_num, abs_den;
-      if (algo == PF_SOFTMAX_ONLINE) {
-        const double step_hi = exp(er) * (1 + eps_e) * (1 + u), step_lo = exp(-er) * (1 - eps_e) * (1 - u);
-        num_hi = exp(2 * tau + er) * (1 + eps_e);
-        num_lo = exp(-2 * tau - er) * (1 - eps_e);
-        G_hi = num_hi * pow(step_hi, R) * adds_hi;
-        G_lo = num_lo * pow(step_lo, R) * adds_lo;
-        abs_num = abs_e;
-        abs_den = (n * abs_e + R * (n * abs_e + sig)) * G_hi;
-      } else {
-        /* safe: exponents within eta of the exact shifted ones, and the exact sum is >= 1.
-         * naive: exponents within tau, the exact sum >= e^vmax: absolute terms scale by e^-vmax */
-        const double eta = algo == PF_SOFTMAX_SAFE ? 2 * tau + er : tau;
-        const double a = algo == PF_SOFTMAX_SAFE ? abs_e : abs_e * exp(-vmax);
-        num_hi = exp(eta) * (1 + eps_e);
-        num_lo = exp(-eta) * (1 - eps_e);
-        G_hi = num_hi * adds_hi;
-        G_lo = num_lo * adds_lo;
-        abs_num = a;
-        abs_den = n * a * adds_hi;
-      }
-      const double den_lo = G_lo - abs_den, den_hi = G_hi + abs_den;
-      if (den_lo > 0 && isfinite(den_hi)) {
-        rel = fmax(num_hi * (1 + ud) / den_lo - 1, 1 - num_lo * (1 - ud) / den_hi);
-        abs = abs_num * (1 + ud) / den_lo + sig / 2;
-        /* slack for the binary64 evaluation of the bound itself */
-        rel = rel * 1.0001 + 0x1p-60;
-        abs = abs * 1.0001;
-      }
-    }
-    if (!(rel >= 0) || !(abs >= 0) || !isfinite(rel) || !isfinite(abs)) rel = abs = INFINITY;
-    for (size_t j = 0; j < cols; j++) {
-      out[i * cols + j].rel = rel;
-      out[i * cols + j].abs = abs;
-    }
+    const pf_bound b = pf_softmax_row_bound(c, in, i);
+    for (size_t j = 0; j < cols; j++) out[i * cols + j] = b;
   }
 }
 
@@ -228,6 +232,10 @@ int pf_softmax_in_domain(const pf_case *c, const pf_tensor *in, char *why, size_
     if (defined && isfinite(M) && pf_softmax_algo(c) == PF_SOFTMAX_NAIVE && (M <= lo || M >= hi)) {
       snprintf(why, len, "row %zu: naive needs the largest score in (%.4g, %.4g) for %s, got %.6g", i, lo, hi,
                pf_dtype_name(acc), M);
+      return 0;
+    }
+    if (defined && isfinite(M) && !isfinite(pf_softmax_row_bound(c, in, i).rel)) {
+      snprintf(why, len, "row %zu: no error bound holds for %zu terms accumulated in %s", i, cols, pf_dtype_name(acc));
       return 0;
     }
   }
