@@ -1,5 +1,5 @@
-// Softmax forward on the GPU: the same variants and scalar math as softmax_cpu.c
-// (softmax_math.h), one thread per row in column order, so CPU and GPU results differ only
+// Softmax forward on the GPU: the same row code as softmax_cpu.c (pf_softmax_row in
+// softmax_math.h), one thread per row in column order, so CPU and GPU results differ only
 // where the device's expf differs from the host's. A first, simple kernel: the CUDA
 // backend proper (launch shapes, cuBLAS, --backend cuda) is built on it later.
 #include <cuda_runtime.h>
@@ -15,36 +15,8 @@ __global__ void pf_softmax_fwd_kernel(const double *x, double *y, double *tmp, s
   const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= rows) return;
   unsigned fe = 0;
-  const double *xr = x + i * cols;
-  double *yr = y + i * cols, *t = tmp + i * cols;
-  for (size_t j = 0; j < cols; j++)
-    t[j] = pf_softmax_score(acc, xr[j], alpha_acc, pf_softmax_masked(mask, i, j, rows, cols), maskval, &fe);
-  if (algo == PF_SOFTMAX_ONLINE) {
-    double m = -INFINITY, l = 0;
-    for (size_t j = 0; j < cols; j++) {
-      const double mn = no_max ? 0.0 : (t[j] > m ? t[j] : m);
-      if (mn == -INFINITY) continue;
-      const double rescale = m == mn ? 1.0 : pf_softmax_exp(acc, pf_sub(acc, m, mn, &fe), &fe);
-      l = pf_add(acc, pf_mul(acc, l, rescale, &fe), pf_softmax_exp(acc, pf_sub(acc, t[j], mn, &fe), &fe), &fe);
-      m = mn;
-    }
-    for (size_t j = 0; j < cols; j++)
-      yr[j] = pf_round_fe(out_t, pf_div(acc, pf_softmax_exp(acc, pf_sub(acc, t[j], m, &fe), &fe), l, &fe), &fe);
-  } else {
-    double m = 0;
-    if (algo == PF_SOFTMAX_SAFE && !no_max) {
-      m = -INFINITY;
-      for (size_t j = 0; j < cols; j++)
-        if (t[j] > m) m = t[j];
-    }
-    double s = 0;
-    for (size_t j = 0; j < cols; j++) {
-      t[j] = algo == PF_SOFTMAX_NAIVE || no_max ? pf_softmax_exp(acc, t[j], &fe)
-                                                : pf_softmax_exp(acc, pf_sub(acc, t[j], m, &fe), &fe);
-      s = pf_add(acc, s, t[j], &fe);
-    }
-    for (size_t j = 0; j < cols; j++) yr[j] = pf_round_fe(out_t, pf_div(acc, t[j], s, &fe), &fe);
-  }
+  pf_softmax_row(algo, no_max, acc, out_t, x + i * cols, i, rows, cols, alpha_acc, mask, maskval, y + i * cols,
+                 tmp + i * cols, &fe);
   if (fe) atomicOr(fe_out, fe);
 }
 

@@ -50,4 +50,41 @@ PF_HD double pf_softmax_score(pf_dtype acc, double x, double alpha_acc, int mask
   return pf_mul(acc, x, alpha_acc, fe);
 }
 
+/* One row. The fault softmax-no-max makes safe and online behave as naive would (the max
+ * is taken as 0), while their contract stays theirs. */
+PF_HD void pf_softmax_row(int algo, int no_max, pf_dtype acc, pf_dtype out_t, const double *x, size_t row,
+                           size_t rows, size_t cols, double alpha_acc, int mask, double maskval, double *y,
+                           double *tmp, unsigned *fe) {
+  for (size_t j = 0; j < cols; j++)
+    tmp[j] = pf_softmax_score(acc, x[j], alpha_acc, pf_softmax_masked(mask, row, j, rows, cols), maskval, fe);
+
+  if (algo == PF_SOFTMAX_ONLINE) {
+    double m = -INFINITY, l = 0;
+    for (size_t j = 0; j < cols; j++) {
+      const double t = tmp[j];
+      const double mn = no_max ? 0.0 : (t > m ? t : m);
+      if (mn == -INFINITY) continue; /* nothing seen yet but masked -inf: contributes 0 */
+      const double rescale = m == mn ? 1.0 : pf_softmax_exp(acc, pf_sub(acc, m, mn, fe), fe);
+      l = pf_add(acc, pf_mul(acc, l, rescale, fe), pf_softmax_exp(acc, pf_sub(acc, t, mn, fe), fe), fe);
+      m = mn;
+    }
+    for (size_t j = 0; j < cols; j++)
+      y[j] = pf_round_fe(out_t, pf_div(acc, pf_softmax_exp(acc, pf_sub(acc, tmp[j], m, fe), fe), l, fe), fe);
+    return;
+  }
+  double m = 0;
+  if (algo == PF_SOFTMAX_SAFE && !no_max) {
+    m = -INFINITY;
+    for (size_t j = 0; j < cols; j++)
+      if (tmp[j] > m) m = tmp[j];
+  }
+  double s = 0;
+  for (size_t j = 0; j < cols; j++) {
+    tmp[j] = algo == PF_SOFTMAX_NAIVE || no_max ? pf_softmax_exp(acc, tmp[j], fe)
+                                                : pf_softmax_exp(acc, pf_sub(acc, tmp[j], m, fe), fe);
+    s = pf_add(acc, s, tmp[j], fe);
+  }
+  for (size_t j = 0; j < cols; j++) y[j] = pf_round_fe(out_t, pf_div(acc, tmp[j], s, fe), fe);
+}
+
 #endif
