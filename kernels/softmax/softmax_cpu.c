@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "kernels/kernel.h"
-#include "kernels/softmax/softmax_math.h"
+#include "kernels/softmax/softmax.h"
 
 pf_status pf_softmax_fwd_mpfr(const pf_case *c, const pf_tensor *in, const pf_oracle_opts *opts,
                               pf_oracle_result *out);
@@ -83,26 +83,21 @@ pf_status pf_softmax_fwd_cpu(const pf_case *c, const pf_tensor *in, double *out,
 static double pf_pow1p(double d, double k) { return exp(k * log1p(d)) * (1 + 0x1p-40); }
 
 /* The bound of row i (every element of a row shares it). */
-static pf_bound pf_softmax_row_bound(const pf_case *c, const pf_tensor *in, size_t i) {
-  const size_t rows = c->shape[0], cols = c->shape[1];
-  const int algo = pf_softmax_algo(c);
-  const pf_dtype acc = c->accum;
+pf_bound pf_softmax_bound_row(int algo, pf_dtype acc, pf_dtype out_t, double alpha, const double *x, size_t i,
+                              size_t rows, size_t cols, int mask, double maskval) {
   const double u = pf_unit_roundoff(acc), sig = pf_min_subnormal(acc);
-  const double alpha = c->params[P_ALPHA];
-  const int mask = (int)c->params[P_MASK];
-  const double maskval = pf_softmax_mask_value((int)c->params[P_MASKVAL], c->dtype);
   /* exp: expf's own error, then the rounding to acc; below the normal range, absolute error */
   const double ue = acc == PF_FP32 ? 0 : u;
   const double eps_e = (1 + PF_EXPF_REL) * (1 + ue) - 1;
   const double abs_e = 2 * 0x1p-149 + sig;
-  const double ud = acc == c->dtype ? 0 : u; /* the division's rounding, unless it is the output's */
+  const double ud = acc == out_t ? 0 : u; /* the division's rounding, unless it is the output's */
 
   /* X: largest |score|; vmax: largest score; n: terms; R: running-max increases the
    * online variant may see (counted with the scores' own rounding as slack) */
   double X = 0, vmax = -INFINITY, n = 0, R = 0;
   for (size_t j = 0; j < cols; j++) {
     const int masked = pf_softmax_masked(mask, i, j, rows, cols);
-    const double v = masked ? maskval : alpha * in[0].data[i * cols + j];
+    const double v = masked ? maskval : alpha * x[j];
     if (!isfinite(v)) continue; /* -inf contributes an exact 0; NaN/+inf: undefined row */
     n += 1;
     if (fabs(v) > X) X = fabs(v);
@@ -113,7 +108,7 @@ static pf_bound pf_softmax_row_bound(const pf_case *c, const pf_tensor *in, size
   const double er = u * X2;                    /* error of one rounded difference */
   for (size_t j = 0; j < cols; j++) {
     const int masked = pf_softmax_masked(mask, i, j, rows, cols);
-    const double v = masked ? maskval : alpha * in[0].data[i * cols + j];
+    const double v = masked ? maskval : alpha * x[j];
     if (!isfinite(v)) continue;
     if (vmax != -INFINITY && v > vmax - 2 * tau) R += 1;
     if (v > vmax) vmax = v;
@@ -153,6 +148,13 @@ static pf_bound pf_softmax_row_bound(const pf_case *c, const pf_tensor *in, size
   }
   if (!(rel >= 0) || !(abs >= 0) || !isfinite(rel) || !isfinite(abs)) rel = abs = INFINITY;
   return (pf_bound){rel, abs};
+}
+
+static pf_bound pf_softmax_row_bound(const pf_case *c, const pf_tensor *in, size_t i) {
+  const size_t cols = c->shape[1];
+  return pf_softmax_bound_row(pf_softmax_algo(c), c->accum, c->dtype, c->params[P_ALPHA], in[0].data + i * cols, i,
+                              c->shape[0], cols, (int)c->params[P_MASK],
+                              pf_softmax_mask_value((int)c->params[P_MASKVAL], c->dtype));
 }
 
 void pf_softmax_bound(const pf_case *c, const pf_tensor *in, pf_bound *out) {
