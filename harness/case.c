@@ -159,6 +159,10 @@ pf_status pf_case_validate(const pf_case *c) {
     pf_status st = pf_check_param(&op->params[i], c->params[i]);
     if (st) return st;
   }
+  if (k->check) {
+    pf_status st = k->check(c);
+    if (st) return st;
+  }
   if (c->fault[0] && !pf_kernel_has_fault(k, c->fault))
     return pf_error(PF_ERR_UNKNOWN, "fault '%s' does not exist for %s/%s", c->fault, c->kernel, c->variant);
   if (c->ninputs != op->ninputs)

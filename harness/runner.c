@@ -65,7 +65,46 @@ pf_status pf_run_case(const pf_case *c, const pf_oracle_opts *opts, pf_run *r) {
   r->seconds_kernel = t1 - t0;
   r->seconds_oracle = t2 - t1;
   k->bound(c, r->in, r->bound);
-  return pf_compare(c->dtype, r->out, r->nout, &r->oracle, r->bound, r->fe, &r->cmp);
+  if ((st = pf_compare(c->dtype, r->out, r->nout, &r->oracle, r->bound, r->fe, &r->cmp))) return st;
+  if (op->stages) {
+    pf_stage stages[PF_MAX_STAGES];
+    const int ns = op->stages(c, stages);
+    /* An intermediate the kernel stores in its dtype is no input's fault when its exact
+     * value does not fit there (the final output may well fit): that is an overflow. */
+    for (int s = 0; s + 1 < ns; s++)
+      for (size_t i = stages[s].offset; i < stages[s].offset + stages[s].count; i++)
+        if (r->cmp.elem[i] == PF_V_RANGE && r->oracle.status[i] != PF_ORACLE_UNDEFINED && !isfinite(r->out[i])) {
+          r->cmp.counts[PF_V_RANGE]--;
+          r->cmp.counts[PF_V_OVERFLOW]++;
+          r->cmp.elem[i] = PF_V_OVERFLOW;
+          if (r->cmp.verdict < PF_V_OVERFLOW) {
+            r->cmp.verdict = PF_V_OVERFLOW;
+            r->cmp.first_bad = i;
+          }
+        }
+    for (int s = 0; s < ns && !r->born; s++)
+      for (size_t i = stages[s].offset; i < stages[s].offset + stages[s].count; i++)
+        if (pf_verdict_is_finding(r->cmp.elem[i])) {
+          r->born = stages[s].name;
+          r->born_at = i;
+          break;
+        }
+  }
+  return PF_OK;
+}
+
+/* The stage an output index belongs to, and its index within the stage. */
+static const char *pf_stage_of(const pf_case *c, const pf_op *op, size_t i, size_t *local) {
+  *local = i;
+  if (!op->stages) return NULL;
+  pf_stage stages[PF_MAX_STAGES];
+  const int ns = op->stages(c, stages);
+  for (int s = 0; s < ns; s++)
+    if (i >= stages[s].offset && i < stages[s].offset + stages[s].count) {
+      *local = i - stages[s].offset;
+      return stages[s].name;
+    }
+  return NULL;
 }
 
 void pf_run_free(pf_run *r) {
@@ -77,29 +116,29 @@ void pf_run_free(pf_run *r) {
   memset(r, 0, sizeof *r);
 }
 
-static void pf_index_str(const pf_case *c, size_t i, char *buf, size_t len) {
-  /* row-major multi-index over the output shape (the case's shape) */
-  size_t idx[PF_MAX_DIMS];
-  for (int d = c->ndims - 1; d >= 0; d--) {
-    idx[d] = i % c->shape[d];
-    i /= c->shape[d];
+/* "[i]" for one-output operations with 2 dimensions as "[row,col]"; "stage[i]" otherwise. */
+static void pf_index_str(const pf_case *c, const pf_op *op, size_t i, char *buf, size_t len) {
+  size_t local;
+  const char *stage = pf_stage_of(c, op, i, &local);
+  if (stage) {
+    snprintf(buf, len, "%s[%zu]", stage, local);
+    return;
   }
-  size_t n = (size_t)snprintf(buf, len, "[");
-  for (int d = 0; d < c->ndims && n < len; d++) n += (size_t)snprintf(buf + n, len - n, d ? ",%zu" : "%zu", idx[d]);
-  if (n < len) snprintf(buf + n, len - n, "]");
+  if (c->ndims == 2) snprintf(buf, len, "[%zu,%zu]", i / c->shape[1], i % c->shape[1]);
+  else snprintf(buf, len, "[%zu]", i);
 }
 
 void pf_run_describe(const pf_case *c, const pf_run *r, char *buf, size_t len) {
-  const size_t i = r->cmp.first_bad;
-  char at[64], y[40], e[40], fe[48];
-  pf_index_str(c, i, at, sizeof at);
+  const size_t i = r->born ? r->born_at : r->cmp.first_bad;
+  char at[96], y[40], e[40], fe[48];
+  pf_index_str(c, r->kernel->op, i, at, sizeof at);
   pf_hexfloat(y, r->out[i]);
   pf_hexfloat(e, r->oracle.exact[i]);
   char yd[32] = "", ed[32] = "";
   if (isfinite(r->out[i])) snprintf(yd, sizeof yd, " (%.9g)", r->out[i]);
   if (isfinite(r->oracle.exact[i])) snprintf(ed, sizeof ed, " (%.9g)", r->oracle.exact[i]);
-  snprintf(buf, len, "%s at %s: got %s%s, exact %s%s, %lld ulps, allowed %lld; events %s",
-           pf_verdict_name(r->cmp.verdict), at, y, yd, e, ed,
+  snprintf(buf, len, "%s%s%s at %s: got %s%s, exact %s%s, %lld ulps, allowed %lld; events %s",
+           pf_verdict_name(r->cmp.elem[i]), r->born ? ", born in " : "", r->born ? r->born : "", at, y, yd, e, ed,
            r->cmp.ulps[i] == INT64_MAX ? -1LL : (long long)r->cmp.ulps[i],
            r->cmp.allowed[i] == INT64_MAX ? -1LL : (long long)r->cmp.allowed[i], pf_fe_str(r->fe, fe));
 }
@@ -125,6 +164,7 @@ cJSON *pf_run_to_cjson(const pf_case *c, const pf_run *r, int per_element) {
     char d[512];
     pf_run_describe(c, r, d, sizeof d);
     cJSON_AddNumberToObject(j, "first_bad", (double)r->cmp.first_bad);
+    if (r->born) cJSON_AddStringToObject(j, "born_in", r->born);
     cJSON_AddStringToObject(j, "detail", d);
   }
   if (per_element) {

@@ -16,6 +16,8 @@ typedef struct {
   int in_domain;        /* the inputs lie in the contract's domain */
   char why[160];        /* if not, why */
   int skipped;          /* opts.domain_only and outside the domain: nothing was run */
+  const char *born;     /* multi-stage outputs: the first stage with a finding (or NULL) */
+  size_t born_at;       /* its first finding element (index into out) */
   pf_oracle_result oracle;
   pf_bound *bound;
   pf_comparison cmp;

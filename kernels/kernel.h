@@ -63,6 +63,13 @@ typedef struct {
   double rel, abs;
 } pf_bound;
 
+/* A named part of an operation's outputs (attention: output, scores, probabilities). */
+#define PF_MAX_STAGES 4
+typedef struct {
+  const char *name;
+  size_t offset, count;
+} pf_stage;
+
 typedef struct pf_op {
   const char *name;
   const char *summary;
@@ -79,6 +86,9 @@ typedef struct pf_op {
   size_t (*output_count)(const pf_case *c);
   pf_status (*oracle)(const pf_case *c, const pf_tensor *in, const pf_oracle_opts *opts,
                       pf_oracle_result *out);
+  /* The outputs' stages in data-flow order (at most PF_MAX_STAGES); NULL: one output. A
+   * finding is said to be born in the first stage that has one. */
+  int (*stages)(const pf_case *c, pf_stage *out);
 } pf_op;
 
 struct pf_kernel {
@@ -98,6 +108,9 @@ struct pf_kernel {
    * (no overflow, no total underflow, the bound holds); else 0 and one line in why.
    * Outside it, run still reports every verdict; fuzz drivers skip the case. */
   int (*in_domain)(const pf_case *c, const pf_tensor *in, char *why, size_t len);
+  /* Variant-specific checks of a case beyond the operation's tables (NULL: none), e.g. a
+   * parameter that only one variant honours. PF_ERR_ARG with a one-line message. */
+  pf_status (*check)(const pf_case *c);
   /* CUDA: same signature as run_cpu; NULL when the build has no CUDA. PF_ERR_NODEVICE
    * (with a clear message) when no GPU can be used. */
   pf_status (*run_cuda)(const pf_case *c, const pf_tensor *in, double *out, unsigned *fe);

@@ -5,6 +5,7 @@
 #include "kernels/kernel.h"
 
 extern const pf_kernel *const pf_softmax_kernels[];
+extern const pf_kernel *const pf_attention_kernels[];
 
 #define PF_MAX_KERNELS 256
 static const pf_kernel *pf_registry[PF_MAX_KERNELS];
@@ -15,6 +16,7 @@ static void pf_register_builtins(void) {
   if (pf_builtins_done) return;
   pf_builtins_done = 1;
   for (size_t i = 0; pf_softmax_kernels[i]; i++) pf_kernel_register(pf_softmax_kernels[i]);
+  for (size_t i = 0; pf_attention_kernels[i]; i++) pf_kernel_register(pf_attention_kernels[i]);
 }
 
 pf_status pf_kernel_register(const pf_kernel *k) {

@@ -39,7 +39,9 @@ static char *pf_mpfr_hex(mpfr_srcptr x) {
 int pf_oracle_settle(pf_oracle_result *r, size_t i, mpfr_srcptr lo, mpfr_srcptr hi, pf_dtype t, int final,
                      int keep_hex) {
   const double a = pf_mpfr_round_dtype(lo, t), b = pf_mpfr_round_dtype(hi, t);
-  const int same = a == b && signbit(a) == signbit(b);
+  /* both ends on one value of t; zeros of either sign count as one (an exact zero's sign is
+   * not judged: the comparison treats -0 and +0 alike) */
+  const int same = a == b && (signbit(a) == signbit(b) || a == 0);
   if (!same && !final) return 0;
   if (same && a == 0 && !mpfr_zero_p(hi) && (mpfr_zero_p(lo) || mpfr_sgn(lo) != mpfr_sgn(hi)) &&
       mpfr_get_exp(hi) <= mpfr_get_emin() + 1) {

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Independent check of the softmax oracle: recompute every exact value that
+"""Independent check of the softmax and attention oracles: recompute every exact value that
 `precfuzz run --json` printed with mpmath (not MPFR) at 1000 bits, from the stored inputs the
 JSON lists, and require agreement to better than 2^-150 relative.
 
@@ -57,14 +57,40 @@ def softmax_rows(case, xs):
     return out
 
 
+def attention(case, q, k, v):
+    """Exact O, then (non-flash) S and P, in the layout precfuzz uses."""
+    B, H, Lq, Lk, d = case["shape"]
+    p = case["params"]
+    sentinel = {"-inf": mpmath.mpf("-inf"), "-10000": mpmath.mpf(-10000),
+                "lowest": mpmath.mpf(lowest(case["dtype"]))}[p["mask_value"]]
+    Lstore = p["layer"] if case["variant"] == "layer-scaled" else 1
+    off = Lk - Lq if Lk >= Lq else 0
+    alpha = 1 / mpmath.sqrt(d)
+    O, S, P = [], [], []
+    for h in range(B * H):
+        for i in range(Lq):
+            qi = q[(h * Lq + i) * d:(h * Lq + i + 1) * d]
+            s = [alpha * mpmath.fsum(qi[m] * k[(h * Lk + j) * d + m] for m in range(d)) for j in range(Lk)]
+            S.extend(x / Lstore for x in s)
+            t = [sentinel if p["mask"] == "causal" and j > i + off else s[j] for j in range(Lk)]
+            mx = max(x for x in t if mpmath.isfinite(x))
+            e = [mpmath.mpf(0) if x == mpmath.ninf else mpmath.exp(x - mx) for x in t]
+            z = mpmath.fsum(e)
+            pr = [x / z for x in e]
+            P.extend(pr)
+            O.extend(mpmath.fsum(pr[j] * v[(h * Lk + j) * d + m] for j in range(Lk)) for m in range(d))
+    return O if case["variant"] == "flash" else O + S + P
+
+
 def main():
     precfuzz, args = sys.argv[1], sys.argv[3:]
     res = json.loads(subprocess.run([precfuzz, "run"] + args + ["--json"], capture_output=True, text=True).stdout)
     worst, checked, tiny = mpmath.mpf(0), 0, 0
     for r in res["cases"]:
         case = r["case"]
-        xs = [parse_hex(v) for v in r["input_values"]["x"]]
-        want = softmax_rows(case, xs)
+        iv = {name: [parse_hex(v) for v in vals] for name, vals in r["input_values"].items()}
+        want = softmax_rows(case, iv["x"]) if case["kernel"] == "softmax" else attention(case, iv["q"], iv["k"], iv["v"])
+        assert len(want) == len(r["elements"]), "element count"
         for w, el in zip(want, r["elements"]):
             got = parse_hex(el["exact"])
             if "exact_upper" in el:  # below MPFR's exponent range: only a bound is claimed

@@ -150,7 +150,7 @@ static int cmd_list(int argc, char **argv) {
     cJSON_Delete(a);
     return 0;
   }
-  printf("%-10s %-8s %-16s %-18s %-16s %s\n", "kernel", "variant", "dtypes", "accum", "faults", "what");
+  printf("%-10s %-13s %-15s %-13s %-32s %s\n", "kernel", "variant", "dtypes", "accum", "faults", "what");
   for (size_t i = 0; i < pf_kernel_count(); i++) {
     const pf_kernel *k = pf_kernel_at(i);
     char dts[64] = "", acs[64] = "", fs[128] = "";
@@ -160,7 +160,7 @@ static int cmd_list(int argc, char **argv) {
       if (k->accums & PF_DT(t)) { strcat(acs, acs[0] ? "," : ""); strcat(acs, pf_dtype_name((pf_dtype)t)); }
     if (k->accums & PF_ACCUM_STORAGE) strcat(acs, acs[0] ? ",storage" : "storage");
     for (int f = 0; k->faults[f]; f++) { strcat(fs, fs[0] ? "," : ""); strncat(fs, k->faults[f], 60); }
-    printf("%-10s %-8s %-16s %-18s %-16s %s\n", k->op->name, k->variant, dts, acs, fs[0] ? fs : "-", k->summary);
+    printf("%-10s %-13s %-15s %-13s %-32s %s\n", k->op->name, k->variant, dts, acs, fs[0] ? fs : "-", k->summary);
   }
   printf("\nparameters (--param NAME=VALUE):\n");
   const pf_op *seen[64];
@@ -280,6 +280,7 @@ static void reproduce_line(const pf_case *c, const run_opts *o, uint64_t seed, c
     const pf_param_desc *d = &op->params[p];
     if (c->params[p] == d->def) continue;
     if (d->type == PF_PARAM_CHOICE) n += (size_t)snprintf(buf + n, len - n, " --param %s=%s", d->name, d->choices[(int)c->params[p]]);
+    else if (d->type == PF_PARAM_INT) n += (size_t)snprintf(buf + n, len - n, " --param %s=%.0f", d->name, c->params[p]);
     else {
       pf_hexfloat(sc, c->params[p]);
       n += (size_t)snprintf(buf + n, len - n, " --param %s=%s", d->name, sc);

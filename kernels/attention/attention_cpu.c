@@ -1,0 +1,515 @@
+/* Attention forward, CPU emulation of every variant, their contracts and the variant table.
+ *
+ *   O = softmax(Q K^T / sqrt(d) + mask) V     per batch and head; shape [batch, heads,
+ *   q_len, k_len, head_dim]; Q is q_len x d, K and V are k_len x d.
+ *
+ * Variants (../shared/SEMANTICS.md section 4):
+ *   post-scale    S = fl_T(fl_A(alpha * QK^T)), alpha = fl_A(1/sqrt d) (the cuBLAS/Megatron baseline)
+ *   inward        Q' = fl_T(Q c), K' = fl_T(K c), c = fl32(d^-1/4); S = fl_T(Q' K'^T)
+ *   layer-scaled  S = fl_T(fl_A(alpha' * QK^T)), alpha' = fl_A(1/(sqrt(d) L)); the softmax
+ *                 multiplies by L in fp32
+ *   flash         per query row, key blocks of `block`: scores in fp32, running max and sum,
+ *                 P rounded to the storage dtype before P V, output accumulator in fp32
+ *                 rescaled when the max grows; S and P are never stored.
+ * Non-flash variants store S and P in the storage dtype T (the results a finding's stage is
+ * named after) and run the fused safe softmax (kernels/softmax) on S with the mask. The GEMMs
+ * accumulate in the case's accumulation dtype A (attention_math.h says how). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/attention/attention_math.h"
+#include "kernels/kernel.h"
+#include "kernels/softmax/softmax.h"
+
+pf_status pf_attention_fwd_mpfr(const pf_case *c, const pf_tensor *in, const pf_oracle_opts *opts,
+                                pf_oracle_result *out);
+
+enum { D_B = 0, D_H, D_LQ, D_LK, D_D };
+enum { P_LAYER = 0, P_MASK, P_MASKVAL, P_SMACC, P_BLOCK };
+
+static const char *const pf_attn_dims[] = {"batch", "heads", "q_len", "k_len", "head_dim"};
+static const char *const pf_attn_inputs[] = {"q", "k", "v"};
+static const char *const pf_attn_mask_choices[] = {"none", "causal", NULL};
+static const char *const pf_attn_maskval_choices[] = {"-inf", "-10000", "lowest", NULL};
+static const char *const pf_attn_smacc_choices[] = {"fp32", "storage", NULL};
+
+static const pf_param_desc pf_attn_params[] = {
+    {"layer", PF_PARAM_INT, 1, 1, 1024, NULL, "layer number L (layer-scaled only): scores stored L times smaller"},
+    {"mask", PF_PARAM_CHOICE, 0, 0, 1, pf_attn_mask_choices, "causal: query i sees keys j <= i + k_len - q_len"},
+    {"mask_value", PF_PARAM_CHOICE, 0, 0, 2, pf_attn_maskval_choices, "what a masked score holds"},
+    {"softmax_accum", PF_PARAM_CHOICE, 0, 0, 1, pf_attn_smacc_choices,
+     "softmax computed in fp32 or in the storage dtype (layer-scaled and flash: fp32 only)"},
+    {"block", PF_PARAM_INT, 64, 1, 4096, NULL, "key block size (flash only)"},
+};
+
+static int pf_attn_algo(const pf_case *c) {
+  if (strcmp(c->variant, "inward") == 0) return PF_ATTN_INWARD;
+  if (strcmp(c->variant, "layer-scaled") == 0) return PF_ATTN_LAYER_SCALED;
+  if (strcmp(c->variant, "flash") == 0) return PF_ATTN_FLASH;
+  return PF_ATTN_POST_SCALE;
+}
+
+static size_t pf_attn_heads(const pf_case *c) { return c->shape[D_B] * c->shape[D_H]; }
+static size_t pf_attn_o_count(const pf_case *c) { return pf_attn_heads(c) * c->shape[D_LQ] * c->shape[D_D]; }
+static size_t pf_attn_s_count(const pf_case *c) { return pf_attn_heads(c) * c->shape[D_LQ] * c->shape[D_LK]; }
+
+static size_t pf_attn_input_count(const pf_case *c, int i) {
+  return pf_attn_heads(c) * (i == 0 ? c->shape[D_LQ] : c->shape[D_LK]) * c->shape[D_D];
+}
+
+/* Outputs: O, then (non-flash) the stored scores S and probabilities P. */
+static size_t pf_attn_output_count(const pf_case *c) {
+  return pf_attn_o_count(c) + (pf_attn_algo(c) == PF_ATTN_FLASH ? 0 : 2 * pf_attn_s_count(c));
+}
+
+static int pf_attn_stages(const pf_case *c, pf_stage *st) {
+  const size_t no = pf_attn_o_count(c), ns = pf_attn_s_count(c);
+  if (pf_attn_algo(c) == PF_ATTN_FLASH) {
+    st[0] = (pf_stage){"output", 0, no};
+    return 1;
+  }
+  /* in data-flow order: a finding is born in the first stage that has one */
+  st[0] = (pf_stage){"scores", no, ns};
+  st[1] = (pf_stage){"probabilities", no + ns, ns};
+  st[2] = (pf_stage){"output", 0, no};
+  return 3;
+}
+
+const pf_op pf_attention_op = {
+    .name = "attention",
+    .summary = "softmax(Q K^T / sqrt(d) + mask) V per batch and head",
+    .ndims = 5,
+    .dim_names = pf_attn_dims,
+    .dim_max = {64, 256, 4096, 4096, 512},
+    .dim_default = {1, 1, 16, 16, 16},
+    .elems_max = (size_t)1 << 22,
+    .nparams = 5,
+    .params = pf_attn_params,
+    .ninputs = 3,
+    .input_names = pf_attn_inputs,
+    .input_count = pf_attn_input_count,
+    .output_count = pf_attn_output_count,
+    .oracle = pf_attention_fwd_mpfr,
+    .stages = pf_attn_stages,
+};
+
+/* The dtype the softmax runs in. */
+static pf_dtype pf_attn_smacc(const pf_case *c) {
+  const int a = pf_attn_algo(c);
+  if (a == PF_ATTN_LAYER_SCALED || a == PF_ATTN_FLASH) return PF_FP32;
+  return c->params[P_SMACC] == 0 ? PF_FP32 : c->dtype;
+}
+
+static pf_status pf_attn_check(const pf_case *c) {
+  const int a = pf_attn_algo(c);
+  if (a != PF_ATTN_LAYER_SCALED && c->params[P_LAYER] != 1)
+    return pf_error(PF_ERR_ARG, "parameter 'layer' applies to the layer-scaled variant only (got %g for %s)",
+                    c->params[P_LAYER], c->variant);
+  if (a != PF_ATTN_FLASH && c->params[P_BLOCK] != 64)
+    return pf_error(PF_ERR_ARG, "parameter 'block' applies to the flash variant only (got %g for %s)",
+                    c->params[P_BLOCK], c->variant);
+  if ((a == PF_ATTN_LAYER_SCALED || a == PF_ATTN_FLASH) && c->params[P_SMACC] != 0)
+    return pf_error(PF_ERR_ARG, "%s computes its softmax in fp32: softmax_accum must be fp32", c->variant);
+  return PF_OK;
+}
+
+static double pf_attn_maskval(const pf_case *c) {
+  return pf_softmax_mask_value((int)c->params[P_MASKVAL], c->dtype);
+}
+
+/* ---- the kernels ---------------------------------------------------------------------- */
+
+typedef struct {
+  double *s, *p, *tmp, *kq, *o, *pt;
+} pf_attn_work;
+
+static void pf_attn_head_rows(const pf_case *c, const double *q, const double *k, const double *v, double *O,
+                              double *S, double *P, pf_attn_work *w, int no_max, int no_rescale, unsigned *fe) {
+  const size_t Lq = c->shape[D_LQ], Lk = c->shape[D_LK], d = c->shape[D_D];
+  const pf_dtype T = c->dtype, A = c->accum;
+  const int algo = pf_attn_algo(c), mask = (int)c->params[P_MASK];
+  const double maskval = pf_attn_maskval(c);
+  const double L = c->params[P_LAYER];
+
+  if (algo == PF_ATTN_FLASH) {
+    const size_t Bc = (size_t)c->params[P_BLOCK];
+    const double alpha32 = pf_round(PF_FP32, pf_attn_inv_sqrt_d(d));
+    const double mask32 = pf_round_fe(PF_FP32, maskval, fe);
+    for (size_t i = 0; i < Lq; i++) {
+      const double *qi = q + i * d;
+      double m = -INFINITY, l = 0;
+      for (size_t e = 0; e < d; e++) w->o[e] = 0;
+      for (size_t j0 = 0; j0 < Lk; j0 += Bc) {
+        const size_t nb = Lk - j0 < Bc ? Lk - j0 : Bc;
+        double mb = -INFINITY;
+        for (size_t j = 0; j < nb; j++) {
+          const size_t jj = j0 + j;
+          w->s[j] = pf_softmax_masked(mask, i, jj, Lq, Lk)
+                        ? mask32
+                        : pf_mul(PF_FP32, alpha32, pf_round_fe(PF_FP32, pf_attn_dot(A, qi, 1, k + jj * d, 1, d, fe), fe), fe);
+          if (w->s[j] > mb) mb = w->s[j];
+        }
+        const double mn = no_max ? 0.0 : (mb > m ? mb : m);
+        if (mn == -INFINITY) continue; /* only -inf so far: contributes 0 */
+        const double r = m == mn ? 1.0 : pf_softmax_exp(PF_FP32, pf_sub(PF_FP32, m, mn, fe), fe);
+        double rs = 0;
+        for (size_t j = 0; j < nb; j++) {
+          const double p32 = pf_softmax_exp(PF_FP32, pf_sub(PF_FP32, w->s[j], mn, fe), fe);
+          rs = pf_add(PF_FP32, rs, p32, fe);
+          w->pt[j] = pf_round_fe(T, p32, fe); /* P in the storage dtype for the P V product */
+        }
+        l = pf_add(PF_FP32, pf_mul(PF_FP32, l, r, fe), rs, fe);
+        for (size_t e = 0; e < d; e++) {
+          const double blk = pf_round_fe(PF_FP32, pf_attn_dot(A, w->pt, 1, v + j0 * d + e, d, nb, fe), fe);
+          const double prev = no_rescale ? w->o[e] : pf_mul(PF_FP32, w->o[e], r, fe);
+          w->o[e] = pf_add(PF_FP32, prev, blk, fe);
+        }
+        m = mn;
+      }
+      for (size_t e = 0; e < d; e++) O[i * d + e] = pf_round_fe(T, pf_div(PF_FP32, w->o[e], l, fe), fe);
+    }
+    return;
+  }
+
+  /* scores */
+  const double *kk = k;
+  double alpha_a = 1.0, qscale = 0;
+  if (algo == PF_ATTN_INWARD) {
+    qscale = pf_round(PF_FP32, pf_attn_inv_fourth_root_d(d));
+    for (size_t x = 0; x < Lk * d; x++) w->kq[x] = pf_round_fe(T, k[x] * qscale, fe);
+    kk = w->kq;
+  } else {
+    const double a = algo == PF_ATTN_LAYER_SCALED ? 1.0 / (sqrt((double)d) * L) : pf_attn_inv_sqrt_d(d);
+    alpha_a = pf_round_fe(A, a, fe); /* cuBLAS takes alpha in its compute type */
+  }
+  const pf_dtype smacc = pf_attn_smacc(c);
+  const double sigma = algo == PF_ATTN_LAYER_SCALED ? L : 1.0;
+  const double sigma_acc = pf_round_fe(smacc, sigma, fe);
+  for (size_t i = 0; i < Lq; i++) {
+    const double *qi = q + i * d;
+    if (algo == PF_ATTN_INWARD) {
+      for (size_t e = 0; e < d; e++) w->tmp[e] = pf_round_fe(T, qi[e] * qscale, fe);
+      qi = w->tmp;
+    }
+    for (size_t j = 0; j < Lk; j++) {
+      const double dot = pf_attn_dot(A, qi, 1, kk + j * d, 1, d, fe);
+      S[i * Lk + j] = pf_round_fe(T, algo == PF_ATTN_INWARD ? dot : pf_mul(A, alpha_a, dot, fe), fe);
+    }
+    /* the fused scale-mask-softmax on the stored scores */
+    pf_softmax_row(PF_SOFTMAX_SAFE, no_max, smacc, T, S + i * Lk, i, Lq, Lk, sigma_acc, mask, maskval,
+                   P + i * Lk, w->s, fe);
+    for (size_t e = 0; e < d; e++) O[i * d + e] = pf_round_fe(T, pf_attn_dot(A, P + i * Lk, 1, v + e, d, Lk, fe), fe);
+  }
+}
+
+pf_status pf_attention_fwd_cpu(const pf_case *c, const pf_tensor *in, double *out, unsigned *fe) {
+  const size_t Lq = c->shape[D_LQ], Lk = c->shape[D_LK], d = c->shape[D_D];
+  const size_t heads = pf_attn_heads(c);
+  pf_attn_work w;
+  const size_t big = (Lk > d ? Lk : d) + 1;
+  w.s = malloc(big * sizeof(double));
+  w.p = malloc(big * sizeof(double));
+  w.tmp = malloc(big * sizeof(double));
+  w.o = malloc(big * sizeof(double));
+  w.pt = malloc(big * sizeof(double));
+  w.kq = malloc((Lk * d + 1) * sizeof(double));
+  pf_status st = PF_OK;
+  if (!w.s || !w.p || !w.tmp || !w.o || !w.pt || !w.kq) {
+    st = pf_error(PF_ERR_NOMEM, "attention: cannot allocate work space");
+  } else {
+    const int no_max = strcmp(c->fault, "softmax-no-max") == 0;
+    const int no_rescale = strcmp(c->fault, "flash-no-rescale") == 0;
+    const size_t no = pf_attn_o_count(c), ns = pf_attn_s_count(c);
+    for (size_t h = 0; h < heads; h++) {
+      double *S = pf_attn_algo(c) == PF_ATTN_FLASH ? NULL : out + no + h * Lq * Lk;
+      double *P = S ? out + no + ns + h * Lq * Lk : NULL;
+      pf_attn_head_rows(c, in[0].data + h * Lq * d, in[1].data + h * Lk * d, in[2].data + h * Lk * d,
+                        out + h * Lq * d, S, P, &w, no_max, no_rescale, fe);
+    }
+  }
+  free(w.s);
+  free(w.p);
+  free(w.tmp);
+  free(w.o);
+  free(w.pt);
+  free(w.kq);
+  return st;
+}
+
+/* ---- contracts -------------------------------------------------------------------------
+ * Rigorous bounds (README, "Contracts (attention)"). For query row i of one head:
+ * E_j = |alpha| sum_m |q_m k_jm| bounds |s_j| and the GEMM's error; delta_j bounds the
+ * error of the score the softmax sees; Delta = max delta_j moves every probability by a
+ * factor within e^(+-2 Delta). The softmax's own bound comes from kernels/softmax. The
+ * output is bounded absolutely: W = sum_j p_j |v_j| and V1 = sum_j |v_j| weigh the
+ * probabilities' errors. */
+
+static double pf_pow1p(double x, double k) { return exp(k * log1p(x)) * (1 + 0x1p-40); }
+
+typedef struct {
+  double *E, *sapprox, *delta, *xs, *pd;
+} pf_attn_bwork;
+
+/* Fills the bounds of row i of one head: O[d] (stride 1), S[Lk], P[Lk] (NULL for flash). */
+static void pf_attn_row_bound(const pf_case *c, const double *q, const double *k, const double *v, size_t i,
+                              pf_bound *bO, pf_bound *bS, pf_bound *bP, pf_attn_bwork *w, int *in_domain, char *why,
+                              size_t wlen) {
+  const size_t Lq = c->shape[D_LQ], Lk = c->shape[D_LK], d = c->shape[D_D];
+  const pf_dtype T = c->dtype, A = c->accum;
+  const int algo = pf_attn_algo(c), mask = (int)c->params[P_MASK];
+  const double maskval = pf_attn_maskval(c), L = c->params[P_LAYER];
+  const double uT = pf_unit_roundoff(T), uA = pf_unit_roundoff(A), u32 = 0x1p-24;
+  const double sigT = pf_min_subnormal(T), sigA = pf_min_subnormal(A), sig32 = 0x1p-149;
+  const double alpha = pf_attn_inv_sqrt_d(d) * (1 + 0x1p-51); /* an upper bound of 1/sqrt(d) */
+  const double gd = pf_pow1p(uA, (double)d) - 1;              /* d roundings of the dot product */
+  const double eps32 = 0x1p-22;                               /* expf: 2 ulps */
+  const double *qi = q + i * d;
+  double maxE = 0, X = 0;
+  int ok = 1;
+  for (size_t j = 0; j < Lk; j++) {
+    double sa = 0, sd = 0, sq = 0;
+    for (size_t m = 0; m < d; m++) {
+      sa += fabs(qi[m] * k[j * d + m]);
+      sd += qi[m] * k[j * d + m];
+      sq += fabs(qi[m]) + fabs(k[j * d + m]);
+    }
+    w->E[j] = alpha * sa * (1 + (double)(d + 2) * 0x1p-52);
+    w->sapprox[j] = sd / sqrt((double)d);
+    const double E = w->E[j];
+    double delta, stored_abs, accmax = sa * (1 + gd);
+    switch (algo) {
+    case PF_ATTN_INWARD: {
+      const double ec = 0x1p-24 + 0x1p-50, cq = pf_attn_inv_fourth_root_d(d) * (1 + ec);
+      const double pre = E * ((1 + ec) * (1 + ec) * (1 + uT) * (1 + uT) * (1 + gd) - 1) +
+                         (sigT / 2) * cq * (1 + uT) * sq * (1 + gd) + (sigT * sigT / 4) * (double)d * (1 + gd) +
+                         (double)d * sigA;
+      stored_abs = pre;
+      delta = pre * (1 + uT) + E * uT + sigT / 2;
+      accmax = E * (1 + ec) * (1 + ec) * (1 + uT) * (1 + uT) * (1 + gd) + (double)d * sigT;
+      break;
+    }
+    case PF_ATTN_LAYER_SCALED: {
+      const double ea = 0x1p-51 + uA;
+      const double pre = E * ((1 + ea) * (1 + gd) * (1 + uA) - 1) + alpha * (double)d * sigA * (1 + uA) * (1 + uA);
+      stored_abs = pre / L;
+      delta = (pre + E * uT * (1 + ea) * (1 + gd) * (1 + uA) + L * sigT / 2) * (1 + u32) + E * u32;
+      break;
+    }
+    case PF_ATTN_FLASH: {
+      const double ea = 0x1p-24 + 0x1p-52;
+      stored_abs = 0;
+      delta = E * ((1 + ea) * (1 + gd) * (1 + u32) * (1 + u32) - 1) + alpha * (double)d * sigA * 4 + sig32;
+      break;
+    }
+    default: {
+      const double pre = E * ((1 + gd) * (1 + uA) * (1 + uA) - 1) + alpha * (double)d * sigA * (1 + uA) * (1 + uA);
+      stored_abs = pre;
+      delta = pre * (1 + uT) + E * uT * (1 + uA) * (1 + uA) + sigT / 2;
+      break;
+    }
+    }
+    w->delta[j] = delta;
+    if (bS) bS[j] = (pf_bound){0, stored_abs * 1.0001};
+    /* domain: the accumulator and the stored score stay finite */
+    const double stored_max = (E + delta) / (algo == PF_ATTN_LAYER_SCALED ? L : 1.0);
+    if (ok && (accmax >= pf_max_finite(A) * (1 - 4 * uA) ||
+               (algo != PF_ATTN_FLASH && stored_max >= pf_max_finite(T) * (1 - 4 * uT)) ||
+               (algo == PF_ATTN_FLASH && E + delta >= pf_max_finite(PF_FP32)))) {
+      ok = 0;
+      snprintf(why, wlen, "query %zu, key %zu: |scores| up to %.4g (accumulating %.4g) leave %s", i, j,
+               stored_max, accmax, pf_dtype_name(accmax >= pf_max_finite(A) * (1 - 4 * uA) ? A : T));
+    }
+    if (E > maxE) maxE = E;
+  }
+  /* Delta over the positions the softmax sees as scores */
+  double Delta = 0, vmax_s = -INFINITY;
+  for (size_t j = 0; j < Lk; j++) {
+    const int masked = pf_softmax_masked(mask, i, j, Lq, Lk);
+    const double dj = masked ? (isinf(maskval) ? 0 : fabs(maskval) * uA) : w->delta[j];
+    if (dj > Delta) Delta = dj;
+    const double sj = masked ? maskval : w->sapprox[j];
+    if (sj > vmax_s) vmax_s = sj;
+    if (!masked && fabs(w->sapprox[j]) + w->delta[j] > X) X = fabs(w->sapprox[j]) + w->delta[j];
+  }
+  /* the probabilities as binary64 computes them, for the weights W (their own error is
+   * far below the slack applied to W) */
+  double Z = 0;
+  for (size_t j = 0; j < Lk; j++) {
+    const int masked = pf_softmax_masked(mask, i, j, Lq, Lk);
+    const double sj = masked ? maskval : w->sapprox[j];
+    w->pd[j] = isinf(sj) ? 0 : exp(sj - vmax_s);
+    Z += w->pd[j];
+  }
+  const double wslack = exp(2 * (double)(d + 4) * 0x1p-52 * (maxE + 1)) * (1 + 0x1p-30);
+  const double e2D = exp(2 * Delta);
+
+  double relP = INFINITY, absP = INFINITY;
+  if (algo != PF_ATTN_FLASH) {
+    /* the softmax sees sigma * stored score; pass magnitudes that bound |sigma * s_hat| */
+    const double sigma = algo == PF_ATTN_LAYER_SCALED ? L : 1.0;
+    for (size_t j = 0; j < Lk; j++) w->xs[j] = (fabs(w->sapprox[j]) + w->delta[j]) / sigma;
+    const pf_bound sm = pf_softmax_bound_row(PF_SOFTMAX_SAFE, pf_attn_smacc(c), T, sigma, w->xs, i, Lq, Lk, mask, maskval);
+    relP = e2D * (1 + sm.rel) - 1;
+    absP = sm.abs * e2D;
+    for (size_t j = 0; j < Lk; j++) bP[j] = (pf_bound){relP * 1.0001, absP * 1.0001};
+    if (ok && !isfinite(relP)) {
+      ok = 0;
+      snprintf(why, wlen, "query %zu: no error bound holds for the softmax of %zu scores in %s", i, Lk,
+               pf_dtype_name(pf_attn_smacc(c)));
+    }
+  }
+  const double gL = pf_pow1p(uA, (double)Lk) - 1;
+  const size_t Bc = (size_t)c->params[P_BLOCK];
+  const double nblocks = (double)((Lk + Bc - 1) / Bc);
+  /* flash: block rescales the running max may make (counted with 2 Delta of slack) */
+  double Rb = 0;
+  if (algo == PF_ATTN_FLASH) {
+    double run = -INFINITY;
+    for (size_t j0 = 0; j0 < Lk; j0 += Bc) {
+      double mb = -INFINITY;
+      for (size_t j = j0; j < Lk && j < j0 + Bc; j++) {
+        const int masked = pf_softmax_masked(mask, i, j, Lq, Lk);
+        const double sj = masked ? maskval : w->sapprox[j];
+        if (sj > mb) mb = sj;
+      }
+      if (run != -INFINITY && mb > run - 2 * Delta - 1e-300) Rb += 1;
+      if (mb > run) run = mb;
+    }
+  }
+  for (size_t e = 0; e < d; e++) {
+    double W = 0, V1 = 0, vm = 0;
+    for (size_t j = 0; j < Lk; j++) {
+      const int masked = pf_softmax_masked(mask, i, j, Lq, Lk);
+      const double av = fabs(v[j * d + e]);
+      W += w->pd[j] / Z * av;
+      if (!(masked && isinf(maskval))) V1 += av;
+      if (av > vm) vm = av;
+    }
+    W *= wslack * (1 + (double)Lk * 0x1p-52);
+    double abs, rel;
+    if (algo != PF_ATTN_FLASH) {
+      const double rho = (1 + relP) * (1 + uT) - 1, a = absP * (1 + uT) + sigT / 2;
+      abs = rho * W + a * V1 + gL * (W * (1 + rho) + a * V1) + (double)Lk * sigA;
+      rel = A != T ? uA : 0;
+      abs *= 1 + rel;
+    } else {
+      const double X2 = 2 * (X + Delta);
+      const double f = exp(u32 * X2) * (1 + eps32), g = exp(-u32 * X2) * (1 - eps32);
+      const double Th_hi = f * (1 + uT) * pf_pow1p(uA, (double)Bc) * pow(f, Rb) * pf_pow1p(u32, 2 * nblocks);
+      const double Th_lo = g * (1 - uT) / pf_pow1p(uA, (double)Bc) * pow(g, Rb) / pf_pow1p(u32, 2 * nblocks);
+      const double Ph_hi = f * pf_pow1p(u32, (double)Bc) * pow(f, Rb) * pf_pow1p(u32, 2 * nblocks);
+      const double Ph_lo = g / pf_pow1p(u32, (double)Bc) * pow(g, Rb) / pf_pow1p(u32, 2 * nblocks);
+      const double kappa = fmax(Th_hi / Ph_lo - 1, 1 - Th_lo / Ph_hi);
+      const double abs32 = 2 * sig32 + sig32;
+      const double absf = ((abs32 * (1 + uT) + sigT / 2) * V1 + Rb * abs32 * (double)Lk * (vm + 1)) / Ph_lo +
+                          nblocks * (double)Bc * sigA;
+      abs = (e2D - 1) * W + e2D * W * kappa + absf;
+      rel = T != PF_FP32 ? u32 : 0;
+      abs *= 1 + rel;
+    }
+    if (!isfinite(abs)) abs = rel = INFINITY;
+    bO[e] = (pf_bound){rel * 1.0001 + (rel > 0 ? 0x1p-60 : 0), abs * 1.0001};
+  }
+  *in_domain = ok;
+}
+
+/* Runs the bound over every row; fills out (NULL: domain only). */
+static int pf_attn_bound_all(const pf_case *c, const pf_tensor *in, pf_bound *out, char *why, size_t wlen) {
+  const size_t Lq = c->shape[D_LQ], Lk = c->shape[D_LK], d = c->shape[D_D];
+  const size_t heads = pf_attn_heads(c), no = pf_attn_o_count(c), ns = pf_attn_s_count(c);
+  const int flash = pf_attn_algo(c) == PF_ATTN_FLASH;
+  pf_attn_bwork w;
+  w.E = malloc(Lk * sizeof(double));
+  w.sapprox = malloc(Lk * sizeof(double));
+  w.delta = malloc(Lk * sizeof(double));
+  w.xs = malloc(Lk * sizeof(double));
+  w.pd = malloc(Lk * sizeof(double));
+  pf_bound *bO = malloc(d * sizeof(pf_bound)), *bS = malloc(Lk * sizeof(pf_bound)), *bP = malloc(Lk * sizeof(pf_bound));
+  int all_ok = 1;
+  if (!w.E || !w.sapprox || !w.delta || !w.xs || !w.pd || !bO || !bS || !bP) abort(); /* small: a broken invariant */
+  for (size_t h = 0; h < heads; h++) {
+    const double *q = in[0].data + h * Lq * d, *k = in[1].data + h * Lk * d, *v = in[2].data + h * Lk * d;
+    for (size_t i = 0; i < Lq; i++) {
+      /* rows with a NaN or an infinity in what they read are undefined (oracle: range) */
+      int finite = 1;
+      for (size_t m = 0; m < d; m++) finite &= isfinite(q[i * d + m]);
+      for (size_t x = 0; x < Lk * d; x++) finite &= isfinite(k[x]) && isfinite(v[x]);
+      int ok = 1;
+      char rowwhy[200] = "";
+      if (finite) pf_attn_row_bound(c, q, k, v, i, bO, flash ? NULL : bS, flash ? NULL : bP, &w, &ok, rowwhy, sizeof rowwhy);
+      else {
+        for (size_t e = 0; e < d; e++) bO[e] = (pf_bound){INFINITY, INFINITY};
+        for (size_t j = 0; j < Lk; j++) bS[j] = bP[j] = (pf_bound){INFINITY, INFINITY};
+      }
+      if (!ok && all_ok) {
+        all_ok = 0;
+        if (why) snprintf(why, wlen, "head %zu, %s", h, rowwhy);
+      }
+      if (out) {
+        memcpy(out + (h * Lq + i) * d, bO, d * sizeof(pf_bound));
+        if (!flash) {
+          memcpy(out + no + (h * Lq + i) * Lk, bS, Lk * sizeof(pf_bound));
+          memcpy(out + no + ns + (h * Lq + i) * Lk, bP, Lk * sizeof(pf_bound));
+        }
+      }
+    }
+  }
+  free(w.E);
+  free(w.sapprox);
+  free(w.delta);
+  free(w.xs);
+  free(w.pd);
+  free(bO);
+  free(bS);
+  free(bP);
+  return all_ok;
+}
+
+void pf_attention_bound(const pf_case *c, const pf_tensor *in, pf_bound *out) {
+  pf_attn_bound_all(c, in, out, NULL, 0);
+}
+
+int pf_attention_in_domain(const pf_case *c, const pf_tensor *in, char *why, size_t len) {
+  const size_t Lk = c->shape[D_LK];
+  const pf_dtype sm = pf_attn_smacc(c);
+  if ((double)Lk > pf_max_finite(sm) / 2) {
+    snprintf(why, len, "k_len %zu: the softmax sum may exceed %s's range", Lk, pf_dtype_name(sm));
+    return 0;
+  }
+  return pf_attn_bound_all(c, in, NULL, why, len);
+}
+
+#define PF_ATTN_DTYPES (PF_DT(PF_FP32) | PF_DT(PF_FP16) | PF_DT(PF_BF16))
+#define PF_ATTN_ACCUMS (PF_DT(PF_FP32) | PF_ACCUM_STORAGE)
+static const char *const pf_attn_faults[] = {"softmax-no-max", NULL};
+static const char *const pf_flash_faults[] = {"flash-no-rescale", "softmax-no-max", NULL};
+
+static const pf_kernel pf_attention_post_scale = {
+    PF_KERNEL_ABI, &pf_attention_op, "post-scale", "S = fl(alpha Q K^T) stored, fused softmax, P V (cuBLAS/Megatron)",
+    PF_ATTN_DTYPES, PF_ATTN_ACCUMS, pf_attn_faults,
+    "scores: |S - alpha QK^T| <= E((1+g_d)(1+u_A)^2 - 1) + alpha d s_A, E = alpha sum|q k|, g_d = (1+u_A)^d - 1; "
+    "probabilities: safe softmax bound times e^(2 Delta); output: rho W + a V1 + g_L (W(1+rho) + a V1); "
+    "domain: accumulator and stored scores finite, softmax bound finite",
+    pf_attention_fwd_cpu, pf_attention_bound, pf_attention_in_domain, pf_attn_check, NULL};
+static const pf_kernel pf_attention_inward = {
+    PF_KERNEL_ABI, &pf_attention_op, "inward", "Q and K each times d^-1/4 and rounded before the GEMM",
+    PF_ATTN_DTYPES, PF_ATTN_ACCUMS, pf_attn_faults,
+    "as post-scale with two more roundings of each operand ((1+u_T)^2 on E) and their subnormal floor; same domain",
+    pf_attention_fwd_cpu, pf_attention_bound, pf_attention_in_domain, pf_attn_check, NULL};
+static const pf_kernel pf_attention_layer_scaled = {
+    PF_KERNEL_ABI, &pf_attention_op, "layer-scaled", "scores stored L times smaller; softmax multiplies by L in fp32",
+    PF_ATTN_DTYPES, PF_ATTN_ACCUMS, pf_attn_faults,
+    "as post-scale with alpha' = 1/(sqrt(d) L) and one more fp32 rounding (L S) in the softmax; the stored "
+    "scores' range is L times larger",
+    pf_attention_fwd_cpu, pf_attention_bound, pf_attention_in_domain, pf_attn_check, NULL};
+static const pf_kernel pf_attention_flash = {
+    PF_KERNEL_ABI, &pf_attention_op, "flash", "key blocks, running max and sum, rescaled fp32 output accumulator",
+    PF_ATTN_DTYPES, PF_ATTN_ACCUMS, pf_flash_faults,
+    "output: (e^(2 Delta) - 1) W + e^(2 Delta) W kappa + floors, kappa from the per-term factors (expf, P to T, "
+    "block GEMM, R_b rescales, fp32 adds); domain: accumulator and fp32 scores finite",
+    pf_attention_fwd_cpu, pf_attention_bound, pf_attention_in_domain, pf_attn_check, NULL};
+
+const pf_kernel *const pf_attention_kernels[] = {&pf_attention_post_scale, &pf_attention_inward,
+                                                 &pf_attention_layer_scaled, &pf_attention_flash, NULL};

@@ -1,0 +1,187 @@
+/* The attention oracle: exact attention on the stored Q, K, V by interval arithmetic in MPFR
+ * (lower ends rounded down, upper ends up), per query row, raising the precision until every
+ * element of the row's output O, scores S and probabilities P rounds unambiguously to the
+ * storage dtype (oracle_util.c). The definition is the same for every variant:
+ *
+ *   s_j = q . k_j / sqrt(d)   (the mask sentinel replaces masked scores in the softmax)
+ *   p_j = exp(s_j) / sum_k exp(s_k),   o = sum_j p_j v_j
+ *
+ * The stored scores S are s_j / L for layer-scaled (what that variant stores) and s_j
+ * otherwise; flash stores no S or P. A row that reads a NaN or an infinity is undefined. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kernel.h"
+#include "oracles/oracle_util.h"
+
+typedef struct {
+  mpfr_t *slo, *shi, *elo, *ehi, *plo, *phi;
+  mpfr_t a_lo, a_hi, dlo, dhi, t, M, Slo, Shi, olo, ohi, x;
+  size_t n;
+} pf_at_work;
+
+static void pf_at_init(pf_at_work *w, size_t n, long prec) {
+  w->n = n;
+  mpfr_t **arrs[] = {&w->slo, &w->shi, &w->elo, &w->ehi, &w->plo, &w->phi};
+  for (int a = 0; a < 6; a++) {
+    *arrs[a] = malloc(n * sizeof(mpfr_t));
+    for (size_t j = 0; j < n; j++) mpfr_init2((*arrs[a])[j], prec);
+  }
+  mpfr_inits2(prec, w->a_lo, w->a_hi, w->dlo, w->dhi, w->t, w->M, w->Slo, w->Shi, w->olo, w->ohi, w->x, (mpfr_ptr)0);
+}
+
+static void pf_at_prec(pf_at_work *w, long prec) {
+  mpfr_t *arrs[] = {w->slo, w->shi, w->elo, w->ehi, w->plo, w->phi};
+  for (int a = 0; a < 6; a++)
+    for (size_t j = 0; j < w->n; j++) mpfr_set_prec(arrs[a][j], prec);
+  mpfr_ptr s[] = {w->a_lo, w->a_hi, w->dlo, w->dhi, w->t, w->M, w->Slo, w->Shi, w->olo, w->ohi, w->x};
+  for (size_t i = 0; i < sizeof s / sizeof s[0]; i++) mpfr_set_prec(s[i], prec);
+}
+
+static void pf_at_free(pf_at_work *w) {
+  mpfr_t *arrs[] = {w->slo, w->shi, w->elo, w->ehi, w->plo, w->phi};
+  for (int a = 0; a < 6; a++) {
+    for (size_t j = 0; j < w->n; j++) mpfr_clear(arrs[a][j]);
+    free(arrs[a]);
+  }
+  mpfr_clears(w->a_lo, w->a_hi, w->dlo, w->dhi, w->t, w->M, w->Slo, w->Shi, w->olo, w->ohi, w->x, (mpfr_ptr)0);
+}
+
+/* [lo, hi] += a * b for an exact a (a double) and an interval b = [blo, bhi]. */
+static void pf_at_add_scaled(mpfr_t lo, mpfr_t hi, double a, mpfr_srcptr blo, mpfr_srcptr bhi, mpfr_t tmp) {
+  if (a >= 0) {
+    mpfr_mul_d(tmp, blo, a, MPFR_RNDD);
+    mpfr_add(lo, lo, tmp, MPFR_RNDD);
+    mpfr_mul_d(tmp, bhi, a, MPFR_RNDU);
+    mpfr_add(hi, hi, tmp, MPFR_RNDU);
+  } else {
+    mpfr_mul_d(tmp, bhi, a, MPFR_RNDD);
+    mpfr_add(lo, lo, tmp, MPFR_RNDD);
+    mpfr_mul_d(tmp, blo, a, MPFR_RNDU);
+    mpfr_add(hi, hi, tmp, MPFR_RNDU);
+  }
+}
+
+static double pf_at_sentinel(int choice, pf_dtype storage) {
+  if (choice == 1) return -10000.0;
+  if (choice == 2) {
+    const pf_format f = pf_format_of(storage);
+    return -ldexp(2.0 - ldexp(1.0, 1 - f.prec), f.emax);
+  }
+  return -INFINITY;
+}
+
+pf_status pf_attention_fwd_mpfr(const pf_case *c, const pf_tensor *in, const pf_oracle_opts *opts,
+                                pf_oracle_result *out) {
+  const size_t heads = c->shape[0] * c->shape[1], Lq = c->shape[2], Lk = c->shape[3], d = c->shape[4];
+  const int store_sp = out->n > heads * Lq * d;
+  const size_t no = heads * Lq * d, ns = heads * Lq * Lk;
+  const int mask = (int)pf_case_param(c, "mask");
+  const double sentinel = pf_at_sentinel((int)pf_case_param(c, "mask_value"), c->dtype);
+  const double Lstore = strcmp(c->variant, "layer-scaled") == 0 ? pf_case_param(c, "layer") : 1.0;
+  const size_t off = Lk >= Lq ? Lk - Lq : 0;
+  const long prec0 = opts->prec < 64 ? 64 : opts->prec;
+  const pf_mpfr_range saved = pf_mpfr_range_widen();
+  pf_at_work w;
+  pf_at_init(&w, Lk, prec0);
+  long prec_now = prec0;
+  out->max_prec = prec0;
+  for (size_t h = 0; h < heads; h++) {
+    const double *Q = in[0].data + h * Lq * d, *K = in[1].data + h * Lk * d, *V = in[2].data + h * Lk * d;
+    int finite_kv = 1;
+    for (size_t x = 0; x < Lk * d; x++) finite_kv &= isfinite(K[x]) && isfinite(V[x]);
+    for (size_t i = 0; i < Lq; i++) {
+      const double *q = Q + i * d;
+      int finite = finite_kv;
+      for (size_t m = 0; m < d; m++) finite &= isfinite(q[m]);
+      size_t any_visible = 0;
+      for (size_t j = 0; j < Lk; j++) any_visible += !(mask == 1 && j > i + off) || isfinite(sentinel);
+      if (!finite || !any_visible) {
+        for (size_t e = 0; e < d; e++) pf_oracle_set_undefined(out, (h * Lq + i) * d + e, opts->keep_hex);
+        if (store_sp)
+          for (size_t j = 0; j < Lk; j++) {
+            pf_oracle_set_undefined(out, no + (h * Lq + i) * Lk + j, opts->keep_hex);
+            pf_oracle_set_undefined(out, no + ns + (h * Lq + i) * Lk + j, opts->keep_hex);
+          }
+        continue;
+      }
+      for (long prec = prec0;; prec *= 2) {
+        if (prec != prec_now) {
+          pf_at_prec(&w, prec);
+          prec_now = prec;
+        }
+        const int final = prec * 2 > opts->prec_max;
+        int settled = 1;
+        mpfr_set_ui(w.t, (unsigned long)d, MPFR_RNDN);
+        mpfr_rec_sqrt(w.a_lo, w.t, MPFR_RNDD);
+        mpfr_rec_sqrt(w.a_hi, w.t, MPFR_RNDU);
+        /* scores: s = alpha * dot, an interval; the stored S is s / Lstore */
+        int have_max = 0;
+        for (size_t j = 0; j < Lk; j++) {
+          mpfr_set_zero(w.dlo, 1);
+          mpfr_set_zero(w.dhi, 1);
+          for (size_t m = 0; m < d; m++) {
+            mpfr_set_d(w.x, q[m], MPFR_RNDN); /* exact */
+            mpfr_mul_d(w.t, w.x, K[j * d + m], MPFR_RNDD);
+            mpfr_add(w.dlo, w.dlo, w.t, MPFR_RNDD);
+            mpfr_mul_d(w.t, w.x, K[j * d + m], MPFR_RNDU);
+            mpfr_add(w.dhi, w.dhi, w.t, MPFR_RNDU);
+          }
+          mpfr_mul(w.slo[j], w.dlo, mpfr_sgn(w.dlo) >= 0 ? w.a_lo : w.a_hi, MPFR_RNDD);
+          mpfr_mul(w.shi[j], w.dhi, mpfr_sgn(w.dhi) >= 0 ? w.a_hi : w.a_lo, MPFR_RNDU);
+          if (store_sp) {
+            mpfr_div_d(w.olo, w.slo[j], Lstore, MPFR_RNDD);
+            mpfr_div_d(w.ohi, w.shi[j], Lstore, MPFR_RNDU);
+            settled &= pf_oracle_settle(out, no + (h * Lq + i) * Lk + j, w.olo, w.ohi, c->dtype, final, opts->keep_hex);
+          }
+          if (mask == 1 && j > i + off) { /* the softmax sees the sentinel here */
+            mpfr_set_d(w.slo[j], sentinel, MPFR_RNDN);
+            mpfr_set_d(w.shi[j], sentinel, MPFR_RNDN);
+          }
+          if (!mpfr_inf_p(w.slo[j]) && (!have_max || mpfr_greater_p(w.slo[j], w.M))) {
+            mpfr_set(w.M, w.slo[j], MPFR_RNDN);
+            have_max = 1;
+          }
+        }
+        /* probabilities */
+        mpfr_set_zero(w.Slo, 1);
+        mpfr_set_zero(w.Shi, 1);
+        for (size_t j = 0; j < Lk; j++) {
+          if (mpfr_inf_p(w.slo[j])) {
+            mpfr_set_zero(w.elo[j], 1);
+            mpfr_set_zero(w.ehi[j], 1);
+            continue;
+          }
+          mpfr_sub(w.t, w.slo[j], w.M, MPFR_RNDD);
+          mpfr_exp(w.elo[j], w.t, MPFR_RNDD);
+          mpfr_sub(w.t, w.shi[j], w.M, MPFR_RNDU);
+          mpfr_exp(w.ehi[j], w.t, MPFR_RNDU);
+          mpfr_add(w.Slo, w.Slo, w.elo[j], MPFR_RNDD);
+          mpfr_add(w.Shi, w.Shi, w.ehi[j], MPFR_RNDU);
+        }
+        for (size_t j = 0; j < Lk; j++) {
+          mpfr_div(w.plo[j], w.elo[j], w.Shi, MPFR_RNDD);
+          mpfr_div(w.phi[j], w.ehi[j], w.Slo, MPFR_RNDU);
+          if (mpfr_cmp_ui(w.phi[j], 1) > 0) mpfr_set_ui(w.phi[j], 1, MPFR_RNDN); /* p <= 1 */
+          if (store_sp)
+            settled &= pf_oracle_settle(out, no + ns + (h * Lq + i) * Lk + j, w.plo[j], w.phi[j], c->dtype, final,
+                                        opts->keep_hex);
+        }
+        /* output */
+        for (size_t e = 0; e < d; e++) {
+          mpfr_set_zero(w.olo, 1);
+          mpfr_set_zero(w.ohi, 1);
+          for (size_t j = 0; j < Lk; j++)
+            if (!mpfr_zero_p(w.phi[j])) pf_at_add_scaled(w.olo, w.ohi, V[j * d + e], w.plo[j], w.phi[j], w.t);
+          settled &= pf_oracle_settle(out, (h * Lq + i) * d + e, w.olo, w.ohi, c->dtype, final, opts->keep_hex);
+        }
+        if (prec > out->max_prec) out->max_prec = prec;
+        if (settled) break;
+      }
+    }
+  }
+  pf_at_free(&w);
+  pf_mpfr_range_restore(saved);
+  return PF_OK;
+}
