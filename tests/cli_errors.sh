@@ -78,6 +78,12 @@ expect2 "needs a value" run -k softmax --seed
 expect2 "unknown option" run -k softmax --frobnicate
 expect2 "unexpected argument" run -k softmax extra
 expect2 "not a directory" run -k softmax --cases 1 --save-findings "$T/good.json"
+expect2 "applies to the layer-scaled variant only" run -k attention -v post-scale --param layer=4 --cases 1
+expect2 "softmax_accum must be fp32" run -k attention -v flash --param softmax_accum=storage --cases 1
+expect2 "--shape" run -k attention --shape 1x1x16x16 --cases 1
+expect2 "head_dim = 0" run -k attention --shape 1x1x4x4x0 --cases 1
+expect2 "head_dim = 9999" run -k attention --shape 1x1x4x4x9999 --cases 1
+expect2 "block" run -k attention -v flash --param block=0 --cases 1
 expect2 "unknown argument" list --bogus
 expect2 "no FILE" replay
 expect2 "cannot open" replay "$T/missing.json"

@@ -57,9 +57,11 @@ void pf_fuzz_run_case(const char *driver, pf_case *c) {
     }
     char d[512];
     pf_run_describe(c, &r, d, sizeof d);
-    fprintf(stderr, "precfuzz finding: %s %s/%s %s/%s shape %zux%zu%s%s: %s\n", driver, c->kernel, c->variant,
-            pf_dtype_name(c->dtype), pf_dtype_name(c->accum), c->shape[0], c->shape[1], c->fault[0] ? " fault " : "",
-            c->fault, d);
+    char shape[96] = "";
+    for (int i = 0; i < c->ndims; i++)
+      snprintf(shape + strlen(shape), sizeof shape - strlen(shape), i ? "x%zu" : "%zu", c->shape[i]);
+    fprintf(stderr, "precfuzz finding: %s %s/%s %s/%s shape %s%s%s: %s\n", driver, c->kernel, c->variant,
+            pf_dtype_name(c->dtype), pf_dtype_name(c->accum), shape, c->fault[0] ? " fault " : "", c->fault, d);
     fprintf(stderr, "reproduce with: precfuzz replay %s%s\n", f ? path : "(could not save the case)", "");
     free(json);
     abort();

@@ -1,0 +1,80 @@
+/* attention_fuzzer: bytes -> an attention case -> kernel vs oracle; aborts on a finding
+ * inside the contract's domain.
+ *
+ * Layout: [variant][dtype][flags: accum, mask, mask value, softmax accum][batch*heads]
+ *         [q_len][k_len][head_dim][block or layer][mode] then
+ *   mode even: raw bit patterns of Q, K, V (2 bytes per fp16/bf16 element, 4 per fp32;
+ *              missing ones are 0);
+ *   mode odd:  [seed: 8 bytes][dist][scale exponent][special rate] for the generator.
+ * $PF_FUZZ_FAULT switches a fault on (only variants that honour it are chosen). */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness/fuzz/fuzz_common.h"
+#include "kernels/kernel.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  if (size < 11) return 0;
+  pf_bytes b = {data, size, 0};
+  const char *fault = pf_fuzz_fault();
+  const pf_kernel *cands[16];
+  size_t nc = 0;
+  for (size_t i = 0; i < pf_kernel_count() && nc < 16; i++) {
+    const pf_kernel *k = pf_kernel_at(i);
+    if (strcmp(k->op->name, "attention") == 0 && (!fault || pf_kernel_has_fault(k, fault))) cands[nc++] = k;
+  }
+  if (!nc) abort(); /* PF_FUZZ_FAULT names no attention fault */
+  const pf_kernel *k = cands[pf_bytes_u8(&b) % nc];
+  pf_case c;
+  if (pf_case_init(&c, "attention", k->variant, 0)) abort();
+  if (fault) snprintf(c.fault, sizeof c.fault, "%s", fault);
+  const int flash = strcmp(k->variant, "flash") == 0, layered = strcmp(k->variant, "layer-scaled") == 0;
+  c.dtype = (pf_dtype)(pf_bytes_u8(&b) % PF_NDTYPES);
+  const uint8_t flags = pf_bytes_u8(&b);
+  c.accum = (flags & 1) ? c.dtype : PF_FP32;
+  pf_case_set_param(&c, "mask", (flags >> 1) & 1);
+  pf_case_set_param(&c, "mask_value", ((flags >> 2) & 3) % 3);
+  if (!flash && !layered) pf_case_set_param(&c, "softmax_accum", (flags >> 4) & 1);
+  const uint8_t bh = pf_bytes_u8(&b);
+  c.shape[0] = 1 + (bh & 1);
+  c.shape[1] = 1 + (bh >> 1 & 1);
+  c.shape[2] = 1 + pf_bytes_u8(&b) % 8;
+  c.shape[3] = 1 + pf_bytes_u8(&b) % 16;
+  c.shape[4] = 1 + pf_bytes_u8(&b) % 16;
+  const uint8_t extra = pf_bytes_u8(&b);
+  if (flash) pf_case_set_param(&c, "block", 1 + extra % 8);
+  if (layered) pf_case_set_param(&c, "layer", 1 + extra % 16);
+  const uint8_t mode = pf_bytes_u8(&b);
+  if (mode % 2 == 0) {
+    const size_t w = c.dtype == PF_FP32 ? 4 : 2;
+    for (int t = 0; t < 3; t++) {
+      pf_gen *g = &c.inputs[t];
+      const size_t n = k->op->input_count(&c, t);
+      g->dist = PF_DIST_VALUES;
+      g->values = malloc(n * sizeof(double));
+      g->nvalues = n;
+      for (size_t i = 0; i < n; i++) {
+        uint32_t bits = 0;
+        for (size_t k2 = 0; k2 < w; k2++) bits = bits << 8 | pf_bytes_u8(&b);
+        g->values[i] = pf_decode(c.dtype, bits);
+      }
+    }
+  } else {
+    const uint64_t seed = pf_bytes_u64(&b);
+    const pf_dist dist = (pf_dist)(pf_bytes_u8(&b) % 4);
+    const double scale = ldexp(1.0, (int)(pf_bytes_u8(&b) % 24) - 10);
+    const double special = pf_bytes_u8(&b) / 4096.0;
+    for (int t = 0; t < 3; t++) {
+      c.inputs[t].seed = seed + (uint64_t)t;
+      c.inputs[t].dist = dist;
+      c.inputs[t].scale = scale;
+      c.inputs[t].special_rate = special;
+    }
+  }
+  pf_fuzz_run_case("attention_fuzzer", &c);
+  pf_case_free(&c);
+  return 0;
+}
