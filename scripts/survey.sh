@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# A survey, until precision-report lands (issue 7): verdicts of every softmax variant and of
+# every attention variant across dtypes, accumulations and growing input scale.
+# usage: survey.sh PRECFUZZ [CASES]
+set -u
+P=$1
+CASES=${2:-20}
+
+row() { # row LABEL ARGS...: one configuration's verdict counts and findings outside the domain
+  local label=$1; shift
+  local out verdicts outside
+  out=$("$P" run "$@" --cases "$CASES" --seed 1 --max-print 0 2>&1)
+  verdicts=$(echo "$out" | sed -n 's/.*): \(.*\)$/\1/p' | head -1 | sed 's/ *$//')
+  outside=$(echo "$out" | sed -n 's/.*findings \([0-9]*\) (\([0-9]*\) outside.*/\2 of \1/p' | head -1)
+  printf '%-44s %-22s %s\n' "$label" "$verdicts" "$outside"
+}
+
+printf '%-44s %-22s %s\n' "softmax: variant dtype/accum scale" "verdicts (cases)" "findings outside the domain"
+for v in naive safe online; do
+  for ta in fp32/fp32 fp16/fp32 fp16/fp16 bf16/fp32 bf16/bf16; do
+    for s in 1 4 16 64; do
+      row "$v $ta x$s" -k softmax -v "$v" -t "${ta%/*}" -a "${ta#*/}" --scale "$s"
+    done
+  done
+done
+echo
+printf '%-44s %-22s %s\n' "attention 1x2x16x16x64: variant dtype/accum scale" "verdicts (cases)" "findings outside the domain"
+for cfg in "post-scale" "inward" "layer-scaled --param layer=8" "flash"; do
+  for ta in fp16/fp16 fp16/fp32 bf16/fp32; do
+    for s in 16 64 128 192; do
+      # shellcheck disable=SC2086
+      row "${cfg/ --param /,} $ta x$s" -k attention -v $cfg -t "${ta%/*}" -a "${ta#*/}" --shape 1x2x16x16x64 --scale "$s"
+    done
+  done
+done
