@@ -172,7 +172,7 @@ pf_status pf_case_validate(const pf_case *c) {
     if (n > op->elems_max)
       return pf_error(PF_ERR_ARG, "input '%s' would have %zu elements, more than %zu", op->input_names[i], n,
                       op->elems_max);
-    pf_status st = pf_check_gen(&c->inputs[i], op->input_names[i], n, c->dtype);
+    pf_status st = pf_check_gen(&c->inputs[i], op->input_names[i], n, op->input_dtype ? op->input_dtype(c, i) : c->dtype);
     if (st) return st;
   }
   pf_verdict v;

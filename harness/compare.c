@@ -50,7 +50,9 @@ pf_status pf_compare(pf_dtype t, const double *y, size_t n, const pf_oracle_resu
     return pf_error(PF_ERR_NOMEM, "cannot allocate the comparison of %zu elements", n);
   }
   cmp->verdict = PF_V_OK;
+  const pf_dtype t0 = t;
   for (size_t i = 0; i < n; i++) {
+    t = o->dtype && o->dtype[i] < PF_NDTYPES ? (pf_dtype)o->dtype[i] : t0; /* this element's dtype */
     double lo = -INFINITY, hi = INFINITY;
     const int defined = o->status[i] != PF_ORACLE_UNDEFINED;
     if (defined) pf_allowed_interval(t, o->exact[i], o->rounded[i], o->rounded_alt[i], b[i], &lo, &hi);

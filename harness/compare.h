@@ -20,7 +20,8 @@ typedef struct {
   int64_t *allowed;              /* per element: ulps the bound allows (INT64_MAX: unbounded) */
 } pf_comparison;
 
-/* fe: the floating-point events of the run (dtype_math.h): a NaN output is attributed to an
+/* t: the outputs' dtype, unless the oracle recorded another for an element (o->dtype).
+ * fe: the floating-point events of the run (dtype_math.h): a NaN output is attributed to an
  * overflow or a total underflow that happened on the way. */
 pf_status pf_compare(pf_dtype t, const double *y, size_t n, const pf_oracle_result *o, const pf_bound *b,
                      unsigned fe, pf_comparison *cmp);

@@ -42,10 +42,12 @@ pf_status pf_run_case(const pf_case *c, const pf_oracle_opts *opts, pf_run *r) {
   const pf_op *op = k->op;
   r->kernel = k;
   for (int i = 0; i < op->ninputs; i++) {
-    if ((st = pf_tensor_alloc(&r->in[i], c->dtype, op->input_count(c, i)))) return st;
+    const pf_dtype dt = op->input_dtype ? op->input_dtype(c, i) : c->dtype;
+    if ((st = pf_tensor_alloc(&r->in[i], dt, op->input_count(c, i)))) return st;
     r->ninputs = i + 1;
     if ((st = pf_tensor_generate(&r->in[i], &c->inputs[i]))) return st;
   }
+  if (op->prepare) op->prepare(c, r->in);
   r->in_domain = k->in_domain(c, r->in, r->why, sizeof r->why);
   if (!r->in_domain && opts->domain_only) {
     r->skipped = 1;
@@ -66,6 +68,19 @@ pf_status pf_run_case(const pf_case *c, const pf_oracle_opts *opts, pf_run *r) {
   r->seconds_oracle = t2 - t1;
   k->bound(c, r->in, r->bound);
   if ((st = pf_compare(c->dtype, r->out, r->nout, &r->oracle, r->bound, r->fe, &r->cmp))) return st;
+  if (op->refine) {
+    for (size_t i = 0; i < r->nout; i++) {
+      const pf_verdict v = op->refine(c, r->in, i, r->out[i], r->cmp.elem[i], r->oracle.rounded[i], r->bound[i]);
+      if (v == r->cmp.elem[i]) continue;
+      r->cmp.counts[r->cmp.elem[i]]--;
+      r->cmp.counts[v]++;
+      r->cmp.elem[i] = v;
+      if (v > r->cmp.verdict) {
+        r->cmp.verdict = v;
+        r->cmp.first_bad = i;
+      }
+    }
+  }
   if (op->stages) {
     pf_stage stages[PF_MAX_STAGES];
     const int ns = op->stages(c, stages);

@@ -14,6 +14,7 @@
 #include "harness/dtype.h"
 #include "harness/status.h"
 #include "harness/tensor.h"
+#include "harness/verdict.h"
 
 #define PF_KERNEL_ABI 1
 
@@ -44,6 +45,7 @@ typedef struct {
   double *rounded;       /* exact result correctly rounded to the output dtype (nearest even) */
   double *rounded_alt;   /* PF_ORACLE_TIE: the other neighbour; else equal to rounded */
   unsigned char *status; /* PF_ORACLE_* */
+  unsigned char *dtype;  /* the dtype element i was rounded to (PF_NDTYPES: the case's dtype) */
   char **hex;            /* optional: exact value as hex text with >= 160 bits (see opts) */
   long max_prec;         /* the highest MPFR precision the oracle needed, in bits */
 } pf_oracle_result;
@@ -83,12 +85,21 @@ typedef struct pf_op {
   int ninputs;
   const char *const *input_names;
   size_t (*input_count)(const pf_case *c, int input); /* elements of input tensor i */
+  /* The dtype input i is stored in (NULL: every input in the case's dtype). */
+  pf_dtype (*input_dtype)(const pf_case *c, int input);
   size_t (*output_count)(const pf_case *c);
   pf_status (*oracle)(const pf_case *c, const pf_tensor *in, const pf_oracle_opts *opts,
                       pf_oracle_result *out);
   /* The outputs' stages in data-flow order (at most PF_MAX_STAGES); NULL: one output. A
    * finding is said to be born in the first stage that has one. */
   int (*stages)(const pf_case *c, pf_stage *out);
+  /* Optional: adjusts generated inputs to what the operation's inputs mean (e.g. a second
+   * moment is nonnegative), before the kernel and the oracle see them. */
+  void (*prepare)(const pf_case *c, pf_tensor *in);
+  /* Optional: refines an element's verdict with what only the operation knows (e.g. an
+   * optimizer update lost entirely is an underflow). */
+  pf_verdict (*refine)(const pf_case *c, const pf_tensor *in, size_t i, double y, pf_verdict v, double rounded,
+                       pf_bound b);
 } pf_op;
 
 struct pf_kernel {

@@ -6,6 +6,7 @@
 
 extern const pf_kernel *const pf_softmax_kernels[];
 extern const pf_kernel *const pf_attention_kernels[];
+extern const pf_kernel *const pf_adam_kernels[];
 
 #define PF_MAX_KERNELS 256
 static const pf_kernel *pf_registry[PF_MAX_KERNELS];
@@ -17,6 +18,7 @@ static void pf_register_builtins(void) {
   pf_builtins_done = 1;
   for (size_t i = 0; pf_softmax_kernels[i]; i++) pf_kernel_register(pf_softmax_kernels[i]);
   for (size_t i = 0; pf_attention_kernels[i]; i++) pf_kernel_register(pf_attention_kernels[i]);
+  for (size_t i = 0; pf_adam_kernels[i]; i++) pf_kernel_register(pf_adam_kernels[i]);
 }
 
 pf_status pf_kernel_register(const pf_kernel *k) {
@@ -81,8 +83,10 @@ pf_status pf_oracle_result_alloc(pf_oracle_result *r, size_t n, int keep_hex) {
   r->rounded = calloc(m, sizeof(double));
   r->rounded_alt = calloc(m, sizeof(double));
   r->status = calloc(m, 1);
+  r->dtype = malloc(m);
+  if (r->dtype) memset(r->dtype, PF_NDTYPES, m);
   if (keep_hex) r->hex = calloc(m, sizeof(char *));
-  if (!r->exact || !r->rounded || !r->rounded_alt || !r->status || (keep_hex && !r->hex)) {
+  if (!r->exact || !r->rounded || !r->rounded_alt || !r->status || !r->dtype || (keep_hex && !r->hex)) {
     pf_oracle_result_free(r);
     return pf_error(PF_ERR_NOMEM, "cannot allocate oracle results for %zu elements", n);
   }
@@ -97,5 +101,6 @@ void pf_oracle_result_free(pf_oracle_result *r) {
   free(r->rounded);
   free(r->rounded_alt);
   free(r->status);
+  free(r->dtype);
   memset(r, 0, sizeof *r);
 }

@@ -38,6 +38,7 @@ static char *pf_mpfr_hex(mpfr_srcptr x) {
 
 int pf_oracle_settle(pf_oracle_result *r, size_t i, mpfr_srcptr lo, mpfr_srcptr hi, pf_dtype t, int final,
                      int keep_hex) {
+  r->dtype[i] = (unsigned char)t;
   const double a = pf_mpfr_round_dtype(lo, t), b = pf_mpfr_round_dtype(hi, t);
   /* both ends on one value of t; zeros of either sign count as one (an exact zero's sign is
    * not judged: the comparison treats -0 and +0 alike) */

@@ -1,0 +1,67 @@
+/* Running error bounds: a value paired with a bound on how far a kernel's computed value can
+ * be from it. Each operation propagates the operands' bounds (exactly, not to first order)
+ * and adds the rounding of the dtype it is done in: u |z| for a normal result, half a
+ * subnormal step otherwise. The value itself is the exact quantity evaluated in binary64;
+ * the slack added at the end covers that evaluation (pf_eb_bound). Used to state a kernel's
+ * contract from its sequence of operations (Adam, clipping). */
+#ifndef PF_ERRBOUND_H
+#define PF_ERRBOUND_H
+
+#include <math.h>
+
+#include "dtype.h"
+#include "kernels/kernel.h"
+
+typedef struct {
+  double v; /* the exact quantity (binary64) */
+  double e; /* |computed - exact| <= e */
+} pf_eb;
+
+static inline double pf_eb_round_err(pf_dtype t, double z) {
+  return pf_unit_roundoff(t) * fabs(z) + pf_min_subnormal(t) / 2;
+}
+
+/* An input known exactly, or a constant the kernel holds rounded to t. */
+static inline pf_eb pf_eb_exact(double x) { return (pf_eb){x, 0}; }
+static inline pf_eb pf_eb_const(pf_dtype t, double x) { return (pf_eb){x, fabs(pf_round(t, x) - x)}; }
+
+static inline pf_eb pf_eb_add(pf_dtype t, pf_eb a, pf_eb b) {
+  const double z = a.v + b.v;
+  return (pf_eb){z, a.e + b.e + pf_eb_round_err(t, fabs(z) + a.e + b.e)};
+}
+static inline pf_eb pf_eb_sub(pf_dtype t, pf_eb a, pf_eb b) {
+  b.v = -b.v;
+  return pf_eb_add(t, a, b);
+}
+static inline pf_eb pf_eb_mul(pf_dtype t, pf_eb a, pf_eb b) {
+  const double z = a.v * b.v;
+  const double e = fabs(a.v) * b.e + fabs(b.v) * a.e + a.e * b.e;
+  return (pf_eb){z, e + pf_eb_round_err(t, fabs(z) + e)};
+}
+/* Division: unbounded (inf) when the divisor's bound reaches 0. */
+static inline pf_eb pf_eb_div(pf_dtype t, pf_eb a, pf_eb b) {
+  const double z = a.v / b.v;
+  if (!(fabs(b.v) > b.e)) return (pf_eb){z, INFINITY};
+  const double e = (a.e + fabs(z) * b.e) / (fabs(b.v) - b.e);
+  return (pf_eb){z, e + pf_eb_round_err(t, fabs(z) + e)};
+}
+/* sqrt of a nonnegative quantity: |sqrt(x') - sqrt(x)| <= min(sqrt(e), e / sqrt(x)). */
+static inline pf_eb pf_eb_sqrt(pf_dtype t, pf_eb a) {
+  const double x = a.v > 0 ? a.v : 0, z = sqrt(x);
+  double e = sqrt(a.e);
+  if (x > 0 && a.e / z < e) e = a.e / z;
+  return (pf_eb){z, e + pf_eb_round_err(t, z + e)};
+}
+/* Rounding a value into t (a store). */
+static inline pf_eb pf_eb_store(pf_dtype t, pf_eb a) {
+  return (pf_eb){a.v, a.e + pf_eb_round_err(t, fabs(a.v) + a.e)};
+}
+
+/* The contract for an output whose last operation is the final rounding to the output
+ * dtype: pass the bound before that rounding. Slack covers the binary64 evaluation. */
+static inline pf_bound pf_eb_bound(pf_eb a) {
+  if (!isfinite(a.e) || !isfinite(a.v)) return (pf_bound){INFINITY, INFINITY};
+  return (pf_bound){0x1p-45, a.e * (1 + 0x1p-20) + 0x1p-1074};
+}
+
+#endif

@@ -1,0 +1,277 @@
+/* Adam / AdamW, one optimizer step over n elements: CPU emulation, contracts, variant table.
+ *
+ * Variants (../shared/SEMANTICS.md section 3), T the case's dtype (the parameter's):
+ *   fused             FusedAdam (apex, DeepSpeed): fp32 math, fp32 master p and state,
+ *                     the parameter written back as fl_T(master); mode adamw or l2
+ *   torch             PyTorch AdamW (foreach): decay first, lerp, sqrt(v)/sqrt(bc2) + eps;
+ *                     no master copy, gradient and state in T, each tensor op stored in T
+ *   no-master         FusedAdam math, fp32 state, the parameter kept in T only
+ *   state-lowp        FusedAdam with fp32 master but m and v stored in T
+ *   eps-inside        FusedAdam with denom = sqrt(v/bc2 + eps)
+ *   no-bias-correction FusedAdam with bc1 = bc2 = 1
+ * Inputs: p (the fp32 master, or the T parameter without one), g (fp32, or T for torch),
+ * m and v (fp32, or T for torch and state-lowp; v is taken as |drawn value|: a second moment).
+ * Outputs, in data-flow order: m, v, p (in p's dtype), then for master variants the
+ * parameter written back to T. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness/errbound.h"
+#include "kernels/adam/adam_math.h"
+#include "kernels/kernel.h"
+
+pf_status pf_adam_step_mpfr(const pf_case *c, const pf_tensor *in, const pf_oracle_opts *opts, pf_oracle_result *out);
+
+enum { P_LR = 0, P_BETA1, P_BETA2, P_EPS, P_WD, P_STEP, P_MODE };
+
+static const char *const pf_adam_dims[] = {"n"};
+static const char *const pf_adam_inputs[] = {"p", "g", "m", "v"};
+static const char *const pf_adam_modes[] = {"adamw", "l2", NULL};
+static const pf_param_desc pf_adam_params[] = {
+    {"lr", PF_PARAM_REAL, 1e-3, 0, 10, NULL, "learning rate"},
+    {"beta1", PF_PARAM_REAL, 0.9, 0, 0.999999, NULL, "first-moment decay"},
+    {"beta2", PF_PARAM_REAL, 0.999, 0, 0.9999999, NULL, "second-moment decay"},
+    {"eps", PF_PARAM_REAL, 1e-8, 0, 1, NULL, "added to the denominator"},
+    {"wd", PF_PARAM_REAL, 0, 0, 10, NULL, "weight decay"},
+    {"step", PF_PARAM_INT, 1, 1, 1e9, NULL, "the step count t, from 1"},
+    {"mode", PF_PARAM_CHOICE, 0, 0, 1, pf_adam_modes, "adamw: decoupled decay; l2: wd p added to g (not torch)"},
+};
+
+static int pf_adam_variant(const pf_case *c) {
+  static const char *const names[] = {"fused", "torch", "no-master", "state-lowp", "eps-inside", "no-bias-correction"};
+  for (int i = 0; i < 6; i++)
+    if (strcmp(c->variant, names[i]) == 0) return i;
+  return PF_ADAM_FUSED;
+}
+static int pf_adam_has_master(int var) { return var != PF_ADAM_TORCH && var != PF_ADAM_NO_MASTER; }
+static pf_dtype pf_adam_pdt(const pf_case *c) { return pf_adam_has_master(pf_adam_variant(c)) ? PF_FP32 : c->dtype; }
+static pf_dtype pf_adam_sdt(const pf_case *c) {
+  const int var = pf_adam_variant(c);
+  return var == PF_ADAM_TORCH || var == PF_ADAM_STATE_LOWP ? c->dtype : PF_FP32;
+}
+
+static pf_dtype pf_adam_input_dtype(const pf_case *c, int i) {
+  if (i == 0) return pf_adam_pdt(c);
+  if (i == 1) return pf_adam_variant(c) == PF_ADAM_TORCH ? c->dtype : PF_FP32;
+  return pf_adam_sdt(c);
+}
+static size_t pf_adam_input_count(const pf_case *c, int i) { return c->shape[0]; }
+static size_t pf_adam_output_count(const pf_case *c) {
+  return c->shape[0] * (pf_adam_has_master(pf_adam_variant(c)) ? 4 : 3);
+}
+static int pf_adam_stages(const pf_case *c, pf_stage *st) {
+  const size_t n = c->shape[0];
+  st[0] = (pf_stage){"m", 0, n};
+  st[1] = (pf_stage){"v", n, n};
+  st[2] = (pf_stage){pf_adam_has_master(pf_adam_variant(c)) ? "master" : "param", 2 * n, n};
+  if (!pf_adam_has_master(pf_adam_variant(c))) return 3;
+  st[3] = (pf_stage){"param", 3 * n, n};
+  return 4;
+}
+
+/* v is a second moment: its generator's draws are taken by magnitude. */
+static void pf_adam_prepare(const pf_case *c, pf_tensor *in) {
+  for (size_t i = 0; i < in[3].n; i++) in[3].data[i] = fabs(in[3].data[i]);
+}
+
+/* Update lost: the kernel left the parameter where it was while the exact step moves it
+ * (its correctly rounded result differs from the old value). Within a finite bound that
+ * admits it, it is no finding; outside one, or with no bound at all, it is an underflow. */
+static pf_verdict pf_adam_refine(const pf_case *c, const pf_tensor *in, size_t i, double y, pf_verdict v,
+                                 double rounded, pf_bound b) {
+  const size_t n = c->shape[0];
+  if (i < 2 * n || !(v == PF_V_INACCURATE || (v == PF_V_OK && !isfinite(b.rel)))) return v;
+  const double p0 = in[0].data[i % n];
+  if (i >= 3 * n) { /* the written-back parameter: compare with the old one in T */
+    if (y != pf_round(c->dtype, p0) || rounded == pf_round(c->dtype, p0)) return v;
+    return PF_V_UNDERFLOW;
+  }
+  return (y == p0 && rounded != p0) ? PF_V_UNDERFLOW : v;
+}
+
+const pf_op pf_adam_op = {
+    .name = "adam",
+    .summary = "one Adam/AdamW optimizer step over n parameters",
+    .ndims = 1,
+    .dim_names = pf_adam_dims,
+    .dim_max = {(size_t)1 << 20},
+    .dim_default = {1024},
+    .elems_max = (size_t)1 << 20,
+    .nparams = 7,
+    .params = pf_adam_params,
+    .ninputs = 4,
+    .input_names = pf_adam_inputs,
+    .input_count = pf_adam_input_count,
+    .input_dtype = pf_adam_input_dtype,
+    .output_count = pf_adam_output_count,
+    .oracle = pf_adam_step_mpfr,
+    .stages = pf_adam_stages,
+    .prepare = pf_adam_prepare,
+    .refine = pf_adam_refine,
+};
+
+static pf_status pf_adam_check(const pf_case *c) {
+  if (pf_adam_variant(c) == PF_ADAM_TORCH && c->params[P_MODE] != PF_ADAM_MODE_ADAMW)
+    return pf_error(PF_ERR_ARG, "torch (AdamW) has no l2 mode");
+  return PF_OK;
+}
+
+/* The hyperparameters as the kernels receive them. */
+static pf_adam_hyper pf_adam_hyper_of(const pf_case *c) {
+  pf_adam_hyper h;
+  const double t = c->params[P_STEP];
+  h.lr = pf_round(PF_FP32, c->params[P_LR]);
+  h.beta1 = pf_round(PF_FP32, c->params[P_BETA1]);
+  h.beta2 = pf_round(PF_FP32, c->params[P_BETA2]);
+  h.eps = pf_round(PF_FP32, c->params[P_EPS]);
+  h.wd = pf_round(PF_FP32, c->params[P_WD]);
+  const int nobc = pf_adam_variant(c) == PF_ADAM_NO_BIAS_CORRECTION;
+  h.bc1 = nobc ? 1.0 : pf_round(PF_FP32, 1.0 - pow(h.beta1, t));
+  h.bc2 = nobc ? 1.0 : pf_round(PF_FP32, 1.0 - pow(h.beta2, t));
+  /* PyTorch keeps the Python floats in binary64 */
+  const double lr = c->params[P_LR], b1 = c->params[P_BETA1], b2 = c->params[P_BETA2];
+  h.t_decay = 1.0 - lr * c->params[P_WD];
+  h.t_omb1 = 1.0 - b1;
+  h.t_omb2 = 1.0 - b2;
+  h.t_beta2 = b2;
+  h.t_eps = c->params[P_EPS];
+  h.t_step_size = lr / (1.0 - pow(b1, t));
+  h.t_bc2_sqrt = sqrt(1.0 - pow(b2, t));
+  return h;
+}
+
+pf_status pf_adam_step_cpu(const pf_case *c, const pf_tensor *in, double *out, unsigned *fe) {
+  const size_t n = c->shape[0];
+  const int var = pf_adam_variant(c), mode = (int)c->params[P_MODE];
+  const pf_adam_hyper h = pf_adam_hyper_of(c);
+  const pf_dtype pt = pf_adam_pdt(c), st = pf_adam_sdt(c);
+  for (size_t i = 0; i < n; i++) {
+    double p = in[0].data[i], m = in[2].data[i], v = in[3].data[i];
+    pf_adam_step(var, mode, pt, st, &h, &p, in[1].data[i], &m, &v, fe);
+    out[i] = m;
+    out[n + i] = v;
+    out[2 * n + i] = p;
+    if (pf_adam_has_master(var)) out[3 * n + i] = pf_round_fe(c->dtype, p, fe); /* write-back */
+  }
+  return PF_OK;
+}
+
+/* ---- contract: the same operation sequence in running-error arithmetic (errbound.h) --- */
+
+static void pf_adam_elem_bound(const pf_case *c, const pf_adam_hyper *h, double p0, double g0, double m0, double v0,
+                               pf_bound *bm, pf_bound *bv, pf_bound *bp) {
+  const int var = pf_adam_variant(c), mode = (int)c->params[P_MODE];
+  const pf_dtype F = PF_FP32, st = pf_adam_sdt(c);
+  const double lr = c->params[P_LR], b1 = c->params[P_BETA1], b2 = c->params[P_BETA2], eps = c->params[P_EPS],
+               wd = c->params[P_WD], t = c->params[P_STEP];
+  const int nobc = var == PF_ADAM_NO_BIAS_CORRECTION;
+  /* exact bias corrections; the kernel's differ by the rounding of the host computation */
+  const double bc1x = nobc ? 1 : -expm1(t * log(b1)), bc2x = nobc ? 1 : -expm1(t * log(b2)); /* 1 - b^t */
+  const pf_eb p = pf_eb_exact(p0), g = pf_eb_exact(g0), m = pf_eb_exact(m0), v = pf_eb_exact(v0);
+  if (var == PF_ADAM_TORCH) {
+    const pf_dtype T = c->dtype;
+    const pf_eb wdec = (pf_eb){1 - lr * wd, fabs(pf_round(F, h->t_decay) - (1 - lr * wd)) + 0x1p-52};
+    const pf_eb p1 = pf_eb_store(T, pf_eb_mul(F, p, wdec));
+    const pf_eb w = (pf_eb){1 - b1, fabs(pf_round(F, h->t_omb1) - (1 - b1)) + 0x1p-53};
+    const pf_eb mn = pf_eb_add(F, m, pf_eb_mul(F, w, pf_eb_sub(F, g, m)));
+    const pf_eb vb = pf_eb_store(T, pf_eb_mul(F, v, pf_eb_const(F, b2)));
+    const pf_eb omb2 = (pf_eb){1 - b2, fabs(pf_round(F, h->t_omb2) - (1 - b2)) + 0x1p-53};
+    const pf_eb vn = pf_eb_add(F, vb, pf_eb_mul(F, omb2, pf_eb_mul(F, g, g)));
+    *bm = pf_eb_bound(mn);
+    *bv = pf_eb_bound(vn);
+    const pf_eb ms = pf_eb_store(T, mn), vs = pf_eb_store(T, vn);
+    pf_eb d = pf_eb_store(T, pf_eb_sqrt(F, vs));
+    const double bcs = sqrt(bc2x);
+    d = pf_eb_store(T, pf_eb_div(F, d, (pf_eb){bcs, fabs(pf_round(F, h->t_bc2_sqrt) - bcs) + bcs * 0x1p-50}));
+    d = pf_eb_store(T, pf_eb_add(F, d, pf_eb_const(F, eps)));
+    const double ssx = lr / bc1x;
+    const pf_eb ss = (pf_eb){ssx, fabs(pf_round(F, h->t_step_size) - ssx) + ssx * 0x1p-48};
+    *bp = pf_eb_bound(pf_eb_sub(F, p1, pf_eb_mul(F, ss, pf_eb_div(F, ms, d))));
+    return;
+  }
+  const pf_eb lrk = pf_eb_const(F, lr), wdk = pf_eb_const(F, wd), b1k = pf_eb_const(F, b1), b2k = pf_eb_const(F, b2);
+  const pf_eb epsk = pf_eb_const(F, eps);
+  /* fl32(1 - pow(beta_f, t)) against the exact 1 - beta^t: the rounding of beta, of pow's
+   * binary64 result (within 2^-50 relative of it), and of the store to fp32 */
+  const pf_eb bc1 = nobc ? pf_eb_exact(1) : (pf_eb){bc1x, fabs(h->bc1 - bc1x) + 0x1p-48};
+  const pf_eb bc2 = nobc ? pf_eb_exact(1) : (pf_eb){bc2x, fabs(h->bc2 - bc2x) + 0x1p-48};
+  pf_eb gg = g;
+  if (mode == PF_ADAM_MODE_L2) gg = pf_eb_add(F, gg, pf_eb_mul(F, wdk, p));
+  const pf_eb mn = pf_eb_add(F, pf_eb_mul(F, b1k, m), pf_eb_mul(F, pf_eb_sub(F, pf_eb_exact(1), b1k), gg));
+  const pf_eb vn = pf_eb_add(F, pf_eb_mul(F, b2k, v), pf_eb_mul(F, pf_eb_mul(F, pf_eb_sub(F, pf_eb_exact(1), b2k), gg), gg));
+  *bm = pf_eb_bound(mn);
+  *bv = pf_eb_bound(vn);
+  const pf_eb mhat = pf_eb_div(F, mn, bc1), vhat = pf_eb_div(F, vn, bc2);
+  const pf_eb denom = var == PF_ADAM_EPS_INSIDE ? pf_eb_sqrt(F, pf_eb_add(F, vhat, epsk))
+                                                : pf_eb_add(F, pf_eb_sqrt(F, vhat), epsk);
+  pf_eb upd = pf_eb_div(F, mhat, denom);
+  if (mode == PF_ADAM_MODE_ADAMW) upd = pf_eb_add(F, upd, pf_eb_mul(F, wdk, p));
+  *bp = pf_eb_bound(pf_eb_sub(F, p, pf_eb_mul(F, lrk, upd)));
+  /* a state kept in T (state-lowp) is the fp32 value stored: its final rounding is the compare's */
+  (void)st;
+}
+
+void pf_adam_bound(const pf_case *c, const pf_tensor *in, pf_bound *out) {
+  const size_t n = c->shape[0];
+  const pf_adam_hyper h = pf_adam_hyper_of(c);
+  const int master = pf_adam_has_master(pf_adam_variant(c));
+  for (size_t i = 0; i < n; i++) {
+    pf_bound bm, bv, bp;
+    pf_adam_elem_bound(c, &h, in[0].data[i], in[1].data[i], in[2].data[i], in[3].data[i], &bm, &bv, &bp);
+    out[i] = bm;
+    out[n + i] = bv;
+    out[2 * n + i] = bp;
+    /* the parameter written back: fl_T(fl32(master)), one fp32 rounding more than bp covers */
+    if (master) out[3 * n + i] = (pf_bound){bp.rel + 0x1p-24, bp.abs + 0x1p-150};
+  }
+}
+
+/* Domain: a finite bound for every output (in particular a denominator that cannot reach
+ * 0), and nothing that can overflow the dtypes on the way. */
+int pf_adam_in_domain(const pf_case *c, const pf_tensor *in, char *why, size_t len) {
+  const size_t n = c->shape[0];
+  const pf_adam_hyper h = pf_adam_hyper_of(c);
+  const pf_dtype st = pf_adam_sdt(c);
+  for (size_t i = 0; i < n; i++) {
+    for (int k = 0; k < 4; k++)
+      if (!isfinite(in[k].data[i])) {
+        snprintf(why, len, "element %zu: a non-finite %s", i, pf_adam_inputs[k]);
+        return 0;
+      }
+    pf_bound bm, bv, bp;
+    pf_adam_elem_bound(c, &h, in[0].data[i], in[1].data[i], in[2].data[i], in[3].data[i], &bm, &bv, &bp);
+    if (!isfinite(bm.abs) || !isfinite(bv.abs) || !isfinite(bp.abs)) {
+      snprintf(why, len, "element %zu: no error bound holds (the denominator may reach 0)", i);
+      return 0;
+    }
+    const double g = in[1].data[i];
+    if (fabs(g) * fabs(g) >= pf_max_finite(st) / 2) {
+      snprintf(why, len, "element %zu: g*g = %g exceeds %s's range", i, g * g, pf_dtype_name(st));
+      return 0;
+    }
+  }
+  return 1;
+}
+
+#define PF_ADAM_DTYPES (PF_DT(PF_FP32) | PF_DT(PF_FP16) | PF_DT(PF_BF16))
+static const char *const pf_adam_no_faults[] = {NULL};
+#define PF_ADAM_KERNEL(var, summary, contract)                                                                   \
+  {PF_KERNEL_ABI, &pf_adam_op, var, summary, PF_ADAM_DTYPES, PF_DT(PF_FP32),                       \
+   pf_adam_no_faults, contract, pf_adam_step_cpu, pf_adam_bound, pf_adam_in_domain, pf_adam_check, NULL}
+
+static const pf_kernel pf_adam_kernels_tab[] = {
+    PF_ADAM_KERNEL("fused", "FusedAdam: fp32 math, fp32 master and state, parameter written back to T",
+                   "each output within the running error bound of its fp32 operation sequence (errbound.h): "
+                   "every op adds u|z| + s/2 and propagates its operands' bounds; domain: finite bound, g^2 in range"),
+    PF_ADAM_KERNEL("torch", "PyTorch AdamW (foreach): decay first, lerp; state and gradient in T, no master",
+                   "as fused, over PyTorch's order with every tensor op stored in T"),
+    PF_ADAM_KERNEL("no-master", "FusedAdam math, the parameter kept in T (no fp32 master)", "as fused"),
+    PF_ADAM_KERNEL("state-lowp", "FusedAdam with m and v stored in T", "as fused"),
+    PF_ADAM_KERNEL("eps-inside", "FusedAdam with denom = sqrt(v/bc2 + eps)", "as fused"),
+    PF_ADAM_KERNEL("no-bias-correction", "FusedAdam with bc1 = bc2 = 1", "as fused"),
+};
+const pf_kernel *const pf_adam_kernels[] = {&pf_adam_kernels_tab[0], &pf_adam_kernels_tab[1], &pf_adam_kernels_tab[2],
+                                            &pf_adam_kernels_tab[3], &pf_adam_kernels_tab[4], &pf_adam_kernels_tab[5],
+                                            NULL};

@@ -1,0 +1,66 @@
+/* One Adam / AdamW step for one element, shared by the C emulation and CUDA.
+ * ../shared/SEMANTICS.md section 3. Every operation rounds to the dtype named (fp32 math for
+ * FusedAdam; the parameter's dtype after every tensor operation for PyTorch's foreach
+ * AdamW, whose arithmetic runs in fp32 "opmath" and stores each result in the tensor's
+ * dtype). Hyperparameters arrive as the kernel receives them (pf_adam_hyper). */
+#ifndef PF_ADAM_MATH_H
+#define PF_ADAM_MATH_H
+
+#include <math.h>
+
+#include "harness/dtype_math.h"
+
+enum { PF_ADAM_FUSED = 0, PF_ADAM_TORCH = 1, PF_ADAM_NO_MASTER = 2, PF_ADAM_STATE_LOWP = 3,
+       PF_ADAM_EPS_INSIDE = 4, PF_ADAM_NO_BIAS_CORRECTION = 5 };
+enum { PF_ADAM_MODE_ADAMW = 0, PF_ADAM_MODE_L2 = 1 };
+
+typedef struct {
+  double lr, beta1, beta2, eps, wd; /* binary32 values (FusedAdam's float arguments) */
+  double bc1, bc2;                  /* fl32(1 - beta^t) computed on the host in binary64 */
+  /* PyTorch: binary64 scalars of the Python side */
+  double t_decay;                   /* 1 - lr * wd */
+  double t_omb1, t_omb2;            /* 1 - beta1, 1 - beta2 */
+  double t_step_size, t_bc2_sqrt;   /* lr / bc1, sqrt(bc2) */
+  double t_eps, t_beta2;
+} pf_adam_hyper;
+
+/* One element. p: parameter (the fp32 master or the low-precision parameter), g, m, v:
+ * gradient and state in their dtypes; on return the new p, m, v (each rounded to its
+ * dtype: pt for p, st for the state). */
+PF_HD void pf_adam_step(int variant, int mode, pf_dtype pt, pf_dtype st, const pf_adam_hyper *h, double *p,
+                        double g, double *m, double *v, unsigned *fe) {
+  const pf_dtype F = PF_FP32;
+  if (variant == PF_ADAM_TORCH) {
+    /* p.mul_(1 - lr*wd); m.lerp_(g, 1-beta1); v.mul_(beta2).addcmul_(g, g, 1-beta2);
+     * denom = (v.sqrt() / sqrt(bc2)).add_(eps); p.addcdiv_(m, denom, -lr/bc1) */
+    const double wdec = pf_round_fe(F, h->t_decay, fe);
+    *p = pf_round_fe(pt, pf_mul(F, *p, wdec, fe), fe);
+    const double w = pf_round_fe(F, h->t_omb1, fe);
+    /* lerp with weight < 0.5: self + weight * (end - self), in opmath */
+    *m = pf_round_fe(st, pf_add(F, *m, pf_mul(F, w, pf_sub(F, g, *m, fe), fe), fe), fe);
+    *v = pf_round_fe(st, pf_mul(F, *v, pf_round_fe(F, h->t_beta2, fe), fe), fe);
+    *v = pf_round_fe(st, pf_add(F, *v, pf_mul(F, pf_round_fe(F, h->t_omb2, fe), pf_mul(F, g, g, fe), fe), fe), fe);
+    double d = pf_round_fe(st, sqrt(*v), fe);
+    d = pf_round_fe(st, pf_div(F, d, pf_round_fe(F, h->t_bc2_sqrt, fe), fe), fe);
+    d = pf_round_fe(st, pf_add(F, d, pf_round_fe(F, h->t_eps, fe), fe), fe);
+    const double ss = pf_round_fe(F, h->t_step_size, fe);
+    *p = pf_round_fe(pt, pf_sub(F, *p, pf_mul(F, ss, pf_div(F, *m, d, fe), fe), fe), fe);
+    return;
+  }
+  /* FusedAdam (apex / DeepSpeed multi_tensor_adam): all math in fp32 */
+  double gg = g;
+  if (mode == PF_ADAM_MODE_L2) gg = pf_add(F, gg, pf_mul(F, h->wd, *p, fe), fe);
+  const double mn = pf_add(F, pf_mul(F, h->beta1, *m, fe), pf_mul(F, pf_sub(F, 1.0, h->beta1, fe), gg, fe), fe);
+  const double vn = pf_add(F, pf_mul(F, h->beta2, *v, fe),
+                           pf_mul(F, pf_mul(F, pf_sub(F, 1.0, h->beta2, fe), gg, fe), gg, fe), fe);
+  const double mhat = pf_div(F, mn, h->bc1, fe), vhat = pf_div(F, vn, h->bc2, fe);
+  const double denom = variant == PF_ADAM_EPS_INSIDE ? pf_round_fe(F, sqrt(pf_add(F, vhat, h->eps, fe)), fe)
+                                                     : pf_add(F, pf_round_fe(F, sqrt(vhat), fe), h->eps, fe);
+  double upd = pf_div(F, mhat, denom, fe);
+  if (mode == PF_ADAM_MODE_ADAMW) upd = pf_add(F, upd, pf_mul(F, h->wd, *p, fe), fe);
+  *p = pf_round_fe(pt, pf_sub(F, *p, pf_mul(F, h->lr, upd, fe), fe), fe);
+  *m = pf_round_fe(st, mn, fe);
+  *v = pf_round_fe(st, vn, fe);
+}
+
+#endif

@@ -1,0 +1,132 @@
+/* adam: one step against values derived by hand, the fp16-state failure, a lost update,
+ * and the soundness of every variant's contract over generated cases. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "harness/runner.h"
+
+static void set1(pf_gen *g, double x) {
+  pf_gen_free(g);
+  g->dist = PF_DIST_VALUES;
+  g->values = malloc(sizeof(double));
+  g->values[0] = x;
+  g->nvalues = 1;
+}
+
+static pf_verdict run_adam(pf_run *r, const char *variant, pf_dtype t, double p, double g, double m, double v,
+                           double lr, double eps) {
+  pf_case c;
+  assert_int_equal(pf_case_init(&c, "adam", variant, 1), PF_OK);
+  c.dtype = t;
+  c.shape[0] = 1;
+  assert_int_equal(pf_case_set_param(&c, "lr", lr), PF_OK);
+  assert_int_equal(pf_case_set_param(&c, "eps", eps), PF_OK);
+  set1(&c.inputs[0], p);
+  set1(&c.inputs[1], g);
+  set1(&c.inputs[2], m);
+  set1(&c.inputs[3], v);
+  pf_oracle_opts o;
+  pf_oracle_opts_default(&o);
+  if (pf_run_case(&c, &o, r)) fail_msg("run failed: %s", pf_error_message());
+  pf_case_free(&c);
+  return r->cmp.verdict;
+}
+
+static void test_adam_first_step_by_hand(void **state) {
+  /* t = 1, m = v = 0, g = 1/2: m' = 0.05, v' = 0.00025, m^ = 1/2, v^ = 1/4,
+   * p' = 1 - 1e-3 (1/2) / (1/2 + 1e-8) = 0.99900000001999999958...; binary32 0x1.ff7ceep-1 */
+  const char *variants[] = {"fused", "no-master", "state-lowp", "torch"};
+  for (int i = 0; i < 4; i++) {
+    pf_run r;
+    assert_int_equal(run_adam(&r, variants[i], PF_FP32, 1.0, 0.5, 0, 0, 1e-3, 1e-8), PF_V_OK);
+    assert_true(fabs(r.oracle.exact[2] - 0.99900000002) < 1e-15);
+    assert_true(r.oracle.rounded[2] == 0x1.ff7ceep-1);
+    assert_true(fabs(r.oracle.exact[0] - 0.05) < 1e-16); /* beta1 is the binary64 0.9 */
+    assert_true(fabs(r.oracle.exact[1] - 0.00025) < 1e-18);
+    assert_true(fabs(r.out[2] - 0.999) < 1e-6);
+    pf_run_free(&r);
+  }
+}
+
+static void test_adam_fp16_state_tiny_gradient(void **state) {
+  /* g = 2^-13 in fp16 with PyTorch's fp16 state: v' = 0.001 g^2 = 1.5e-11 underflows to 0 in
+   * fp16, eps = 1e-8 rounds to 0 in fp16 (below half of 2^-24), so the denominator is 0 and
+   * the step is -inf, where the exact step leaves p at 0.999. fp32 state (fused) is fine. */
+  pf_run r;
+  assert_int_equal(run_adam(&r, "torch", PF_FP16, 1.0, 0x1p-13, 0, 0, 1e-3, 1e-8), PF_V_OVERFLOW);
+  assert_true(isinf(r.out[2]));
+  assert_true(r.out[1] == 0); /* v lost */
+  assert_false(r.in_domain);
+  pf_run_free(&r);
+  assert_int_equal(run_adam(&r, "fused", PF_FP16, 1.0, 0x1p-13, 0, 0, 1e-3, 1e-8), PF_V_OK);
+  assert_true(r.out[3] == 0x1.ff8p-1); /* fl16(0.999000...) */
+  pf_run_free(&r);
+}
+
+static void test_adam_lost_update(void **state) {
+  /* torch fp16, g = 2^-22, eps = 1e-6, lr = 1e-2: m' = 0.1 g = 2.4e-8 rounds to 0 in fp16,
+   * so the step is 0 and p stays 1; the exact step is lr g/(g + eps) = 1.9e-3 > half an ulp
+   * of 1 (2^-11): the update is lost, an underflow. */
+  pf_run r;
+  assert_int_equal(run_adam(&r, "torch", PF_FP16, 1.0, 0x1p-22, 0, 0, 1e-2, 1e-6), PF_V_UNDERFLOW);
+  assert_true(r.out[2] == 1.0);
+  assert_true(r.oracle.rounded[2] != 1.0);
+  pf_run_free(&r);
+}
+
+static void test_adam_contracts_hold_on_generated_cases(void **state) {
+  const char *variants[] = {"fused", "torch", "no-master", "state-lowp", "eps-inside", "no-bias-correction"};
+  const double scales[] = {1e-3, 1, 30};
+  pf_oracle_opts o;
+  pf_oracle_opts_default(&o);
+  int cases = 0, in_domain = 0;
+  for (int v = 0; v < 6; v++)
+    for (int t = 0; t < PF_NDTYPES; t++)
+      for (int s = 0; s < 3; s++)
+        for (int k = 0; k < 2; k++) {
+          pf_case c;
+          assert_int_equal(pf_case_init(&c, "adam", variants[v], 900 + cases), PF_OK);
+          c.dtype = (pf_dtype)t;
+          c.shape[0] = 64;
+          pf_case_set_param(&c, "step", k ? 1000 : 1);
+          pf_case_set_param(&c, "wd", k ? 0.1 : 0);
+          pf_case_set_param(&c, "beta2", k ? 0.95 : 0.999);
+          if (v != 1) pf_case_set_param(&c, "mode", k);
+          for (int i = 0; i < 4; i++) {
+            c.inputs[i].scale = i == 3 ? scales[s] * scales[s] : scales[s];
+            c.inputs[i].dist = (pf_dist)((s + i) % 4);
+          }
+          pf_run r;
+          assert_int_equal(pf_run_case(&c, &o, &r), PF_OK);
+          if (r.in_domain) {
+            in_domain++;
+            if (pf_verdict_is_finding(r.cmp.verdict)) {
+              char d[512];
+              pf_run_describe(&c, &r, d, sizeof d);
+              fail_msg("%s %s scale %g k %d: %s", variants[v], pf_dtype_name(c.dtype), scales[s], k, d);
+            }
+          }
+          pf_run_free(&r);
+          pf_case_free(&c);
+          cases++;
+        }
+  printf("%d cases, %d in the domain, no finding there\n", cases, in_domain);
+  assert_true(in_domain > cases / 2);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_adam_first_step_by_hand),
+      cmocka_unit_test(test_adam_fp16_state_tiny_gradient),
+      cmocka_unit_test(test_adam_lost_update),
+      cmocka_unit_test(test_adam_contracts_hold_on_generated_cases),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
