@@ -17,7 +17,10 @@ typedef struct {
   double e; /* |computed - exact| <= e */
 } pf_eb;
 
+/* The rounding of a result of magnitude up to z into t; infinite where it could overflow
+ * (the bound, and with it the contract's domain, ends there). */
 static inline double pf_eb_round_err(pf_dtype t, double z) {
+  if (!(fabs(z) < pf_max_finite(t) * (1 - pf_unit_roundoff(t)))) return INFINITY;
   return pf_unit_roundoff(t) * fabs(z) + pf_min_subnormal(t) / 2;
 }
 

@@ -86,8 +86,8 @@ pf_status pf_run_case(const pf_case *c, const pf_oracle_opts *opts, pf_run *r) {
     const int ns = op->stages(c, stages);
     /* An intermediate the kernel stores in its dtype is no input's fault when its exact
      * value does not fit there (the final output may well fit): that is an overflow. */
-    for (int s = 0; s + 1 < ns; s++)
-      for (size_t i = stages[s].offset; i < stages[s].offset + stages[s].count; i++)
+    for (int s = 0; s < ns; s++)
+      for (size_t i = stages[s].offset; stages[s].internal && i < stages[s].offset + stages[s].count; i++)
         if (r->cmp.elem[i] == PF_V_RANGE && r->oracle.status[i] != PF_ORACLE_UNDEFINED && !isfinite(r->out[i])) {
           r->cmp.counts[PF_V_RANGE]--;
           r->cmp.counts[PF_V_OVERFLOW]++;

@@ -70,6 +70,8 @@ typedef struct {
 typedef struct {
   const char *name;
   size_t offset, count;
+  int internal; /* an intermediate the kernel chose to store (attention's scores), not a
+                   result: an exact value beyond its dtype is then an overflow, not range */
 } pf_stage;
 
 typedef struct pf_op {

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Independent check of the softmax and attention oracles: recompute every exact value that
+"""Independent check of the softmax, attention and Adam oracles: recompute every exact value that
 `precfuzz run --json` printed with mpmath (not MPFR) at 1000 bits, from the stored inputs the
 JSON lists, and require agreement to better than 2^-150 relative.
 
@@ -82,6 +82,28 @@ def attention(case, q, k, v):
     return O if case["variant"] == "flash" else O + S + P
 
 
+def adam(case, pv, gv, mv, vv):
+    """Exact m', v', p' (and the written-back parameter for variants with an fp32 master)."""
+    p = {k: (parse_hex(x) if isinstance(x, str) and x.startswith(("0x", "-0x")) else x) for k, x in case["params"].items()}
+    b1, b2, lr, eps, wd, t = p["beta1"], p["beta2"], p["lr"], p["eps"], p["wd"], int(p["step"])
+    var = case["variant"]
+    nobc = var == "no-bias-correction"
+    bc1 = 1 if nobc else 1 - b1 ** t
+    bc2 = 1 if nobc else 1 - b2 ** t
+    M, V, P = [], [], []
+    for p0, g0, m0, v0 in zip(pv, gv, mv, vv):
+        g = g0 + wd * p0 if p["mode"] == "l2" else g0
+        m = b1 * m0 + (1 - b1) * g
+        v = b2 * v0 + (1 - b2) * g * g
+        d = mpmath.sqrt(v / bc2 + eps) if var == "eps-inside" else mpmath.sqrt(v / bc2) + eps
+        upd = (m / bc1) / d + (0 if p["mode"] == "l2" else wd * p0)
+        M.append(m)
+        V.append(v)
+        P.append(p0 - lr * upd)
+    master = var not in ("torch", "no-master")
+    return M + V + P + (P if master else [])
+
+
 def main():
     precfuzz, args = sys.argv[1], sys.argv[3:]
     res = json.loads(subprocess.run([precfuzz, "run"] + args + ["--json"], capture_output=True, text=True).stdout)
@@ -89,7 +111,12 @@ def main():
     for r in res["cases"]:
         case = r["case"]
         iv = {name: [parse_hex(v) for v in vals] for name, vals in r["input_values"].items()}
-        want = softmax_rows(case, iv["x"]) if case["kernel"] == "softmax" else attention(case, iv["q"], iv["k"], iv["v"])
+        if case["kernel"] == "softmax":
+            want = softmax_rows(case, iv["x"])
+        elif case["kernel"] == "attention":
+            want = attention(case, iv["q"], iv["k"], iv["v"])
+        else:
+            want = adam(case, iv["p"], iv["g"], iv["m"], [abs(x) for x in iv["v"]])
         assert len(want) == len(r["elements"]), "element count"
         for w, el in zip(want, r["elements"]):
             got = parse_hex(el["exact"])

@@ -63,11 +63,11 @@ static size_t pf_adam_output_count(const pf_case *c) {
 }
 static int pf_adam_stages(const pf_case *c, pf_stage *st) {
   const size_t n = c->shape[0];
-  st[0] = (pf_stage){"m", 0, n};
-  st[1] = (pf_stage){"v", n, n};
-  st[2] = (pf_stage){pf_adam_has_master(pf_adam_variant(c)) ? "master" : "param", 2 * n, n};
+  st[0] = (pf_stage){"m", 0, n, 0};
+  st[1] = (pf_stage){"v", n, n, 0};
+  st[2] = (pf_stage){pf_adam_has_master(pf_adam_variant(c)) ? "master" : "param", 2 * n, n, 0};
   if (!pf_adam_has_master(pf_adam_variant(c))) return 3;
-  st[3] = (pf_stage){"param", 3 * n, n};
+  st[3] = (pf_stage){"param", 3 * n, n, 0};
   return 4;
 }
 
@@ -160,8 +160,9 @@ pf_status pf_adam_step_cpu(const pf_case *c, const pf_tensor *in, double *out, u
 
 /* ---- contract: the same operation sequence in running-error arithmetic (errbound.h) --- */
 
+/* Bounds of m', v', p'; vals (optional) receives the exact values (binary64). */
 static void pf_adam_elem_bound(const pf_case *c, const pf_adam_hyper *h, double p0, double g0, double m0, double v0,
-                               pf_bound *bm, pf_bound *bv, pf_bound *bp) {
+                               pf_bound *bm, pf_bound *bv, pf_bound *bp, double *vals) {
   const int var = pf_adam_variant(c), mode = (int)c->params[P_MODE];
   const pf_dtype F = PF_FP32, st = pf_adam_sdt(c);
   const double lr = c->params[P_LR], b1 = c->params[P_BETA1], b2 = c->params[P_BETA2], eps = c->params[P_EPS],
@@ -188,7 +189,13 @@ static void pf_adam_elem_bound(const pf_case *c, const pf_adam_hyper *h, double 
     d = pf_eb_store(T, pf_eb_add(F, d, pf_eb_const(F, eps)));
     const double ssx = lr / bc1x;
     const pf_eb ss = (pf_eb){ssx, fabs(pf_round(F, h->t_step_size) - ssx) + ssx * 0x1p-48};
-    *bp = pf_eb_bound(pf_eb_sub(F, p1, pf_eb_mul(F, ss, pf_eb_div(F, ms, d))));
+    const pf_eb pn = pf_eb_sub(F, p1, pf_eb_mul(F, ss, pf_eb_div(F, ms, d)));
+    *bp = pf_eb_bound(pn);
+    if (vals) {
+      vals[0] = mn.v;
+      vals[1] = vn.v;
+      vals[2] = pn.v;
+    }
     return;
   }
   const pf_eb lrk = pf_eb_const(F, lr), wdk = pf_eb_const(F, wd), b1k = pf_eb_const(F, b1), b2k = pf_eb_const(F, b2);
@@ -208,7 +215,13 @@ static void pf_adam_elem_bound(const pf_case *c, const pf_adam_hyper *h, double 
                                                 : pf_eb_add(F, pf_eb_sqrt(F, vhat), epsk);
   pf_eb upd = pf_eb_div(F, mhat, denom);
   if (mode == PF_ADAM_MODE_ADAMW) upd = pf_eb_add(F, upd, pf_eb_mul(F, wdk, p));
-  *bp = pf_eb_bound(pf_eb_sub(F, p, pf_eb_mul(F, lrk, upd)));
+  const pf_eb pn = pf_eb_sub(F, p, pf_eb_mul(F, lrk, upd));
+  *bp = pf_eb_bound(pn);
+  if (vals) {
+    vals[0] = mn.v;
+    vals[1] = vn.v;
+    vals[2] = pn.v;
+  }
   /* a state kept in T (state-lowp) is the fp32 value stored: its final rounding is the compare's */
   (void)st;
 }
@@ -219,7 +232,7 @@ void pf_adam_bound(const pf_case *c, const pf_tensor *in, pf_bound *out) {
   const int master = pf_adam_has_master(pf_adam_variant(c));
   for (size_t i = 0; i < n; i++) {
     pf_bound bm, bv, bp;
-    pf_adam_elem_bound(c, &h, in[0].data[i], in[1].data[i], in[2].data[i], in[3].data[i], &bm, &bv, &bp);
+    pf_adam_elem_bound(c, &h, in[0].data[i], in[1].data[i], in[2].data[i], in[3].data[i], &bm, &bv, &bp, NULL);
     out[i] = bm;
     out[n + i] = bv;
     out[2 * n + i] = bp;
@@ -241,7 +254,8 @@ int pf_adam_in_domain(const pf_case *c, const pf_tensor *in, char *why, size_t l
         return 0;
       }
     pf_bound bm, bv, bp;
-    pf_adam_elem_bound(c, &h, in[0].data[i], in[1].data[i], in[2].data[i], in[3].data[i], &bm, &bv, &bp);
+    double vals[3];
+    pf_adam_elem_bound(c, &h, in[0].data[i], in[1].data[i], in[2].data[i], in[3].data[i], &bm, &bv, &bp, vals);
     if (!isfinite(bm.abs) || !isfinite(bv.abs) || !isfinite(bp.abs)) {
       snprintf(why, len, "element %zu: no error bound holds (the denominator may reach 0)", i);
       return 0;
@@ -249,6 +263,17 @@ int pf_adam_in_domain(const pf_case *c, const pf_tensor *in, char *why, size_t l
     const double g = in[1].data[i];
     if (fabs(g) * fabs(g) >= pf_max_finite(st) / 2) {
       snprintf(why, len, "element %zu: g*g = %g exceeds %s's range", i, g * g, pf_dtype_name(st));
+      return 0;
+    }
+    /* every result, with its bound, inside its dtype: beyond, the exact result is range */
+    const pf_dtype pt = pf_adam_pdt(c);
+    const double big[3] = {pf_max_finite(st), pf_max_finite(st), pf_max_finite(pt)};
+    const pf_bound bs[3] = {bm, bv, bp};
+    int beyond = 0;
+    for (int k = 0; k < 3; k++)
+      beyond |= fabs(vals[k]) * (1 + bs[k].rel) + bs[k].abs >= big[k] * (1 - 0x1p-10);
+    if (beyond) {
+      snprintf(why, len, "element %zu: a result within its bound may leave its dtype's range", i);
       return 0;
     }
   }
