@@ -33,3 +33,18 @@ for cfg in "post-scale" "inward" "layer-scaled --param layer=8" "flash"; do
     done
   done
 done
+
+echo
+echo "adam, one step from m = v = 0 at p = 1 (lr 1e-3, eps 1e-8): the largest gradient 2^-k that fails"
+printf '%-28s %s\n' "variant dtype" "first failing g (verdict); all larger g ok"
+for cfg in "torch fp16" "torch bf16" "state-lowp fp16" "no-master fp16" "fused fp16" "fused bf16"; do
+  set -- $cfg
+  first="none down to 2^-40"
+  for k in $(seq 0 40); do
+    out=$("$P" run -k adam -v "$1" -t "$2" --shape 1 --cases 1 --max-print 0 --input p:value=1 --input m:value=0 \
+          --input v:value=0 --input "g:value=0x1p-$k" 2>&1)
+    verdict=$(echo "$out" | sed -n 's/.*): \([a-z]*\) 1.*/\1/p' | head -1)
+    if [ "$verdict" != ok ]; then first="g = 2^-$k ($verdict)"; break; fi
+  done
+  printf '%-28s %s\n' "$cfg" "$first"
+done

@@ -84,6 +84,14 @@ expect2 "--shape" run -k attention --shape 1x1x16x16 --cases 1
 expect2 "head_dim = 0" run -k attention --shape 1x1x4x4x0 --cases 1
 expect2 "head_dim = 9999" run -k attention --shape 1x1x4x4x9999 --cases 1
 expect2 "block" run -k attention -v flash --param block=0 --cases 1
+expect2 "no input 'q'" run -k adam --input q:value=1 --cases 1
+expect2 "is not NAME:FIELD" run -k adam --input g --cases 1
+expect2 "unknown field 'colour'" run -k adam --input g:colour=red --cases 1
+expect2 "scale" run -k adam --input g:scale=-1 --cases 1
+expect2 "not representable" run -k adam -v torch -t fp16 --input g:value=0.1 --cases 1
+expect2 "no l2 mode" run -k adam -v torch --param mode=l2 --cases 1
+expect2 "beta2" run -k adam --param beta2=1.5 --cases 1
+expect2 "NaN" run -k adam --param lr=nan --cases 1
 expect2 "unknown argument" list --bogus
 expect2 "no FILE" replay
 expect2 "cannot open" replay "$T/missing.json"

@@ -68,6 +68,13 @@ static void test_adam_fp16_state_tiny_gradient(void **state) {
   assert_int_equal(run_adam(&r, "fused", PF_FP16, 1.0, 0x1p-13, 0, 0, 1e-3, 1e-8), PF_V_OK);
   assert_true(r.out[3] == 0x1.ff8p-1); /* fl16(0.999000...) */
   pf_run_free(&r);
+  /* the boundary: v' = fl16(fl32(1 - 0.999) g^2) is 0 iff 0.00100000005 g^2 <= 2^-25, i.e.
+   * g <= 5.459e-3: g = 2^-8 = 3.9e-3 fails, g = 2^-7 = 7.8e-3 keeps a subnormal v' and works */
+  assert_int_equal(run_adam(&r, "torch", PF_FP16, 1.0, 0x1p-8, 0, 0, 1e-3, 1e-8), PF_V_OVERFLOW);
+  pf_run_free(&r);
+  assert_int_equal(run_adam(&r, "torch", PF_FP16, 1.0, 0x1p-7, 0, 0, 1e-3, 1e-8), PF_V_OK);
+  assert_true(r.out[1] != 0);
+  pf_run_free(&r);
 }
 
 static void test_adam_lost_update(void **state) {

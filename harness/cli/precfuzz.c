@@ -193,7 +193,7 @@ static void print_help_run(void) {
       "                    [--dist NAME] [--seed N] [--cases N] [--fault NAME] [--backend cpu|cuda]\n"
       "                    [--param NAME=VALUE]... [--outliers N --outlier-magnitude M]\n"
       "                    [--special-rate R] [--exp-range LO:HI] [--oracle-prec BITS]\n"
-      "                    [--json] [--save-findings DIR] [--max-print N]\n\n"
+      "                    [--input NAME:FIELD=VALUE,...]... [--json] [--save-findings DIR] [--max-print N]\n\n"
       "Runs N cases (seeds N, N+1, ...) of one kernel variant (every variant when -v is not given)\n"
       "against the MPFR oracle and prints each finding with the command that replays it.\n\n"
       "  -k, --kernel KERNEL      operation (precfuzz list)\n"
@@ -215,6 +215,9 @@ static void print_help_run(void) {
       "      --oracle-prec BITS   starting MPFR precision (default 256; raised when needed)\n"
       "      --json               results as JSON, with per-element outputs and exact values\n"
       "      --save-findings DIR  write every finding as a case file (replay with precfuzz replay)\n"
+      "      --input NAME:F=V,... one input's generator differently: F is dist, scale, exp (LO:HI),\n"
+      "                           outliers, outlier_magnitude, special_rate, or value (every element =\n"
+      "                           V), e.g. --input g:scale=0x1p-20 --input m:value=0\n"
       "      --max-print N        finding lines printed per variant (default 10)\n\n"
       "Exit status: 0 no finding, 1 findings, 2 bad usage or input.\n");
 }
@@ -232,6 +235,8 @@ typedef struct {
   int json;
   long oracle_prec;
   uint64_t max_print;
+  int ninput_specs;
+  const char *input_spec[16]; /* --input NAME:FIELD=VALUE,... */
 } run_opts;
 
 /* Applies NAME=VALUE parameters to a case, validating names and values. */
@@ -252,6 +257,66 @@ static int apply_params(pf_case *c, const run_opts *o) {
       if (pf_parse_double(o->param_value[i], &v))
         return usage_error("--param %s: '%s' is not a number", d->name, o->param_value[i]);
       c->params[p] = v;
+    }
+  }
+  return 0;
+}
+
+/* Applies --input NAME:FIELD=VALUE[,FIELD=VALUE...] to the case's input generators. */
+static int apply_input_specs(pf_case *c, const run_opts *o) {
+  const pf_op *op = pf_op_find(c->kernel);
+  for (int k = 0; k < o->ninput_specs; k++) {
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", o->input_spec[k]);
+    char *colon = strchr(buf, ':');
+    if (!colon || colon == buf || !colon[1])
+      return usage_error("--input: '%s' is not NAME:FIELD=VALUE[,FIELD=VALUE...]", o->input_spec[k]);
+    *colon = 0;
+    int t = -1;
+    for (int i = 0; i < op->ninputs; i++)
+      if (strcmp(op->input_names[i], buf) == 0) t = i;
+    if (t < 0) return usage_error("--input: kernel %s has no input '%s'", c->kernel, buf);
+    pf_gen *g = &c->inputs[t];
+    for (char *save = NULL, *f = strtok_r(colon + 1, ",", &save); f; f = strtok_r(NULL, ",", &save)) {
+      char *eq = strchr(f, '=');
+      if (!eq || eq == f || !eq[1]) return usage_error("--input %s: '%s' is not FIELD=VALUE", buf, f);
+      *eq = 0;
+      const char *v = eq + 1;
+      double d;
+      uint64_t u;
+      int lo, hi, n = 0;
+      if (strcmp(f, "dist") == 0) {
+        if (pf_dist_parse(v, &g->dist) || g->dist == PF_DIST_VALUES)
+          return usage_error("--input %s: unknown dist '%s' (normal, uniform, loguniform, heavy)", buf, v);
+      } else if (strcmp(f, "scale") == 0) {
+        if (pf_parse_double(v, &d) || !isfinite(d) || d < 0) return usage_error("--input %s: scale '%s' is not a finite number >= 0", buf, v);
+        g->scale = d;
+      } else if (strcmp(f, "exp") == 0) {
+        if (sscanf(v, "%d:%d%n", &lo, &hi, &n) != 2 || v[n] || lo > hi || lo < -1100 || hi > 1100)
+          return usage_error("--input %s: exp '%s' is not LO:HI with -1100 <= LO <= HI <= 1100", buf, v);
+        g->exp_min = lo;
+        g->exp_max = hi;
+      } else if (strcmp(f, "outliers") == 0) {
+        if (parse_u64(v, &u) || u > 1000000000) return usage_error("--input %s: outliers '%s' is not a count", buf, v);
+        g->outliers = (size_t)u;
+      } else if (strcmp(f, "outlier_magnitude") == 0) {
+        if (pf_parse_double(v, &d) || !isfinite(d) || d < 0) return usage_error("--input %s: outlier_magnitude '%s' is not a finite number >= 0", buf, v);
+        g->outlier_mag = d;
+      } else if (strcmp(f, "special_rate") == 0) {
+        if (pf_parse_double(v, &d) || !(d >= 0 && d <= 1)) return usage_error("--input %s: special_rate '%s' is not in [0, 1]", buf, v);
+        g->special_rate = d;
+      } else if (strcmp(f, "value") == 0) {
+        if (pf_parse_double(v, &d)) return usage_error("--input %s: value '%s' is not a number", buf, v);
+        const size_t cnt = op->input_count(c, t);
+        pf_gen_free(g);
+        g->dist = PF_DIST_VALUES;
+        g->values = malloc((cnt ? cnt : 1) * sizeof(double));
+        if (!g->values) return usage_error("--input %s: out of memory", buf);
+        for (size_t i = 0; i < cnt; i++) g->values[i] = d;
+        g->nvalues = cnt;
+      } else {
+        return usage_error("--input %s: unknown field '%s' (dist, scale, exp, outliers, outlier_magnitude, special_rate, value)", buf, f);
+      }
     }
   }
   return 0;
@@ -287,6 +352,7 @@ static void reproduce_line(const pf_case *c, const run_opts *o, uint64_t seed, c
     }
   }
   if (c->fault[0] && n < len) n += (size_t)snprintf(buf + n, len - n, " --fault %s", c->fault);
+  for (int k = 0; k < o->ninput_specs && n < len; k++) n += (size_t)snprintf(buf + n, len - n, " --input %s", o->input_spec[k]);
   if (n < len) snprintf(buf + n, len - n, " --seed %llu --cases 1", (unsigned long long)seed);
 }
 
@@ -326,7 +392,11 @@ static int run_variant(const pf_kernel *k, const run_opts *o, cJSON *jcases, int
       c.inputs[t].seed = s;
     }
     int rc = apply_params(&c, o);
-    if (rc) return rc;
+    if (!rc) rc = apply_input_specs(&c, o);
+    if (rc) {
+      pf_case_free(&c);
+      return rc;
+    }
     pf_run r;
     st = pf_run_case(&c, &oo, &r);
     if (st) {
@@ -396,7 +466,7 @@ static int cmd_run(int argc, char **argv) {
   pf_gen_default(&o.gen);
   const char *shape_arg = NULL, *backend = "cpu";
   enum { O_SHAPE = 256, O_SCALE, O_DIST, O_SEED, O_CASES, O_FAULT, O_BACKEND, O_JSON, O_SAVE, O_PARAM,
-         O_OUTLIERS, O_OUTMAG, O_SPECIAL, O_EXPRANGE, O_PREC, O_MAXPRINT };
+         O_OUTLIERS, O_OUTMAG, O_SPECIAL, O_EXPRANGE, O_PREC, O_MAXPRINT, O_INPUT };
   static const struct option longopts[] = {
       {"kernel", required_argument, 0, 'k'}, {"variant", required_argument, 0, 'v'},
       {"dtype", required_argument, 0, 't'}, {"accum", required_argument, 0, 'a'},
@@ -408,6 +478,7 @@ static int cmd_run(int argc, char **argv) {
       {"outliers", required_argument, 0, O_OUTLIERS}, {"outlier-magnitude", required_argument, 0, O_OUTMAG},
       {"special-rate", required_argument, 0, O_SPECIAL}, {"exp-range", required_argument, 0, O_EXPRANGE},
       {"oracle-prec", required_argument, 0, O_PREC}, {"max-print", required_argument, 0, O_MAXPRINT},
+      {"input", required_argument, 0, O_INPUT},
       {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
   opterr = 0;
   optind = 1;
@@ -472,6 +543,10 @@ static int cmd_run(int argc, char **argv) {
     case O_PREC:
       if (parse_u64(optarg, &u) || u < 64 || u > 16384) return usage_error("--oracle-prec: '%s' is not in [64, 16384]", optarg);
       o.oracle_prec = (long)u;
+      break;
+    case O_INPUT:
+      if (o.ninput_specs == 16) return usage_error("--input: more than 16 given");
+      o.input_spec[o.ninput_specs++] = optarg;
       break;
     case O_MAXPRINT:
       if (parse_u64(optarg, &o.max_print)) return usage_error("--max-print: '%s' is not a count", optarg);
