@@ -4,6 +4,7 @@ BUILD        ?= build
 FUZZ_BUILD   ?= $(BUILD)/fuzz
 FUZZ_SECONDS ?= 60
 FUZZ_JOBS    ?= 1
+FUZZ_SEED    ?=
 JOBS         ?= $(shell nproc)
 
 .PHONY: all deps configure test test-quick fuzz fuzz-build fuzz-faults report clean
@@ -34,11 +35,11 @@ fuzz-build: deps
 # against the sanitized precfuzz.
 fuzz: fuzz-build
 	tests/cli_errors.sh $(FUZZ_BUILD)/bin/precfuzz
-	FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_JOBS=$(FUZZ_JOBS) FUZZ_BUILD=$(FUZZ_BUILD) scripts/run-fuzzers.sh
+	FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_JOBS=$(FUZZ_JOBS) FUZZ_SEED=$(FUZZ_SEED) FUZZ_BUILD=$(FUZZ_BUILD) scripts/run-fuzzers.sh
 
 # Each fault switch under its driver, from an empty corpus: fails if one is not found.
 fuzz-faults: fuzz-build
-	FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_JOBS=$(FUZZ_JOBS) FUZZ_BUILD=$(FUZZ_BUILD) scripts/run-fuzzers.sh --faults
+	FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_JOBS=$(FUZZ_JOBS) FUZZ_SEED=$(FUZZ_SEED) FUZZ_BUILD=$(FUZZ_BUILD) scripts/run-fuzzers.sh --faults
 
 # Until precision-report exists (issue 7): the survey of every kernel variant.
 report: all

@@ -7,7 +7,8 @@
 #                                    empty corpus: time and runs to the first finding; exit 1 if
 #                                    a fault is not found within FUZZ_SECONDS
 #
-# Environment: FUZZ_BUILD (build/fuzz), FUZZ_SECONDS (60), FUZZ_JOBS (1).
+# Environment: FUZZ_BUILD (build/fuzz), FUZZ_SECONDS (60), FUZZ_JOBS (1), FUZZ_SEED (libFuzzer's
+# -seed; unset: a fresh one each run; CI sets it so that its runs can be repeated).
 set -u
 cd "$(dirname "$0")/.."
 FUZZ_BUILD=${FUZZ_BUILD:-build/fuzz}
@@ -16,6 +17,11 @@ FUZZ_JOBS=${FUZZ_JOBS:-1}
 mode=${1:-run}
 case "$FUZZ_SECONDS" in ''|*[!0-9]*) echo "run-fuzzers: FUZZ_SECONDS must be a positive integer, got '$FUZZ_SECONDS'" >&2; exit 2;; esac
 case "$FUZZ_JOBS" in ''|*[!0-9]*|0) echo "run-fuzzers: FUZZ_JOBS must be a positive integer, got '$FUZZ_JOBS'" >&2; exit 2;; esac
+seed_opt=()
+if [ -n "${FUZZ_SEED:-}" ]; then
+  case "$FUZZ_SEED" in *[!0-9]*) echo "run-fuzzers: FUZZ_SEED must be a positive integer, got '$FUZZ_SEED'" >&2; exit 2;; esac
+  seed_opt=(-seed="$FUZZ_SEED")
+fi
 [ "$mode" = run ] || [ "$mode" = --faults ] || { echo "run-fuzzers: unknown argument '$mode' (--faults)" >&2; exit 2; }
 
 drivers=()
@@ -36,7 +42,7 @@ fuzz_one() {
   local t0 t1 rc
   t0=$(date +%s.%N)
   PF_FUZZ_FAULT=$fault PF_FINDINGS_DIR=$findings "$FUZZ_BUILD/bin/$drv" -max_total_time="$FUZZ_SECONDS" \
-    -print_final_stats=1 -artifact_prefix="$findings/" -timeout=60 -rss_limit_mb=4096 "$@" >"$out/$key.log" 2>&1
+    -print_final_stats=1 -artifact_prefix="$findings/" -timeout=60 -rss_limit_mb=4096 "${seed_opt[@]}" "$@" >"$out/$key.log" 2>&1
   rc=$?
   t1=$(date +%s.%N)
   local runs eps cov

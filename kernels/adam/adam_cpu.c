@@ -272,6 +272,9 @@ int pf_adam_in_domain(const pf_case *c, const pf_tensor *in, char *why, size_t l
     int beyond = 0;
     for (int k = 0; k < 3; k++)
       beyond |= fabs(vals[k]) * (1 + bs[k].rel) + bs[k].abs >= big[k] * (1 - 0x1p-10);
+    /* and the parameter written back to T from the master */
+    if (pf_adam_has_master(pf_adam_variant(c)))
+      beyond |= fabs(vals[2]) * (1 + bp.rel + 0x1p-24) + bp.abs >= pf_max_finite(c->dtype);
     if (beyond) {
       snprintf(why, len, "element %zu: a result within its bound may leave its dtype's range", i);
       return 0;

@@ -388,6 +388,13 @@ static void pf_attn_row_bound(const pf_case *c, const double *q, const double *k
       if (av > vm) vm = av;
     }
     W *= wslack * (1 + (double)Lk * 0x1p-52);
+    /* the P V accumulation stays finite: its partial sums are at most sum |p v| <= V1 */
+    const double accmax = algo == PF_ATTN_FLASH ? fmin(pf_max_finite(A), pf_max_finite(PF_FP32)) : pf_max_finite(A);
+    if (ok && V1 * 1.01 >= accmax * (1 - 4 * uA)) {
+      ok = 0;
+      snprintf(why, wlen, "query %zu, dim %zu: sum |v| = %.4g may overflow the P V accumulation in %s", i, e, V1,
+               pf_dtype_name(A));
+    }
     double abs, rel;
     if (algo != PF_ATTN_FLASH) {
       const double rho = (1 + relP) * (1 + uT) - 1, a = absP * (1 + uT) + sigT / 2;
