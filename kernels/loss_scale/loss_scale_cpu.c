@@ -1,0 +1,209 @@
+/* Dynamic loss scaling over T steps (one gradient tensor of n elements per step): CPU
+ * emulation, contract and variant table.
+ *
+ * Each step: the backward pass holds the gradient of the scaled loss in the gradient dtype,
+ * h = fl_T(S g) (g the true gradient); an inf or NaN anywhere is an overflow: the step is
+ * skipped and the scaler reacts; otherwise the optimizer receives fl32(h * fl32(1/S)).
+ * Variants: deepspeed (DynamicLossScaler, with its minimum-scale error), megatron
+ * (DynamicGradScaler), pytorch (GradScaler), static. Fault loss-scale-no-skip: an overflowed
+ * step is applied.
+ * Outputs per step, in data-flow order: the applied gradient (fp32; 0 when skipped), the
+ * step's status (0 applied, 1 skipped, 2 stopped) and the scale after the step. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kernel.h"
+#include "kernels/loss_scale/loss_scale_math.h"
+
+pf_status pf_loss_scale_ref(const pf_case *c, const pf_tensor *in, const pf_oracle_opts *opts, pf_oracle_result *out);
+
+enum { P_SCALE0 = 0, P_MINSCALE, P_WINDOW, P_HYST, P_DECAY, P_SPIKE_STEP, P_SPIKE_MAG, P_NONFINITE };
+
+static const char *const pf_ls_dims[] = {"steps", "n"};
+static const char *const pf_ls_inputs[] = {"g"};
+static const pf_param_desc pf_ls_params[] = {
+    {"scale0", PF_PARAM_REAL, 0, 0, 0x1p64, NULL, "initial scale; 0: the variant's (2^32 deepspeed and megatron, 2^16 pytorch and static)"},
+    {"min_scale", PF_PARAM_REAL, 0, 0, 0x1p64, NULL, "smallest scale; 0: the variant's (1; pytorch has none)"},
+    {"window", PF_PARAM_INT, 0, 0, 1e9, NULL, "steps without overflow before the scale doubles; 0: the variant's (1000; pytorch 2000)"},
+    {"hysteresis", PF_PARAM_INT, 0, 0, 1e6, NULL, "overflows tolerated before the scale halves; 0: the variant's (2; pytorch 1)"},
+    {"decay", PF_PARAM_REAL, 1, 0, 0x1p10, NULL, "the gradients of step s (from 0) are multiplied by decay^s"},
+    {"spike_step", PF_PARAM_INT, 0, 0, 1e9, NULL, "a step (from 1) whose gradients are multiplied by spike_mag; 0: none"},
+    {"spike_mag", PF_PARAM_REAL, 1, 0, 0x1p100, NULL, "the spike's factor"},
+    {"nonfinite_from", PF_PARAM_INT, 0, 0, 1e9, NULL, "from this step (from 1) on the true gradients are inf; 0: never"},
+};
+
+static int pf_ls_variant(const pf_case *c) {
+  if (strcmp(c->variant, "megatron") == 0) return PF_LS_MEGATRON;
+  if (strcmp(c->variant, "pytorch") == 0) return PF_LS_PYTORCH;
+  if (strcmp(c->variant, "static") == 0) return PF_LS_STATIC;
+  return PF_LS_DEEPSPEED;
+}
+
+/* The scaler's starting state: the case's constants, or the variant's defaults. */
+static pf_ls_state pf_ls_init(const pf_case *c) {
+  const int var = pf_ls_variant(c);
+  pf_ls_state s;
+  memset(&s, 0, sizeof s);
+  s.scale = c->params[P_SCALE0] > 0 ? c->params[P_SCALE0] : (var == PF_LS_DEEPSPEED || var == PF_LS_MEGATRON ? 0x1p32 : 0x1p16);
+  s.min_scale = c->params[P_MINSCALE] > 0 ? c->params[P_MINSCALE] : (var == PF_LS_PYTORCH ? 0 : 1);
+  s.window = c->params[P_WINDOW] > 0 ? (long)c->params[P_WINDOW] : (var == PF_LS_PYTORCH ? 2000 : 1000);
+  s.hysteresis = c->params[P_HYST] > 0 ? (long)c->params[P_HYST] : (var == PF_LS_PYTORCH ? 1 : 2);
+  s.cur_hysteresis = s.hysteresis;
+  s.last_overflow_iter = -1;
+  return s;
+}
+
+static size_t pf_ls_input_count(const pf_case *c, int i) { return c->shape[0] * c->shape[1]; }
+static pf_dtype pf_ls_input_dtype(const pf_case *c, int i) { return PF_FP32; }
+static size_t pf_ls_output_count(const pf_case *c) { return c->shape[0] * (c->shape[1] + 2); }
+static int pf_ls_stages(const pf_case *c, pf_stage *st) {
+  const size_t T = c->shape[0], n = c->shape[1];
+  st[0] = (pf_stage){"grads", 0, T * n, 0};
+  st[1] = (pf_stage){"status", T * n, T, 0};
+  st[2] = (pf_stage){"scale", T * n + T, T, 0};
+  return 3;
+}
+
+/* The gradient stream: decay, a spike, non-finite gradients from a step on. */
+static void pf_ls_prepare(const pf_case *c, pf_tensor *in) {
+  const size_t T = c->shape[0], n = c->shape[1];
+  const double decay = c->params[P_DECAY], mag = c->params[P_SPIKE_MAG];
+  const long spike = (long)c->params[P_SPIKE_STEP], bad = (long)c->params[P_NONFINITE];
+  double f = 1;
+  for (size_t s = 0; s < T; s++, f *= decay)
+    for (size_t i = 0; i < n; i++) {
+      double g = in[0].data[s * n + i] * f;
+      if ((long)s + 1 == spike) g *= mag;
+      if (bad > 0 && (long)s + 1 >= bad) g = INFINITY;
+      in[0].data[s * n + i] = pf_round(PF_FP32, g);
+    }
+}
+
+/* A status or scale that differs from the reference scaler, or a stopped run, is divergent. */
+static pf_verdict pf_ls_refine(const pf_case *c, const pf_tensor *in, size_t i, double y, pf_verdict v, double rounded,
+                               pf_bound b) {
+  const size_t T = c->shape[0], n = c->shape[1];
+  if (i < T * n) return v;
+  if (i < T * n + T && y == PF_LS_STOPPED) return PF_V_DIVERGENT;
+  return v == PF_V_OK || v == PF_V_RANGE ? v : PF_V_DIVERGENT;
+}
+
+const pf_op pf_loss_scale_op = {
+    .name = "loss_scale",
+    .summary = "dynamic loss scaling over a stream of gradient steps",
+    .ndims = 2,
+    .dim_names = pf_ls_dims,
+    .dim_max = {100000, 65536},
+    .dim_default = {8, 16},
+    .elems_max = (size_t)1 << 22,
+    .nparams = 8,
+    .params = pf_ls_params,
+    .ninputs = 1,
+    .input_names = pf_ls_inputs,
+    .input_count = pf_ls_input_count,
+    .input_dtype = pf_ls_input_dtype,
+    .output_count = pf_ls_output_count,
+    .oracle = pf_loss_scale_ref,
+    .stages = pf_ls_stages,
+    .prepare = pf_ls_prepare,
+    .refine = pf_ls_refine,
+};
+
+pf_status pf_loss_scale_cpu(const pf_case *c, const pf_tensor *in, double *out, unsigned *fe) {
+  const size_t T = c->shape[0], n = c->shape[1];
+  const int var = pf_ls_variant(c), no_skip = strcmp(c->fault, "loss-scale-no-skip") == 0;
+  pf_ls_state s = pf_ls_init(c);
+  double *h = malloc((n ? n : 1) * sizeof(double));
+  if (!h) return pf_error(PF_ERR_NOMEM, "loss_scale: cannot allocate a step of %zu", n);
+  for (size_t t = 0; t < T; t++) {
+    const double S = s.scale;
+    int overflow = 0;
+    for (size_t i = 0; i < n; i++) {
+      h[i] = pf_round_fe(c->dtype, in[0].data[t * n + i] * S, fe); /* the scaled loss's gradient */
+      overflow |= !(h[i] - h[i] == 0);
+    }
+    const int status = pf_ls_update(var, &s, overflow);
+    const double inv = pf_round(PF_FP32, 1.0 / S);
+    for (size_t i = 0; i < n; i++)
+      out[t * n + i] = status == PF_LS_APPLIED || (no_skip && status == PF_LS_SKIPPED)
+                           ? pf_mul(PF_FP32, h[i], inv, fe)
+                           : 0.0;
+    out[T * n + t] = status;
+    out[T * n + T + t] = s.scale;
+  }
+  free(h);
+  return PF_OK;
+}
+
+/* Applied gradients: h = fl_T(S g) then times fl32(1/S): relative error within
+ * (1 + u_T)(1 + u_32)(1 + |fl32(1/S) S - 1|) - 1 where S g is a normal number of T; the
+ * status and the scale are exact. */
+void pf_loss_scale_bound(const pf_case *c, const pf_tensor *in, pf_bound *out) {
+  const size_t T = c->shape[0], n = c->shape[1];
+  const double uT = pf_unit_roundoff(c->dtype);
+  /* every scale is scale0 times a power of two: fl32(1/S) S - 1 is the same for all */
+  const double S0 = pf_ls_init(c).scale, einv = fabs(pf_round(PF_FP32, 1.0 / S0) * S0 - 1);
+  const double rel = ((1 + uT) * (1 + 0x1p-24) * (1 + einv) - 1) * 1.0001;
+  for (size_t x = 0; x < T * n; x++) out[x] = (pf_bound){rel, 0};
+  for (size_t t = 0; t < 2 * T; t++) out[T * n + t] = (pf_bound){0, 0};
+}
+
+/* Domain: finite true gradients that fit the gradient dtype at the smallest scale (else no
+ * scale can save the run), and every applied scaled gradient a normal number of T or 0. */
+int pf_loss_scale_in_domain(const pf_case *c, const pf_tensor *in, char *why, size_t len) {
+  const size_t T = c->shape[0], n = c->shape[1];
+  const pf_ls_state s0 = pf_ls_init(c);
+  const double smin = pf_ls_variant(c) == PF_LS_STATIC ? s0.scale : s0.min_scale;
+  for (size_t x = 0; x < T * n; x++) {
+    const double g = in[0].data[x];
+    if (!isfinite(g)) {
+      snprintf(why, len, "step %zu: a non-finite true gradient", x / n + 1);
+      return 0;
+    }
+    if (smin > 0 && fabs(g) * smin >= pf_max_finite(c->dtype)) {
+      snprintf(why, len, "step %zu: |g| = %g overflows %s even at the smallest scale %g", x / n + 1, fabs(g),
+               pf_dtype_name(c->dtype), smin);
+      return 0;
+    }
+  }
+  double *o = malloc(pf_ls_output_count(c) * sizeof(double));
+  if (!o) return 0;
+  unsigned fe = 0;
+  pf_case k = *c;
+  k.fault[0] = 0;
+  pf_loss_scale_cpu(&k, in, o, &fe);
+  int ok = 1;
+  for (size_t t = 0; t < T && ok; t++) {
+    if (o[T * n + t] != PF_LS_APPLIED) continue;
+    const double S = t ? o[T * n + T + t - 1] : s0.scale;
+    for (size_t i = 0; i < n && ok; i++) {
+      const double sg = fabs(in[0].data[t * n + i] * S);
+      if (sg != 0 && sg < pf_min_normal(c->dtype)) {
+        ok = 0;
+        snprintf(why, len, "step %zu: |S g| = %g is below %s's normal range (gradient precision lost)", t + 1, sg,
+                 pf_dtype_name(c->dtype));
+      }
+    }
+  }
+  free(o);
+  return ok;
+}
+
+static const char *const pf_ls_faults[] = {"loss-scale-no-skip", NULL};
+#define PF_LS_KERNEL(var, summary)                                                                               \
+  {PF_KERNEL_ABI, &pf_loss_scale_op, var, summary, PF_DT(PF_FP16) | PF_DT(PF_BF16) | PF_DT(PF_FP32),             \
+   PF_DT(PF_FP32), pf_ls_faults,                                                                                  \
+   "applied gradients within (1+u_T)(1+2^-24)(1+|fl32(1/S) S - 1|) - 1 relative of the true ones; skips, "        \
+   "scales and stops exactly as the reference scaler; a stopped run is divergent. Domain: finite gradients that " \
+   "fit T at the smallest scale, applied scaled gradients normal in T",                                           \
+   pf_loss_scale_cpu, pf_loss_scale_bound, pf_loss_scale_in_domain, NULL, NULL}
+
+static const pf_kernel pf_ls_tab[] = {
+    PF_LS_KERNEL("deepspeed", "DeepSpeed DynamicLossScaler: hysteresis, window, error at the minimum scale"),
+    PF_LS_KERNEL("megatron", "Megatron DynamicGradScaler: hysteresis, growth interval, keeps skipping at the minimum"),
+    PF_LS_KERNEL("pytorch", "PyTorch GradScaler: backoff 0.5, growth 2 every 2000 clean steps, fp32 scale"),
+    PF_LS_KERNEL("static", "a fixed scale; overflowed steps skipped"),
+};
+const pf_kernel *const pf_loss_scale_kernels[] = {&pf_ls_tab[0], &pf_ls_tab[1], &pf_ls_tab[2], &pf_ls_tab[3], NULL};

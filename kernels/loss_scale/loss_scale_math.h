@@ -1,0 +1,70 @@
+/* Dynamic loss scaling, shared by the C emulation and CUDA: the scaler's state and its update
+ * after one step (../shared/SEMANTICS.md section 2). */
+#ifndef PF_LOSS_SCALE_MATH_H
+#define PF_LOSS_SCALE_MATH_H
+
+#include "harness/dtype_math.h"
+
+enum { PF_LS_DEEPSPEED = 0, PF_LS_MEGATRON = 1, PF_LS_PYTORCH = 2, PF_LS_STATIC = 3 };
+enum { PF_LS_APPLIED = 0, PF_LS_SKIPPED = 1, PF_LS_STOPPED = 2 };
+
+typedef struct {
+  double scale, min_scale;
+  long window, hysteresis;
+  /* state */
+  long cur_iter, last_overflow_iter, cur_hysteresis, growth_tracker;
+  int stopped;
+} pf_ls_state;
+
+/* After a step whose gradients did (overflow = 1) or did not overflow. Returns the step's
+ * status: applied, skipped, or stopped (DeepSpeed's "Current loss scale already at minimum -
+ * cannot decrease scale anymore. Exiting run."). */
+PF_HD int pf_ls_update(int variant, pf_ls_state *s, int overflow) {
+  if (s->stopped) return PF_LS_STOPPED;
+  int status = overflow ? PF_LS_SKIPPED : PF_LS_APPLIED;
+  switch (variant) {
+  case PF_LS_DEEPSPEED: /* DynamicLossScaler.update_scale, consecutive_hysteresis off */
+    if (overflow) {
+      if (s->hysteresis == 1 || s->cur_hysteresis == 1) {
+        if (s->scale == s->min_scale) {
+          s->stopped = 1;
+          return PF_LS_STOPPED;
+        }
+        s->scale = s->scale / 2 > s->min_scale ? s->scale / 2 : s->min_scale;
+      } else {
+        s->cur_hysteresis -= 1;
+      }
+      s->last_overflow_iter = s->cur_iter;
+    } else if ((s->cur_iter - s->last_overflow_iter) % s->window == 0) {
+      s->cur_hysteresis = s->hysteresis;
+      s->scale *= 2;
+    }
+    s->cur_iter += 1;
+    break;
+  case PF_LS_MEGATRON: /* DynamicGradScaler.update */
+    if (overflow) {
+      s->growth_tracker = 0;
+      s->cur_hysteresis -= 1;
+      if (s->cur_hysteresis <= 0) s->scale = s->scale / 2 > s->min_scale ? s->scale / 2 : s->min_scale;
+    } else if (++s->growth_tracker == s->window) {
+      s->growth_tracker = 0;
+      s->cur_hysteresis = s->hysteresis;
+      s->scale *= 2;
+    }
+    break;
+  case PF_LS_PYTORCH: /* GradScaler.update: the scale is an fp32 tensor */
+    if (overflow) {
+      s->scale = pf_round(PF_FP32, s->scale * 0.5);
+      s->growth_tracker = 0;
+    } else if (++s->growth_tracker == s->window) {
+      s->scale = pf_round(PF_FP32, s->scale * 2);
+      s->growth_tracker = 0;
+    }
+    break;
+  default: /* static: the scale never changes; an overflowed step is still skipped */
+    break;
+  }
+  return status;
+}
+
+#endif

@@ -1,0 +1,117 @@
+/* The loss-scaling reference: what each scaler does on the true gradients, written from the
+ * frameworks' code (DeepSpeed DynamicLossScaler.update_scale, Megatron DynamicGradScaler.update,
+ * PyTorch GradScaler.update) independently of the kernels, with the overflow decided exactly:
+ * the scaled gradient S g overflows the gradient dtype iff |S g| >= max + ulp(max)/2 (the
+ * rounding threshold; S g is exact in binary64: a binary32 value times a scale), or g is not
+ * finite. Expected outputs: the true gradient for an applied step, 0 for a skipped or
+ * stopped one, the status, and the scale after the step. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kernel.h"
+#include "oracles/oracle_util.h"
+
+typedef struct {
+  double cur_scale, min_scale;
+  long scale_window, delayed_shift, cur_hysteresis, cur_iter, last_overflow_iter, growth_tracker;
+  int dead;
+} pf_ref_scaler;
+
+/* 0 applied, 1 skipped, 2 stopped */
+static int ref_deepspeed(pf_ref_scaler *r, int overflow) {
+  if (r->dead) return 2;
+  if (overflow) {
+    if (r->delayed_shift == 1 || r->cur_hysteresis == 1) {
+      if (r->cur_scale == r->min_scale) { /* raise Exception("Current loss scale already at minimum ...") */
+        r->dead = 1;
+        return 2;
+      }
+      r->cur_scale = fmax(r->cur_scale / 2, r->min_scale);
+    } else {
+      r->cur_hysteresis--;
+    }
+    r->last_overflow_iter = r->cur_iter;
+  } else if ((r->cur_iter - r->last_overflow_iter) % r->scale_window == 0) {
+    r->cur_hysteresis = r->delayed_shift;
+    r->cur_scale *= 2;
+  }
+  r->cur_iter++;
+  return overflow;
+}
+
+static int ref_megatron(pf_ref_scaler *r, int found_inf) {
+  if (found_inf) {
+    r->growth_tracker = 0;
+    r->cur_hysteresis--;
+    if (r->cur_hysteresis <= 0) r->cur_scale = fmax(r->cur_scale * 0.5, r->min_scale);
+    return 1;
+  }
+  r->growth_tracker++;
+  if (r->growth_tracker == r->scale_window) {
+    r->growth_tracker = 0;
+    r->cur_hysteresis = r->delayed_shift;
+    r->cur_scale *= 2;
+  }
+  return 0;
+}
+
+static int ref_pytorch(pf_ref_scaler *r, int found_inf) {
+  if (found_inf) {
+    r->cur_scale = (double)(float)(r->cur_scale * 0.5); /* _scale is a float32 tensor */
+    r->growth_tracker = 0;
+    return 1;
+  }
+  if (++r->growth_tracker == r->scale_window) {
+    r->cur_scale = (double)(float)(r->cur_scale * 2);
+    r->growth_tracker = 0;
+  }
+  return 0;
+}
+
+static void set_exact(pf_oracle_result *out, size_t i, double x, pf_dtype t, int keep_hex) {
+  mpfr_t v;
+  mpfr_init2(v, 64);
+  mpfr_set_d(v, x, MPFR_RNDN);
+  pf_oracle_settle(out, i, v, v, t, 1, keep_hex);
+  mpfr_clear(v);
+}
+
+pf_status pf_loss_scale_ref(const pf_case *c, const pf_tensor *in, const pf_oracle_opts *opts, pf_oracle_result *out) {
+  const size_t T = c->shape[0], n = c->shape[1];
+  const char *v = c->variant;
+  const int ds = strcmp(v, "deepspeed") == 0, mg = strcmp(v, "megatron") == 0, pt = strcmp(v, "pytorch") == 0;
+  const double scale0 = pf_case_param(c, "scale0"), min_scale = pf_case_param(c, "min_scale");
+  const double window = pf_case_param(c, "window"), hyst = pf_case_param(c, "hysteresis");
+  pf_ref_scaler r;
+  memset(&r, 0, sizeof r);
+  r.cur_scale = scale0 > 0 ? scale0 : (ds || mg ? 4294967296.0 : 65536.0);
+  r.min_scale = min_scale > 0 ? min_scale : (pt ? 0 : 1);
+  r.scale_window = window > 0 ? (long)window : (pt ? 2000 : 1000);
+  r.delayed_shift = hyst > 0 ? (long)hyst : (pt ? 1 : 2);
+  r.cur_hysteresis = r.delayed_shift;
+  r.last_overflow_iter = -1;
+  /* the overflow threshold of the gradient dtype: max finite + half its ulp */
+  const pf_format f = pf_format_of(c->dtype);
+  const double thr = ldexp(2.0 - ldexp(1.0, -f.prec), f.emax);
+  out->max_prec = 64;
+  for (size_t t = 0; t < T; t++) {
+    const double S = r.cur_scale;
+    int overflow = 0;
+    for (size_t i = 0; i < n; i++) {
+      const double g = in[0].data[t * n + i];
+      overflow |= !isfinite(g) || fabs(S * g) >= thr;
+    }
+    const int status = ds ? ref_deepspeed(&r, overflow) : mg ? ref_megatron(&r, overflow) : pt ? ref_pytorch(&r, overflow) : overflow;
+    for (size_t i = 0; i < n; i++) {
+      const double g = in[0].data[t * n + i];
+      if (status == 0 && !isfinite(g)) pf_oracle_set_undefined(out, t * n + i, opts->keep_hex);
+      else if (status == 0) set_exact(out, t * n + i, g, PF_FP32, opts->keep_hex);
+      else if (isfinite(g)) set_exact(out, t * n + i, 0.0, PF_FP32, opts->keep_hex);
+      else pf_oracle_set_undefined(out, t * n + i, opts->keep_hex); /* the true gradient itself is undefined */
+    }
+    set_exact(out, T * n + t, status, PF_FP32, opts->keep_hex);
+    set_exact(out, T * n + T + t, r.cur_scale, PF_FP32, opts->keep_hex);
+  }
+  return PF_OK;
+}

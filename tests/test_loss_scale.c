@@ -1,0 +1,143 @@
+/* loss_scale: the scalers' state machines on hand-traced streams (seed 000: DeepSpeed stops
+ * at the step its state machine implies, Megatron keeps skipping), the no-skip fault, and the
+ * applied gradients' contract. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "harness/runner.h"
+
+/* steps x n gradients all equal to g, infinite from step nonfinite_from (1-based; 0 never) */
+static pf_verdict run_ls(pf_run *r, const char *variant, size_t steps, size_t n, double g, double scale0,
+                         int nonfinite_from, const char *fault) {
+  pf_case c;
+  assert_int_equal(pf_case_init(&c, "loss_scale", variant, 1), PF_OK);
+  c.dtype = PF_FP16;
+  c.shape[0] = steps;
+  c.shape[1] = n;
+  assert_int_equal(pf_case_set_param(&c, "scale0", scale0), PF_OK);
+  assert_int_equal(pf_case_set_param(&c, "nonfinite_from", nonfinite_from), PF_OK);
+  if (fault) snprintf(c.fault, sizeof c.fault, "%s", fault);
+  pf_gen_free(&c.inputs[0]);
+  c.inputs[0].dist = PF_DIST_VALUES;
+  c.inputs[0].nvalues = steps * n;
+  c.inputs[0].values = malloc(steps * n * sizeof(double));
+  for (size_t i = 0; i < steps * n; i++) c.inputs[0].values[i] = g;
+  pf_oracle_opts o;
+  pf_oracle_opts_default(&o);
+  if (pf_run_case(&c, &o, r)) fail_msg("run failed: %s", pf_error_message());
+  pf_case_free(&c);
+  return r->cmp.verdict;
+}
+
+static void test_loss_scale_deepspeed_stops_at_minimum(void **state) {
+  /* scale 2^16, hysteresis 2, min 1; g = 2^-10 (S g = 64) for 9 steps, inf from step 10:
+   * step 10 uses up the hysteresis (skip), steps 11..26 halve 2^16 down to 1, step 27 finds
+   * the scale at its minimum and raises: the run stops there. */
+  pf_run r;
+  assert_int_equal(run_ls(&r, "deepspeed", 30, 4, 0x1p-10, 65536, 10, NULL), PF_V_DIVERGENT);
+  const size_t T = 30, n = 4;
+  for (size_t t = 0; t < T; t++) {
+    const double want = t < 9 ? 0 : t < 26 ? 1 : 2;
+    if (r.out[T * n + t] != want) fail_msg("step %zu: status %g, want %g", t + 1, r.out[T * n + t], want);
+  }
+  assert_true(r.out[T * n + T + 9] == 65536);     /* after step 10: hysteresis spent, no halving */
+  assert_true(r.out[T * n + T + 10] == 32768);    /* step 11 */
+  assert_true(r.out[T * n + T + 25] == 1);        /* step 26 */
+  assert_true(r.out[0] == 0x1p-10);               /* an applied step passes the gradient exactly */
+  pf_run_free(&r);
+}
+
+static void test_loss_scale_megatron_keeps_skipping(void **state) {
+  pf_run r;
+  assert_int_equal(run_ls(&r, "megatron", 30, 4, 0x1p-10, 65536, 10, NULL), PF_V_RANGE);
+  const size_t T = 30, n = 4;
+  for (size_t t = 9; t < T; t++) assert_true(r.out[T * n + t] == 1); /* skipped, never stopped */
+  assert_true(r.out[T * n + T + 29] == 1);
+  pf_run_free(&r);
+}
+
+static void test_loss_scale_growth_and_no_skip_fault(void **state) {
+  /* PyTorch: window 2000 by default; g = 1 overflows at 2^16 (65536 > 65520): step 1 skips
+   * and halves to 2^15 (32768 < 65520), then steps apply. With loss-scale-no-skip the first
+   * step applies inf: an overflow where the true gradient is 1. */
+  pf_run r;
+  assert_int_equal(run_ls(&r, "pytorch", 4, 2, 1.0, 65536, 0, NULL), PF_V_OK);
+  assert_true(r.out[8] == 1 && r.out[9] == 0); /* statuses of steps 1, 2 */
+  assert_true(r.out[12] == 32768);
+  assert_true(r.out[2] == 1.0);                /* step 2 applied g = 1 exactly */
+  pf_run_free(&r);
+  assert_int_equal(run_ls(&r, "pytorch", 4, 2, 1.0, 65536, 0, "loss-scale-no-skip"), PF_V_OVERFLOW);
+  assert_true(isinf(r.out[0]));
+  pf_run_free(&r);
+  /* DeepSpeed's window: with window 3 the scale doubles after 3 clean steps */
+  pf_case c;
+  assert_int_equal(pf_case_init(&c, "loss_scale", "deepspeed", 1), PF_OK);
+  c.dtype = PF_FP16;
+  c.shape[0] = 7;
+  c.shape[1] = 1;
+  pf_case_set_param(&c, "scale0", 1024);
+  pf_case_set_param(&c, "window", 3);
+  c.inputs[0].scale = 0x1p-12;
+  pf_oracle_opts o;
+  pf_oracle_opts_default(&o);
+  assert_int_equal(pf_run_case(&c, &o, &r), PF_OK);
+  /* iterations 0..6 with last overflow -1: (iter + 1) % 3 == 0 at iter 2 and 5 */
+  const double want[7] = {1024, 1024, 2048, 2048, 2048, 4096, 4096};
+  for (int t = 0; t < 7; t++) assert_true(r.out[7 + 7 + t] == want[t]);
+  assert_int_equal(r.cmp.verdict, PF_V_OK);
+  pf_run_free(&r);
+  pf_case_free(&c);
+}
+
+static void test_loss_scale_applied_gradients_keep_their_contract(void **state) {
+  const char *variants[] = {"deepspeed", "megatron", "pytorch", "static"};
+  pf_oracle_opts o;
+  pf_oracle_opts_default(&o);
+  int in_domain = 0, cases = 0;
+  for (int v = 0; v < 4; v++)
+    for (int t = 0; t < 2; t++)
+      for (int k = 0; k < 6; k++) {
+        pf_case c;
+        assert_int_equal(pf_case_init(&c, "loss_scale", variants[v], 40 + (uint64_t)k), PF_OK);
+        c.dtype = t ? PF_BF16 : PF_FP16;
+        c.shape[0] = 40;
+        c.shape[1] = 8;
+        pf_case_set_param(&c, "scale0", ldexp(1, 4 * k));
+        pf_case_set_param(&c, "window", 5);
+        pf_case_set_param(&c, "spike_step", 7);
+        pf_case_set_param(&c, "spike_mag", 300);
+        c.inputs[0].scale = ldexp(1, -2 * k);
+        pf_run r;
+        assert_int_equal(pf_run_case(&c, &o, &r), PF_OK);
+        if (r.in_domain) {
+          in_domain++;
+          if (pf_verdict_is_finding(r.cmp.verdict)) {
+            char d[512];
+            pf_run_describe(&c, &r, d, sizeof d);
+            fail_msg("%s k %d: %s", variants[v], k, d);
+          }
+        }
+        pf_run_free(&r);
+        pf_case_free(&c);
+        cases++;
+      }
+  printf("%d cases, %d in the domain, no finding there\n", cases, in_domain);
+  assert_true(in_domain >= cases / 4);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_loss_scale_deepspeed_stops_at_minimum),
+      cmocka_unit_test(test_loss_scale_megatron_keeps_skipping),
+      cmocka_unit_test(test_loss_scale_growth_and_no_skip_fault),
+      cmocka_unit_test(test_loss_scale_applied_gradients_keep_their_contract),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
