@@ -401,6 +401,7 @@ static int run_variant(const pf_kernel *k, const run_opts *o, cJSON *jcases, int
     st = pf_run_case(&c, &oo, &r);
     if (st) {
       pf_run_free(&r);
+      pf_case_free(&c);
       return usage_error("%s", pf_error_message());
     }
     counts[r.cmp.verdict]++;
