@@ -24,15 +24,8 @@ static const double wds[] = {0.0, 0.1, 0.01, 0.05, 1.0, 0.0, 0.0, 0.1};
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 12) return 0;
   pf_bytes b = {data, size, 0};
-  const pf_kernel *cands[16];
-  size_t nc = 0;
-  for (size_t i = 0; i < pf_kernel_count() && nc < 16; i++) {
-    const pf_kernel *k = pf_kernel_at(i);
-    if (strcmp(k->op->name, "adam") == 0) cands[nc++] = k;
-  }
-  const pf_kernel *k = cands[pf_bytes_u8(&b) % nc];
   pf_case c;
-  if (pf_case_init(&c, "adam", k->variant, 0)) abort();
+  const pf_kernel *k = pf_fuzz_begin("adam", &b, &c);
   c.dtype = (pf_dtype)(pf_bytes_u8(&b) % PF_NDTYPES);
   const uint8_t mode = pf_bytes_u8(&b);
   if (strcmp(k->variant, "torch") != 0) pf_case_set_param(&c, "mode", mode & 1);
@@ -46,19 +39,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   pf_case_set_param(&c, "wd", wds[pf_bytes_u8(&b) % 8]);
   const size_t n = c.shape[0];
   if (pf_bytes_u8(&b) % 2 == 0) {
-    for (int t = 0; t < 4; t++) {
-      const pf_dtype dt = k->op->input_dtype(&c, t);
-      const size_t w = dt == PF_FP32 ? 4 : 2;
-      pf_gen *g = &c.inputs[t];
-      g->dist = PF_DIST_VALUES;
-      g->values = malloc(n * sizeof(double));
-      g->nvalues = n;
-      for (size_t i = 0; i < n; i++) {
-        uint32_t bits = 0;
-        for (size_t k2 = 0; k2 < w; k2++) bits = bits << 8 | pf_bytes_u8(&b);
-        g->values[i] = pf_decode(dt, bits);
-      }
-    }
+    for (int t = 0; t < 4; t++) pf_fuzz_raw_values(&b, &c.inputs[t], k->op->input_dtype(&c, t), n);
   } else {
     const uint64_t seed = pf_bytes_u64(&b);
     const pf_dist dist = (pf_dist)(pf_bytes_u8(&b) % 4);

@@ -19,18 +19,8 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 11) return 0;
   pf_bytes b = {data, size, 0};
-  const char *fault = pf_fuzz_fault();
-  const pf_kernel *cands[16];
-  size_t nc = 0;
-  for (size_t i = 0; i < pf_kernel_count() && nc < 16; i++) {
-    const pf_kernel *k = pf_kernel_at(i);
-    if (strcmp(k->op->name, "attention") == 0 && (!fault || pf_kernel_has_fault(k, fault))) cands[nc++] = k;
-  }
-  if (!nc) abort(); /* PF_FUZZ_FAULT names no attention fault */
-  const pf_kernel *k = cands[pf_bytes_u8(&b) % nc];
   pf_case c;
-  if (pf_case_init(&c, "attention", k->variant, 0)) abort();
-  if (fault) snprintf(c.fault, sizeof c.fault, "%s", fault);
+  const pf_kernel *k = pf_fuzz_begin("attention", &b, &c);
   const int flash = strcmp(k->variant, "flash") == 0, layered = strcmp(k->variant, "layer-scaled") == 0;
   c.dtype = (pf_dtype)(pf_bytes_u8(&b) % PF_NDTYPES);
   const uint8_t flags = pf_bytes_u8(&b);
@@ -49,19 +39,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (layered) pf_case_set_param(&c, "layer", 1 + extra % 16);
   const uint8_t mode = pf_bytes_u8(&b);
   if (mode % 2 == 0) {
-    const size_t w = c.dtype == PF_FP32 ? 4 : 2;
-    for (int t = 0; t < 3; t++) {
-      pf_gen *g = &c.inputs[t];
-      const size_t n = k->op->input_count(&c, t);
-      g->dist = PF_DIST_VALUES;
-      g->values = malloc(n * sizeof(double));
-      g->nvalues = n;
-      for (size_t i = 0; i < n; i++) {
-        uint32_t bits = 0;
-        for (size_t k2 = 0; k2 < w; k2++) bits = bits << 8 | pf_bytes_u8(&b);
-        g->values[i] = pf_decode(c.dtype, bits);
-      }
-    }
+    for (int t = 0; t < 3; t++) pf_fuzz_raw_values(&b, &c.inputs[t], c.dtype, k->op->input_count(&c, t));
   } else {
     const uint64_t seed = pf_bytes_u64(&b);
     const pf_dist dist = (pf_dist)(pf_bytes_u8(&b) % 4);

@@ -21,6 +21,38 @@ const char *pf_fuzz_fault(void) {
   return f && *f ? f : NULL;
 }
 
+const pf_kernel *pf_fuzz_begin(const char *op, pf_bytes *b, pf_case *c) {
+  const char *fault = pf_fuzz_fault();
+  const pf_kernel *cands[64];
+  size_t nc = 0;
+  for (size_t i = 0; i < pf_kernel_count() && nc < 64; i++) {
+    const pf_kernel *k = pf_kernel_at(i);
+    if (strcmp(k->op->name, op) == 0 && (!fault || pf_kernel_has_fault(k, fault))) cands[nc++] = k;
+  }
+  if (!nc) {
+    fprintf(stderr, "fuzz driver: PF_FUZZ_FAULT=%s names no fault of %s\n", fault ? fault : "", op);
+    abort();
+  }
+  const pf_kernel *k = cands[pf_bytes_u8(b) % nc];
+  if (pf_case_init(c, op, k->variant, 0)) abort();
+  if (fault) snprintf(c->fault, sizeof c->fault, "%s", fault);
+  return k;
+}
+
+void pf_fuzz_raw_values(pf_bytes *b, pf_gen *g, pf_dtype t, size_t n) {
+  const size_t w = t == PF_FP32 ? 4 : 2;
+  pf_gen_free(g);
+  g->dist = PF_DIST_VALUES;
+  g->values = malloc((n ? n : 1) * sizeof(double));
+  if (!g->values) abort();
+  g->nvalues = n;
+  for (size_t i = 0; i < n; i++) {
+    uint32_t bits = 0;
+    for (size_t k = 0; k < w; k++) bits = bits << 8 | pf_bytes_u8(b);
+    g->values[i] = pf_decode(t, bits);
+  }
+}
+
 /* FNV-1a of the case text: names the saved file. */
 static uint64_t pf_fnv(const char *s) {
   uint64_t h = 1469598103934665603ull;

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "harness/case.h"
+#include "kernels/kernel.h"
 
 /* Consumes bytes front to back; past the end it yields zeros. */
 typedef struct {
@@ -20,6 +21,14 @@ size_t pf_bytes_left(const pf_bytes *b);
 
 /* The fault under test: $PF_FUZZ_FAULT, or NULL. */
 const char *pf_fuzz_fault(void);
+
+/* Starts a case of operation op: the next byte picks a variant among those honouring
+ * $PF_FUZZ_FAULT (all when unset), whose fault switch is then set. Aborts when the fault
+ * names none of op's variants (a misconfigured run, not a finding). */
+const pf_kernel *pf_fuzz_begin(const char *op, pf_bytes *b, pf_case *c);
+
+/* An explicit-values generator of n raw bit patterns of dtype t (missing bytes: 0). */
+void pf_fuzz_raw_values(pf_bytes *b, pf_gen *g, pf_dtype t, size_t n);
 
 /* Runs c; on a finding prints "precfuzz finding: ..." with the replay command, writes the
  * case to $PF_FINDINGS_DIR (default: the current directory) and aborts so that libFuzzer

@@ -20,18 +20,8 @@ static const double decays[] = {1.0, 1.0, 0.5, 0.9, 2.0, 0.99, 1.1, 0.0};
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 12) return 0;
   pf_bytes b = {data, size, 0};
-  const char *fault = pf_fuzz_fault();
-  const pf_kernel *cands[16];
-  size_t nc = 0;
-  for (size_t i = 0; i < pf_kernel_count() && nc < 16; i++) {
-    const pf_kernel *k = pf_kernel_at(i);
-    if (strcmp(k->op->name, "loss_scale") == 0 && (!fault || pf_kernel_has_fault(k, fault))) cands[nc++] = k;
-  }
-  if (!nc) abort(); /* PF_FUZZ_FAULT names no loss_scale fault */
-  const pf_kernel *k = cands[pf_bytes_u8(&b) % nc];
   pf_case c;
-  if (pf_case_init(&c, "loss_scale", k->variant, 0)) abort();
-  if (fault) snprintf(c.fault, sizeof c.fault, "%s", fault);
+  pf_fuzz_begin("loss_scale", &b, &c);
   c.dtype = (pf_dtype)(pf_bytes_u8(&b) % PF_NDTYPES);
   c.shape[0] = 1 + pf_bytes_u8(&b) % 64;
   c.shape[1] = 1 + pf_bytes_u8(&b) % 16;
@@ -46,14 +36,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const size_t n = c.shape[0] * c.shape[1];
   pf_gen *g = &c.inputs[0];
   if (pf_bytes_u8(&b) % 2 == 0) {
-    g->dist = PF_DIST_VALUES;
-    g->values = malloc(n * sizeof(double));
-    g->nvalues = n;
-    for (size_t i = 0; i < n; i++) {
-      uint32_t bits = 0;
-      for (int k2 = 0; k2 < 4; k2++) bits = bits << 8 | pf_bytes_u8(&b);
-      g->values[i] = pf_decode(PF_FP32, bits);
-    }
+    pf_fuzz_raw_values(&b, g, PF_FP32, n);
   } else {
     g->seed = pf_bytes_u64(&b);
     g->dist = (pf_dist)(pf_bytes_u8(&b) % 4);

@@ -17,18 +17,8 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 7) return 0;
   pf_bytes b = {data, size, 0};
-  const char *fault = pf_fuzz_fault();
-  const pf_kernel *cands[16];
-  size_t nc = 0;
-  for (size_t i = 0; i < pf_kernel_count() && nc < 16; i++) {
-    const pf_kernel *k = pf_kernel_at(i);
-    if (strcmp(k->op->name, "softmax") == 0 && (!fault || pf_kernel_has_fault(k, fault))) cands[nc++] = k;
-  }
-  if (!nc) abort(); /* PF_FUZZ_FAULT names no softmax fault */
-  const pf_kernel *k = cands[pf_bytes_u8(&b) % nc];
   pf_case c;
-  if (pf_case_init(&c, "softmax", k->variant, 0)) abort();
-  if (fault) snprintf(c.fault, sizeof c.fault, "%s", fault);
+  pf_fuzz_begin("softmax", &b, &c);
   c.dtype = (pf_dtype)(pf_bytes_u8(&b) % PF_NDTYPES);
   const uint8_t flags = pf_bytes_u8(&b);
   c.accum = (flags & 1) ? c.dtype : PF_FP32;
@@ -43,15 +33,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const size_t n = c.shape[0] * c.shape[1];
   pf_gen *g = &c.inputs[0];
   if (mode % 2 == 0) {
-    const size_t w = c.dtype == PF_FP32 ? 4 : 2;
-    g->dist = PF_DIST_VALUES;
-    g->values = malloc(n * sizeof(double));
-    g->nvalues = n;
-    for (size_t i = 0; i < n; i++) {
-      uint32_t bits = 0;
-      for (size_t k2 = 0; k2 < w; k2++) bits = bits << 8 | pf_bytes_u8(&b);
-      g->values[i] = pf_decode(c.dtype, bits);
-    }
+    pf_fuzz_raw_values(&b, g, c.dtype, n);
   } else {
     g->seed = pf_bytes_u64(&b);
     g->dist = (pf_dist)(pf_bytes_u8(&b) % 4);
