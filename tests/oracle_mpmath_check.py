@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Independent check of the softmax, attention and Adam oracles: recompute every exact value that
+"""Independent check of the softmax, attention, Adam and clip oracles: recompute every exact value that
 `precfuzz run --json` printed with mpmath (not MPFR) at 1000 bits, from the stored inputs the
 JSON lists, and require agreement to better than 2^-150 relative.
 
@@ -104,6 +104,14 @@ def adam(case, pv, gv, mv, vv):
     return M + V + P + (P if master else [])
 
 
+def clip(case, g):
+    """Exact global norm and the clipped gradients."""
+    max_norm = parse_hex(case["params"]["max_norm"])
+    norm = max(abs(x) for x in g) if case["variant"] == "inf" else mpmath.sqrt(mpmath.fsum(x * x for x in g))
+    f = min(mpmath.mpf(1), max_norm / (norm + mpmath.mpf(1e-6)))
+    return [norm] + [x * f for x in g]
+
+
 def main():
     precfuzz, args = sys.argv[1], sys.argv[3:]
     res = json.loads(subprocess.run([precfuzz, "run"] + args + ["--json"], capture_output=True, text=True).stdout)
@@ -115,6 +123,8 @@ def main():
             want = softmax_rows(case, iv["x"])
         elif case["kernel"] == "attention":
             want = attention(case, iv["q"], iv["k"], iv["v"])
+        elif case["kernel"] == "clip":
+            want = clip(case, iv["g"])
         else:
             want = adam(case, iv["p"], iv["g"], iv["m"], [abs(x) for x in iv["v"]])
         assert len(want) == len(r["elements"]), "element count"

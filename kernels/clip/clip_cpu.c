@@ -1,0 +1,170 @@
+/* Gradient clipping by global norm over k tensors of n elements: CPU emulation, contract,
+ * variant table (../shared/SEMANTICS.md section 1, steps 4-5).
+ *
+ *   megatron  sum of squares of each tensor accumulated in A (fp32, or the gradient dtype T),
+ *             the tensors' sums added in fp32, norm = fl32(sqrt(total))
+ *   torch     clip_grad_norm_ (foreach): each tensor's norm in fp32, stored in T; the norm of
+ *             those norms in fp32, stored in T ("norm of norms")
+ *   inf       norm = max |g|
+ * Then coef = fl32(max_norm / fl32(norm + 1e-6)); if coef < 1 every gradient becomes
+ * fl_T(fl32(g coef)). Outputs: the norm (fp32 for megatron and inf, T for torch), then the k n
+ * clipped gradients. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness/errbound.h"
+#include "kernels/kernel.h"
+
+pf_status pf_clip_mpfr(const pf_case *c, const pf_tensor *in, const pf_oracle_opts *opts, pf_oracle_result *out);
+
+enum { PF_CLIP_MEGATRON = 0, PF_CLIP_TORCH = 1, PF_CLIP_INF = 2 };
+
+static const char *const pf_clip_dims[] = {"tensors", "n"};
+static const char *const pf_clip_inputs[] = {"g"};
+static const pf_param_desc pf_clip_params[] = {
+    {"max_norm", PF_PARAM_REAL, 1.0, 0, 0x1p100, NULL, "clip when the global norm exceeds it"},
+};
+
+static int pf_clip_variant(const pf_case *c) {
+  if (strcmp(c->variant, "torch") == 0) return PF_CLIP_TORCH;
+  if (strcmp(c->variant, "inf") == 0) return PF_CLIP_INF;
+  return PF_CLIP_MEGATRON;
+}
+static pf_dtype pf_clip_norm_dtype(const pf_case *c) { return pf_clip_variant(c) == PF_CLIP_TORCH ? c->dtype : PF_FP32; }
+static size_t pf_clip_input_count(const pf_case *c, int i) { return c->shape[0] * c->shape[1]; }
+static size_t pf_clip_output_count(const pf_case *c) { return 1 + c->shape[0] * c->shape[1]; }
+static int pf_clip_stages(const pf_case *c, pf_stage *st) {
+  st[0] = (pf_stage){"norm", 0, 1, 0};
+  st[1] = (pf_stage){"grads", 1, c->shape[0] * c->shape[1], 0};
+  return 2;
+}
+
+const pf_op pf_clip_op = {
+    .name = "clip",
+    .summary = "gradient clipping by the global norm of k tensors",
+    .ndims = 2,
+    .dim_names = pf_clip_dims,
+    .dim_max = {4096, (size_t)1 << 22},
+    .dim_default = {4, 256},
+    .elems_max = (size_t)1 << 22,
+    .nparams = 1,
+    .params = pf_clip_params,
+    .ninputs = 1,
+    .input_names = pf_clip_inputs,
+    .input_count = pf_clip_input_count,
+    .output_count = pf_clip_output_count,
+    .oracle = pf_clip_mpfr,
+    .stages = pf_clip_stages,
+};
+
+pf_status pf_clip_cpu(const pf_case *c, const pf_tensor *in, double *out, unsigned *fe) {
+  const size_t k = c->shape[0], n = c->shape[1];
+  const pf_dtype T = c->dtype, A = c->accum, F = PF_FP32;
+  const int var = pf_clip_variant(c);
+  const double *g = in[0].data;
+  double norm = 0;
+  if (var == PF_CLIP_INF) {
+    for (size_t x = 0; x < k * n; x++)
+      if (fabs(g[x]) > norm || g[x] != g[x]) norm = g[x] != g[x] ? g[x] : fabs(g[x]);
+  } else {
+    double total = 0;
+    for (size_t t = 0; t < k; t++) {
+      double s = 0;
+      for (size_t i = 0; i < n; i++) s = pf_add(A, s, pf_mul(A, g[t * n + i], g[t * n + i], fe), fe);
+      if (var == PF_CLIP_TORCH) {
+        const double nt = pf_round_fe(T, pf_round(F, sqrt(s)), fe); /* vector_norm: fp32, returned in T */
+        total = pf_add(F, total, pf_mul(F, nt, nt, fe), fe);
+      } else {
+        total = pf_add(F, total, pf_round_fe(F, s, fe), fe);
+      }
+    }
+    norm = pf_round(F, sqrt(total)); /* sqrt is correctly rounded in fp32 */
+    if (var == PF_CLIP_TORCH) norm = pf_round_fe(T, norm, fe);
+  }
+  const double coef = pf_div(F, pf_round(F, c->params[0]), pf_add(F, norm, pf_round(F, 1e-6), fe), fe);
+  out[0] = norm;
+  for (size_t x = 0; x < k * n; x++) out[1 + x] = coef < 1 ? pf_round_fe(T, pf_mul(F, g[x], coef, fe), fe) : g[x];
+  return PF_OK;
+}
+
+/* The same sequence in running-error arithmetic. The clipping factor min(1, coef) is
+ * 1-Lipschitz in coef, so its error bound is coef's. */
+static void pf_clip_eb(const pf_case *c, const pf_tensor *in, pf_eb *norm_out, pf_eb *factor) {
+  const size_t k = c->shape[0], n = c->shape[1];
+  const pf_dtype T = c->dtype, A = c->accum, F = PF_FP32;
+  const int var = pf_clip_variant(c);
+  const double *g = in[0].data;
+  pf_eb norm = pf_eb_exact(0);
+  if (var == PF_CLIP_INF) {
+    for (size_t x = 0; x < k * n; x++)
+      if (fabs(g[x]) > norm.v) norm.v = fabs(g[x]); /* exact */
+  } else {
+    pf_eb total = pf_eb_exact(0);
+    for (size_t t = 0; t < k; t++) {
+      pf_eb s = pf_eb_exact(0);
+      for (size_t i = 0; i < n; i++) {
+        const pf_eb x = pf_eb_exact(g[t * n + i]);
+        s = pf_eb_add(A, s, pf_eb_mul(A, x, x));
+      }
+      if (var == PF_CLIP_TORCH) {
+        const pf_eb nt = pf_eb_store(T, pf_eb_sqrt(F, s));
+        total = pf_eb_add(F, total, pf_eb_mul(F, nt, nt));
+      } else {
+        total = pf_eb_add(F, total, pf_eb_store(F, s));
+      }
+    }
+    norm = pf_eb_sqrt(F, total); /* torch's store to T is the final rounding, the compare's */
+  }
+  *norm_out = norm;
+  const pf_eb stored = pf_eb_store(pf_clip_norm_dtype(c), norm);
+  const pf_eb coef = pf_eb_div(F, pf_eb_const(F, c->params[0]), pf_eb_add(F, stored, pf_eb_const(F, 1e-6)));
+  *factor = (pf_eb){fmin(1.0, coef.v), coef.e};
+}
+
+void pf_clip_bound(const pf_case *c, const pf_tensor *in, pf_bound *out) {
+  const size_t kn = c->shape[0] * c->shape[1];
+  pf_eb norm, f;
+  pf_clip_eb(c, in, &norm, &f);
+  out[0] = pf_eb_bound(norm);
+  for (size_t x = 0; x < kn; x++) {
+    const pf_eb gx = pf_eb_exact(in[0].data[x]);
+    /* unclipped outputs are g itself; clipped ones fl32(g coef), then stored in T */
+    out[1 + x] = pf_eb_bound(pf_eb_mul(PF_FP32, gx, f));
+  }
+}
+
+int pf_clip_in_domain(const pf_case *c, const pf_tensor *in, char *why, size_t len) {
+  const size_t kn = c->shape[0] * c->shape[1];
+  for (size_t x = 0; x < kn; x++)
+    if (!isfinite(in[0].data[x])) {
+      snprintf(why, len, "gradient %zu is not finite", x);
+      return 0;
+    }
+  pf_eb norm, f;
+  pf_clip_eb(c, in, &norm, &f);
+  if (!isfinite(norm.e) || !isfinite(f.e)) {
+    snprintf(why, len, "the sum of squares (norm %.4g) may overflow %s", norm.v, pf_dtype_name(c->accum));
+    return 0;
+  }
+  if (norm.v + norm.e >= pf_max_finite(pf_clip_norm_dtype(c))) {
+    snprintf(why, len, "the norm %.4g leaves %s", norm.v, pf_dtype_name(pf_clip_norm_dtype(c)));
+    return 0;
+  }
+  return 1;
+}
+
+#define PF_CLIP_KERNEL(var, summary, accums)                                                                      \
+  {PF_KERNEL_ABI, &pf_clip_op, var, summary, PF_DT(PF_FP32) | PF_DT(PF_FP16) | PF_DT(PF_BF16), accums,            \
+   pf_clip_no_faults, "norm and clipped gradients within the running error bound of their sequence (errbound.h); " \
+   "domain: finite gradients, no overflow on the way",                                                            \
+   pf_clip_cpu, pf_clip_bound, pf_clip_in_domain, NULL, NULL}
+static const char *const pf_clip_no_faults[] = {NULL};
+static const pf_kernel pf_clip_tab[] = {
+    PF_CLIP_KERNEL("megatron", "per-tensor sums of squares (in fp32 or the gradient dtype), summed in fp32, sqrt",
+                   PF_DT(PF_FP32) | PF_ACCUM_STORAGE),
+    PF_CLIP_KERNEL("torch", "PyTorch clip_grad_norm_: per-tensor norms in the gradient dtype, their norm", PF_DT(PF_FP32)),
+    PF_CLIP_KERNEL("inf", "infinity norm: max |g|", PF_DT(PF_FP32)),
+};
+const pf_kernel *const pf_clip_kernels[] = {&pf_clip_tab[0], &pf_clip_tab[1], &pf_clip_tab[2], NULL};
