@@ -158,6 +158,29 @@ pf_status pf_adam_step_cpu(const pf_case *c, const pf_tensor *in, double *out, u
   return PF_OK;
 }
 
+#ifdef PF_HAVE_CUDA
+#include "kernels/adam/adam_cuda.h"
+
+/* The case-to-launch translation: the same hyperparameters and layout as the CPU run. */
+static pf_status pf_adam_step_cuda_case(const pf_case *c, const pf_tensor *in, double *out, unsigned *fe) {
+  const size_t n = c->shape[0];
+  const int var = pf_adam_variant(c);
+  const pf_adam_hyper h = pf_adam_hyper_of(c);
+  double *p = out + 2 * n, *m = out, *v = out + n;
+  memcpy(p, in[0].data, n * sizeof(double));
+  memcpy(m, in[2].data, n * sizeof(double));
+  memcpy(v, in[3].data, n * sizeof(double));
+  pf_status st = pf_adam_step_cuda(var, (int)c->params[P_MODE], pf_adam_pdt(c), pf_adam_sdt(c), &h, p, in[1].data, m, v,
+                                   n, fe);
+  if (st == PF_OK && pf_adam_has_master(var))
+    for (size_t i = 0; i < n; i++) out[3 * n + i] = pf_round_fe(c->dtype, p[i], fe); /* write-back */
+  return st;
+}
+#define PF_ADAM_RUN_CUDA pf_adam_step_cuda_case
+#else
+#define PF_ADAM_RUN_CUDA NULL
+#endif
+
 /* ---- contract: the same operation sequence in running-error arithmetic (errbound.h) --- */
 
 /* Bounds of m', v', p'; vals (optional) receives the exact values (binary64). */
@@ -287,7 +310,7 @@ int pf_adam_in_domain(const pf_case *c, const pf_tensor *in, char *why, size_t l
 static const char *const pf_adam_no_faults[] = {NULL};
 #define PF_ADAM_KERNEL(var, summary, contract)                                                                   \
   {PF_KERNEL_ABI, &pf_adam_op, var, summary, PF_ADAM_DTYPES, PF_DT(PF_FP32),                       \
-   pf_adam_no_faults, contract, pf_adam_step_cpu, pf_adam_bound, pf_adam_in_domain, pf_adam_check, NULL}
+   pf_adam_no_faults, contract, pf_adam_step_cpu, pf_adam_bound, pf_adam_in_domain, pf_adam_check, PF_ADAM_RUN_CUDA}
 
 static const pf_kernel pf_adam_kernels_tab[] = {
     PF_ADAM_KERNEL("fused", "FusedAdam: fp32 math, fp32 master and state, parameter written back to T",
