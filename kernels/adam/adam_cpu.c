@@ -187,7 +187,7 @@ static pf_status pf_adam_step_cuda_case(const pf_case *c, const pf_tensor *in, d
 static void pf_adam_elem_bound(const pf_case *c, const pf_adam_hyper *h, double p0, double g0, double m0, double v0,
                                pf_bound *bm, pf_bound *bv, pf_bound *bp, double *vals) {
   const int var = pf_adam_variant(c), mode = (int)c->params[P_MODE];
-  const pf_dtype F = PF_FP32, st = pf_adam_sdt(c);
+  const pf_dtype F = PF_FP32;
   const double lr = c->params[P_LR], b1 = c->params[P_BETA1], b2 = c->params[P_BETA2], eps = c->params[P_EPS],
                wd = c->params[P_WD], t = c->params[P_STEP];
   const int nobc = var == PF_ADAM_NO_BIAS_CORRECTION;
@@ -246,7 +246,6 @@ static void pf_adam_elem_bound(const pf_case *c, const pf_adam_hyper *h, double 
     vals[2] = pn.v;
   }
   /* a state kept in T (state-lowp) is the fp32 value stored: its final rounding is the compare's */
-  (void)st;
 }
 
 void pf_adam_bound(const pf_case *c, const pf_tensor *in, pf_bound *out) {

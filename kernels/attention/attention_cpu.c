@@ -122,7 +122,7 @@ static double pf_attn_maskval(const pf_case *c) {
 /* ---- the kernels ---------------------------------------------------------------------- */
 
 typedef struct {
-  double *s, *p, *tmp, *kq, *o, *pt;
+  double *s, *tmp, *kq, *o, *pt; /* scores or softmax scratch, scaled q, scaled K, flash accumulator and P block */
 } pf_attn_work;
 
 static void pf_attn_head_rows(const pf_case *c, const double *q, const double *k, const double *v, double *O,
@@ -210,13 +210,12 @@ pf_status pf_attention_fwd_cpu(const pf_case *c, const pf_tensor *in, double *ou
   pf_attn_work w;
   const size_t big = (Lk > d ? Lk : d) + 1;
   w.s = malloc(big * sizeof(double));
-  w.p = malloc(big * sizeof(double));
   w.tmp = malloc(big * sizeof(double));
   w.o = malloc(big * sizeof(double));
   w.pt = malloc(big * sizeof(double));
   w.kq = malloc((Lk * d + 1) * sizeof(double));
   pf_status st = PF_OK;
-  if (!w.s || !w.p || !w.tmp || !w.o || !w.pt || !w.kq) {
+  if (!w.s || !w.tmp || !w.o || !w.pt || !w.kq) {
     st = pf_error(PF_ERR_NOMEM, "attention: cannot allocate work space");
   } else {
     const int no_max = strcmp(c->fault, "softmax-no-max") == 0;
@@ -230,7 +229,6 @@ pf_status pf_attention_fwd_cpu(const pf_case *c, const pf_tensor *in, double *ou
     }
   }
   free(w.s);
-  free(w.p);
   free(w.tmp);
   free(w.o);
   free(w.pt);
