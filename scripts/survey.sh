@@ -48,3 +48,24 @@ for cfg in "torch fp16" "torch bf16" "state-lowp fp16" "no-master fp16" "fused f
   done
   printf '%-28s %s\n' "$cfg" "$first"
 done
+
+echo
+echo "training trajectories (schedule, 200 steps x 8 parameters, cosine decay to 0 after no warm-up,"
+echo "curvatures |N(0,1)|, gradient noise N(0, 0.01^2), bf16 parameters, tolerance 1% of |p*| + lr):"
+echo "cases that leave the exact trajectory, of 5, and the earliest step at which one does"
+printf '%-12s %-7s' "state" "beta2"
+for lr in 1e-4 3e-4 1e-3 3e-3 1e-2; do printf ' %-14s' "lr $lr"; done
+echo
+for v in fp32-state lowp-state; do
+  for b2 in 0.95 0.99 0.999; do
+    printf '%-12s %-7s' "${v%-state}" "$b2"
+    for lr in 1e-4 3e-4 1e-3 3e-3 1e-2; do
+      out=$("$P" run -k schedule -v "$v" -t bf16 --shape 200x8 --cases 5 --seed 1 --max-print 5 --param "lr=$lr" \
+            --param "beta2=$b2" --input curv:scale=1 --input noise:scale=0.01 2>&1)
+      n=$(echo "$out" | grep '^schedule/' | sed -n 's/.*divergent \([0-9][0-9]*\).*/\1/p' | head -1)
+      first=$(echo "$out" | sed -n 's/.*divergent at \[\([0-9]*\),.*/\1/p' | sort -n | head -1)
+      if [ -n "$n" ]; then printf ' %-14s' "$n/5, step $((first + 1))"; else printf ' %-14s' "0/5"; fi
+    done
+    echo
+  done
+done
