@@ -92,6 +92,9 @@ expect2 "not representable" run -k adam -v torch -t fp16 --input g:value=0.1 --c
 expect2 "no l2 mode" run -k adam -v torch --param mode=l2 --cases 1
 expect2 "beta2" run -k adam --param beta2=1.5 --cases 1
 expect2 "NaN" run -k adam --param lr=nan --cases 1
+expect2 "longer than the trajectory" run -k schedule --param warmup=500 --cases 1
+expect2 "final value" run -k schedule --param lr=1e-4 --param lr_final=1e-3 --cases 1
+expect2 "tolerance" run -k schedule --param tolerance=0 --cases 1
 expect2 "unknown argument" list --bogus
 expect2 "no FILE" replay
 expect2 "cannot open" replay "$T/missing.json"
