@@ -12,9 +12,9 @@
 #include <cmocka.h>
 
 #include "harness/runner.h"
+#include "tests/gpu_skip.h"
 
 #ifdef PF_HAVE_CUDA
-#include "kernels/softmax/softmax_cuda.h" /* pf_cuda_device_name */
 
 static void test_adam_cuda_matches_oracle_and_cpu(void **state) {
   const char *variants[] = {"fused", "torch", "no-master", "state-lowp", "eps-inside", "no-bias-correction"};
@@ -60,17 +60,11 @@ static void test_adam_cuda_matches_oracle_and_cpu(void **state) {
 #endif
 
 int main(void) {
-#ifndef PF_HAVE_CUDA
-  printf("built without CUDA: skipped\n");
-  return 77;
-#else
-  char name[256];
-  if (pf_cuda_device_name(name, sizeof name) != PF_OK) {
-    printf("no CUDA device (%s): skipped\n", pf_error_message());
-    return 77;
-  }
-  printf("device: %s\n", name);
+  pf_require_gpu();
+#ifdef PF_HAVE_CUDA
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_adam_cuda_matches_oracle_and_cpu)};
   return cmocka_run_group_tests(tests, NULL, NULL);
+#else
+  return 77;
 #endif
 }

@@ -19,10 +19,19 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 int main(int argc, char **argv) {
-  const int reps = argc > 1 ? atoi(argv[1]) : 3;
-  if (reps < 1 || reps > 100) {
-    fprintf(stderr, "precfuzz-bench: REPEATS must be in [1, 100]\n");
+  int reps = 3;
+  if (argc > 2) {
+    fprintf(stderr, "precfuzz-bench: usage: precfuzz-bench [REPEATS]\n");
     return 2;
+  }
+  if (argc == 2) {
+    char *end;
+    const long r = strtol(argv[1], &end, 10);
+    if (end == argv[1] || *end || r < 1 || r > 100) {
+      fprintf(stderr, "precfuzz-bench: REPEATS '%s' is not an integer in [1, 100]\n", argv[1]);
+      return 2;
+    }
+    reps = (int)r;
   }
   const pf_bench_case cases[] = {
       {"softmax", "safe", PF_FP16, PF_FP32, {4, 256}},

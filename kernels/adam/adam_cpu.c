@@ -120,26 +120,8 @@ static pf_status pf_adam_check(const pf_case *c) {
 
 /* The hyperparameters as the kernels receive them. */
 static pf_adam_hyper pf_adam_hyper_of(const pf_case *c) {
-  pf_adam_hyper h;
-  const double t = c->params[P_STEP];
-  h.lr = pf_round(PF_FP32, c->params[P_LR]);
-  h.beta1 = pf_round(PF_FP32, c->params[P_BETA1]);
-  h.beta2 = pf_round(PF_FP32, c->params[P_BETA2]);
-  h.eps = pf_round(PF_FP32, c->params[P_EPS]);
-  h.wd = pf_round(PF_FP32, c->params[P_WD]);
-  const int nobc = pf_adam_variant(c) == PF_ADAM_NO_BIAS_CORRECTION;
-  h.bc1 = nobc ? 1.0 : pf_round(PF_FP32, 1.0 - pow(h.beta1, t));
-  h.bc2 = nobc ? 1.0 : pf_round(PF_FP32, 1.0 - pow(h.beta2, t));
-  /* PyTorch keeps the Python floats in binary64 */
-  const double lr = c->params[P_LR], b1 = c->params[P_BETA1], b2 = c->params[P_BETA2];
-  h.t_decay = 1.0 - lr * c->params[P_WD];
-  h.t_omb1 = 1.0 - b1;
-  h.t_omb2 = 1.0 - b2;
-  h.t_beta2 = b2;
-  h.t_eps = c->params[P_EPS];
-  h.t_step_size = lr / (1.0 - pow(b1, t));
-  h.t_bc2_sqrt = sqrt(1.0 - pow(b2, t));
-  return h;
+  return pf_adam_hyper_make(c->params[P_LR], c->params[P_BETA1], c->params[P_BETA2], c->params[P_EPS], c->params[P_WD],
+                            c->params[P_STEP], pf_adam_variant(c) != PF_ADAM_NO_BIAS_CORRECTION);
 }
 
 pf_status pf_adam_step_cpu(const pf_case *c, const pf_tensor *in, double *out, unsigned *fe) {

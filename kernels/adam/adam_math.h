@@ -24,6 +24,28 @@ typedef struct {
   double t_eps, t_beta2;
 } pf_adam_hyper;
 
+/* The hyperparameters as the kernels receive them, from the exact (binary64) values at step t:
+ * FusedAdam's float arguments and host-side bias corrections, PyTorch's binary64 scalars. */
+PF_HD pf_adam_hyper pf_adam_hyper_make(double lr, double b1, double b2, double eps, double wd, double t,
+                                       int bias_correction) {
+  pf_adam_hyper h;
+  h.lr = pf_round(PF_FP32, lr);
+  h.beta1 = pf_round(PF_FP32, b1);
+  h.beta2 = pf_round(PF_FP32, b2);
+  h.eps = pf_round(PF_FP32, eps);
+  h.wd = pf_round(PF_FP32, wd);
+  h.bc1 = bias_correction ? pf_round(PF_FP32, 1.0 - pow(h.beta1, t)) : 1.0;
+  h.bc2 = bias_correction ? pf_round(PF_FP32, 1.0 - pow(h.beta2, t)) : 1.0;
+  h.t_decay = 1.0 - lr * wd;
+  h.t_omb1 = 1.0 - b1;
+  h.t_omb2 = 1.0 - b2;
+  h.t_beta2 = b2;
+  h.t_eps = eps;
+  h.t_step_size = lr / (1.0 - pow(b1, t));
+  h.t_bc2_sqrt = sqrt(1.0 - pow(b2, t));
+  return h;
+}
+
 /* One element. p: parameter (the fp32 master or the low-precision parameter), g, m, v:
  * gradient and state in their dtypes; on return the new p, m, v (each rounded to its
  * dtype: pt for p, st for the state). */

@@ -436,11 +436,12 @@ static int pf_attn_bound_all(const pf_case *c, const pf_tensor *in, pf_bound *ou
   if (!w.E || !w.sapprox || !w.delta || !w.xs || !w.pd || !bO || !bS || !bP) abort(); /* small: a broken invariant */
   for (size_t h = 0; h < heads; h++) {
     const double *q = in[0].data + h * Lq * d, *k = in[1].data + h * Lk * d, *v = in[2].data + h * Lk * d;
+    int finite_kv = 1;
+    for (size_t x = 0; x < Lk * d; x++) finite_kv &= isfinite(k[x]) && isfinite(v[x]);
     for (size_t i = 0; i < Lq; i++) {
       /* rows with a NaN or an infinity in what they read are undefined (oracle: range) */
-      int finite = 1;
+      int finite = finite_kv;
       for (size_t m = 0; m < d; m++) finite &= isfinite(q[i * d + m]);
-      for (size_t x = 0; x < Lk * d; x++) finite &= isfinite(k[x]) && isfinite(v[x]);
       int ok = 1;
       char rowwhy[200] = "";
       if (finite) pf_attn_row_bound(c, q, k, v, i, bO, flash ? NULL : bS, flash ? NULL : bP, &w, &ok, rowwhy, sizeof rowwhy);

@@ -118,24 +118,9 @@ pf_status pf_schedule_cpu(const pf_case *c, const pf_tensor *in, double *out, un
       if (coef < 1)
         for (size_t i = 0; i < n; i++) g[i] = pf_round_fe(lowp ? D : F, pf_mul(F, g[i], coef, fe), fe);
     }
-    /* the hyperparameters of this step, as the kernels receive them */
-    pf_adam_hyper h;
-    const double lr = pf_lr_at(&sched, (long)t + 1), b1 = c->params[P_BETA1], b2 = c->params[P_BETA2];
-    const double step = (double)t + 1;
-    h.lr = pf_round(F, lr);
-    h.beta1 = pf_round(F, b1);
-    h.beta2 = pf_round(F, b2);
-    h.eps = pf_round(F, c->params[P_EPS]);
-    h.wd = pf_round(F, c->params[P_WD]);
-    h.bc1 = pf_round(F, 1.0 - pow(h.beta1, step));
-    h.bc2 = pf_round(F, 1.0 - pow(h.beta2, step));
-    h.t_decay = 1.0 - lr * c->params[P_WD];
-    h.t_omb1 = 1.0 - b1;
-    h.t_omb2 = 1.0 - b2;
-    h.t_beta2 = b2;
-    h.t_eps = c->params[P_EPS];
-    h.t_step_size = lr / (1.0 - pow(b1, step));
-    h.t_bc2_sqrt = sqrt(1.0 - pow(b2, step));
+    /* this step's hyperparameters, as the kernels receive them */
+    const pf_adam_hyper h = pf_adam_hyper_make(pf_lr_at(&sched, (long)t + 1), c->params[P_BETA1], c->params[P_BETA2],
+                                               c->params[P_EPS], c->params[P_WD], (double)t + 1, 1);
     for (size_t i = 0; i < n; i++) {
       if (lowp) {
         pf_adam_step(PF_ADAM_TORCH, PF_ADAM_MODE_ADAMW, D, D, &h, &p[i], g[i], &m[i], &v[i], fe);
