@@ -11,7 +11,7 @@
 #include "tensor.h"
 
 #define PF_MAX_DIMS 5
-#define PF_MAX_PARAMS 16
+#define PF_MAX_PARAMS 32
 #define PF_MAX_INPUTS 4
 #define PF_NAME_LEN 48
 

@@ -69,17 +69,9 @@ pf_status pf_run_case(const pf_case *c, const pf_oracle_opts *opts, pf_run *r) {
   k->bound(c, r->in, r->bound);
   if ((st = pf_compare(c->dtype, r->out, r->nout, &r->oracle, r->bound, r->fe, &r->cmp))) return st;
   if (op->refine) {
-    for (size_t i = 0; i < r->nout; i++) {
-      const pf_verdict v = op->refine(c, r->in, i, r->out[i], r->cmp.elem[i], r->oracle.rounded[i], r->bound[i]);
-      if (v == r->cmp.elem[i]) continue;
-      r->cmp.counts[r->cmp.elem[i]]--;
-      r->cmp.counts[v]++;
-      r->cmp.elem[i] = v;
-      if (v > r->cmp.verdict) {
-        r->cmp.verdict = v;
-        r->cmp.first_bad = i;
-      }
-    }
+    for (size_t i = 0; i < r->nout; i++)
+      pf_run_set_verdict(r, i, op->refine(c, r->in, i, r->out[i], r->cmp.elem[i], r->oracle.rounded[i], r->bound[i]));
+    pf_run_settle_verdict(r);
   }
   if (op->stages) {
     pf_stage stages[PF_MAX_STAGES];
@@ -105,7 +97,36 @@ pf_status pf_run_case(const pf_case *c, const pf_oracle_opts *opts, pf_run *r) {
           break;
         }
   }
+  if (op->review) {
+    op->review(c, r);
+    pf_run_settle_verdict(r);
+  }
   return PF_OK;
+}
+
+void pf_run_settle_verdict(pf_run *r) {
+  pf_verdict v = PF_V_OK;
+  for (int k = 0; k < PF_NVERDICTS; k++)
+    if (r->cmp.counts[k]) v = (pf_verdict)k;
+  if (v == r->cmp.verdict && (v == PF_V_OK || r->cmp.elem[r->cmp.first_bad] == v)) return;
+  r->cmp.verdict = v;
+  r->cmp.first_bad = 0;
+  for (size_t i = 0; v != PF_V_OK && i < r->nout; i++)
+    if (r->cmp.elem[i] == v) {
+      r->cmp.first_bad = i;
+      break;
+    }
+}
+
+void pf_run_set_verdict(pf_run *r, size_t i, pf_verdict v) {
+  if (v == r->cmp.elem[i]) return;
+  r->cmp.counts[r->cmp.elem[i]]--;
+  r->cmp.counts[v]++;
+  r->cmp.elem[i] = v;
+  if (v > r->cmp.verdict) {
+    r->cmp.verdict = v;
+    r->cmp.first_bad = i;
+  }
 }
 
 /* The stage an output index belongs to, and its index within the stage. */
@@ -156,6 +177,10 @@ void pf_run_describe(const pf_case *c, const pf_run *r, char *buf, size_t len) {
            pf_verdict_name(r->cmp.elem[i]), r->born ? ", born in " : "", r->born ? r->born : "", at, y, yd, e, ed,
            r->cmp.ulps[i] == INT64_MAX ? -1LL : (long long)r->cmp.ulps[i],
            r->cmp.allowed[i] == INT64_MAX ? -1LL : (long long)r->cmp.allowed[i], pf_fe_str(r->fe, fe));
+  if (r->note[0]) {
+    const size_t used = strlen(buf);
+    snprintf(buf + used, len - used, "; %s", r->note);
+  }
 }
 
 cJSON *pf_run_to_cjson(const pf_case *c, const pf_run *r, int per_element) {
@@ -176,11 +201,12 @@ cJSON *pf_run_to_cjson(const pf_case *c, const pf_run *r, int per_element) {
   cJSON_AddNumberToObject(j, "seconds_kernel", r->seconds_kernel);
   cJSON_AddNumberToObject(j, "seconds_oracle", r->seconds_oracle);
   if (r->cmp.verdict != PF_V_OK) {
-    char d[512];
+    char d[1024];
     pf_run_describe(c, r, d, sizeof d);
     cJSON_AddNumberToObject(j, "first_bad", (double)r->cmp.first_bad);
     if (r->born) cJSON_AddStringToObject(j, "born_in", r->born);
     cJSON_AddStringToObject(j, "detail", d);
+    if (r->note[0]) cJSON_AddStringToObject(j, "why", r->note);
   }
   if (per_element) {
     /* the actual stored inputs, so that anyone can recompute the exact result */

@@ -6,7 +6,7 @@
 #include "compare.h"
 #include "kernels/kernel.h"
 
-typedef struct {
+typedef struct pf_run {
   const pf_kernel *kernel;
   pf_tensor in[PF_MAX_INPUTS];
   int ninputs;
@@ -22,7 +22,13 @@ typedef struct {
   pf_bound *bound;
   pf_comparison cmp;
   double seconds_kernel, seconds_oracle;
+  char note[320];       /* the operation's review: why the reported finding is one ("" if none) */
 } pf_run;
+
+/* Sets element i's verdict, keeping the counts and the case's verdict in step. */
+void pf_run_set_verdict(pf_run *r, size_t i, pf_verdict v);
+/* After verdicts were lowered: the case's verdict is again the most severe element's. */
+void pf_run_settle_verdict(pf_run *r);
 
 /* Validates c, then runs it. On error r holds nothing to free beyond pf_run_free. */
 pf_status pf_run_case(const pf_case *c, const pf_oracle_opts *opts, pf_run *r);

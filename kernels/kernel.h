@@ -66,13 +66,15 @@ typedef struct {
 } pf_bound;
 
 /* A named part of an operation's outputs (attention: output, scores, probabilities). */
-#define PF_MAX_STAGES 4
+#define PF_MAX_STAGES 8
 typedef struct {
   const char *name;
   size_t offset, count;
   int internal; /* an intermediate the kernel chose to store (attention's scores), not a
                    result: an exact value beyond its dtype is then an overflow, not range */
 } pf_stage;
+
+struct pf_run;
 
 typedef struct pf_op {
   const char *name;
@@ -102,6 +104,10 @@ typedef struct pf_op {
    * optimizer update lost entirely is an underflow). */
   pf_verdict (*refine)(const pf_case *c, const pf_tensor *in, size_t i, double y, pf_verdict v, double rounded,
                        pf_bound b);
+  /* Optional: the last word on a run, with all of it in view (a trajectory's lost update
+   * needs two steps of both runs): may change verdicts with pf_run_set_verdict, point
+   * born_at at the finding to report and say why in one line (pf_run.note). */
+  void (*review)(const pf_case *c, struct pf_run *r);
 } pf_op;
 
 struct pf_kernel {

@@ -95,6 +95,10 @@ expect2 "NaN" run -k adam --param lr=nan --cases 1
 expect2 "longer than the trajectory" run -k schedule --param warmup=500 --cases 1
 expect2 "final value" run -k schedule --param lr=1e-4 --param lr_final=1e-3 --cases 1
 expect2 "tolerance" run -k schedule --param tolerance=0 --cases 1
+expect2 "scale0 is set but scaler is none" run -k schedule --param scale0=1024 --cases 1
+expect2 "spike_tensor" run -k schedule --param tensors=2 --param spike_tensor=3 --cases 1
+expect2 "nonfinite_from" run -k schedule --shape 10x4 --param nonfinite_from=11 --cases 1
+expect2 "scaler" run -k schedule --param scaler=apex --cases 1
 expect2 "unknown argument" list --bogus
 expect2 "no FILE" replay
 expect2 "cannot open" replay "$T/missing.json"

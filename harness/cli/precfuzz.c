@@ -424,7 +424,7 @@ static int run_variant(const pf_kernel *k, const run_opts *o, cJSON *jcases, int
       if (saved[0]) cJSON_AddStringToObject(jr, "saved", saved);
       cJSON_AddItemToArray(jcases, jr);
     } else if (finding && printed < o->max_print) {
-      char d[512], rep[1024];
+      char d[1024], rep[1536];
       pf_run_describe(&c, &r, d, sizeof d);
       reproduce_line(&c, o, seed, rep, sizeof rep);
       printf("FINDING %s/%s %s/%s seed %llu: %s\n", c.kernel, c.variant, pf_dtype_name(c.dtype),
@@ -664,7 +664,7 @@ static int cmd_replay(int argc, char **argv) {
       cJSON_AddBoolToObject(j, "as_expected", ok);
       cJSON_AddItemToArray(arr, j);
     } else {
-      char d[512] = "";
+      char d[1024] = "";
       if (r.cmp.verdict != PF_V_OK) pf_run_describe(&c, &r, d, sizeof d);
       printf("%s: %s/%s %s/%s: %s%s%s%s%s\n", argv[i], c.kernel, c.variant, pf_dtype_name(c.dtype),
              pf_dtype_name(c.accum), got, d[0] ? " (" : "", d, d[0] ? ")" : "",

@@ -87,7 +87,7 @@ void pf_fuzz_run_case(const char *driver, pf_case *c) {
       fputc('\n', f);
       fclose(f);
     }
-    char d[512];
+    char d[1024];
     pf_run_describe(c, &r, d, sizeof d);
     char shape[96] = "";
     for (int i = 0; i < c->ndims; i++)

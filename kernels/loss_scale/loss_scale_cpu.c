@@ -43,16 +43,8 @@ static int pf_ls_variant(const pf_case *c) {
 
 /* The scaler's starting state: the case's constants, or the variant's defaults. */
 static pf_ls_state pf_ls_init(const pf_case *c) {
-  const int var = pf_ls_variant(c);
-  pf_ls_state s;
-  memset(&s, 0, sizeof s);
-  s.scale = c->params[P_SCALE0] > 0 ? c->params[P_SCALE0] : (var == PF_LS_DEEPSPEED || var == PF_LS_MEGATRON ? 0x1p32 : 0x1p16);
-  s.min_scale = c->params[P_MINSCALE] > 0 ? c->params[P_MINSCALE] : (var == PF_LS_PYTORCH ? 0 : 1);
-  s.window = c->params[P_WINDOW] > 0 ? (long)c->params[P_WINDOW] : (var == PF_LS_PYTORCH ? 2000 : 1000);
-  s.hysteresis = c->params[P_HYST] > 0 ? (long)c->params[P_HYST] : (var == PF_LS_PYTORCH ? 1 : 2);
-  s.cur_hysteresis = s.hysteresis;
-  s.last_overflow_iter = -1;
-  return s;
+  return pf_ls_start(pf_ls_variant(c), c->params[P_SCALE0], c->params[P_MINSCALE], (long)c->params[P_WINDOW],
+                     (long)c->params[P_HYST]);
 }
 
 static size_t pf_ls_input_count(const pf_case *c, int i) { return c->shape[0] * c->shape[1]; }

@@ -16,6 +16,24 @@ typedef struct {
   int stopped;
 } pf_ls_state;
 
+/* The scaler's starting state from a case's constants; 0 picks the variant's default
+ * (SEMANTICS.md section 2: initial 2^32 for deepspeed and megatron, 2^16 for pytorch and
+ * static; minimum 1, pytorch none; window 1000, pytorch 2000; hysteresis 2, pytorch 1). */
+PF_HD pf_ls_state pf_ls_start(int variant, double scale0, double min_scale, long window, long hysteresis) {
+  pf_ls_state s;
+  const int big = variant == PF_LS_DEEPSPEED || variant == PF_LS_MEGATRON;
+  s.scale = scale0 > 0 ? scale0 : (big ? 0x1p32 : 0x1p16);
+  s.min_scale = min_scale > 0 ? min_scale : (variant == PF_LS_PYTORCH ? 0 : 1);
+  s.window = window > 0 ? window : (variant == PF_LS_PYTORCH ? 2000 : 1000);
+  s.hysteresis = hysteresis > 0 ? hysteresis : (variant == PF_LS_PYTORCH ? 1 : 2);
+  s.cur_iter = 0;
+  s.last_overflow_iter = -1;
+  s.cur_hysteresis = s.hysteresis;
+  s.growth_tracker = 0;
+  s.stopped = 0;
+  return s;
+}
+
 /* After a step whose gradients did (overflow = 1) or did not overflow. Returns the step's
  * status: applied, skipped, or stopped (DeepSpeed's "Current loss scale already at minimum -
  * cannot decrease scale anymore. Exiting run."). */

@@ -2,32 +2,39 @@
  * configuration, against the same steps in exact arithmetic (issue 4).
  *
  * Objective: f(p) = sum_i h_i p_i^2 / 2 with curvatures h_i > 0 (the magnitudes drawn for
- * input "curv"), so the gradient is g_i = h_i p_i + noise_{t,i} (input "noise", one row per
- * step). Each step: g from the parameter the model holds, optional clipping by global norm
- * (Megatron, fp32), one Adam step (kernels/adam) with the learning rate of the schedule
- * (harness/schedule.h) at that step, write-back.
+ * input "curv"), so the true gradient is g_i = h_i p_i + noise_{t,i} (input "noise", one row
+ * per step, shaped by the gradient-stream parameters: decay, a spike on some tensors, tiny
+ * values, non-finite values from a step on). The n parameters form `tensors` tensors.
+ * Each step (../shared/SEMANTICS.md sections 1-3): the gradient from the parameter the model
+ * holds; with a loss scaler the backward pass holds fl_T(S g), an inf or NaN anywhere skips
+ * the step and the scaler reacts (kernels/loss_scale), else it is unscaled in fp32; clip by
+ * global norm (per-tensor sums of squares in fp32); one Adam step (kernels/adam) with the
+ * learning rate of the schedule at the number of applied steps; write-back.
  * Variants: fp32-state (FusedAdam, fp32 master and state, parameter in T) and lowp-state
  * (PyTorch AdamW with gradient, state and parameter in T).
- * Outputs: the parameter after every step (steps x n, in T). The oracle runs the exact
- * trajectory; a parameter that leaves it by more than the tolerance is divergent, and the
- * first such element names the first step and parameter. */
+ * Outputs, in data-flow order: each step's status (0 applied, 1 skipped, 2 stopped), the
+ * scale after it, the value Adam updates (the master, or the parameter for lowp-state) and
+ * the parameter the model holds, each T x n. The oracle runs the exact trajectory. */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness/runner.h"
 #include "harness/schedule.h"
 #include "kernels/adam/adam_math.h"
 #include "kernels/kernel.h"
+#include "kernels/loss_scale/loss_scale_math.h"
+#include "kernels/schedule/schedule.h"
 
 pf_status pf_schedule_mpfr(const pf_case *c, const pf_tensor *in, const pf_oracle_opts *opts, pf_oracle_result *out);
-
-enum { P_LR = 0, P_LR_FINAL, P_WARMUP, P_DECAY, P_BETA1, P_BETA2, P_EPS, P_WD, P_MAXNORM, P_TOL };
 
 static const char *const pf_sched_dims[] = {"steps", "n"};
 static const char *const pf_sched_inputs[] = {"p0", "curv", "noise"};
 static const char *const pf_sched_decays[] = {"constant", "linear", "cosine", NULL};
-static const pf_param_desc pf_sched_params[] = {
+static const char *const pf_sched_scalers[] = {"none", "deepspeed", "megatron", "pytorch", "static", NULL};
+static const pf_param_desc pf_sched_params[PF_SCHED_NPARAMS] = {
     {"lr", PF_PARAM_REAL, 1e-3, 0, 10, NULL, "peak learning rate"},
     {"lr_final", PF_PARAM_REAL, 0, 0, 10, NULL, "learning rate after the decay (<= lr)"},
     {"warmup", PF_PARAM_INT, 0, 0, 1e9, NULL, "linear warm-up steps"},
@@ -39,45 +46,130 @@ static const pf_param_desc pf_sched_params[] = {
     {"max_norm", PF_PARAM_REAL, 0, 0, 0x1p100, NULL, "clip the gradient's global norm to this; 0: no clipping"},
     {"tolerance", PF_PARAM_REAL, 0.01, 0x1p-60, 1e6, NULL,
      "divergent when |p - p_exact| > tolerance (|p_exact| + lr) at any step"},
+    {"tensors", PF_PARAM_INT, 1, 1, 65536, NULL, "the n parameters form this many tensors (contiguous, sizes within one)"},
+    {"noise_decay", PF_PARAM_REAL, 1, 0, 0x1p10, NULL, "the noise of step t (from 1) is multiplied by noise_decay^(t-1)"},
+    {"spike_step", PF_PARAM_INT, 0, 0, 1e9, NULL, "a step (from 1) whose noise is multiplied by spike_mag; 0: none"},
+    {"spike_mag", PF_PARAM_REAL, 1, 0, 0x1p100, NULL, "the spike's factor"},
+    {"spike_tensor", PF_PARAM_INT, 0, 0, 65536, NULL, "the tensor (from 1) the spike hits; 0: all"},
+    {"tiny_fraction", PF_PARAM_REAL, 0, 0, 1, NULL, "this fraction of the noise values becomes +-tiny_mag"},
+    {"tiny_mag", PF_PARAM_REAL, 0x1p-20, 0x1p-126, 1, NULL, "the magnitude of the tiny noise values (fp16 normals start at 2^-14)"},
+    {"nonfinite_from", PF_PARAM_INT, 0, 0, 1e9, NULL, "from this step (from 1) on the noise is +inf; 0: never"},
+    {"scaler", PF_PARAM_CHOICE, 0, 0, 4, pf_sched_scalers, "loss scaler (the gradient is then held in T as fl_T(S g))"},
+    {"scale0", PF_PARAM_REAL, 0, 0, 0x1p64, NULL, "initial loss scale; 0: the scaler's default"},
+    {"min_scale", PF_PARAM_REAL, 0, 0, 0x1p64, NULL, "smallest loss scale; 0: the scaler's default"},
+    {"window", PF_PARAM_INT, 0, 0, 1e9, NULL, "steps without overflow before the scale doubles; 0: the scaler's default"},
+    {"hysteresis", PF_PARAM_INT, 0, 0, 1e6, NULL, "overflows tolerated before the scale halves; 0: the scaler's default"},
 };
 
 static size_t pf_sched_input_count(const pf_case *c, int i) { return i == 2 ? c->shape[0] * c->shape[1] : c->shape[1]; }
 static pf_dtype pf_sched_input_dtype(const pf_case *c, int i) { return PF_FP32; }
-static size_t pf_sched_output_count(const pf_case *c) { return c->shape[0] * c->shape[1]; }
+static size_t pf_sched_output_count(const pf_case *c) { return 2 * c->shape[0] + 3 * c->shape[0] * c->shape[1]; }
 static int pf_sched_lowp(const pf_case *c) { return strcmp(c->variant, "lowp-state") == 0; }
 
-/* curvatures are magnitudes */
+pf_dtype pf_schedule_master_dtype(const pf_case *c) { return pf_sched_lowp(c) ? c->dtype : PF_FP32; }
+
+static int pf_sched_stages(const pf_case *c, pf_stage *st) {
+  const size_t T = c->shape[0], n = c->shape[1];
+  st[0] = (pf_stage){"status", PF_SCHED_STATUS(T), T, 0};
+  st[1] = (pf_stage){"scale", PF_SCHED_SCALE(T), T, 0};
+  st[2] = (pf_stage){"step", PF_SCHED_STEP(T), T * n, 0};
+  st[3] = (pf_stage){"master", PF_SCHED_MASTER(T, n), T * n, 0};
+  st[4] = (pf_stage){"params", PF_SCHED_PARAMS(T, n), T * n, 0};
+  return 5;
+}
+
+size_t pf_schedule_tensor_of(const pf_case *c, size_t i) {
+  const size_t n = c->shape[1], k = (size_t)c->params[PF_SP_TENSORS], q = n / k, r = n % k;
+  /* the first r tensors have q + 1 parameters */
+  return i < r * (q + 1) ? i / (q + 1) : r + (i - r * (q + 1)) / q;
+}
+
+int pf_schedule_scaler(const pf_case *c) { return (int)c->params[PF_SP_SCALER] - 1; } /* PF_LS_*, -1 none */
+
+pf_ls_state pf_schedule_scaler_start(const pf_case *c) {
+  return pf_ls_start(pf_schedule_scaler(c), c->params[PF_SP_SCALE0], c->params[PF_SP_MINSCALE],
+                     (long)c->params[PF_SP_WINDOW], (long)c->params[PF_SP_HYST]);
+}
+
+static uint64_t pf_splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+/* Curvatures are magnitudes; the noise becomes the gradient stream. The tiny values are
+ * chosen by a hash of the noise tensor's seed and the element's index (same case, same
+ * positions). Every stream value is an fp32 value (the input's dtype). */
 static void pf_sched_prepare(const pf_case *c, pf_tensor *in) {
+  const size_t T = c->shape[0], n = c->shape[1];
+  const double decay = c->params[PF_SP_NOISE_DECAY], mag = c->params[PF_SP_SPIKE_MAG];
+  const double tiny = c->params[PF_SP_TINY_FRACTION], tiny_mag = pf_round(PF_FP32, c->params[PF_SP_TINY_MAG]);
+  const long spike = (long)c->params[PF_SP_SPIKE_STEP], bad = (long)c->params[PF_SP_NONFINITE];
+  const size_t spike_tensor = (size_t)c->params[PF_SP_SPIKE_TENSOR];
   for (size_t i = 0; i < in[1].n; i++) in[1].data[i] = fabs(in[1].data[i]);
+  double f = 1;
+  for (size_t t = 0; t < T; t++, f *= decay)
+    for (size_t i = 0; i < n; i++) {
+      double g = in[2].data[t * n + i] * f;
+      if ((long)t + 1 == spike && (spike_tensor == 0 || pf_schedule_tensor_of(c, i) + 1 == spike_tensor)) g *= mag;
+      if (tiny > 0 && (double)(pf_splitmix64(c->inputs[2].seed ^ (t * n + i) * 0x2545f4914f6cdd1dull) >> 11) * 0x1p-53 < tiny)
+        g = copysign(tiny_mag, g);
+      if (bad > 0 && (long)t + 1 >= bad) g = INFINITY;
+      in[2].data[t * n + i] = pf_round(PF_FP32, g);
+    }
 }
 
 static pf_lr_schedule pf_sched_lr(const pf_case *c) {
-  const pf_lr_schedule s = {c->params[P_LR], c->params[P_LR_FINAL], (long)c->params[P_WARMUP],
-                            (long)c->shape[0] - (long)c->params[P_WARMUP], (pf_decay_kind)(int)c->params[P_DECAY]};
+  const pf_lr_schedule s = {c->params[PF_SP_LR], c->params[PF_SP_LR_FINAL], (long)c->params[PF_SP_WARMUP],
+                            (long)c->shape[0] - (long)c->params[PF_SP_WARMUP], (pf_decay_kind)(int)c->params[PF_SP_DECAY]};
   return s;
 }
+pf_lr_schedule pf_schedule_lr(const pf_case *c) { return pf_sched_lr(c); }
 
 static pf_status pf_sched_check(const pf_case *c) {
+  const size_t T = c->shape[0], n = c->shape[1];
   const pf_lr_schedule s = pf_sched_lr(c);
   if (s.decay_steps < 0) return pf_error(PF_ERR_ARG, "warmup (%ld) is longer than the trajectory", s.warmup_steps);
+  if (c->params[PF_SP_TENSORS] > (double)n)
+    return pf_error(PF_ERR_ARG, "tensors (%.0f) is more than the %zu parameters", c->params[PF_SP_TENSORS], n);
+  if (c->params[PF_SP_SPIKE_TENSOR] > c->params[PF_SP_TENSORS])
+    return pf_error(PF_ERR_ARG, "spike_tensor (%.0f) is past the last tensor (%.0f)", c->params[PF_SP_SPIKE_TENSOR],
+                    c->params[PF_SP_TENSORS]);
+  if (c->params[PF_SP_SPIKE_STEP] > (double)T)
+    return pf_error(PF_ERR_ARG, "spike_step (%.0f) is past the last step (%zu)", c->params[PF_SP_SPIKE_STEP], T);
+  if (c->params[PF_SP_NONFINITE] > (double)T)
+    return pf_error(PF_ERR_ARG, "nonfinite_from (%.0f) is past the last step (%zu)", c->params[PF_SP_NONFINITE], T);
+  if (pf_schedule_scaler(c) < 0)
+    for (int k = PF_SP_SCALE0; k <= PF_SP_HYST; k++)
+      if (c->params[k] != 0)
+        return pf_error(PF_ERR_ARG, "%s is set but scaler is none", pf_sched_params[k].name);
   return pf_lr_schedule_check(&s);
 }
 
-/* Divergent: an element out of its tolerance, or not finite where the exact one is. */
+/* A stopped run, or a step applied although the true gradient is not finite, is divergent; a
+ * step skipped for overflow is the scaler's decision (its cost shows in the parameters). The
+ * scale is the scaler's state: reported, not judged. Values off the tolerance are divergent. */
 static pf_verdict pf_sched_refine(const pf_case *c, const pf_tensor *in, size_t i, double y, pf_verdict v,
                                   double rounded, pf_bound b) {
+  const size_t T = c->shape[0], n = c->shape[1];
+  if (i < PF_SCHED_SCALE(T))
+    return y == PF_LS_STOPPED || (y == PF_LS_APPLIED && rounded == PF_LS_SKIPPED) ? PF_V_DIVERGENT : PF_V_OK;
+  if (i < PF_SCHED_MASTER(T, n)) return PF_V_OK;
   return v == PF_V_OK || v == PF_V_RANGE ? v : PF_V_DIVERGENT;
 }
 
+static void pf_sched_review(const pf_case *c, pf_run *r);
+
 const pf_op pf_schedule_op = {
     .name = "schedule",
-    .summary = "T Adam steps with a learning-rate schedule on a quadratic, against the exact trajectory",
+    .summary = "T Adam steps with a learning-rate schedule, loss scaling and clipping on a quadratic, against the exact trajectory",
     .ndims = 2,
     .dim_names = pf_sched_dims,
     .dim_max = {100000, 65536},
     .dim_default = {200, 8},
     .elems_max = (size_t)1 << 22,
-    .nparams = 10,
+    .nparams = PF_SCHED_NPARAMS,
     .params = pf_sched_params,
     .ninputs = 3,
     .input_names = pf_sched_inputs,
@@ -85,83 +177,264 @@ const pf_op pf_schedule_op = {
     .input_dtype = pf_sched_input_dtype,
     .output_count = pf_sched_output_count,
     .oracle = pf_schedule_mpfr,
+    .stages = pf_sched_stages,
     .prepare = pf_sched_prepare,
     .refine = pf_sched_refine,
+    .review = pf_sched_review,
 };
 
 pf_status pf_schedule_cpu(const pf_case *c, const pf_tensor *in, double *out, unsigned *fe) {
-  const size_t T = c->shape[0], n = c->shape[1];
+  const size_t T = c->shape[0], n = c->shape[1], K = (size_t)c->params[PF_SP_TENSORS];
   const pf_dtype D = c->dtype, F = PF_FP32;
-  const int lowp = pf_sched_lowp(c);
+  const int lowp = pf_sched_lowp(c), scaler = pf_schedule_scaler(c);
+  const int no_skip = strcmp(c->fault, "loss-scale-no-skip") == 0;
   const pf_lr_schedule sched = pf_sched_lr(c);
+  pf_ls_state ls = pf_schedule_scaler_start(c);
   double *p = malloc(n * sizeof(double)), *pm = malloc(n * sizeof(double)), *m = calloc(n, sizeof(double)),
-         *v = calloc(n, sizeof(double)), *g = malloc(n * sizeof(double));
-  if (!p || !pm || !m || !v || !g) {
-    free(p), free(pm), free(m), free(v), free(g);
+         *v = calloc(n, sizeof(double)), *g = malloc(n * sizeof(double)), *part = malloc(K * sizeof(double));
+  if (!p || !pm || !m || !v || !g || !part) {
+    free(p), free(pm), free(m), free(v), free(g), free(part);
     return pf_error(PF_ERR_NOMEM, "schedule: cannot allocate %zu parameters", n);
   }
   for (size_t i = 0; i < n; i++) {
-    pm[i] = in[0].data[i];          /* the fp32 master (fp32-state) */
+    pm[i] = in[0].data[i];            /* the fp32 master (fp32-state) */
     p[i] = pf_round_fe(D, pm[i], fe); /* the parameter the model holds */
+    if (lowp) pm[i] = p[i];
   }
+  double *step = out + PF_SCHED_STEP(T);
+  long applied = 0; /* Adam's step count and the schedule's: skipped steps do not count */
+  int status = PF_LS_APPLIED;
   for (size_t t = 0; t < T; t++) {
-    /* gradient from the model's parameter, in fp32; stored in D for lowp-state */
-    double sumsq = 0;
-    for (size_t i = 0; i < n; i++) {
-      g[i] = pf_add(F, pf_mul(F, in[1].data[i], p[i], fe), in[2].data[t * n + i], fe);
-      if (lowp) g[i] = pf_round_fe(D, g[i], fe);
-      sumsq = pf_add(F, sumsq, pf_mul(F, g[i], g[i], fe), fe);
-    }
-    if (c->params[P_MAXNORM] > 0) {
-      const double norm = pf_round(F, sqrt(sumsq));
-      const double coef = pf_div(F, pf_round(F, c->params[P_MAXNORM]), pf_add(F, norm, pf_round(F, 1e-6), fe), fe);
-      if (coef < 1)
-        for (size_t i = 0; i < n; i++) g[i] = pf_round_fe(lowp ? D : F, pf_mul(F, g[i], coef, fe), fe);
-    }
-    /* this step's hyperparameters, as the kernels receive them */
-    const pf_adam_hyper h = pf_adam_hyper_make(pf_lr_at(&sched, (long)t + 1), c->params[P_BETA1], c->params[P_BETA2],
-                                               c->params[P_EPS], c->params[P_WD], (double)t + 1, 1);
-    for (size_t i = 0; i < n; i++) {
-      if (lowp) {
-        pf_adam_step(PF_ADAM_TORCH, PF_ADAM_MODE_ADAMW, D, D, &h, &p[i], g[i], &m[i], &v[i], fe);
-      } else {
-        pf_adam_step(PF_ADAM_FUSED, PF_ADAM_MODE_ADAMW, F, F, &h, &pm[i], g[i], &m[i], &v[i], fe);
-        p[i] = pf_round_fe(D, pm[i], fe); /* write-back */
+    if (status != PF_LS_STOPPED) {
+      /* the true gradient from the model's parameter, in fp32 */
+      for (size_t i = 0; i < n; i++) g[i] = pf_add(F, pf_mul(F, in[1].data[i], p[i], fe), in[2].data[t * n + i], fe);
+      status = PF_LS_APPLIED;
+      if (scaler >= 0) {
+        /* backward of the scaled loss holds fl_T(S g); the overflow check; unscale in fp32 */
+        const double S = ls.scale, inv = pf_round(F, 1.0 / S);
+        int overflow = 0;
+        for (size_t i = 0; i < n; i++) {
+          g[i] = pf_round_fe(D, g[i] * S, fe);
+          overflow |= !(g[i] - g[i] == 0);
+        }
+        status = pf_ls_update(scaler, &ls, overflow);
+        if (no_skip && status == PF_LS_SKIPPED) status = PF_LS_APPLIED;
+        for (size_t i = 0; i < n && status == PF_LS_APPLIED; i++) g[i] = pf_mul(F, g[i], inv, fe);
       }
-      out[t * n + i] = p[i];
+      if (lowp)
+        for (size_t i = 0; i < n; i++) g[i] = pf_round_fe(D, g[i], fe);
+      if (status == PF_LS_APPLIED) {
+        applied++;
+        if (c->params[PF_SP_MAXNORM] > 0) {
+          /* per-tensor sums of squares in fp32, summed in tensor order, sqrt in fp32 */
+          for (size_t k = 0; k < K; k++) part[k] = 0;
+          for (size_t i = 0; i < n; i++) {
+            const size_t k = pf_schedule_tensor_of(c, i);
+            part[k] = pf_add(F, part[k], pf_mul(F, g[i], g[i], fe), fe);
+          }
+          double sumsq = 0;
+          for (size_t k = 0; k < K; k++) sumsq = pf_add(F, sumsq, part[k], fe);
+          const double norm = pf_round(F, sqrt(sumsq));
+          const double coef = pf_div(F, pf_round(F, c->params[PF_SP_MAXNORM]), pf_add(F, norm, pf_round(F, 1e-6), fe), fe);
+          if (coef < 1)
+            for (size_t i = 0; i < n; i++) g[i] = pf_round_fe(lowp ? D : F, pf_mul(F, g[i], coef, fe), fe);
+        }
+        /* this step's hyperparameters, as the kernels receive them */
+        const pf_adam_hyper h = pf_adam_hyper_make(pf_lr_at(&sched, applied), c->params[PF_SP_BETA1],
+                                                   c->params[PF_SP_BETA2], c->params[PF_SP_EPS], c->params[PF_SP_WD],
+                                                   (double)applied, 1);
+        /* the step exact arithmetic would take from this state and gradient (binary64) */
+        const double lr_t = pf_lr_at(&sched, applied), b1 = c->params[PF_SP_BETA1], b2 = c->params[PF_SP_BETA2];
+        const double ebc1 = 1 - pow(b1, (double)applied), ebc2 = 1 - pow(b2, (double)applied);
+        for (size_t i = 0; i < n; i++) {
+          const double mn = b1 * m[i] + (1 - b1) * g[i], vn = b2 * v[i] + (1 - b2) * g[i] * g[i];
+          step[t * n + i] = lr_t * ((mn / ebc1) / (sqrt(vn / ebc2) + c->params[PF_SP_EPS]) + c->params[PF_SP_WD] * pm[i]);
+          if (lowp) {
+            pf_adam_step(PF_ADAM_TORCH, PF_ADAM_MODE_ADAMW, D, D, &h, &p[i], g[i], &m[i], &v[i], fe);
+            pm[i] = p[i];
+          } else {
+            pf_adam_step(PF_ADAM_FUSED, PF_ADAM_MODE_ADAMW, F, F, &h, &pm[i], g[i], &m[i], &v[i], fe);
+            p[i] = pf_round_fe(D, pm[i], fe); /* write-back */
+          }
+        }
+      }
+    }
+    if (status != PF_LS_APPLIED)
+      for (size_t i = 0; i < n; i++) step[t * n + i] = 0;
+    out[PF_SCHED_STATUS(T) + t] = status;
+    out[PF_SCHED_SCALE(T) + t] = scaler >= 0 ? ls.scale : 1;
+    for (size_t i = 0; i < n; i++) {
+      out[PF_SCHED_STEP(T) + t * n + i] = step[t * n + i];
+      out[PF_SCHED_MASTER(T, n) + t * n + i] = pm[i];
+      out[PF_SCHED_PARAMS(T, n) + t * n + i] = p[i];
     }
   }
-  free(p), free(pm), free(m), free(v), free(g);
+  free(p), free(pm), free(m), free(v), free(g), free(part);
   return PF_OK;
 }
 
-/* The tolerance, stated per element against the exact trajectory: tolerance (|p*| + lr). */
+/* The tolerance, stated per element against the exact trajectory: tolerance (|p*| + lr); the
+ * status, the scale and the step are judged by refine and review. */
 void pf_schedule_bound(const pf_case *c, const pf_tensor *in, pf_bound *out) {
-  const size_t N = c->shape[0] * c->shape[1];
-  const double tol = c->params[P_TOL];
-  for (size_t x = 0; x < N; x++) out[x] = (pf_bound){tol, tol * c->params[P_LR]};
+  const size_t T = c->shape[0], n = c->shape[1], N = pf_sched_output_count(c);
+  const double tol = c->params[PF_SP_TOL];
+  for (size_t x = 0; x < N; x++) out[x] = x < PF_SCHED_MASTER(T, n) ? (pf_bound){0, 0} : (pf_bound){tol, tol * c->params[PF_SP_LR]};
 }
 
-/* Domain: finite inputs. The tolerance is the contract; leaving it anywhere is a finding. */
+/* Domain: finite starting point and curvatures; a non-finite gradient stream only with a
+ * scaler that skips it for ever (megatron, pytorch, static: the exact run skips those steps
+ * too). DeepSpeed stops by design (seed 000) and without a scaler nothing protects the
+ * parameters: both are reported, outside the domain. */
 int pf_schedule_in_domain(const pf_case *c, const pf_tensor *in, char *why, size_t len) {
-  for (int k = 0; k < 3; k++)
+  if (pf_sched_lowp(c)) {
+    snprintf(why, len, "PyTorch AdamW with its state in %s rounds the state and splits the decay from the step: "
+             "measured (lost updates, departures), not promised", pf_dtype_name(c->dtype));
+    return 0;
+  }
+  for (size_t x = 0; x < in[0].n; x++)
+    if (fabs(in[0].data[x]) > pf_max_finite(c->dtype) / 2) {
+      snprintf(why, len, "p0[%zu] = %g is beyond half of %s's range", x, in[0].data[x], pf_dtype_name(c->dtype));
+      return 0;
+    }
+  for (int k = 0; k < 2; k++)
     for (size_t x = 0; x < in[k].n; x++)
       if (!isfinite(in[k].data[x])) {
         snprintf(why, len, "input %s has a non-finite value", pf_sched_inputs[k]);
         return 0;
       }
-  return 1;
+  if (c->params[PF_SP_EPS] == 0) {
+    snprintf(why, len, "eps = 0: a v that underflows to 0 divides by 0");
+    return 0;
+  }
+  const int scaler = pf_schedule_scaler(c);
+  for (size_t x = 0; x < in[2].n; x++)
+    if (!isfinite(in[2].data[x]) && (scaler < 0 || scaler == PF_LS_DEEPSPEED)) {
+      snprintf(why, len, "step %zu: a non-finite gradient with %s", x / c->shape[1] + 1,
+               scaler < 0 ? "no loss scaler to skip it" : "the deepspeed scaler, which stops the run");
+      return 0;
+    }
+  if (scaler < 0) return 1;
+  /* A step the scaler skips for an overflow of fl_T(S g) with a finite true gradient is how
+   * dynamic scaling probes its scale; the run then trails the exact one by a step, which no
+   * tolerance can bound near a minimum. Reported, not promised. */
+  const size_t T = c->shape[0], n = c->shape[1];
+  double *o = malloc(pf_sched_output_count(c) * sizeof(double));
+  if (!o) {
+    snprintf(why, len, "cannot allocate the scaler check");
+    return 0;
+  }
+  pf_case k = *c;
+  k.fault[0] = 0;
+  unsigned fe = 0;
+  int ok = pf_schedule_cpu(&k, in, o, &fe) == PF_OK;
+  for (size_t t = 0; t < T && ok; t++) {
+    int finite = 1;
+    for (size_t i = 0; i < n; i++) finite &= isfinite(in[2].data[t * n + i]) != 0;
+    if (finite && o[PF_SCHED_STATUS(T) + t] == PF_LS_SKIPPED) {
+      snprintf(why, len, "step %zu skipped: fl_%s(S g) overflowed at scale %g while the true gradient is finite", t + 1,
+               pf_dtype_name(c->dtype), t ? o[PF_SCHED_SCALE(T) + t - 1] : pf_schedule_scaler_start(c).scale);
+      ok = 0;
+    }
+  }
+  free(o);
+  return ok;
 }
 
-static const char *const pf_sched_no_faults[] = {NULL};
+/* The verdict's last word: lost updates, and the first step and parameter that left.
+ * Lost update: the run applied step t and the value Adam updates stayed the same, although
+ * the step exact arithmetic takes from the run's own state and gradient (the step stage)
+ * moves it by more than half the gap to its neighbour in that direction, so that rounding
+ * to nearest would have moved it: the step itself lost it (a split decay, an underflowed
+ * state), whatever the trajectory did before. The margin keeps the legitimate error of the
+ * step's own computation out of the verdict (the step stage itself is binary64: a few ulps
+ * of 2^-53). */
+static void pf_sched_review(const pf_case *c, pf_run *r) {
+  const size_t T = c->shape[0], n = c->shape[1];
+  const pf_dtype Dm = pf_schedule_master_dtype(c);
+  const double *y = r->out, *E = r->oracle.exact;
+  size_t lost_at = (size_t)-1;
+  double lost_u = 0, lost_gap = 0;
+  /* FusedAdam computes the step in fp32 (about ten roundings: within 2^-20 relative of the
+   * binary64 step); PyTorch's split decay is the loss itself, so only binary64's error */
+  const double margin = pf_sched_lowp(c) ? 0x1p-40 : 0x1p-20;
+  /* the accuracy figures are the trajectory's: status and scale are control state */
+  r->cmp.max_ulps = 0;
+  r->cmp.max_rel = 0;
+  for (size_t x = PF_SCHED_MASTER(T, n); x < r->nout; x++) {
+    const pf_dtype t = x < PF_SCHED_PARAMS(T, n) ? Dm : c->dtype;
+    if (r->cmp.ulps[x] != INT64_MAX && r->cmp.ulps[x] > r->cmp.max_ulps) r->cmp.max_ulps = r->cmp.ulps[x], r->cmp.max_ulps_at = x;
+    if (isfinite(y[x]) && isfinite(E[x]) && fabs(r->oracle.rounded[x]) >= pf_min_normal(t) && E[x] != 0 &&
+        fabs(y[x] - E[x]) / fabs(E[x]) > r->cmp.max_rel)
+      r->cmp.max_rel = fabs(y[x] - E[x]) / fabs(E[x]);
+  }
+  for (size_t t = 0; t < T; t++) {
+    if (y[PF_SCHED_STATUS(T) + t] != PF_LS_APPLIED) continue;
+    for (size_t i = 0; i < n; i++) {
+      const size_t x = PF_SCHED_MASTER(T, n) + t * n + i;
+      const double prev = t ? y[x - n] : pf_round(Dm, r->in[0].data[i]);
+      if (y[x] != prev || !isfinite(prev) || r->cmp.elem[x] != PF_V_OK) continue;
+      const double u = y[PF_SCHED_STEP(T) + t * n + i]; /* a decrease of the value */
+      const double gap = fabs((u < 0 ? pf_next_up(Dm, prev) : pf_next_down(Dm, prev)) - prev);
+      if (fabs(u) > gap / 2 * (1 + margin)) {
+        pf_run_set_verdict(r, x, PF_V_DIVERGENT);
+        if (x < lost_at) lost_at = x, lost_u = u, lost_gap = gap;
+      }
+    }
+  }
+  /* the earliest step with a finding: its status, then its master, then its parameter */
+  size_t at = (size_t)-1;
+  for (size_t t = 0; t < T && at == (size_t)-1; t++) {
+    if (pf_verdict_is_finding(r->cmp.elem[PF_SCHED_STATUS(T) + t])) at = PF_SCHED_STATUS(T) + t;
+    for (int s = 0; s < 2 && at == (size_t)-1; s++)
+      for (size_t i = 0; i < n && at == (size_t)-1; i++) {
+        const size_t x = (s ? PF_SCHED_PARAMS(T, n) : PF_SCHED_MASTER(T, n)) + t * n + i;
+        if (pf_verdict_is_finding(r->cmp.elem[x])) at = x;
+      }
+  }
+  if (at == (size_t)-1) return;
+  size_t skipped = 0, t = at < PF_SCHED_SCALE(T) ? at : (at - PF_SCHED_MASTER(T, n)) % (T * n) / n;
+  for (size_t s = 0; s < t; s++) skipped += y[PF_SCHED_STATUS(T) + s] == PF_LS_SKIPPED && E[PF_SCHED_STATUS(T) + s] == PF_LS_APPLIED;
+  char skips[96] = "";
+  if (skipped) snprintf(skips, sizeof skips, " (the run had skipped %zu step%s for overflow that the exact run applied)", skipped, skipped > 1 ? "s" : "");
+  r->born = at < PF_SCHED_SCALE(T) ? "status" : at < PF_SCHED_PARAMS(T, n) ? "master" : "params";
+  r->born_at = at;
+  const double S = y[PF_SCHED_SCALE(T) + t];
+  if (at < PF_SCHED_SCALE(T)) {
+    if (y[at] == PF_LS_STOPPED)
+      snprintf(r->note, sizeof r->note,
+               "the run stopped at step %zu: the gradients overflowed with the loss scale already at its minimum %g "
+               "(DeepSpeed: \"Current loss scale already at minimum - cannot decrease scale anymore. Exiting run.\")",
+               t + 1, S);
+    else
+      snprintf(r->note, sizeof r->note, "step %zu applied a gradient whose true value is not finite (it must be skipped)", t + 1);
+    return;
+  }
+  const size_t i = (at - PF_SCHED_MASTER(T, n)) % n;
+  const char *what = at < PF_SCHED_PARAMS(T, n) ? (Dm == c->dtype ? "the parameter" : "the fp32 master") : "the parameter";
+  if (!isfinite(y[at]))
+    snprintf(r->note, sizeof r->note, "%s %zu is not finite after step %zu (exact %.9g)%s", what, i, t + 1, E[at], skips);
+  else if (at == lost_at)
+    snprintf(r->note, sizeof r->note,
+             "update lost at step %zu: %s %zu stayed %.9g while the exact step from the run's state is %.3g, more "
+             "than half the gap %.3g to its neighbour%s",
+             t + 1, what, i, y[at], lost_u, lost_gap, skips);
+  else
+    snprintf(r->note, sizeof r->note,
+             "%s %zu left the exact trajectory at step %zu: %.9g, exact %.9g, allowed +-%.3g (tolerance (|p*| + lr))%s",
+             what, i, t + 1, y[at], E[at], r->bound[at].rel * fabs(E[at]) + r->bound[at].abs, skips);
+}
+
+static const char *const pf_sched_faults[] = {"loss-scale-no-skip", NULL};
 static const pf_kernel pf_sched_tab[] = {
     {PF_KERNEL_ABI, &pf_schedule_op, "fp32-state", "FusedAdam with fp32 master and state; the parameter in T",
-     PF_DT(PF_FP32) | PF_DT(PF_FP16) | PF_DT(PF_BF16), PF_DT(PF_FP32), pf_sched_no_faults,
-     "every step's parameter within tolerance (|p_exact| + lr) of the exact trajectory", pf_schedule_cpu,
-     pf_schedule_bound, pf_schedule_in_domain, pf_sched_check, NULL},
+     PF_DT(PF_FP32) | PF_DT(PF_FP16) | PF_DT(PF_BF16), PF_DT(PF_FP32), pf_sched_faults,
+     "every step's master and parameter within tolerance (|p_exact| + lr) of the exact trajectory, no update lost, "
+     "no stop, no non-finite step applied",
+     pf_schedule_cpu, pf_schedule_bound, pf_schedule_in_domain, pf_sched_check, NULL},
     {PF_KERNEL_ABI, &pf_schedule_op, "lowp-state", "PyTorch AdamW with gradient, state and parameter in T",
-     PF_DT(PF_FP32) | PF_DT(PF_FP16) | PF_DT(PF_BF16), PF_DT(PF_FP32), pf_sched_no_faults,
-     "every step's parameter within tolerance (|p_exact| + lr) of the exact trajectory", pf_schedule_cpu,
-     pf_schedule_bound, pf_schedule_in_domain, pf_sched_check, NULL},
+     PF_DT(PF_FP32) | PF_DT(PF_FP16) | PF_DT(PF_BF16), PF_DT(PF_FP32), pf_sched_faults,
+     "every step's parameter within tolerance (|p_exact| + lr) of the exact trajectory, no update lost, no stop, "
+     "no non-finite step applied",
+     pf_schedule_cpu, pf_schedule_bound, pf_schedule_in_domain, pf_sched_check, NULL},
 };
 const pf_kernel *const pf_schedule_kernels[] = {&pf_sched_tab[0], &pf_sched_tab[1], NULL};

@@ -1,0 +1,36 @@
+/* The schedule (trajectory) operation's parameters and output layout, shared by its CPU
+ * emulation and its oracle. */
+#ifndef PF_KERNELS_SCHEDULE_H
+#define PF_KERNELS_SCHEDULE_H
+
+#include "harness/case.h"
+#include "harness/schedule.h"
+#include "kernels/loss_scale/loss_scale_math.h"
+
+/* Parameter indices, in the order of the table in schedule_cpu.c. */
+enum {
+  PF_SP_LR = 0, PF_SP_LR_FINAL, PF_SP_WARMUP, PF_SP_DECAY, PF_SP_BETA1, PF_SP_BETA2, PF_SP_EPS, PF_SP_WD,
+  PF_SP_MAXNORM, PF_SP_TOL, PF_SP_TENSORS, PF_SP_NOISE_DECAY, PF_SP_SPIKE_STEP, PF_SP_SPIKE_MAG,
+  PF_SP_SPIKE_TENSOR, PF_SP_TINY_FRACTION, PF_SP_TINY_MAG, PF_SP_NONFINITE, PF_SP_SCALER, PF_SP_SCALE0,
+  PF_SP_MINSCALE, PF_SP_WINDOW, PF_SP_HYST, PF_SCHED_NPARAMS
+};
+
+/* Output layout for T steps of n parameters: status[T], scale[T], step[T][n], master[T][n],
+ * params[T][n]. step: the step Adam was asked to take, computed in binary64 from the run's
+ * own state and gradient (what exact arithmetic would move the value by from there). */
+#define PF_SCHED_STATUS(T) ((size_t)0)
+#define PF_SCHED_SCALE(T) ((size_t)(T))
+#define PF_SCHED_STEP(T) (2 * (size_t)(T))
+#define PF_SCHED_MASTER(T, n) (2 * (size_t)(T) + (size_t)(T) * (size_t)(n))
+#define PF_SCHED_PARAMS(T, n) (2 * (size_t)(T) + 2 * (size_t)(T) * (size_t)(n))
+
+/* The dtype Adam updates: fp32 (the master) or, for lowp-state, the case's dtype. */
+pf_dtype pf_schedule_master_dtype(const pf_case *c);
+/* The tensor (from 0) parameter i belongs to. */
+size_t pf_schedule_tensor_of(const pf_case *c, size_t i);
+/* The loss scaler (PF_LS_*), -1 for none, and its starting state. */
+int pf_schedule_scaler(const pf_case *c);
+pf_ls_state pf_schedule_scaler_start(const pf_case *c);
+pf_lr_schedule pf_schedule_lr(const pf_case *c);
+
+#endif
