@@ -52,9 +52,10 @@ done
 echo
 echo "training trajectories (schedule, 200 steps x 8 parameters, cosine decay to 0 after no warm-up,"
 echo "curvatures |N(0,1)|, gradient noise N(0, 0.01^2), bf16 parameters, tolerance 1% of |p*| + lr):"
-echo "cases that leave the exact trajectory, of 5, and the earliest step at which one does"
+echo "cases that leave the exact trajectory or lose an update, of 5; the earliest step at which one"
+echo "does, and why (left: beyond the tolerance; lost: an update lost)"
 printf '%-12s %-7s' "state" "beta2"
-for lr in 1e-4 3e-4 1e-3 3e-3 1e-2; do printf ' %-14s' "lr $lr"; done
+for lr in 1e-4 3e-4 1e-3 3e-3 1e-2; do printf ' %-17s' "lr $lr"; done
 echo
 for v in fp32-state lowp-state; do
   for b2 in 0.95 0.99 0.999; do
@@ -63,9 +64,14 @@ for v in fp32-state lowp-state; do
       out=$("$P" run -k schedule -v "$v" -t bf16 --shape 200x8 --cases 5 --seed 1 --max-print 5 --param "lr=$lr" \
             --param "beta2=$b2" --input curv:scale=1 --input noise:scale=0.01 2>&1)
       n=$(echo "$out" | grep '^schedule/' | sed -n 's/.*divergent \([0-9][0-9]*\).*/\1/p' | head -1)
-      first=$(echo "$out" | sed -n 's/.*divergent at \[\([0-9]*\),.*/\1/p' | sort -n | head -1)
-      if [ -n "$n" ]; then printf ' %-14s' "$n/5, step $((first + 1))"; else printf ' %-14s' "0/5"; fi
+      first=$(echo "$out" | grep '^FINDING' | sed -n 's/.* at step \([0-9]*\).*/\1 left/p; s/.*update lost at step \([0-9]*\):.*/\1 lost/p' \
+              | sort -n | head -1)
+      if [ -n "$n" ]; then printf ' %-17s' "$n/5, step ${first% *} ${first#* }"; else printf ' %-17s' "0/5"; fi
     done
     echo
   done
 done
+
+echo
+echo "seed 001, a gradient spike x100 at the last of 100 warm-up steps (scripts/warmup-spike.py):"
+python3 "$(dirname "$0")/warmup-spike.py" "$P"

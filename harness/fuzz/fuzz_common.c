@@ -60,7 +60,20 @@ static uint64_t pf_fnv(const char *s) {
   return h;
 }
 
+/* PF_FUZZ_STATS=1: at exit, how many decoded cases fell inside the contract's domain (the
+ * only ones judged) and how many outside. */
+static unsigned long long pf_fuzz_in, pf_fuzz_out;
+static void pf_fuzz_stats(void) {
+  fprintf(stderr, "precfuzz stats: %llu cases judged inside the domain, %llu outside\n", pf_fuzz_in, pf_fuzz_out);
+}
+
 void pf_fuzz_run_case(const char *driver, pf_case *c) {
+  static int stats = -1;
+  if (stats < 0) {
+    const char *e = getenv("PF_FUZZ_STATS");
+    stats = e && strcmp(e, "1") == 0;
+    if (stats) atexit(pf_fuzz_stats);
+  }
   pf_oracle_opts o;
   pf_oracle_opts_default(&o);
   o.domain_only = 1; /* a variant used outside its contract's domain is not a bug */
@@ -71,9 +84,11 @@ void pf_fuzz_run_case(const char *driver, pf_case *c) {
     abort();
   }
   if (r.skipped) {
+    pf_fuzz_out++;
     pf_run_free(&r);
     return;
   }
+  pf_fuzz_in++;
   if (pf_verdict_is_finding(r.cmp.verdict)) {
     snprintf(c->expect, sizeof c->expect, "%s", pf_verdict_name(r.cmp.verdict));
     char *json = pf_case_to_json(c);
