@@ -4,8 +4,9 @@
  * Philox4x32-10 with key (s low 32 bits, s high 32 bits) and counter
  * (b / 65536, 0, b % 65536, 0): the order in which cuRAND's host generator
  * (curandCreateGeneratorHost, CURAND_RNG_PSEUDO_PHILOX4_32_10) hands out its words.
- * With PF_HAVE_CURAND the words come from cuRAND itself; otherwise from the built-in
- * Philox. tests/test_rng.c proves the two identical wherever cuRAND is present.
+ * The tensors use the built-in Philox; pf_rng_init(..., 1) takes the words from cuRAND itself
+ * where PF_HAVE_CURAND, and tests/test_rng.c proves the two identical wherever it is present
+ * (creating a cuRAND host generator costs more than a small case's whole run).
  * The distributions (tensor.c) are precfuzz's own code on top of these words. */
 #ifndef PF_RNG_H
 #define PF_RNG_H
