@@ -237,7 +237,7 @@ cJSON *pf_run_to_cjson(const pf_case *c, const pf_run *r, int per_element) {
         snprintf(ub, sizeof ub, "0x1p%ld", (long)mpfr_get_emin_min() - 1);
         cJSON_AddStringToObject(e, "exact_upper", ub);
       }
-      if (r->oracle.status[i] == PF_ORACLE_TIE) {
+      if (r->oracle.status[i] == PF_ORACLE_TIE || r->oracle.status[i] == PF_ORACLE_SET) {
         pf_hexfloat(b, r->oracle.rounded_alt[i]);
         cJSON_AddStringToObject(e, "rounded_alt", b);
       }

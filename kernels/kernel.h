@@ -37,6 +37,8 @@ enum {
   PF_ORACLE_TINY = 3,      /* the exact value is nonzero but below MPFR's exponent range
                               (|E| < 2^-(2^62)): it rounds to 0 in every dtype; exact is 0 and
                               the JSON gives the bound */
+  PF_ORACLE_SET = 4,       /* every value of the dtype in [rounded, rounded_alt] is a legitimate
+                              result (a differential's proven set); exact is a value inside */
 };
 
 typedef struct {

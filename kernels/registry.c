@@ -10,6 +10,7 @@ extern const pf_kernel *const pf_adam_kernels[];
 extern const pf_kernel *const pf_loss_scale_kernels[];
 extern const pf_kernel *const pf_clip_kernels[];
 extern const pf_kernel *const pf_schedule_kernels[];
+extern const pf_kernel *const pf_tp_kernels[];
 
 #define PF_MAX_KERNELS 256
 static const pf_kernel *pf_registry[PF_MAX_KERNELS];
@@ -25,6 +26,7 @@ static void pf_register_builtins(void) {
   for (size_t i = 0; pf_clip_kernels[i]; i++) pf_kernel_register(pf_clip_kernels[i]);
   for (size_t i = 0; pf_loss_scale_kernels[i]; i++) pf_kernel_register(pf_loss_scale_kernels[i]);
   for (size_t i = 0; pf_schedule_kernels[i]; i++) pf_kernel_register(pf_schedule_kernels[i]);
+  for (size_t i = 0; pf_tp_kernels[i]; i++) pf_kernel_register(pf_tp_kernels[i]);
 }
 
 pf_status pf_kernel_register(const pf_kernel *k) {

@@ -683,6 +683,39 @@ static int cmd_replay(int argc, char **argv) {
   return failed ? EXIT_FINDINGS : 0;
 }
 
+/* ---- diff-tp: run -k tp with its defaults ------------------------------------------- */
+
+static int cmd_diff_tp(int argc, char **argv) {
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+      printf("usage: precfuzz diff-tp [--fault NAME] [--cases N] [--seed N] [--json] [-t bf16|fp16]\n"
+             "                       [--shape STEPSxHIDDENxFFNxVOCABxSEQ] [--param NAME=VALUE]... [run's options]\n\n"
+             "Runs the mixed-precision optimizer step of a transformer layer's parameters as TP=1 and as\n"
+             "TP=2 (PP=2 when the embedding is tied to the LM head), one thread per rank, and checks that\n"
+             "replicated parameters and tied copies stay bitwise equal on every rank and that both runs'\n"
+             "master, parameter, m and v stay in the set every summation order of the norm allows\n"
+             "(the kernel tp; precfuzz list shows its parameters). Default dtype bf16.\n"
+             "Faults: tp-replicated-unclipped, norm-no-dedup, norm-not-allreduced, tied-grad-unreduced.\n"
+             "Exit status: 0 no finding, 1 findings, 2 bad usage or input.\n");
+      return 0;
+    }
+    if (strcmp(argv[i], "-k") == 0 || strncmp(argv[i], "--kernel", 8) == 0 || strncmp(argv[i], "-k", 2) == 0)
+      return usage_error("diff-tp: -k is not an option here (diff-tp is run -k tp)");
+  }
+  char **args = calloc((size_t)argc + 6, sizeof(char *));
+  if (!args) return usage_error("diff-tp: out of memory");
+  int n = 0;
+  args[n++] = argv[0];
+  args[n++] = "-k";
+  args[n++] = "tp";
+  args[n++] = "-t";
+  args[n++] = "bf16";
+  for (int i = 1; i < argc; i++) args[n++] = argv[i];
+  const int rc = cmd_run(n, args);
+  free(args);
+  return rc;
+}
+
 /* ---- main ---------------------------------------------------------------------------- */
 
 static void print_help(void) {
@@ -690,6 +723,7 @@ static void print_help(void) {
          "  list      the kernels, variants, dtypes, parameters, faults and contracts\n"
          "  run       run generated cases of a kernel against the MPFR oracle\n"
          "  replay    run case files again (findings, regressions)\n"
+         "  diff-tp   TP=1 against TP=2 optimizer steps: replicated copies and rounding sets\n"
          "  version   versions of precfuzz, MPFR, GMP and cJSON\n\n"
          "Exit status: 0 nothing found, 1 findings, 2 bad usage or input.\n");
 }
@@ -711,5 +745,6 @@ int main(int argc, char **argv) {
   if (strcmp(cmd, "list") == 0) return cmd_list(argc - 1, argv + 1);
   if (strcmp(cmd, "run") == 0) return cmd_run(argc - 1, argv + 1);
   if (strcmp(cmd, "replay") == 0) return cmd_replay(argc - 1, argv + 1);
-  return usage_error("unknown command '%s' (list, run, replay, version; see precfuzz --help)", cmd);
+  if (strcmp(cmd, "diff-tp") == 0) return cmd_diff_tp(argc - 1, argv + 1);
+  return usage_error("unknown command '%s' (list, run, replay, diff-tp, version; see precfuzz --help)", cmd);
 }

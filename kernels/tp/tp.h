@@ -1,0 +1,73 @@
+/* The tensor-parallel differential (issue 5): a parameter set shaped like one transformer
+ * layer and its embeddings, its gradients, and the layout of the operation's outputs — shared
+ * by the rank simulation (tp_cpu.c) and the oracle (oracles/tp_mpfr.c).
+ * ../shared/SEMANTICS.md sections 1 and 5. */
+#ifndef PF_KERNELS_TP_H
+#define PF_KERNELS_TP_H
+
+#include <stddef.h>
+
+#include "harness/case.h"
+
+/* How a block is held by TP=2 ranks (Megatron): replicated on every rank, column-parallel
+ * (rows = output features split), row-parallel (columns = input features split), or
+ * vocab-parallel (embedding rows split; the only split that may be uneven: rank 0 takes the
+ * larger half). */
+enum { PF_TP_REP = 0, PF_TP_COL = 1, PF_TP_ROW = 2, PF_TP_VOCAB = 3 };
+
+#define PF_TP_NBLOCKS 14
+typedef struct {
+  const char *name;
+  size_t rows, cols; /* a vector is rows x 1 */
+  int kind;
+  int decay;         /* weight decay applies (weights; not LayerNorm parameters or biases) */
+  size_t offset;     /* first element in the global order */
+} pf_tp_block;
+
+typedef struct {
+  size_t steps, h, f, V, seq, mb;
+  int tied;          /* the embedding is tied to the LM head, held by a second pipeline stage */
+  pf_dtype dtype;    /* parameters and micro-batch gradients (bf16, or fp16 with loss scaling) */
+  double loss_scale; /* fp16: the static loss scale S; bf16: 1 */
+  pf_tp_block b[PF_TP_NBLOCKS];
+  size_t n;          /* parameters, all blocks */
+  size_t head;       /* head contributions per step and micro-batch (V h if tied, else 0) */
+  size_t nsync;      /* copy checks per step: replicated elements on TP rank 1, tied copies */
+} pf_tp_layout;
+
+enum { PF_TP_EMBED = 13 }; /* the block index of the (tied) embedding */
+
+/* Parameter indices (the table in tp_cpu.c). */
+enum { PF_TPP_MAXNORM = 0, PF_TPP_LR, PF_TPP_BETA1, PF_TPP_BETA2, PF_TPP_EPS, PF_TPP_WD, PF_TPP_MB, PF_TPP_TIED,
+       PF_TPP_SPREAD, PF_TPP_LOSS_SCALE, PF_TP_NPARAMS };
+
+void pf_tp_layout_make(const pf_case *c, pf_tp_layout *L);
+/* The block of global element e, and e's row and column in it. */
+int pf_tp_block_of(const pf_tp_layout *L, size_t e, size_t *row, size_t *col);
+/* The TP rank (0 or 1) holding element e in a TP=2 run; -1 when every rank holds it. */
+int pf_tp_owner(const pf_tp_layout *L, size_t e);
+/* "fc1.w[3,5]" */
+void pf_tp_elem_name(const pf_tp_layout *L, size_t e, char *buf, size_t len);
+
+/* Inputs: init (n masters), grads (steps x mb x (n + head) true micro-batch gradients), the
+ * per-step gradient scale (steps). */
+static inline double pf_tp_grad(const pf_tp_layout *L, const double *grads, size_t s, size_t k, size_t x) {
+  return grads[(s * L->mb + k) * (L->n + L->head) + x];
+}
+/* The fp32 gradient buffer of a non-tied element (the same on every rank and in every
+ * configuration): micro-batch gradients of the scaled loss rounded to the dtype, summed in
+ * fp32 in micro-batch order, unscaled by fl32(1/S). */
+double pf_tp_buffer(const pf_tp_layout *L, const double *grads, size_t s, size_t e, unsigned *fe);
+
+/* Output layout: for every step, nsync pairs (code, difference) of copy checks; then the
+ * TP=1 run's and the gathered TP=2 run's master, parameter, m and v of every element. */
+enum { PF_TP_MASTER = 0, PF_TP_PARAM = 1, PF_TP_M = 2, PF_TP_V = 3 };
+static inline size_t pf_tp_sync_at(const pf_tp_layout *L, size_t s, size_t j) { return (s * L->nsync + j) * 2; }
+static inline size_t pf_tp_run_at(const pf_tp_layout *L, int run, size_t s, int q, size_t e) {
+  return 2 * L->steps * L->nsync + (((size_t)run * L->steps + s) * 4 + (size_t)q) * L->n + e;
+}
+static inline size_t pf_tp_output_count(const pf_tp_layout *L) { return 2 * L->steps * L->nsync + 8 * L->steps * L->n; }
+/* The element copy check j compares (replicated element on rank 1, or tied copy on stage 1). */
+size_t pf_tp_sync_elem(const pf_tp_layout *L, size_t j, int *tied);
+
+#endif

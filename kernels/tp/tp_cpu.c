@@ -1,0 +1,558 @@
+/* The tensor-parallel differential (issue 5): the mixed-precision optimizer step of
+ * ../shared/SEMANTICS.md section 1 on a parameter set shaped like a transformer layer and its
+ * embeddings, run as TP=1 and as TP=2 (both with PP=2 when the embedding is tied to the LM
+ * head: its two copies on two stages), one thread per simulated rank, with a harness all-reduce that sums in fp32 in rank
+ * order. Several steps per case. Outputs: the copy checks (replicated elements on TP rank 1
+ * against rank 0, the tied copy on stage 1 against stage 0: bitwise) and both runs' master,
+ * parameter and Adam state; the oracle (oracles/tp_mpfr.c) gives for every value the set a
+ * correct run may produce.
+ * Faults (section 5): tp-replicated-unclipped, norm-no-dedup, norm-not-allreduced,
+ * tied-grad-unreduced. */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness/runner.h"
+#include "kernels/adam/adam_math.h"
+#include "kernels/kernel.h"
+#include "kernels/tp/tp.h"
+
+pf_status pf_tp_mpfr(const pf_case *c, const pf_tensor *in, const pf_oracle_opts *opts, pf_oracle_result *out);
+
+static const char *const pf_tp_dims[] = {"steps", "hidden", "ffn", "vocab", "seq"};
+static const char *const pf_tp_inputs[] = {"init", "grads", "gscale"};
+static const pf_param_desc pf_tp_params[PF_TP_NPARAMS] = {
+    {"max_norm", PF_PARAM_REAL, 1.0, 0x1p-60, 0x1p60, NULL, "clip the global gradient norm to this"},
+    {"lr", PF_PARAM_REAL, 1e-3, 0, 1, NULL, "Adam learning rate"},
+    {"beta1", PF_PARAM_REAL, 0.9, 0, 0.999999, NULL, "Adam beta1"},
+    {"beta2", PF_PARAM_REAL, 0.95, 0, 0.9999999, NULL, "Adam beta2"},
+    {"eps", PF_PARAM_REAL, 1e-8, 0x1p-100, 1, NULL, "Adam eps"},
+    {"wd", PF_PARAM_REAL, 0.1, 0, 1, NULL, "weight decay of the weights (none for LayerNorm parameters and biases)"},
+    {"microbatches", PF_PARAM_INT, 2, 1, 64, NULL, "micro-batch gradients accumulated per step"},
+    {"tied", PF_PARAM_INT, 1, 0, 1, NULL, "1: the embedding is tied to the LM head on a second pipeline stage (both runs PP=2)"},
+    {"spread", PF_PARAM_REAL, 3, 0, 60, NULL,
+     "each step's gradients are scaled by 2^(spread x) with x in [-1, 1] from input gscale, around the clipping threshold"},
+    {"loss_scale", PF_PARAM_REAL, 0, 0, 0x1p60, NULL, "fp16: the static loss scale S (0: 2^12); bf16: must be 0"},
+};
+
+/* --- the parameter set --------------------------------------------------------------- */
+
+void pf_tp_layout_make(const pf_case *c, pf_tp_layout *L) {
+  memset(L, 0, sizeof *L);
+  L->steps = c->shape[0];
+  L->h = c->shape[1];
+  L->f = c->shape[2];
+  L->V = c->shape[3];
+  L->seq = c->shape[4];
+  L->mb = (size_t)c->params[PF_TPP_MB];
+  L->tied = c->params[PF_TPP_TIED] != 0;
+  L->dtype = c->dtype;
+  L->loss_scale = c->dtype == PF_FP16 ? (c->params[PF_TPP_LOSS_SCALE] > 0 ? c->params[PF_TPP_LOSS_SCALE] : 0x1p12) : 1;
+  const size_t h = L->h, f = L->f;
+  const pf_tp_block b[PF_TP_NBLOCKS] = {
+      {"ln1.w", h, 1, PF_TP_REP, 0, 0},      {"ln1.b", h, 1, PF_TP_REP, 0, 0},  {"qkv.w", 3 * h, h, PF_TP_COL, 1, 0},
+      {"qkv.b", 3 * h, 1, PF_TP_COL, 0, 0},  {"proj.w", h, h, PF_TP_ROW, 1, 0}, {"proj.b", h, 1, PF_TP_REP, 0, 0},
+      {"ln2.w", h, 1, PF_TP_REP, 0, 0},      {"ln2.b", h, 1, PF_TP_REP, 0, 0},  {"fc1.w", f, h, PF_TP_COL, 1, 0},
+      {"fc1.b", f, 1, PF_TP_COL, 0, 0},      {"fc2.w", h, f, PF_TP_ROW, 1, 0},  {"fc2.b", h, 1, PF_TP_REP, 0, 0},
+      {"pos.w", L->seq, h, PF_TP_REP, 1, 0}, {"embed.w", L->V, h, PF_TP_VOCAB, 1, 0},
+  };
+  size_t off = 0;
+  for (int k = 0; k < PF_TP_NBLOCKS; k++) {
+    L->b[k] = b[k];
+    L->b[k].offset = off;
+    off += b[k].rows * b[k].cols;
+    if (b[k].kind == PF_TP_REP) L->nsync += b[k].rows * b[k].cols;
+  }
+  L->n = off;
+  L->head = L->tied ? L->V * h : 0;
+  L->nsync += L->head;
+}
+
+int pf_tp_block_of(const pf_tp_layout *L, size_t e, size_t *row, size_t *col) {
+  int k = PF_TP_NBLOCKS - 1;
+  while (k > 0 && L->b[k].offset > e) k--;
+  const size_t local = e - L->b[k].offset;
+  *row = local / L->b[k].cols;
+  *col = local % L->b[k].cols;
+  return k;
+}
+
+int pf_tp_owner(const pf_tp_layout *L, size_t e) {
+  size_t i, j;
+  const pf_tp_block *b = &L->b[pf_tp_block_of(L, e, &i, &j)];
+  switch (b->kind) {
+  case PF_TP_COL: return i >= b->rows / 2;
+  case PF_TP_ROW: return j >= b->cols / 2;
+  case PF_TP_VOCAB: return i >= (b->rows + 1) / 2;
+  default: return -1;
+  }
+}
+
+void pf_tp_elem_name(const pf_tp_layout *L, size_t e, char *buf, size_t len) {
+  size_t i, j;
+  const int k = pf_tp_block_of(L, e, &i, &j);
+  if (L->b[k].cols == 1) snprintf(buf, len, "%s[%zu]", L->b[k].name, i);
+  else snprintf(buf, len, "%s[%zu,%zu]", L->b[k].name, i, j);
+}
+
+size_t pf_tp_sync_elem(const pf_tp_layout *L, size_t j, int *tied) {
+  size_t r = 0;
+  *tied = 0;
+  for (int k = 0; k < PF_TP_NBLOCKS; k++) {
+    if (L->b[k].kind != PF_TP_REP) continue;
+    const size_t sz = L->b[k].rows * L->b[k].cols;
+    if (j < r + sz) return L->b[k].offset + (j - r);
+    r += sz;
+  }
+  *tied = 1;
+  return L->b[PF_TP_EMBED].offset + (j - r);
+}
+
+double pf_tp_buffer(const pf_tp_layout *L, const double *grads, size_t s, size_t e, unsigned *fe) {
+  const pf_dtype F = PF_FP32;
+  double buf = 0, head = 0;
+  const int tied = L->tied && e >= L->b[PF_TP_EMBED].offset;
+  const size_t hx = L->n + (e - L->b[PF_TP_EMBED].offset);
+  for (size_t k = 0; k < L->mb; k++) {
+    buf = pf_add(F, buf, pf_round_fe(L->dtype, L->loss_scale * pf_tp_grad(L, grads, s, k, e), fe), fe);
+    if (tied) head = pf_add(F, head, pf_round_fe(L->dtype, L->loss_scale * pf_tp_grad(L, grads, s, k, hx), fe), fe);
+  }
+  if (tied) buf = pf_add(F, buf, head, fe); /* the tied group's all-reduce: stage 0 + stage 1 */
+  return L->dtype == PF_FP16 ? pf_mul(F, buf, pf_round(F, 1.0 / L->loss_scale), fe) : buf;
+}
+
+/* --- the ranks ------------------------------------------------------------------------ */
+
+struct pf_tp_world;
+typedef struct {
+  struct pf_tp_world *world;
+  int tp, pp;
+  size_t nloc;
+  size_t *elem;            /* global indices held, in global order */
+  double *master, *param, *m, *v, *g, *part;
+  double *hist;            /* steps x nloc x 4 */
+  unsigned fe;
+} pf_tp_rank;
+
+typedef struct pf_tp_world {
+  const pf_case *c;
+  const pf_tp_layout *L;
+  const double *grads;
+  const double *init;
+  int TP, PP, R;
+  int f_unclipped, f_nodedup, f_noallreduce, f_untied;
+  pthread_barrier_t bar;
+  double norm_board[4];
+  pf_tp_rank rank[4];
+  pthread_t thread[4];
+} pf_tp_world;
+
+static int pf_tp_is_tied(const pf_tp_layout *L, size_t e) {
+  return L->tied && e >= L->b[PF_TP_EMBED].offset;
+}
+
+static void pf_tp_sync(pf_tp_world *w) {
+  if (w->R > 1) pthread_barrier_wait(&w->bar);
+}
+
+/* One rank's whole run: every step of section 1 (accumulate, tie, norm, clip, Adam, write back). */
+static void *pf_tp_rank_main(void *arg) {
+  pf_tp_rank *me = arg;
+  pf_tp_world *w = me->world;
+  const pf_tp_layout *L = w->L;
+  const pf_case *c = w->c;
+  const pf_dtype F = PF_FP32, T = L->dtype;
+  const double S = L->loss_scale, inv = pf_round(F, 1.0 / S);
+  const pf_tp_rank *peer = w->PP == 2 ? &w->rank[(1 - me->pp) * 2 + me->tp] : NULL;
+  for (size_t s = 0; s < L->steps; s++) {
+    /* 1-2. gradient buffers; the tied weight's copies are summed over the tied group */
+    for (size_t x = 0; x < me->nloc; x++) {
+      const size_t e = me->elem[x];
+      if (!pf_tp_is_tied(L, e)) {
+        me->g[x] = pf_tp_buffer(L, w->grads, s, e, &me->fe);
+        continue;
+      }
+      const size_t hx = L->n + (e - L->b[PF_TP_EMBED].offset); /* the head's contribution */
+      double buf = 0;
+      for (size_t k = 0; k < L->mb; k++) {
+        const double ge = pf_round_fe(T, S * pf_tp_grad(L, w->grads, s, k, e), &me->fe);
+        const double gh = pf_round_fe(T, S * pf_tp_grad(L, w->grads, s, k, hx), &me->fe);
+        buf = pf_add(F, buf, me->pp == 0 ? ge : gh, &me->fe);
+      }
+      me->g[x] = buf; /* scaled, until the step below unscales it */
+    }
+    pf_tp_sync(w);
+    if (w->PP == 2) {
+      /* SUM all-reduce over the tied group (stage 0 + stage 1): both hold the same elements
+       * of the tied weight, in the same order; fault: the optimizer reads the local buffer */
+      for (size_t x = 0, y = 0; x < me->nloc; x++) {
+        if (!pf_tp_is_tied(L, me->elem[x])) continue;
+        while (!pf_tp_is_tied(L, peer->elem[y]) || peer->elem[y] != me->elem[x]) y++;
+        const double a = me->pp == 0 ? me->g[x] : peer->g[y], b = me->pp == 0 ? peer->g[y] : me->g[x];
+        me->part[x] = w->f_untied ? me->g[x] : pf_add(F, a, b, &me->fe);
+      }
+    }
+    pf_tp_sync(w);
+    for (size_t x = 0; x < me->nloc; x++) {
+      if (w->PP == 2 && pf_tp_is_tied(L, me->elem[x])) me->g[x] = me->part[x];
+      if (pf_tp_is_tied(L, me->elem[x]) && T == PF_FP16) me->g[x] = pf_mul(F, me->g[x], inv, &me->fe);
+    }
+    /* 4. the squared norm of this rank's norm set: per-tensor norms in fp32, squared, summed */
+    double local = 0;
+    for (int k = 0, x = 0; k < PF_TP_NBLOCKS; k++) {
+      double sumsq = 0;
+      int any = 0;
+      for (; (size_t)x < me->nloc && pf_tp_block_of(L, me->elem[x], &(size_t){0}, &(size_t){0}) == k; x++) {
+        sumsq = pf_add(F, sumsq, pf_mul(F, me->g[x], me->g[x], &me->fe), &me->fe);
+        any = 1;
+      }
+      const int counted = me->pp == 0 && (L->b[k].kind != PF_TP_REP || me->tp == 0 || w->f_nodedup);
+      if (any && counted) {
+        const double nk = pf_round(F, sqrt(sumsq));
+        local = pf_add(F, local, pf_mul(F, nk, nk, &me->fe), &me->fe);
+      }
+    }
+    w->norm_board[me->pp * 2 + me->tp] = local;
+    pf_tp_sync(w);
+    double total = 0;
+    if (w->f_noallreduce) total = local;
+    else
+      for (int r = 0; r < w->R; r++) total = pf_add(F, total, w->norm_board[(r / w->TP) * 2 + r % w->TP], &me->fe);
+    pf_tp_sync(w);
+    /* 5. clip every gradient on every rank (fault: replicated ones on TP ranks > 0 skipped) */
+    const double norm = pf_round(F, sqrt(total));
+    const double coef = pf_div(F, pf_round(F, c->params[PF_TPP_MAXNORM]), pf_add(F, norm, pf_round(F, 1e-6), &me->fe), &me->fe);
+    if (coef < 1)
+      for (size_t x = 0; x < me->nloc; x++) {
+        size_t i, j;
+        const int k = pf_tp_block_of(L, me->elem[x], &i, &j);
+        if (w->f_unclipped && me->tp != 0 && L->b[k].kind == PF_TP_REP) continue;
+        me->g[x] = pf_mul(F, me->g[x], coef, &me->fe);
+      }
+    /* 6-7. FusedAdam (AdamW, fp32) on the masters, write-back by round to nearest even */
+    const double lr = c->params[PF_TPP_LR], b1 = c->params[PF_TPP_BETA1], b2 = c->params[PF_TPP_BETA2];
+    const double eps = c->params[PF_TPP_EPS];
+    const pf_adam_hyper hw = pf_adam_hyper_make(lr, b1, b2, eps, c->params[PF_TPP_WD], (double)s + 1, 1);
+    const pf_adam_hyper h0 = pf_adam_hyper_make(lr, b1, b2, eps, 0, (double)s + 1, 1);
+    for (size_t x = 0; x < me->nloc; x++) {
+      size_t i, j;
+      const int k = pf_tp_block_of(L, me->elem[x], &i, &j);
+      pf_adam_step(PF_ADAM_FUSED, PF_ADAM_MODE_ADAMW, F, F, L->b[k].decay ? &hw : &h0, &me->master[x], me->g[x],
+                   &me->m[x], &me->v[x], &me->fe);
+      me->param[x] = pf_round_fe(T, me->master[x], &me->fe);
+      double *o = me->hist + (s * me->nloc + x) * 4;
+      o[PF_TP_MASTER] = me->master[x];
+      o[PF_TP_PARAM] = me->param[x];
+      o[PF_TP_M] = me->m[x];
+      o[PF_TP_V] = me->v[x];
+    }
+  }
+  return NULL;
+}
+
+static void pf_tp_world_free(pf_tp_world *w) {
+  for (int r = 0; r < 4; r++) {
+    pf_tp_rank *k = &w->rank[r];
+    free(k->elem), free(k->master), free(k->param), free(k->m), free(k->v), free(k->g), free(k->part), free(k->hist);
+  }
+}
+
+/* Runs TP=1 or TP=2 (with PP=2 when tied, in both); on return w->rank[] hold the histories. */
+static pf_status pf_tp_world_run(pf_tp_world *w, const pf_case *c, const pf_tp_layout *L, const pf_tensor *in, int TP) {
+  memset(w, 0, sizeof *w);
+  w->c = c;
+  w->L = L;
+  w->init = in[0].data;
+  w->grads = in[1].data;
+  w->TP = TP;
+  w->PP = L->tied ? 2 : 1; /* both runs hold a tied weight on two stages */
+  w->R = w->TP * w->PP;
+  if (TP == 2) {
+    w->f_unclipped = strcmp(c->fault, "tp-replicated-unclipped") == 0;
+    w->f_nodedup = strcmp(c->fault, "norm-no-dedup") == 0;
+    w->f_noallreduce = strcmp(c->fault, "norm-not-allreduced") == 0;
+    w->f_untied = strcmp(c->fault, "tied-grad-unreduced") == 0;
+  }
+  for (int pp = 0; pp < w->PP; pp++)
+    for (int tp = 0; tp < w->TP; tp++) {
+      pf_tp_rank *k = &w->rank[pp * 2 + tp];
+      k->world = w;
+      k->tp = tp;
+      k->pp = pp;
+      k->elem = malloc(L->n * sizeof(size_t));
+      if (!k->elem) return pf_error(PF_ERR_NOMEM, "tp: cannot allocate a rank");
+      for (size_t e = 0; e < L->n; e++) {
+        const int own = TP == 1 ? -1 : pf_tp_owner(L, e);
+        const int held = pp == 0 ? (own < 0 || own == tp) : (pf_tp_is_tied(L, e) && (own < 0 || own == tp));
+        if (held) k->elem[k->nloc++] = e;
+      }
+      const size_t m = k->nloc ? k->nloc : 1;
+      k->master = malloc(m * sizeof(double));
+      k->param = malloc(m * sizeof(double));
+      k->m = calloc(m, sizeof(double));
+      k->v = calloc(m, sizeof(double));
+      k->g = malloc(m * sizeof(double));
+      k->part = malloc(m * sizeof(double));
+      k->hist = malloc(L->steps * m * 4 * sizeof(double));
+      if (!k->master || !k->param || !k->m || !k->v || !k->g || !k->part || !k->hist)
+        return pf_error(PF_ERR_NOMEM, "tp: cannot allocate a rank's %zu elements", k->nloc);
+      for (size_t x = 0; x < k->nloc; x++) {
+        k->master[x] = w->init[k->elem[x]];
+        k->param[x] = pf_round(L->dtype, k->master[x]);
+      }
+    }
+  if (w->R > 1 && pthread_barrier_init(&w->bar, NULL, (unsigned)w->R)) return pf_error(PF_ERR_NOMEM, "tp: no barrier");
+  int started = 0, failed = 0;
+  for (int r = 0; r < w->R; r++) {
+    pf_tp_rank *k = &w->rank[(r / w->TP) * 2 + r % w->TP];
+    if (w->R == 1) pf_tp_rank_main(k);
+    else if (pthread_create(&w->thread[r], NULL, pf_tp_rank_main, k)) failed = 1;
+    else started++;
+    if (failed) break;
+  }
+  for (int r = 0; r < started; r++) pthread_join(w->thread[r], NULL);
+  if (w->R > 1) pthread_barrier_destroy(&w->bar);
+  if (failed) return pf_error(PF_ERR_NOMEM, "tp: cannot start the rank threads");
+  return PF_OK;
+}
+
+/* The local index of global element e on a rank (binary search: elem is sorted). */
+static size_t pf_tp_local(const pf_tp_rank *k, size_t e) {
+  size_t lo = 0, hi = k->nloc;
+  while (lo < hi) {
+    const size_t mid = (lo + hi) / 2;
+    if (k->elem[mid] < e) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+pf_status pf_tp_cpu(const pf_case *c, const pf_tensor *in, double *out, unsigned *fe) {
+  pf_tp_layout L;
+  pf_tp_layout_make(c, &L);
+  pf_tp_world *w1 = malloc(sizeof *w1), *w2 = malloc(sizeof *w2);
+  if (!w1 || !w2) {
+    free(w1), free(w2);
+    return pf_error(PF_ERR_NOMEM, "tp: cannot allocate the worlds");
+  }
+  pf_status st = pf_tp_world_run(w1, c, &L, in, 1);
+  if (!st) st = pf_tp_world_run(w2, c, &L, in, 2);
+  if (!st) {
+    const pf_tp_rank *one = &w1->rank[0];
+    for (size_t s = 0; s < L.steps; s++) {
+      for (size_t e = 0; e < L.n; e++) {
+        const int own = pf_tp_owner(&L, e);
+        const pf_tp_rank *k = &w2->rank[own < 0 ? 0 : own];
+        const double *a = one->hist + (s * one->nloc + e) * 4, *b = k->hist + (s * k->nloc + pf_tp_local(k, e)) * 4;
+        for (int q = 0; q < 4; q++) {
+          out[pf_tp_run_at(&L, 0, s, q, e)] = a[q];
+          out[pf_tp_run_at(&L, 1, s, q, e)] = b[q];
+        }
+      }
+      /* copy checks: code 0 when master, parameter, m and v are bitwise equal to the
+       * reference copy, else 1 + the first quantity that differs; then that difference */
+      for (size_t j = 0; j < L.nsync; j++) {
+        int tied;
+        const size_t e = pf_tp_sync_elem(&L, j, &tied);
+        const pf_tp_rank *ref = &w2->rank[tied ? pf_tp_owner(&L, e) : 0];
+        const pf_tp_rank *cpy = tied ? &w2->rank[2 + pf_tp_owner(&L, e)] : &w2->rank[1];
+        const double *a = ref->hist + (s * ref->nloc + pf_tp_local(ref, e)) * 4;
+        const double *b = cpy->hist + (s * cpy->nloc + pf_tp_local(cpy, e)) * 4;
+        double code = 0, diff = 0;
+        for (int q = 0; q < 4 && code == 0; q++)
+          if (memcmp(&a[q], &b[q], sizeof(double)) != 0) {
+            code = 1 + q;
+            diff = pf_round(PF_FP32, b[q] - a[q]);
+          }
+        out[pf_tp_sync_at(&L, s, j)] = code;
+        out[pf_tp_sync_at(&L, s, j) + 1] = diff;
+      }
+    }
+    for (int r = 0; r < 4; r++) *fe |= w1->rank[r].fe | w2->rank[r].fe;
+  }
+  pf_tp_world_free(w1);
+  pf_tp_world_free(w2);
+  free(w1), free(w2);
+  return st;
+}
+
+/* --- the operation --------------------------------------------------------------------- */
+
+static size_t pf_tp_input_count(const pf_case *c, int i) {
+  pf_tp_layout L;
+  pf_tp_layout_make(c, &L);
+  return i == 0 ? L.n : i == 1 ? L.steps * L.mb * (L.n + L.head) : L.steps;
+}
+static pf_dtype pf_tp_input_dtype(const pf_case *c, int i) { return PF_FP32; }
+static size_t pf_tp_outputs(const pf_case *c) {
+  pf_tp_layout L;
+  pf_tp_layout_make(c, &L);
+  return pf_tp_output_count(&L);
+}
+static int pf_tp_stages(const pf_case *c, pf_stage *st) {
+  pf_tp_layout L;
+  pf_tp_layout_make(c, &L);
+  st[0] = (pf_stage){"copies", 0, 2 * L.steps * L.nsync, 0};
+  st[1] = (pf_stage){"tp1", pf_tp_run_at(&L, 0, 0, 0, 0), 4 * L.steps * L.n, 0};
+  st[2] = (pf_stage){"tp2", pf_tp_run_at(&L, 1, 0, 0, 0), 4 * L.steps * L.n, 0};
+  return 3;
+}
+
+/* Gradients around the clipping threshold: every step's are scaled so that at spread 0 the
+ * global norm is about max_norm, times 2^(spread x_s), x_s = clamp(z_s / 2, -1, 1) from the
+ * drawn gscale (which then holds the factor): clipping is active in some steps, not others. */
+static void pf_tp_prepare(const pf_case *c, pf_tensor *in) {
+  pf_tp_layout L;
+  pf_tp_layout_make(c, &L);
+  const double base = c->params[PF_TPP_MAXNORM] / sqrt((double)(L.n + L.head));
+  const size_t per = L.mb * (L.n + L.head);
+  for (size_t s = 0; s < L.steps; s++) {
+    double x = in[2].data[s] / 2;
+    x = x < -1 ? -1 : x > 1 ? 1 : x;
+    if (!isfinite(in[2].data[s])) x = 0;
+    const double f = pf_round(PF_FP32, exp2(c->params[PF_TPP_SPREAD] * x));
+    in[2].data[s] = f;
+    for (size_t y = 0; y < per; y++) in[1].data[s * per + y] = pf_round(PF_FP32, in[1].data[s * per + y] * base * f);
+  }
+}
+
+static pf_status pf_tp_check(const pf_case *c) {
+  if (c->shape[1] % 2) return pf_error(PF_ERR_ARG, "hidden (%zu) must be even: TP=2 splits it (Megatron's divide())", c->shape[1]);
+  if (c->shape[2] % 2) return pf_error(PF_ERR_ARG, "ffn (%zu) must be even: TP=2 splits it (Megatron's divide())", c->shape[2]);
+  if (c->shape[3] < 2) return pf_error(PF_ERR_ARG, "vocab (%zu) must be at least 2: TP=2 splits it", c->shape[3]);
+  if (c->dtype == PF_FP32) return pf_error(PF_ERR_UNSUPPORTED, "tp: dtype fp32 has no mixed-precision step (bf16 or fp16)");
+  if (c->dtype == PF_BF16 && c->params[PF_TPP_LOSS_SCALE] != 0)
+    return pf_error(PF_ERR_ARG, "loss_scale is for fp16; bf16 runs without loss scaling");
+  const double S = c->params[PF_TPP_LOSS_SCALE];
+  if (S != 0 && (S < 1 || frexp(S, &(int){0}) != 0.5))
+    return pf_error(PF_ERR_ARG, "loss_scale (%g) must be a power of two >= 1", S);
+  return PF_OK;
+}
+
+/* Domain: finite inputs; in fp16, no scaled micro-batch gradient or sum of them near fp16's
+ * range (an overflow would skip the step, the same on every configuration: not this mode's
+ * question). */
+static int pf_tp_in_domain(const pf_case *c, const pf_tensor *in, char *why, size_t len) {
+  pf_tp_layout L;
+  pf_tp_layout_make(c, &L);
+  for (int k = 0; k < 3; k++)
+    for (size_t x = 0; x < in[k].n; x++)
+      if (!isfinite(in[k].data[x])) {
+        snprintf(why, len, "input %s has a non-finite value", pf_tp_inputs[k]);
+        return 0;
+      }
+  if (L.dtype == PF_FP16)
+    for (size_t x = 0; x < in[1].n; x++)
+      if (fabs(in[1].data[x]) * L.loss_scale * (double)(2 * L.mb) >= pf_max_finite(PF_FP16) / 2) {
+        snprintf(why, len, "fp16: S g = %g for %zu micro-batches comes near fp16's range", fabs(in[1].data[x]) * L.loss_scale,
+                 L.mb);
+        return 0;
+      }
+  return 1;
+}
+
+/* A copy that is not bitwise equal, or a value outside the oracle's set, is divergent. */
+static pf_verdict pf_tp_refine(const pf_case *c, const pf_tensor *in, size_t i, double y, pf_verdict v, double rounded,
+                               pf_bound b) {
+  pf_tp_layout L;
+  pf_tp_layout_make(c, &L);
+  if (i < 2 * L.steps * L.nsync) return i % 2 == 0 && y != 0 ? PF_V_DIVERGENT : PF_V_OK;
+  return v == PF_V_OK || v == PF_V_RANGE ? v : PF_V_DIVERGENT;
+}
+
+static const char *const pf_tp_q[4] = {"master", "parameter", "m", "v"};
+
+/* Names the first finding: the earliest step; in it the copy checks, then TP=2, then TP=1. */
+static void pf_tp_review(const pf_case *c, pf_run *r) {
+  pf_tp_layout L;
+  pf_tp_layout_make(c, &L);
+  for (size_t s = 0; s < L.steps; s++) {
+    for (size_t j = 0; j < L.nsync; j++) {
+      const size_t x = pf_tp_sync_at(&L, s, j);
+      if (!pf_verdict_is_finding(r->cmp.elem[x])) continue;
+      int tied;
+      const size_t e = pf_tp_sync_elem(&L, j, &tied);
+      char name[64];
+      pf_tp_elem_name(&L, e, name, sizeof name);
+      const int q = (int)r->out[x] - 1;
+      if (tied)
+        snprintf(r->note, sizeof r->note,
+                 "%s: the tied copy on pipeline stage 1 (TP rank %d) after step %zu: its %s differs from stage 0's by "
+                 "%.3g (bound 0: both copies of a tied weight must be bitwise equal)",
+                 name, pf_tp_owner(&L, e), s + 1, pf_tp_q[q], r->out[x + 1]);
+      else
+        snprintf(r->note, sizeof r->note,
+                 "%s on TP rank 1 after step %zu: its %s differs from rank 0's copy by %.3g (bound 0: a replicated "
+                 "parameter and its Adam state must be bitwise equal on every rank)",
+                 name, s + 1, pf_tp_q[q], r->out[x + 1]);
+      r->born = "copies";
+      r->born_at = x;
+      return;
+    }
+    for (int run = 1; run >= 0; run--)
+      for (int q = 0; q < 4; q++)
+        for (size_t e = 0; e < L.n; e++) {
+          const size_t x = pf_tp_run_at(&L, run, s, q, e);
+          if (!pf_verdict_is_finding(r->cmp.elem[x])) continue;
+          char name[64], rank[48] = "";
+          pf_tp_elem_name(&L, e, name, sizeof name);
+          if (run == 1) {
+            const int own = pf_tp_owner(&L, e);
+            if (own < 0) snprintf(rank, sizeof rank, " (TP=2, every rank)");
+            else snprintf(rank, sizeof rank, " (TP=2, rank %d)", own);
+          } else {
+            snprintf(rank, sizeof rank, " (TP=1)");
+          }
+          const double y = r->out[x], lo = r->oracle.rounded[x], hi = r->oracle.rounded_alt[x];
+          const double d = y < lo ? lo - y : y - hi;
+          snprintf(r->note, sizeof r->note,
+                   "%s%s after step %zu: %s %.9g outside [%.9g, %.9g] by %.3g (the values any summation order of "
+                   "the norm allows, through the coefficient and Adam)",
+                   name, rank, s + 1, pf_tp_q[q], y, lo, hi, isnan(d) ? NAN : d);
+          r->born = run ? "tp2" : "tp1";
+          r->born_at = x;
+          return;
+        }
+  }
+}
+
+const pf_op pf_tp_op = {
+    .name = "tp",
+    .summary = "TP=1 against TP=2 (both PP=2 when tied) mixed-precision optimizer steps of a transformer layer's parameters",
+    .ndims = 5,
+    .dim_names = pf_tp_dims,
+    .dim_max = {64, 1024, 4096, 65536, 4096},
+    .dim_default = {3, 8, 16, 11, 4},
+    .elems_max = (size_t)1 << 24,
+    .nparams = PF_TP_NPARAMS,
+    .params = pf_tp_params,
+    .ninputs = 3,
+    .input_names = pf_tp_inputs,
+    .input_count = pf_tp_input_count,
+    .input_dtype = pf_tp_input_dtype,
+    .output_count = pf_tp_outputs,
+    .oracle = pf_tp_mpfr,
+    .stages = pf_tp_stages,
+    .prepare = pf_tp_prepare,
+    .refine = pf_tp_refine,
+    .review = pf_tp_review,
+};
+
+static void pf_tp_bound(const pf_case *c, const pf_tensor *in, pf_bound *out) {
+  const size_t n = pf_tp_outputs(c);
+  for (size_t x = 0; x < n; x++) out[x] = (pf_bound){0, 0}; /* the oracle's sets are the bound */
+}
+
+static const char *const pf_tp_faults[] = {"tp-replicated-unclipped", "norm-no-dedup", "norm-not-allreduced",
+                                           "tied-grad-unreduced", NULL};
+static const pf_kernel pf_tp_tab[] = {
+    {PF_KERNEL_ABI, &pf_tp_op, "megatron",
+     "DeepSpeed BF16_Optimizer / Megatron: fp32 gradient buffers, fp32 norm of the deduplicated norm set, clip, FusedAdam",
+     PF_DT(PF_BF16) | PF_DT(PF_FP16), PF_DT(PF_FP32), pf_tp_faults,
+     "replicated parameters and tied copies bitwise equal across ranks after every step; TP=1 and gathered TP=2 "
+     "master, parameter, m and v inside the set every summation order of the norm allows",
+     pf_tp_cpu, pf_tp_bound, pf_tp_in_domain, pf_tp_check, NULL},
+};
+const pf_kernel *const pf_tp_kernels[] = {&pf_tp_tab[0], NULL};
