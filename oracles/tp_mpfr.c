@@ -27,7 +27,7 @@
 
 #include "kernels/adam/adam_math.h"
 #include "kernels/kernel.h"
-#include "kernels/tp/tp.h"
+#include "kernels/tp_diff/tp.h"
 #include "oracles/oracle_util.h"
 
 /* the fp32 values just above / below x */

@@ -116,6 +116,15 @@ expect2 "NaN" replay "$T/nanparam.json"
 expect2 "alpha" replay "$T/negparam.json"
 expect2 "dir.json" replay "$T/dir.json"
 expect2 "unknown option" replay --frob "$T/good.json"
+expect2 "hidden (7) must be even" diff-tp --shape 3x7x16x11x4 --cases 1
+expect2 "ffn (5) must be even" diff-tp --shape 3x8x5x11x4 --cases 1
+expect2 "vocab (1)" diff-tp --shape 3x8x16x1x4 --cases 1
+expect2 "fp32" diff-tp -t fp32 --cases 1
+expect2 "loss_scale is for fp16" diff-tp --param loss_scale=1024 --cases 1
+expect2 "power of two" diff-tp -t fp16 --param loss_scale=1000 --cases 1
+expect2 "-k is not an option" diff-tp -k softmax
+expect2 "fault" diff-tp --fault softmax-no-max --cases 1
+expect2 "shape" diff-tp --shape 3x8 --cases 1
 
 # and the good file is fine
 "$P" replay "$T/good.json" >/dev/null 2>&1 || { echo "FAIL: good case did not replay"; fail=$((fail + 1)); }

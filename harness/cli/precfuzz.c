@@ -683,7 +683,7 @@ static int cmd_replay(int argc, char **argv) {
   return failed ? EXIT_FINDINGS : 0;
 }
 
-/* ---- diff-tp: run -k tp with its defaults ------------------------------------------- */
+/* ---- diff-tp: run -k tp_diff with its defaults ------------------------------------------- */
 
 static int cmd_diff_tp(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
@@ -694,20 +694,20 @@ static int cmd_diff_tp(int argc, char **argv) {
              "TP=2 (PP=2 when the embedding is tied to the LM head), one thread per rank, and checks that\n"
              "replicated parameters and tied copies stay bitwise equal on every rank and that both runs'\n"
              "master, parameter, m and v stay in the set every summation order of the norm allows\n"
-             "(the kernel tp; precfuzz list shows its parameters). Default dtype bf16.\n"
+             "(the kernel tp_diff; precfuzz list shows its parameters). Default dtype bf16.\n"
              "Faults: tp-replicated-unclipped, norm-no-dedup, norm-not-allreduced, tied-grad-unreduced.\n"
              "Exit status: 0 no finding, 1 findings, 2 bad usage or input.\n");
       return 0;
     }
     if (strcmp(argv[i], "-k") == 0 || strncmp(argv[i], "--kernel", 8) == 0 || strncmp(argv[i], "-k", 2) == 0)
-      return usage_error("diff-tp: -k is not an option here (diff-tp is run -k tp)");
+      return usage_error("diff-tp: -k is not an option here (diff-tp is run -k tp_diff)");
   }
   char **args = calloc((size_t)argc + 6, sizeof(char *));
   if (!args) return usage_error("diff-tp: out of memory");
   int n = 0;
   args[n++] = argv[0];
   args[n++] = "-k";
-  args[n++] = "tp";
+  args[n++] = "tp_diff";
   args[n++] = "-t";
   args[n++] = "bf16";
   for (int i = 1; i < argc; i++) args[n++] = argv[i];

@@ -17,7 +17,7 @@
 #include "harness/runner.h"
 #include "kernels/adam/adam_math.h"
 #include "kernels/kernel.h"
-#include "kernels/tp/tp.h"
+#include "kernels/tp_diff/tp.h"
 
 pf_status pf_tp_mpfr(const pf_case *c, const pf_tensor *in, const pf_oracle_opts *opts, pf_oracle_result *out);
 
@@ -456,9 +456,9 @@ static int pf_tp_in_domain(const pf_case *c, const pf_tensor *in, char *why, siz
 /* A copy that is not bitwise equal, or a value outside the oracle's set, is divergent. */
 static pf_verdict pf_tp_refine(const pf_case *c, const pf_tensor *in, size_t i, double y, pf_verdict v, double rounded,
                                pf_bound b) {
-  pf_tp_layout L;
-  pf_tp_layout_make(c, &L);
-  if (i < 2 * L.steps * L.nsync) return i % 2 == 0 && y != 0 ? PF_V_DIVERGENT : PF_V_OK;
+  /* the copy checks come first: (6 + seq) h replicated elements and the tied V h per step */
+  const size_t h = c->shape[1], nsync = (6 + c->shape[4]) * h + (c->params[PF_TPP_TIED] != 0 ? c->shape[3] * h : 0);
+  if (i < 2 * c->shape[0] * nsync) return i % 2 == 0 && y != 0 ? PF_V_DIVERGENT : PF_V_OK;
   return v == PF_V_OK || v == PF_V_RANGE ? v : PF_V_DIVERGENT;
 }
 
@@ -519,7 +519,7 @@ static void pf_tp_review(const pf_case *c, pf_run *r) {
 }
 
 const pf_op pf_tp_op = {
-    .name = "tp",
+    .name = "tp_diff",
     .summary = "TP=1 against TP=2 (both PP=2 when tied) mixed-precision optimizer steps of a transformer layer's parameters",
     .ndims = 5,
     .dim_names = pf_tp_dims,

@@ -1,0 +1,175 @@
+/* tp_diff: the parameter set's layout (derived by hand), the seed 002 regression from its
+ * case file (the finding names ln1.w on TP rank 1 at the first step where clipping is active,
+ * found here by a second computation of the norm in binary64), every fault found within a
+ * few cases, correct runs clean, and the legitimate sets narrow while the runs do differ. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "harness/runner.h"
+#include "kernels/tp_diff/tp.h"
+
+static void default_case(pf_case *c, pf_dtype t, uint64_t seed) {
+  assert_int_equal(pf_case_init(c, "tp_diff", "megatron", seed), PF_OK);
+  c->dtype = t;
+}
+
+static pf_verdict run(const pf_case *c, pf_run *r) {
+  pf_oracle_opts o;
+  pf_oracle_opts_default(&o);
+  if (pf_run_case(c, &o, r)) fail_msg("run failed: %s", pf_error_message());
+  return r->cmp.verdict;
+}
+
+static void test_tp_layout(void **state) {
+  pf_case c;
+  default_case(&c, PF_BF16, 1);
+  pf_tp_layout L;
+  pf_tp_layout_make(&c, &L);
+  /* h 8, ffn 16, vocab 11, seq 4: ln1 16, qkv 192 + 24, proj 64 + 8, ln2 16, fc1 128 + 16,
+   * fc2 128 + 8, pos 32, embed 88 = 720; replicated: ln 32, biases 16, pos 32 = 80, plus the
+   * tied copy's 88 checks */
+  assert_int_equal(L.n, 720);
+  assert_int_equal(L.nsync, 168);
+  assert_int_equal(L.head, 88);
+  assert_int_equal(L.b[PF_TP_EMBED].offset, 632);
+  /* qkv.w is 24 x 8 from element 16: rows 0-11 on rank 0, 12-23 on rank 1 */
+  assert_int_equal(pf_tp_owner(&L, 16 + 11 * 8 + 7), 0);
+  assert_int_equal(pf_tp_owner(&L, 16 + 12 * 8), 1);
+  /* proj.w is 8 x 8 from element 232: columns 0-3 on rank 0, 4-7 on rank 1 */
+  assert_int_equal(pf_tp_owner(&L, 232 + 5 * 8 + 3), 0);
+  assert_int_equal(pf_tp_owner(&L, 232 + 5 * 8 + 4), 1);
+  /* 11 vocabulary rows: 6 on rank 0, 5 on rank 1 */
+  assert_int_equal(pf_tp_owner(&L, 632 + 5 * 8), 0);
+  assert_int_equal(pf_tp_owner(&L, 632 + 6 * 8), 1);
+  assert_int_equal(pf_tp_owner(&L, 3), -1);
+  char name[64];
+  pf_tp_elem_name(&L, 16 + 12 * 8 + 5, name, sizeof name);
+  assert_string_equal(name, "qkv.w[12,5]");
+  int tied;
+  assert_int_equal(pf_tp_sync_elem(&L, 0, &tied), 0);
+  assert_int_equal(tied, 0);
+  assert_int_equal(pf_tp_sync_elem(&L, 80, &tied), 632);
+  assert_int_equal(tied, 1);
+  pf_case_free(&c);
+}
+
+/* The step's global gradient norm computed apart: binary64 sums of the bf16 micro-batch
+ * gradients (and the head's for the tied embedding), binary64 squares and sum. */
+static double norm_binary64(const pf_case *c, const pf_run *r, size_t s) {
+  pf_tp_layout L;
+  pf_tp_layout_make(c, &L);
+  double sum = 0;
+  for (size_t e = 0; e < L.n; e++) {
+    double g = 0;
+    for (size_t k = 0; k < L.mb; k++) {
+      g += pf_round(PF_BF16, pf_tp_grad(&L, r->in[1].data, s, k, e));
+      if (L.tied && e >= L.b[PF_TP_EMBED].offset)
+        g += pf_round(PF_BF16, pf_tp_grad(&L, r->in[1].data, s, k, L.n + e - L.b[PF_TP_EMBED].offset));
+    }
+    sum += g * g;
+  }
+  return sqrt(sum);
+}
+
+static void test_tp_seed002_from_the_regression_file(void **state) {
+  pf_case c;
+  pf_run r;
+  assert_int_equal(pf_case_load(&c, PF_SOURCE_DIR "/corpora/regressions/tp-seed002-replicated-unclipped.json"), PF_OK);
+  assert_string_equal(c.fault, "tp-replicated-unclipped");
+  assert_int_equal(run(&c, &r), PF_V_DIVERGENT);
+  /* the first step where clipping is active, by the second computation */
+  size_t first = 0;
+  for (size_t s = 0; s < c.shape[0] && !first; s++) {
+    const double coef = pf_case_param(&c, "max_norm") / (norm_binary64(&c, &r, s) + 1e-6);
+    assert_true(fabs(coef - 1) > 1e-3); /* not at the threshold: the fp32 decision is the same */
+    if (coef < 1) first = s + 1;
+  }
+  assert_true(first > 1); /* the case was chosen so that step 1 does not clip */
+  char want[64];
+  snprintf(want, sizeof want, "ln1.w[0] on TP rank 1 after step %zu", first);
+  assert_non_null(strstr(r.note, want));
+  assert_string_equal(r.born, "copies");
+  pf_run_free(&r);
+  c.fault[0] = 0; /* the same case without the fault is clean */
+  assert_int_equal(run(&c, &r), PF_V_OK);
+  pf_run_free(&r);
+  pf_case_free(&c);
+}
+
+/* Cases (seeds s0, s0 + 1, ...) until the first finding. */
+static int cases_to_find(const char *fault, uint64_t s0) {
+  for (int k = 1; k <= 40; k++) {
+    pf_case c;
+    pf_run r;
+    default_case(&c, PF_BF16, s0 + (uint64_t)k - 1);
+    strcpy(c.fault, fault);
+    const pf_verdict v = run(&c, &r);
+    pf_run_free(&r);
+    pf_case_free(&c);
+    if (pf_verdict_is_finding(v)) return k;
+  }
+  return 41;
+}
+
+static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
+
+static void test_tp_faults_found_within_20_cases(void **state) {
+  static const char *const faults[] = {"tp-replicated-unclipped", "norm-no-dedup", "norm-not-allreduced",
+                                       "tied-grad-unreduced"};
+  for (int f = 0; f < 4; f++) {
+    int n[7];
+    for (int k = 0; k < 7; k++) n[k] = cases_to_find(faults[f], 1 + 1000 * (uint64_t)k);
+    qsort(n, 7, sizeof n[0], cmp_int);
+    print_message("%s: median %d cases to the first finding (of 7 starts)\n", faults[f], n[3]);
+    assert_true(n[3] <= 20);
+  }
+}
+
+static void test_tp_correct_runs_clean_and_not_vacuous(void **state) {
+  size_t differ = 0, values = 0, point_sets = 0, masters = 0;
+  for (uint64_t seed = 1; seed <= 300; seed++) {
+    pf_case c;
+    pf_run r;
+    default_case(&c, seed % 3 == 0 ? PF_FP16 : PF_BF16, seed);
+    if (seed % 4 == 0) pf_case_set_param(&c, "tied", 0);
+    if (seed % 5 == 0) c.shape[3] = 2 + seed % 17; /* odd vocabularies split unevenly */
+    pf_case_set_param(&c, "microbatches", 1 + seed % 3);
+    assert_int_equal(run(&c, &r), PF_V_OK);
+    pf_tp_layout L;
+    pf_tp_layout_make(&c, &L);
+    for (size_t s = 0; s < L.steps; s++)
+      for (int q = 0; q < 4; q++)
+        for (size_t e = 0; e < L.n; e++) {
+          const size_t a = pf_tp_run_at(&L, 0, s, q, e), b = pf_tp_run_at(&L, 1, s, q, e);
+          values++;
+          differ += r.out[a] != r.out[b];
+          if (q == PF_TP_MASTER) {
+            masters++;
+            point_sets += r.oracle.rounded[a] == r.oracle.rounded_alt[a];
+          }
+        }
+    pf_run_free(&r);
+    pf_case_free(&c);
+  }
+  print_message("%zu of %zu values differ between TP=1 and TP=2; %zu of %zu master sets hold one value\n", differ, values,
+                point_sets, masters);
+  assert_true(differ * 10 > values);      /* the runs do differ: the sets must allow it */
+  assert_true(point_sets * 3 > masters);  /* and the sets stay narrow */
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_tp_layout),
+      cmocka_unit_test(test_tp_seed002_from_the_regression_file),
+      cmocka_unit_test(test_tp_faults_found_within_20_cases),
+      cmocka_unit_test(test_tp_correct_runs_clean_and_not_vacuous),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
