@@ -103,6 +103,41 @@ static void test_tp_seed002_from_the_regression_file(void **state) {
   pf_case_free(&c);
 }
 
+/* Over many seeds: the unclipped-replica finding is always ln1.w[0] on TP rank 1 at the first
+ * step whose norm (computed apart) clips; a case that never clips has no finding. */
+static void test_tp_unclipped_named_at_the_first_clipping_step(void **state) {
+  int checked = 0, never = 0;
+  for (uint64_t seed = 1; seed <= 60; seed++) {
+    pf_case c;
+    pf_run r;
+    default_case(&c, PF_BF16, seed);
+    strcpy(c.fault, "tp-replicated-unclipped");
+    const pf_verdict v = run(&c, &r);
+    size_t first = 0;
+    int near = 0;
+    for (size_t s = 0; s < c.shape[0] && !first; s++) {
+      const double coef = pf_case_param(&c, "max_norm") / (norm_binary64(&c, &r, s) + 1e-6);
+      near |= fabs(coef - 1) < 1e-3;
+      if (coef < 1) first = s + 1;
+    }
+    if (!near) {
+      if (!first) {
+        assert_int_equal(v, PF_V_OK);
+        never++;
+      } else {
+        char want[64];
+        snprintf(want, sizeof want, "ln1.w[0] on TP rank 1 after step %zu:", first);
+        if (!strstr(r.note, want)) fail_msg("seed %llu: want '%s', got '%s'", (unsigned long long)seed, want, r.note);
+        checked++;
+      }
+    }
+    pf_run_free(&r);
+    pf_case_free(&c);
+  }
+  print_message("%d cases named at their first clipping step, %d never clipped\n", checked, never);
+  assert_true(checked >= 30);
+}
+
 /* Cases (seeds s0, s0 + 1, ...) until the first finding. */
 static int cases_to_find(const char *fault, uint64_t s0) {
   for (int k = 1; k <= 40; k++) {
@@ -168,6 +203,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_tp_layout),
       cmocka_unit_test(test_tp_seed002_from_the_regression_file),
+      cmocka_unit_test(test_tp_unclipped_named_at_the_first_clipping_step),
       cmocka_unit_test(test_tp_faults_found_within_20_cases),
       cmocka_unit_test(test_tp_correct_runs_clean_and_not_vacuous),
   };

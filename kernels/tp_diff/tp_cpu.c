@@ -431,9 +431,9 @@ static pf_status pf_tp_check(const pf_case *c) {
   return PF_OK;
 }
 
-/* Domain: finite inputs; in fp16, no scaled micro-batch gradient or sum of them near fp16's
- * range (an overflow would skip the step, the same on every configuration: not this mode's
- * question). */
+/* Domain: finite inputs; a squared norm far from fp32's range; in fp16, no scaled micro-batch
+ * gradient or sum of them near fp16's range (an overflow would skip the step, the same on
+ * every configuration: not this mode's question). */
 static int pf_tp_in_domain(const pf_case *c, const pf_tensor *in, char *why, size_t len) {
   pf_tp_layout L;
   pf_tp_layout_make(c, &L);
@@ -443,6 +443,22 @@ static int pf_tp_in_domain(const pf_case *c, const pf_tensor *in, char *why, siz
         snprintf(why, len, "input %s has a non-finite value", pf_tp_inputs[k]);
         return 0;
       }
+  /* the squared norm must stay well inside fp32 (an inf norm zeroes every gradient) */
+  for (size_t s = 0; s < L.steps; s++) {
+    double sq = 0;
+    for (size_t e = 0; e < L.n; e++) {
+      double a = 0;
+      for (size_t k = 0; k < L.mb; k++) {
+        a += fabs(pf_tp_grad(&L, in[1].data, s, k, e));
+        if (L.tied && e >= L.b[PF_TP_EMBED].offset) a += fabs(pf_tp_grad(&L, in[1].data, s, k, L.n + e - L.b[PF_TP_EMBED].offset));
+      }
+      sq += a * a;
+    }
+    if (!(sq < 0x1p120)) {
+      snprintf(why, len, "step %zu: the squared gradient norm (up to %g) comes near fp32's range", s + 1, sq);
+      return 0;
+    }
+  }
   if (L.dtype == PF_FP16)
     for (size_t x = 0; x < in[1].n; x++)
       if (fabs(in[1].data[x]) * L.loss_scale * (double)(2 * L.mb) >= pf_max_finite(PF_FP16) / 2) {
