@@ -469,7 +469,7 @@ pf_status pf_case_from_json(pf_case *c, const char *text, const char *what) {
 }
 
 /* Reads a whole file; NUL bytes inside make it not JSON. */
-static pf_status pf_read_file(const char *path, char **out, size_t *len) {
+pf_status pf_read_file(const char *path, char **out, size_t *len) {
   FILE *f = fopen(path, "rb");
   if (!f) return pf_error(PF_ERR_IO, "%s: cannot open (%s)", path, strerror(errno));
   size_t cap = 1 << 16, n = 0;

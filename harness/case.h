@@ -53,6 +53,8 @@ char *pf_case_to_json(const pf_case *c);
 pf_status pf_case_from_json(pf_case *c, const char *text, const char *what);
 pf_status pf_case_load(pf_case *c, const char *path);
 pf_status pf_case_save(const pf_case *c, const char *path);
+/* A whole file, NUL-terminated (binary files too: len is the byte count). */
+pf_status pf_read_file(const char *path, char **out, size_t *len);
 
 /* cJSON helpers also used by the CLI's result output. */
 struct cJSON;

@@ -110,6 +110,10 @@ typedef struct pf_op {
    * needs two steps of both runs): may change verdicts with pf_run_set_verdict, point
    * born_at at the finding to report and say why in one line (pf_run.note). */
   void (*review)(const pf_case *c, struct pf_run *r);
+  /* Optional: the case dimensions that index input i, outermost first, its elements stored
+   * row-major over them (returns how many; 0: no such layout). The minimizer shrinks explicit
+   * values with it. */
+  int (*input_dims)(const pf_case *c, int input, int *dims);
 } pf_op;
 
 struct pf_kernel {

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 
 #include "harness/case.h"
+#include "harness/cli/minimize.h"
 #include "harness/runner.h"
 #include "kernels/kernel.h"
 
@@ -618,33 +619,49 @@ static int cmd_run(int argc, char **argv) {
 /* ---- replay ---------------------------------------------------------------------------- */
 
 static void print_help_replay(void) {
-  printf("usage: precfuzz replay FILE... [--json]\n\n"
-         "Runs each case file again and prints its verdict. A case with \"expect\" (a regression)\n"
+  printf("usage: precfuzz replay FILE... [--json] [--driver NAME] [--fault NAME]\n\n"
+         "Runs each case file, or raw fuzz-driver input, again and prints its verdict. A case file is\n"
+         "JSON; anything else is a raw input of the driver named by --driver or by a directory in its\n"
+         "path (build/fuzz/findings/<driver>[-<fault>]/, corpora/<driver>/), with the fault of\n"
+         "--fault, that directory or $PF_FUZZ_FAULT. A case with \"expect\" (a regression)\n"
          "passes when its verdict equals the expected one; otherwise a finding fails.\n"
          "Exit status: 0 all as expected (or no finding), 1 otherwise, 2 bad usage or input.\n");
 }
 
 static int cmd_replay(int argc, char **argv) {
   int json = 0, nfiles = 0;
+  const char *driver = NULL, *fault = NULL;
+  const char **files = calloc((size_t)argc, sizeof(char *));
+  if (!files) return usage_error("replay: out of memory");
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--json") == 0) json = 1;
-    else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) { print_help_replay(); return 0; }
-    else if (argv[i][0] == '-' && argv[i][1]) return usage_error("replay: unknown option '%s'", argv[i]);
-    else nfiles++;
+    else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) { free(files); print_help_replay(); return 0; }
+    else if (strcmp(argv[i], "--driver") == 0 || strcmp(argv[i], "--fault") == 0) {
+      if (i + 1 >= argc) { free(files); return usage_error("replay: %s needs a value", argv[i]); }
+      if (argv[i][2] == 'd') driver = argv[i + 1];
+      else fault = argv[i + 1];
+      i++;
+    } else if (argv[i][0] == '-' && argv[i][1]) { free(files); return usage_error("replay: unknown option '%s'", argv[i]); }
+    else files[nfiles++] = argv[i];
   }
-  if (!nfiles) return usage_error("replay: no FILE given (see precfuzz replay --help)");
+  if (!nfiles) {
+    free(files);
+    return usage_error("replay: no FILE given (see precfuzz replay --help)");
+  }
   pf_oracle_opts oo;
   pf_oracle_opts_default(&oo);
   oo.keep_hex = json;
   int failed = 0;
   cJSON *arr = json ? cJSON_CreateArray() : NULL;
-  for (int i = 1; i < argc; i++) {
-    if (argv[i][0] == '-' && argv[i][1]) continue;
+  for (int f = 0; f < nfiles; f++) {
+    const char *file = files[f];
     pf_case c;
-    pf_status st = pf_case_load(&c, argv[i]);
+    char what[128];
+    pf_status st = pf_load_input(file, driver, fault, &c, what, sizeof what);
     if (st) {
       pf_case_free(&c);
       cJSON_Delete(arr);
+      free(files);
       return usage_error("%s", pf_error_message());
     }
     pf_run r;
@@ -653,20 +670,21 @@ static int cmd_replay(int argc, char **argv) {
       pf_run_free(&r);
       pf_case_free(&c);
       cJSON_Delete(arr);
-      return usage_error("%s: %s", argv[i], pf_error_message());
+      free(files);
+      return usage_error("%s: %s", file, pf_error_message());
     }
     const char *got = pf_verdict_name(r.cmp.verdict);
     const int ok = c.expect[0] ? strcmp(c.expect, got) == 0 : !pf_verdict_is_finding(r.cmp.verdict);
     failed |= !ok;
     if (json) {
       cJSON *j = pf_run_to_cjson(&c, &r, 1);
-      cJSON_AddStringToObject(j, "file", argv[i]);
+      cJSON_AddStringToObject(j, "file", file);
       cJSON_AddBoolToObject(j, "as_expected", ok);
       cJSON_AddItemToArray(arr, j);
     } else {
       char d[1024] = "";
       if (r.cmp.verdict != PF_V_OK) pf_run_describe(&c, &r, d, sizeof d);
-      printf("%s: %s/%s %s/%s: %s%s%s%s%s\n", argv[i], c.kernel, c.variant, pf_dtype_name(c.dtype),
+      printf("%s: %s/%s %s/%s: %s%s%s%s%s\n", file, c.kernel, c.variant, pf_dtype_name(c.dtype),
              pf_dtype_name(c.accum), got, d[0] ? " (" : "", d, d[0] ? ")" : "",
              c.expect[0] ? (ok ? " [as expected]" : " [EXPECTED DIFFERENT VERDICT]") : "");
       if (c.expect[0] && !ok) printf("  expected %s\n", c.expect);
@@ -680,6 +698,7 @@ static int cmd_replay(int argc, char **argv) {
     free(s);
     cJSON_Delete(arr);
   }
+  free(files);
   return failed ? EXIT_FINDINGS : 0;
 }
 
@@ -724,6 +743,7 @@ static void print_help(void) {
          "  run       run generated cases of a kernel against the MPFR oracle\n"
          "  replay    run case files again (findings, regressions)\n"
          "  diff-tp   TP=1 against TP=2 optimizer steps: replicated copies and rounding sets\n"
+         "  minimize  shrink a finding (case file or raw driver input) to a small readable case\n"
          "  version   versions of precfuzz, MPFR, GMP and cJSON\n\n"
          "Exit status: 0 nothing found, 1 findings, 2 bad usage or input.\n");
 }
@@ -746,5 +766,6 @@ int main(int argc, char **argv) {
   if (strcmp(cmd, "run") == 0) return cmd_run(argc - 1, argv + 1);
   if (strcmp(cmd, "replay") == 0) return cmd_replay(argc - 1, argv + 1);
   if (strcmp(cmd, "diff-tp") == 0) return cmd_diff_tp(argc - 1, argv + 1);
-  return usage_error("unknown command '%s' (list, run, replay, diff-tp, version; see precfuzz --help)", cmd);
+  if (strcmp(cmd, "minimize") == 0) return pf_cmd_minimize(argc - 1, argv + 1);
+  return usage_error("unknown command '%s' (list, run, replay, diff-tp, minimize, version; see precfuzz --help)", cmd);
 }

@@ -21,7 +21,7 @@ static const double beta2s[] = {0.999, 0.95, 0.98, 0.99, 0.9999, 0.5, 0.0, 0.999
 static const double epss[] = {1e-8, 1e-6, 1e-5, 1e-12, 1e-15, 0.0, 1e-3, 1e-8};
 static const double wds[] = {0.0, 0.1, 0.01, 0.05, 1.0, 0.0, 0.0, 0.1};
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+int pf_decode_adam_fuzzer(const uint8_t *data, size_t size, pf_case *out) {
   if (size < 12) return 0;
   pf_bytes b = {data, size, 0};
   pf_case c;
@@ -49,7 +49,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       c.inputs[t].scale = ldexp(1.0, (int)(pf_bytes_u8(&b) % 64) - 48);
     }
   }
-  pf_fuzz_run_case("adam_fuzzer", &c);
-  pf_case_free(&c);
-  return 0;
+  *out = c;
+  return 1;
 }
+
+PF_FUZZ_ENTRY(adam_fuzzer)

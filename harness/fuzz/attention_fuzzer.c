@@ -16,7 +16,7 @@
 #include "harness/fuzz/fuzz_common.h"
 #include "kernels/kernel.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+int pf_decode_attention_fuzzer(const uint8_t *data, size_t size, pf_case *out) {
   if (size < 11) return 0;
   pf_bytes b = {data, size, 0};
   pf_case c;
@@ -52,7 +52,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       c.inputs[t].special_rate = special;
     }
   }
-  pf_fuzz_run_case("attention_fuzzer", &c);
-  pf_case_free(&c);
-  return 0;
+  *out = c;
+  return 1;
 }
+
+PF_FUZZ_ENTRY(attention_fuzzer)

@@ -12,7 +12,7 @@
 #include "harness/fuzz/fuzz_common.h"
 #include "kernels/kernel.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+int pf_decode_clip_fuzzer(const uint8_t *data, size_t size, pf_case *out) {
   if (size < 8) return 0;
   pf_bytes b = {data, size, 0};
   pf_case c;
@@ -31,7 +31,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     c.inputs[0].dist = (pf_dist)(pf_bytes_u8(&b) % 4);
     c.inputs[0].scale = ldexp(1.0, (int)(pf_bytes_u8(&b) % 48) - 24);
   }
-  pf_fuzz_run_case("clip_fuzzer", &c);
-  pf_case_free(&c);
-  return 0;
+  *out = c;
+  return 1;
 }
+
+PF_FUZZ_ENTRY(clip_fuzzer)

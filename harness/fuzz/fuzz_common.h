@@ -35,4 +35,32 @@ void pf_fuzz_raw_values(pf_bytes *b, pf_gen *g, pf_dtype t, size_t n);
  * keeps the input. Invalid cases (the decoder's bug) abort too. */
 void pf_fuzz_run_case(const char *driver, pf_case *c);
 
+/* Each driver is a decoder, pf_decode_<driver>(bytes, size, out): 1 and a case in out (the
+ * caller frees it), or 0 when the bytes are too short to decode. PF_FUZZ_ENTRY makes it a
+ * libFuzzer target; the decoders are also linked into precfuzz (replay and minimize of raw
+ * inputs), built with PF_DECODER_ONLY. */
+#ifdef PF_DECODER_ONLY
+#define PF_FUZZ_ENTRY(driver)
+#else
+#define PF_FUZZ_ENTRY(driver)                                    \
+  int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) { \
+    pf_case c;                                                   \
+    if (pf_decode_##driver(data, size, &c)) {                    \
+      pf_fuzz_run_case(#driver, &c);                             \
+      pf_case_free(&c);                                          \
+    }                                                            \
+    return 0;                                                    \
+  }
+#endif
+
+/* The decoders by driver name (harness/fuzz/decoders.c). */
+typedef int (*pf_decode_fn)(const uint8_t *data, size_t size, pf_case *out);
+typedef struct {
+  const char *driver; /* "softmax_fuzzer" */
+  const char *op;     /* "softmax" */
+  pf_decode_fn decode;
+} pf_decoder;
+extern const pf_decoder pf_decoders[];
+const pf_decoder *pf_decoder_find(const char *driver);
+
 #endif

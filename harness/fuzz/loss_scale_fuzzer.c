@@ -17,7 +17,7 @@
 
 static const double decays[] = {1.0, 1.0, 0.5, 0.9, 2.0, 0.99, 1.1, 0.0};
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+int pf_decode_loss_scale_fuzzer(const uint8_t *data, size_t size, pf_case *out) {
   if (size < 12) return 0;
   pf_bytes b = {data, size, 0};
   pf_case c;
@@ -42,7 +42,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     g->dist = (pf_dist)(pf_bytes_u8(&b) % 4);
     g->scale = ldexp(1.0, (int)(pf_bytes_u8(&b) % 64) - 40);
   }
-  pf_fuzz_run_case("loss_scale_fuzzer", &c);
-  pf_case_free(&c);
-  return 0;
+  *out = c;
+  return 1;
 }
+
+PF_FUZZ_ENTRY(loss_scale_fuzzer)

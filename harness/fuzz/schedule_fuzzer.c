@@ -27,7 +27,7 @@ static const double spike_mags[] = {1e3, 1e6, 1e-3, 100, 1e9, 2, 0, 1e12};
 static const double tiny_fractions[] = {0, 0.01, 0.1, 0.5, 1, 0, 0, 0.25};
 static const double windows[] = {0, 1, 2, 5, 10, 100, 0, 0};
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+int pf_decode_schedule_fuzzer(const uint8_t *data, size_t size, pf_case *out) {
   if (size < 8) return 0;
   pf_bytes b = {data, size, 0};
   pf_case c;
@@ -74,7 +74,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     c.inputs[t].dist = dist;
     c.inputs[t].scale = ldexp(1.0, (int)(pf_bytes_u8(&b) % 32) - 20);
   }
-  pf_fuzz_run_case("schedule_fuzzer", &c);
-  pf_case_free(&c);
-  return 0;
+  *out = c;
+  return 1;
 }
+
+PF_FUZZ_ENTRY(schedule_fuzzer)

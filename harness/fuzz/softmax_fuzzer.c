@@ -14,7 +14,7 @@
 #include "harness/fuzz/fuzz_common.h"
 #include "kernels/kernel.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+int pf_decode_softmax_fuzzer(const uint8_t *data, size_t size, pf_case *out) {
   if (size < 7) return 0;
   pf_bytes b = {data, size, 0};
   pf_case c;
@@ -40,7 +40,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     g->scale = ldexp(1.0, (int)(pf_bytes_u8(&b) % 40) - 20);
     g->special_rate = pf_bytes_u8(&b) / 1024.0;
   }
-  pf_fuzz_run_case("softmax_fuzzer", &c);
-  pf_case_free(&c);
-  return 0;
+  *out = c;
+  return 1;
 }
+
+PF_FUZZ_ENTRY(softmax_fuzzer)

@@ -22,7 +22,7 @@ static const double wds[] = {0.1, 0.0, 0.01, 0.05, 1.0, 0.1, 0.0, 0.1};
 static const double max_norms[] = {1.0, 0.5, 0.1, 10, 1e-3, 1e3, 1.0, 1.0};
 static const double spreads[] = {3, 1, 0, 6, 10, 0.5, 3, 2};
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+int pf_decode_tp_diff_fuzzer(const uint8_t *data, size_t size, pf_case *out) {
   if (size < 8) return 0;
   pf_bytes b = {data, size, 0};
   pf_case c;
@@ -52,7 +52,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   c.inputs[0].scale = ldexp(1.0, (int)(pf_bytes_u8(&b) % 16) - 12);
   c.inputs[1].scale = ldexp(1.0, (int)(pf_bytes_u8(&b) % 8) - 4);
-  pf_fuzz_run_case("tp_diff_fuzzer", &c);
-  pf_case_free(&c);
-  return 0;
+  *out = c;
+  return 1;
 }
+
+PF_FUZZ_ENTRY(tp_diff_fuzzer)

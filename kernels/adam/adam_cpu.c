@@ -91,6 +91,11 @@ static pf_verdict pf_adam_refine(const pf_case *c, const pf_tensor *in, size_t i
   return (y == p0 && rounded != p0) ? PF_V_UNDERFLOW : v;
 }
 
+static int pf_adam_input_dims(const pf_case *c, int i, int *d) {
+  d[0] = 0; /* p, g, m, v [element] */
+  return 1;
+}
+
 const pf_op pf_adam_op = {
     .name = "adam",
     .summary = "one Adam/AdamW optimizer step over n parameters",
@@ -110,6 +115,7 @@ const pf_op pf_adam_op = {
     .stages = pf_adam_stages,
     .prepare = pf_adam_prepare,
     .refine = pf_adam_refine,
+    .input_dims = pf_adam_input_dims,
 };
 
 static pf_status pf_adam_check(const pf_case *c) {

@@ -77,6 +77,12 @@ static int pf_attn_stages(const pf_case *c, pf_stage *st) {
   return 3;
 }
 
+static int pf_attn_input_dims(const pf_case *c, int i, int *d) {
+  /* q[batch][head][query][d], k and v [batch][head][key][d] */
+  d[0] = 0, d[1] = 1, d[2] = i == 0 ? 2 : 3, d[3] = 4;
+  return 4;
+}
+
 const pf_op pf_attention_op = {
     .name = "attention",
     .summary = "softmax(Q K^T / sqrt(d) + mask) V per batch and head",
@@ -93,6 +99,7 @@ const pf_op pf_attention_op = {
     .output_count = pf_attn_output_count,
     .oracle = pf_attention_fwd_mpfr,
     .stages = pf_attn_stages,
+    .input_dims = pf_attn_input_dims,
 };
 
 /* The dtype the softmax runs in. */

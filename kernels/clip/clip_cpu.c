@@ -41,6 +41,11 @@ static int pf_clip_stages(const pf_case *c, pf_stage *st) {
   return 2;
 }
 
+static int pf_clip_input_dims(const pf_case *c, int i, int *d) {
+  d[0] = 0, d[1] = 1; /* g[tensor][element] */
+  return 2;
+}
+
 const pf_op pf_clip_op = {
     .name = "clip",
     .summary = "gradient clipping by the global norm of k tensors",
@@ -57,6 +62,7 @@ const pf_op pf_clip_op = {
     .output_count = pf_clip_output_count,
     .oracle = pf_clip_mpfr,
     .stages = pf_clip_stages,
+    .input_dims = pf_clip_input_dims,
 };
 
 pf_status pf_clip_cpu(const pf_case *c, const pf_tensor *in, double *out, unsigned *fe) {

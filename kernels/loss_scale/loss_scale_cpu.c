@@ -82,6 +82,11 @@ static pf_verdict pf_ls_refine(const pf_case *c, const pf_tensor *in, size_t i, 
   return v == PF_V_OK || v == PF_V_RANGE ? v : PF_V_DIVERGENT;
 }
 
+static int pf_ls_input_dims(const pf_case *c, int i, int *d) {
+  d[0] = 0, d[1] = 1; /* g[step][element] */
+  return 2;
+}
+
 const pf_op pf_loss_scale_op = {
     .name = "loss_scale",
     .summary = "dynamic loss scaling over a stream of gradient steps",
@@ -101,6 +106,7 @@ const pf_op pf_loss_scale_op = {
     .stages = pf_ls_stages,
     .prepare = pf_ls_prepare,
     .refine = pf_ls_refine,
+    .input_dims = pf_ls_input_dims,
 };
 
 pf_status pf_loss_scale_cpu(const pf_case *c, const pf_tensor *in, double *out, unsigned *fe) {

@@ -161,6 +161,15 @@ static pf_verdict pf_sched_refine(const pf_case *c, const pf_tensor *in, size_t 
 
 static void pf_sched_review(const pf_case *c, pf_run *r);
 
+static int pf_sched_input_dims(const pf_case *c, int i, int *d) {
+  if (i == 2) { /* noise[step][parameter] */
+    d[0] = 0, d[1] = 1;
+    return 2;
+  }
+  d[0] = 1; /* p0, curv [parameter] */
+  return 1;
+}
+
 const pf_op pf_schedule_op = {
     .name = "schedule",
     .summary = "T Adam steps with a learning-rate schedule, loss scaling and clipping on a quadratic, against the exact trajectory",
@@ -181,6 +190,7 @@ const pf_op pf_schedule_op = {
     .prepare = pf_sched_prepare,
     .refine = pf_sched_refine,
     .review = pf_sched_review,
+    .input_dims = pf_sched_input_dims,
 };
 
 pf_status pf_schedule_cpu(const pf_case *c, const pf_tensor *in, double *out, unsigned *fe) {

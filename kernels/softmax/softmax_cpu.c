@@ -33,6 +33,11 @@ static const pf_param_desc pf_softmax_params[] = {
 static size_t pf_softmax_count(const pf_case *c) { return c->shape[0] * c->shape[1]; }
 static size_t pf_softmax_input_count(const pf_case *c, int i) { return pf_softmax_count(c); }
 
+static int pf_softmax_input_dims(const pf_case *c, int i, int *d) {
+  d[0] = 0, d[1] = 1; /* x[row][col] */
+  return 2;
+}
+
 const pf_op pf_softmax_op = {
     .name = "softmax",
     .summary = "row softmax of alpha * x with optional causal mask",
@@ -48,6 +53,7 @@ const pf_op pf_softmax_op = {
     .input_count = pf_softmax_input_count,
     .output_count = pf_softmax_count,
     .oracle = pf_softmax_fwd_mpfr,
+    .input_dims = pf_softmax_input_dims,
 };
 
 static int pf_softmax_algo(const pf_case *c) {

@@ -1,0 +1,19 @@
+/* precfuzz's inputs beyond case files, and the minimizer (issue 6). */
+#ifndef PF_CLI_MINIMIZE_H
+#define PF_CLI_MINIMIZE_H
+
+#include <stddef.h>
+
+#include "harness/case.h"
+
+/* Loads path as a case: a case file (JSON text: its first non-blank byte is '{'), or else a
+ * raw fuzz-driver input, decoded by driver (NULL: the path's "<name>_fuzzer" or
+ * "<name>_fuzzer-<fault>" directory) with fault (NULL: that directory's, else
+ * $PF_FUZZ_FAULT). what gets "case file" or "raw input of DRIVER". PF_ERR_* with a one-line
+ * message on anything malformed. */
+pf_status pf_load_input(const char *path, const char *driver, const char *fault, pf_case *c, char *what, size_t len);
+
+/* precfuzz minimize FILE [-o OUT] [--driver NAME] [--fault NAME] */
+int pf_cmd_minimize(int argc, char **argv);
+
+#endif
