@@ -7,7 +7,7 @@ FUZZ_JOBS    ?= 1
 FUZZ_SEED    ?=
 JOBS         ?= $(shell nproc)
 
-.PHONY: all deps configure test test-quick fuzz fuzz-build fuzz-faults report clean
+.PHONY: all deps configure test test-quick fuzz fuzz-build fuzz-faults fuzz-merge report clean
 
 all: configure
 	cmake --build $(BUILD) -j $(JOBS)
@@ -40,6 +40,10 @@ fuzz: fuzz-build
 # Each fault switch under its driver, from an empty corpus: fails if one is not found.
 fuzz-faults: fuzz-build
 	FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_JOBS=$(FUZZ_JOBS) FUZZ_SEED=$(FUZZ_SEED) FUZZ_BUILD=$(FUZZ_BUILD) scripts/run-fuzzers.sh --faults
+
+# Folds the inputs make fuzz found new coverage with into corpora/ (libFuzzer -merge=1).
+fuzz-merge: fuzz-build
+	FUZZ_BUILD=$(FUZZ_BUILD) scripts/run-fuzzers.sh --merge
 
 # Until precision-report exists (issue 7): the survey of every kernel variant.
 report: all

@@ -5,7 +5,11 @@
 #                                    exit 1 on any finding (each one replayed once more to confirm)
 #   scripts/run-fuzzers.sh --faults  each fault switch of each kernel under its driver, from an
 #                                    empty corpus: time and runs to the first finding; exit 1 if
-#                                    a fault is not found within FUZZ_SECONDS
+#                                    a fault is not found within FUZZ_SECONDS; each finding is
+#                                    minimized (precfuzz minimize) and the table says how far
+#   scripts/run-fuzzers.sh --merge   folds the new inputs of the last make fuzz
+#                                    ($FUZZ_BUILD/corpus/<driver>) into corpora/<driver> with
+#                                    libFuzzer's -merge=1 (only inputs that add coverage)
 #
 # Environment: FUZZ_BUILD (build/fuzz), FUZZ_SECONDS (60), FUZZ_JOBS (1), FUZZ_SEED (libFuzzer's
 # -seed; unset: a fresh one each run; CI sets it so that its runs can be repeated).
@@ -22,11 +26,25 @@ if [ -n "${FUZZ_SEED:-}" ]; then
   case "$FUZZ_SEED" in *[!0-9]*) echo "run-fuzzers: FUZZ_SEED must be a positive integer, got '$FUZZ_SEED'" >&2; exit 2;; esac
   seed_opt=(-seed="$FUZZ_SEED")
 fi
-[ "$mode" = run ] || [ "$mode" = --faults ] || { echo "run-fuzzers: unknown argument '$mode' (--faults)" >&2; exit 2; }
+[ "$mode" = run ] || [ "$mode" = --faults ] || [ "$mode" = --merge ] ||
+  { echo "run-fuzzers: unknown argument '$mode' (--faults, --merge)" >&2; exit 2; }
 
 drivers=()
 for d in "$FUZZ_BUILD"/bin/*_fuzzer; do [ -x "$d" ] && drivers+=("$(basename "$d")"); done
 [ ${#drivers[@]} -gt 0 ] || { echo "run-fuzzers: no drivers in $FUZZ_BUILD/bin (make fuzz builds them)" >&2; exit 2; }
+if [ "$mode" = --merge ]; then
+  printf '%-22s %10s %10s\n' driver before after
+  for drv in "${drivers[@]}"; do
+    [ -d "$FUZZ_BUILD/corpus/$drv" ] || continue
+    mkdir -p "corpora/$drv"
+    before=$(find "corpora/$drv" -type f | wc -l)
+    "$FUZZ_BUILD/bin/$drv" -merge=1 "corpora/$drv" "$FUZZ_BUILD/corpus/$drv" >"$FUZZ_BUILD/merge-$drv.log" 2>&1 ||
+      { echo "run-fuzzers: merging $drv failed (log: $FUZZ_BUILD/merge-$drv.log)" >&2; exit 1; }
+    printf '%-22s %10s %10s\n' "$drv" "$before" "$(find "corpora/$drv" -type f | wc -l)"
+  done
+  exit 0
+fi
+
 out=$FUZZ_BUILD/runs
 rm -rf "$out"
 mkdir -p "$out"
@@ -37,7 +55,7 @@ stat() { sed -n "s/^stat::$1: *//p" "$2" | tail -1; }
 # fuzz_one KEY DRIVER FAULT CORPUS...: runs one driver, writes $out/KEY.{log,row}
 fuzz_one() {
   local key=$1 drv=$2 fault=$3; shift 3
-  local findings=$FUZZ_BUILD/findings/$drv
+  local findings=$FUZZ_BUILD/findings/$key # <driver>[-<fault>]: precfuzz replay/minimize read both from it
   mkdir -p "$findings"
   local t0 t1 rc
   t0=$(date +%s.%N)
@@ -68,6 +86,18 @@ fuzz_one() {
     "$confirmed" "$(echo "$t1 - $t0" | bc)" >"$out/$key.row"
 }
 
+# driver_options DRIVER: libFuzzer flags from corpora/DRIVER.options (OSS-Fuzz's format: a
+# [libfuzzer] section of key = value lines; a dict is named relative to corpora/)
+driver_options() {
+  local f=corpora/$1.options
+  [ -f "$f" ] || return 0
+  sed -n '/^\[libfuzzer\]/,/^\[/{/^[a-z_]* *=/p}' "$f" | while IFS='=' read -r k v; do
+    k=$(echo "$k" | tr -d ' ') v=$(echo "$v" | sed 's/^ *//; s/ *$//')
+    [ "$k" = dict ] && v=corpora/$v
+    echo "-$k=$v"
+  done
+}
+
 throttle() { while [ "$(jobs -rp | wc -l)" -ge "$FUZZ_JOBS" ]; do wait -n; done; }
 
 if [ "$mode" = run ]; then
@@ -76,7 +106,7 @@ if [ "$mode" = run ]; then
     mkdir -p "$work"
     [ -d "corpora/$drv" ] && cp -n corpora/"$drv"/* "$work"/ 2>/dev/null
     opts=()
-    [ -f "corpora/$drv.dict" ] && opts+=(-dict="corpora/$drv.dict")
+    mapfile -t opts < <(driver_options "$drv")
     throttle
     fuzz_one "$drv" "$drv" "" "${opts[@]}" "$work" &
   done
@@ -94,9 +124,10 @@ if [ "$mode" = run ]; then
     echo "FINDING in $drv (confirmed on replay: $(cut -f7 "$out/$drv.row")):"
     grep -E "^precfuzz finding|^reproduce with|ERROR: (Address|Undefined|LeakSanitizer|libFuzzer)|runtime error" "$out/$drv.log" | head -5 | sed 's/^/  /'
     echo "  raw input: $(cat "$out/$drv.artifact"); replay it with: $FUZZ_BUILD/bin/$drv $(cat "$out/$drv.artifact")"
+    echo "  or: precfuzz replay $(cat "$out/$drv.artifact"); shrink it: precfuzz minimize $(cat "$out/$drv.artifact")"
   done
   echo
-  echo "logs: $out/; new corpus entries: $FUZZ_BUILD/corpus/ (fold back with libFuzzer -merge=1)"
+  echo "logs: $out/; new corpus entries: $FUZZ_BUILD/corpus/ (make fuzz-merge folds them into corpora/)"
   [ $total -eq 0 ] || exit 1
   exit 0
 fi
@@ -119,16 +150,25 @@ for p in "${pairs[@]}"; do
   rm -rf "$empty"
   mkdir -p "$empty"
   throttle
-  fuzz_one "$drv-$fault" "$drv" "$fault" "$empty" &
+  mapfile -t fopts < <(driver_options "$drv")
+  fuzz_one "$drv-$fault" "$drv" "$fault" "${fopts[@]}" "$empty" &
 done
 wait
-printf '\n%-22s %-26s %12s %10s %6s\n' driver fault runs-to-find seconds found
+printf '\n%-22s %-26s %12s %10s %6s %10s\n' driver fault runs-to-find seconds found minimized
 missed=0
 for p in "${pairs[@]}"; do
   drv=${p%%$'\t'*}
   fault=${p#*$'\t'}
   IFS=$'\t' read -r _ _ runs eps cov found confirmed secs <"$out/$drv-$fault.row"
-  printf '%-22s %-26s %12s %10s %6s\n' "$drv" "$fault" "$runs" "$secs" "$([ "$found" = 1 ] && echo yes || echo NO)"
+  # the finding, minimized: input elements before -> after (precfuzz minimize)
+  mini=-
+  art=$(cat "$out/$drv-$fault.artifact" 2>/dev/null)
+  if [ -n "$art" ] && [ -f "$art" ]; then
+    "$P" minimize "$art" -o "$art.min.json" >"$out/$drv-$fault.min" 2>&1 &&
+      mini=$(sed -n 's/.*: \([0-9]*\) input elements -> \([0-9]*\) .*/\1->\2/p' "$out/$drv-$fault.min")
+  fi
+  printf '%-22s %-26s %12s %10s %6s %10s\n' "$drv" "$fault" "$runs" "$secs" "$([ "$found" = 1 ] && echo yes || echo NO)" "${mini:--}"
   [ "$found" = 1 ] || missed=$((missed + 1))
 done
+echo "minimized findings: $FUZZ_BUILD/findings/<driver>-<fault>/*.min.json (logs: $out/*.min)"
 [ $missed -eq 0 ] || { echo "$missed fault(s) not found within ${FUZZ_SECONDS}s" >&2; exit 1; }

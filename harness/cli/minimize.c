@@ -4,13 +4,16 @@
  *    seeds: a shorter tensor is a prefix of the longer one's stream);
  * 2. generated inputs turned into explicit values (the drawn values before the operation's
  *    prepare, which replay applies again), when there are at most 4096 of them; then the
- *    dimensions again, keeping the values at the remaining indices (operations that state
- *    their inputs' layout: pf_op.input_dims);
+ *    dimensions again, keeping the values at the first or the last indices (operations that
+ *    state their inputs' layout: pf_op.input_dims);
  * 3. every explicit value replaced by 0, then +-1, then the power of two nearest to it, then
  *    itself rounded to 1, 2, 4, 8 or 16 significant bits (shorter hex), the first that keeps
- *    the verdict.
+ *    the verdict;
+ * 4. every parameter back to its default.
  * Then it writes the case (with "expect" set to the verdict) and the replay command. */
 #include "harness/cli/minimize.h"
+
+#include <cjson/cJSON.h>
 
 #include <math.h>
 #include <stdio.h>
@@ -55,16 +58,26 @@ pf_status pf_load_input(const char *path, const char *driver, const char *fault,
   size_t n = 0;
   pf_status st = pf_read_file(path, &data, &n);
   if (st) return st;
+  char drv[64], pfault[64];
+  pf_path_driver(path, drv, sizeof drv, pfault, sizeof pfault);
+  if (driver) snprintf(drv, sizeof drv, "%s", driver);
+  /* A case: a file named *.json, or JSON text; a raw input may begin with '{' too, so
+   * without a .json name a text that is not JSON is raw when a driver is known. */
   size_t i = 0;
   while (i < n && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r')) i++;
-  if (!driver && i < n && data[i] == '{') {
+  const size_t pl = strlen(path);
+  const int named_json = pl >= 5 && strcmp(path + pl - 5, ".json") == 0;
+  int is_case = !driver && (named_json || (i < n && data[i] == '{'));
+  if (is_case && !named_json && drv[0]) {
+    cJSON *j = strlen(data) == n ? cJSON_ParseWithLength(data, n) : NULL;
+    is_case = j != NULL;
+    cJSON_Delete(j);
+  }
+  if (is_case) {
     free(data);
     snprintf(what, len, "case file");
     return pf_case_load(c, path);
   }
-  char drv[64], pfault[64];
-  pf_path_driver(path, drv, sizeof drv, pfault, sizeof pfault);
-  if (driver) snprintf(drv, sizeof drv, "%s", driver);
   if (!drv[0]) {
     free(data);
     return pf_error(PF_ERR_ARG, "%s: not a case file (no JSON object) and no driver in its path: name it with --driver "
@@ -168,11 +181,13 @@ static int pf_min_shape_explicit(pf_min_state *m, pf_case *c) {
   for (int d = 0; d < c->ndims; d++) {
     const size_t cur = c->shape[d];
     const size_t cand[4] = {1, 2, cur / 2, cur - 1};
-    for (int k = 0; k < 4; k++) {
-      if (cand[k] < 1 || cand[k] >= c->shape[d]) continue;
+    for (int k = 0; k < 8; k++) {
+      /* the first indices of dimension d, then the last ones */
+      const size_t want = cand[k % 4], skip = k < 4 ? 0 : cur - want;
+      if (want < 1 || want >= c->shape[d]) continue;
       pf_case t;
       if (pf_case_copy(&t, c)) continue;
-      t.shape[d] = cand[k];
+      t.shape[d] = want;
       int ok = 1;
       for (int i = 0; i < op->ninputs && ok; i++) {
         int dims[PF_MAX_DIMS];
@@ -188,7 +203,7 @@ static int pf_min_shape_explicit(pf_min_state *m, pf_case *c) {
           for (int a = nd - 1; a >= 0; a--) {
             const size_t ia = rest % t.shape[dims[a]];
             rest /= t.shape[dims[a]];
-            old += ia * stride;
+            old += (ia + (dims[a] == d ? skip : 0)) * stride;
             stride *= c->shape[dims[a]];
           }
           v[x] = c->inputs[i].values[old];
@@ -287,6 +302,21 @@ static int pf_min_simplify(pf_min_state *m, pf_case *c) {
   return changed;
 }
 
+/* Pass 4: parameters back to their defaults (a spike, a decay, a window that the finding
+ * does not need), one at a time. */
+static int pf_min_params(pf_min_state *m, pf_case *c) {
+  const pf_op *op = pf_case_kernel(c)->op;
+  int changed = 0;
+  for (int i = 0; i < op->nparams; i++) {
+    if (c->params[i] == op->params[i].def) continue;
+    const double was = c->params[i];
+    c->params[i] = op->params[i].def;
+    if (pf_min_keeps(m, c)) changed = 1;
+    else c->params[i] = was;
+  }
+  return changed;
+}
+
 static void pf_min_help(void) {
   printf("usage: precfuzz minimize FILE [-o OUT] [--driver NAME] [--fault NAME]\n\n"
          "Shrinks a finding (a case file or a raw fuzz-driver input) while its kernel, variant and\n"
@@ -343,6 +373,7 @@ int pf_cmd_minimize(int argc, char **argv) {
     changed |= pf_min_values_explicit(&m, &c);
     changed |= pf_min_shape_explicit(&m, &c);
     changed |= pf_min_simplify(&m, &c);
+    changed |= pf_min_params(&m, &c);
     if (!changed) break;
   }
   const size_t after = pf_min_elements(&c);
@@ -363,7 +394,7 @@ int pf_cmd_minimize(int argc, char **argv) {
            pf_min_explicit(&c) ? (pf_case_kernel(&c)->op->input_dims
                                       ? "no dimension can shrink further without losing the verdict"
                                       : "this kernel's inputs have no per-dimension layout to shrink explicit values by, "
-                                        "and no dimension could shrink before they were made explicit")
+                                        "and no dimension could shrink further before they were made explicit")
                                : "more than 4096 drawn values to make explicit, and no dimension could shrink further "
                                  "without losing the verdict");
   printf("precfuzz replay %s\n", outp);

@@ -6,8 +6,8 @@
 
 #include "harness/case.h"
 
-/* Loads path as a case: a case file (JSON text: its first non-blank byte is '{'), or else a
- * raw fuzz-driver input, decoded by driver (NULL: the path's "<name>_fuzzer" or
+/* Loads path as a case: a case file (named *.json, or JSON text), or else a raw fuzz-driver
+ * input, decoded by driver (NULL: the path's "<name>_fuzzer" or
  * "<name>_fuzzer-<fault>" directory) with fault (NULL: that directory's, else
  * $PF_FUZZ_FAULT). what gets "case file" or "raw input of DRIVER". PF_ERR_* with a one-line
  * message on anything malformed. */

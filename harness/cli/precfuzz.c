@@ -621,9 +621,9 @@ static int cmd_run(int argc, char **argv) {
 static void print_help_replay(void) {
   printf("usage: precfuzz replay FILE... [--json] [--driver NAME] [--fault NAME]\n\n"
          "Runs each case file, or raw fuzz-driver input, again and prints its verdict. A case file is\n"
-         "JSON; anything else is a raw input of the driver named by --driver or by a directory in its\n"
-         "path (build/fuzz/findings/<driver>[-<fault>]/, corpora/<driver>/), with the fault of\n"
-         "--fault, that directory or $PF_FUZZ_FAULT. A case with \"expect\" (a regression)\n"
+         "named *.json or is JSON text; anything else is a raw input of the driver named by --driver\n"
+         "or by a directory in its path (build/fuzz/findings/<driver>[-<fault>]/, corpora/<driver>/),\n"
+         "with the fault of --fault, that directory or $PF_FUZZ_FAULT. A case with \"expect\" (a regression)\n"
          "passes when its verdict equals the expected one; otherwise a finding fails.\n"
          "Exit status: 0 all as expected (or no finding), 1 otherwise, 2 bad usage or input.\n");
 }

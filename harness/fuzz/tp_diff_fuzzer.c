@@ -34,7 +34,7 @@ int pf_decode_tp_diff_fuzzer(const uint8_t *data, size_t size, pf_case *out) {
   c.shape[3] = 2 + pf_bytes_u8(&b) % 32;
   c.shape[4] = 1 + pf_bytes_u8(&b) % 8;
   pf_case_set_param(&c, "microbatches", 1 + pf_bytes_u8(&b) % 4);
-  pf_case_set_param(&c, "tied", pf_bytes_u8(&b) % 4 != 0);
+  pf_case_set_param(&c, "tied", pf_bytes_u8(&b) % 4 != 3); /* a zero byte: tied */
   pf_case_set_param(&c, "lr", lrs[pf_bytes_u8(&b) % 8]);
   pf_case_set_param(&c, "beta1", beta1s[pf_bytes_u8(&b) % 8]);
   pf_case_set_param(&c, "beta2", beta2s[pf_bytes_u8(&b) % 8]);
