@@ -120,12 +120,53 @@ static void test_loss_scale_applied_gradients_keep_their_contract(void **state) 
   assert_true(in_domain >= cases / 4);
 }
 
+/* Found by loss_scale_fuzzer: with a scale below 1 the scaler checks fl_T(S g) (finite) and
+ * the unscaling by 1/S > 1 overflows fp32 afterwards. By hand: static scale 1/2, bf16,
+ * g = 0x1.ff5756p+127 (finite in fp32): S g = 0x1.ff5756p+126 lies above the bf16 midpoint
+ * 0x1.ffp+126 and rounds up to 2^127 (finite, no overflow seen); times fl32(2) = 2^128 = inf.
+ * The contract's relative bound cannot hold within fp32's range there: outside the domain,
+ * with its reason. g = 0x1.fcp+127 (exact in bf16) stays inside and applies exactly. */
+static void test_loss_scale_unscaling_past_fp32_is_outside_the_domain(void **state) {
+  const double gs[2] = {0x1.ff5756p+127, 0x1.fcp+127};
+  for (int k = 0; k < 2; k++) {
+    pf_case c;
+    assert_int_equal(pf_case_init(&c, "loss_scale", "static", 1), PF_OK);
+    c.dtype = PF_BF16;
+    c.shape[0] = 1;
+    c.shape[1] = 1;
+    assert_int_equal(pf_case_set_param(&c, "scale0", 0.5), PF_OK);
+    pf_gen_free(&c.inputs[0]);
+    c.inputs[0].dist = PF_DIST_VALUES;
+    c.inputs[0].nvalues = 1;
+    c.inputs[0].values = malloc(sizeof(double));
+    c.inputs[0].values[0] = gs[k];
+    pf_oracle_opts o;
+    pf_oracle_opts_default(&o);
+    pf_run r;
+    assert_int_equal(pf_run_case(&c, &o, &r), PF_OK);
+    assert_true(r.out[1] == 0); /* applied: the scaled value was finite */
+    if (k == 0) {
+      assert_true(isinf(r.out[0]));
+      assert_int_equal(r.cmp.verdict, PF_V_OVERFLOW);
+      assert_false(r.in_domain);
+      assert_non_null(strstr(r.why, "unscaled gradient may overflow"));
+    } else {
+      assert_true(r.out[0] == 0x1.fcp+127);
+      assert_int_equal(r.cmp.verdict, PF_V_OK);
+      assert_true(r.in_domain);
+    }
+    pf_run_free(&r);
+    pf_case_free(&c);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_loss_scale_deepspeed_stops_at_minimum),
       cmocka_unit_test(test_loss_scale_megatron_keeps_skipping),
       cmocka_unit_test(test_loss_scale_growth_and_no_skip_fault),
       cmocka_unit_test(test_loss_scale_applied_gradients_keep_their_contract),
+      cmocka_unit_test(test_loss_scale_unscaling_past_fp32_is_outside_the_domain),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -688,6 +688,8 @@ static int cmd_replay(int argc, char **argv) {
              pf_dtype_name(c.accum), got, d[0] ? " (" : "", d, d[0] ? ")" : "",
              c.expect[0] ? (ok ? " [as expected]" : " [EXPECTED DIFFERENT VERDICT]") : "");
       if (c.expect[0] && !ok) printf("  expected %s\n", c.expect);
+      if (!r.in_domain && pf_verdict_is_finding(r.cmp.verdict))
+        printf("  outside the contract's domain (the fuzz drivers do not report it): %s\n", r.why);
     }
     pf_run_free(&r);
     pf_case_free(&c);

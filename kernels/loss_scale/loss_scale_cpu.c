@@ -173,15 +173,29 @@ int pf_loss_scale_in_domain(const pf_case *c, const pf_tensor *in, char *why, si
   k.fault[0] = 0;
   pf_loss_scale_cpu(&k, in, o, &fe);
   int ok = 1;
+  pf_bound *b = malloc(pf_ls_output_count(c) * sizeof(pf_bound));
+  if (!b) {
+    free(o);
+    return 0;
+  }
+  pf_loss_scale_bound(c, in, b);
+  const double rel = b[0].rel;
+  free(b);
   for (size_t t = 0; t < T && ok; t++) {
     if (o[T * n + t] != PF_LS_APPLIED) continue;
     const double S = t ? o[T * n + T + t - 1] : s0.scale;
     for (size_t i = 0; i < n && ok; i++) {
-      const double sg = fabs(in[0].data[t * n + i] * S);
+      const double g = fabs(in[0].data[t * n + i]), sg = g * S;
       if (sg != 0 && sg < pf_min_normal(c->dtype)) {
         ok = 0;
         snprintf(why, len, "step %zu: |S g| = %g is below %s's normal range (gradient precision lost)", t + 1, sg,
                  pf_dtype_name(c->dtype));
+      } else if (g * (1 + rel) >= pf_max_finite(PF_FP32)) {
+        /* fl_T(S g) may round up, and its unscaling by 1/S > 1 then overflows fp32 after the
+         * overflow check (PyTorch checks the scaled values, as every scaler here does) */
+        ok = 0;
+        snprintf(why, len, "step %zu: |g| = %g is within the scaled gradient's rounding of fp32's largest value: the "
+                 "unscaled gradient may overflow after the overflow check", t + 1, g);
       }
     }
   }
