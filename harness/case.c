@@ -110,6 +110,9 @@ static pf_status pf_check_param(const pf_param_desc *d, double v) {
     if (d->type == PF_PARAM_CHOICE) return pf_error(PF_ERR_ARG, "parameter '%s': choice out of range", d->name);
     return pf_error(PF_ERR_ARG, "parameter '%s' = %g is outside [%g, %g]", d->name, v, d->min, d->max);
   }
+  if (d->held && !pf_dtype_holds((pf_dtype)(d->held - 1), v))
+    return pf_error(PF_ERR_ARG, "parameter '%s' = %.17g is not a %s value (the frameworks hold it in %s)", d->name, v,
+                    pf_dtype_name((pf_dtype)(d->held - 1)), pf_dtype_name((pf_dtype)(d->held - 1)));
   return PF_OK;
 }
 

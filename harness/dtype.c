@@ -67,7 +67,7 @@ int64_t pf_ulp_distance(pf_dtype t, double a, double b) {
   return d < 0 ? -d : d;
 }
 
-static double pf_from_ordinal(pf_dtype t, int64_t o) {
+double pf_from_ordinal(pf_dtype t, int64_t o) {
   int bits = pf_format_of(t).bits;
   uint32_t sign = 1u << (bits - 1);
   uint32_t b = o < 0 ? (sign | (uint32_t)(-o)) : (uint32_t)o;

@@ -32,6 +32,7 @@ double pf_ulp(pf_dtype t, double x);
 
 /* Bits as an ordered integer: a < b (as values) iff ord(a) < ord(b); +0 and -0 map to 0. */
 int64_t pf_ordinal(pf_dtype t, double x);
+double pf_from_ordinal(pf_dtype t, int64_t o); /* its inverse (beyond the largest finite: inf, then NaNs) */
 /* Number of representable values of t stepped over from a to b; NaN gives INT64_MAX. */
 int64_t pf_ulp_distance(pf_dtype t, double a, double b);
 double pf_next_up(pf_dtype t, double x);

@@ -26,7 +26,10 @@ typedef struct {
   double def, min, max;        /* range, inclusive (choices: index range) */
   const char *const *choices;  /* PF_PARAM_CHOICE: NULL-terminated names */
   const char *help;
+  int held;                    /* 0: any binary64; PF_HELD(t): the frameworks hold it in dtype t, so a
+                                  case's value must be one of t (and boundary searches step over t) */
 } pf_param_desc;
+#define PF_HELD(t) ((int)(t) + 1)
 
 /* What the oracle says of one output element. */
 enum {

@@ -125,6 +125,26 @@ expect2 "power of two" diff-tp -t fp16 --param loss_scale=1000 --cases 1
 expect2 "-k is not an option" diff-tp -k softmax
 expect2 "fault" diff-tp --fault softmax-no-max --cases 1
 expect2 "shape" diff-tp --shape 3x8 --cases 1
+expect2 "is not a fp32 value" run -k loss_scale --param scale0=65519.99999 --cases 1
+
+# boundary
+expect2 "--along AXIS is required" boundary -k softmax -v naive
+expect2 "-v VARIANT is required" boundary -k softmax --along value
+expect2 "not value[:INPUT]" boundary -k softmax -v naive --along frob
+expect2 "has no input 'y'" boundary -k softmax -v naive --along value:y
+expect2 "has no parameter 'beta'" boundary -k softmax -v naive --along param:beta
+expect2 "has no dimension 'heads'" boundary -k softmax -v naive --along dim:heads
+expect2 "a choice has no order" boundary -k softmax -v naive --along param:mask
+expect2 "is not a verdict that fails" boundary -k softmax -v naive --along value --fail ok
+expect2 "is not an event" boundary -k softmax -v naive --along value --fail event:boom
+expect2 "is not a finite number" boundary -k softmax -v naive --along value --from inf
+expect2 "--from must be below --to" boundary -k softmax -v naive --along value --from 2 --to 1
+expect2 "leaves" boundary -k softmax -v naive -t fp16 --along value --to 1e6
+expect2 "unknown format" boundary -k softmax -v naive --along value --format fp8
+expect2 "takes integers only" boundary -k softmax -v naive --along dim:cols --format fp32
+expect2 "--points" boundary -k softmax -v naive --along value --points 0
+expect2 "does not take dtype" boundary -k softmax -v safe -t bf16 -a fp16 --along value
+expect2 "holds explicit values" boundary -k softmax -v naive --along scale --input x:value=1 --from 1 --to 2
 
 # and the good file is fine
 "$P" replay "$T/good.json" >/dev/null 2>&1 || { echo "FAIL: good case did not replay"; fail=$((fail + 1)); }

@@ -30,13 +30,13 @@ static const char *const pf_adam_dims[] = {"n"};
 static const char *const pf_adam_inputs[] = {"p", "g", "m", "v"};
 static const char *const pf_adam_modes[] = {"adamw", "l2", NULL};
 static const pf_param_desc pf_adam_params[] = {
-    {"lr", PF_PARAM_REAL, 1e-3, 0, 10, NULL, "learning rate"},
-    {"beta1", PF_PARAM_REAL, 0.9, 0, 0.999999, NULL, "first-moment decay"},
-    {"beta2", PF_PARAM_REAL, 0.999, 0, 0.9999999, NULL, "second-moment decay"},
-    {"eps", PF_PARAM_REAL, 1e-8, 0, 1, NULL, "added to the denominator"},
-    {"wd", PF_PARAM_REAL, 0, 0, 10, NULL, "weight decay"},
-    {"step", PF_PARAM_INT, 1, 1, 1e9, NULL, "the step count t, from 1"},
-    {"mode", PF_PARAM_CHOICE, 0, 0, 1, pf_adam_modes, "adamw: decoupled decay; l2: wd p added to g (not torch)"},
+    {"lr", PF_PARAM_REAL, 1e-3, 0, 10, NULL, "learning rate", 0},
+    {"beta1", PF_PARAM_REAL, 0.9, 0, 0.999999, NULL, "first-moment decay", 0},
+    {"beta2", PF_PARAM_REAL, 0.999, 0, 0.9999999, NULL, "second-moment decay", 0},
+    {"eps", PF_PARAM_REAL, 1e-8, 0, 1, NULL, "added to the denominator", 0},
+    {"wd", PF_PARAM_REAL, 0, 0, 10, NULL, "weight decay", 0},
+    {"step", PF_PARAM_INT, 1, 1, 1e9, NULL, "the step count t, from 1", 0},
+    {"mode", PF_PARAM_CHOICE, 0, 0, 1, pf_adam_modes, "adamw: decoupled decay; l2: wd p added to g (not torch)", 0},
 };
 
 static int pf_adam_variant(const pf_case *c) {

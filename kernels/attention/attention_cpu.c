@@ -36,12 +36,12 @@ static const char *const pf_attn_maskval_choices[] = {"-inf", "-10000", "lowest"
 static const char *const pf_attn_smacc_choices[] = {"fp32", "storage", NULL};
 
 static const pf_param_desc pf_attn_params[] = {
-    {"layer", PF_PARAM_INT, 1, 1, 1024, NULL, "layer number L (layer-scaled only): scores stored L times smaller"},
-    {"mask", PF_PARAM_CHOICE, 0, 0, 1, pf_attn_mask_choices, "causal: query i sees keys j <= i + k_len - q_len"},
-    {"mask_value", PF_PARAM_CHOICE, 0, 0, 2, pf_attn_maskval_choices, "what a masked score holds"},
+    {"layer", PF_PARAM_INT, 1, 1, 1024, NULL, "layer number L (layer-scaled only): scores stored L times smaller", 0},
+    {"mask", PF_PARAM_CHOICE, 0, 0, 1, pf_attn_mask_choices, "causal: query i sees keys j <= i + k_len - q_len", 0},
+    {"mask_value", PF_PARAM_CHOICE, 0, 0, 2, pf_attn_maskval_choices, "what a masked score holds", 0},
     {"softmax_accum", PF_PARAM_CHOICE, 0, 0, 1, pf_attn_smacc_choices,
-     "softmax computed in fp32 or in the storage dtype (layer-scaled and flash: fp32 only)"},
-    {"block", PF_PARAM_INT, 64, 1, 4096, NULL, "key block size (flash only)"},
+     "softmax computed in fp32 or in the storage dtype (layer-scaled and flash: fp32 only)", 0},
+    {"block", PF_PARAM_INT, 64, 1, 4096, NULL, "key block size (flash only)", 0},
 };
 
 static int pf_attn_algo(const pf_case *c) {

@@ -24,7 +24,7 @@ enum { PF_CLIP_MEGATRON = 0, PF_CLIP_TORCH = 1, PF_CLIP_INF = 2 };
 static const char *const pf_clip_dims[] = {"tensors", "n"};
 static const char *const pf_clip_inputs[] = {"g"};
 static const pf_param_desc pf_clip_params[] = {
-    {"max_norm", PF_PARAM_REAL, 1.0, 0, 0x1p100, NULL, "clip when the global norm exceeds it"},
+    {"max_norm", PF_PARAM_REAL, 1.0, 0, 0x1p100, NULL, "clip when the global norm exceeds it", 0},
 };
 
 static int pf_clip_variant(const pf_case *c) {

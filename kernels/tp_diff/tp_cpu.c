@@ -24,17 +24,17 @@ pf_status pf_tp_mpfr(const pf_case *c, const pf_tensor *in, const pf_oracle_opts
 static const char *const pf_tp_dims[] = {"steps", "hidden", "ffn", "vocab", "seq"};
 static const char *const pf_tp_inputs[] = {"init", "grads", "gscale"};
 static const pf_param_desc pf_tp_params[PF_TP_NPARAMS] = {
-    {"max_norm", PF_PARAM_REAL, 1.0, 0x1p-60, 0x1p60, NULL, "clip the global gradient norm to this"},
-    {"lr", PF_PARAM_REAL, 1e-3, 0, 1, NULL, "Adam learning rate"},
-    {"beta1", PF_PARAM_REAL, 0.9, 0, 0.999999, NULL, "Adam beta1"},
-    {"beta2", PF_PARAM_REAL, 0.95, 0, 0.9999999, NULL, "Adam beta2"},
-    {"eps", PF_PARAM_REAL, 1e-8, 0x1p-100, 1, NULL, "Adam eps"},
-    {"wd", PF_PARAM_REAL, 0.1, 0, 1, NULL, "weight decay of the weights (none for LayerNorm parameters and biases)"},
-    {"microbatches", PF_PARAM_INT, 2, 1, 64, NULL, "micro-batch gradients accumulated per step"},
-    {"tied", PF_PARAM_INT, 1, 0, 1, NULL, "1: the embedding is tied to the LM head on a second pipeline stage (both runs PP=2)"},
+    {"max_norm", PF_PARAM_REAL, 1.0, 0x1p-60, 0x1p60, NULL, "clip the global gradient norm to this", 0},
+    {"lr", PF_PARAM_REAL, 1e-3, 0, 1, NULL, "Adam learning rate", 0},
+    {"beta1", PF_PARAM_REAL, 0.9, 0, 0.999999, NULL, "Adam beta1", 0},
+    {"beta2", PF_PARAM_REAL, 0.95, 0, 0.9999999, NULL, "Adam beta2", 0},
+    {"eps", PF_PARAM_REAL, 1e-8, 0x1p-100, 1, NULL, "Adam eps", 0},
+    {"wd", PF_PARAM_REAL, 0.1, 0, 1, NULL, "weight decay of the weights (none for LayerNorm parameters and biases)", 0},
+    {"microbatches", PF_PARAM_INT, 2, 1, 64, NULL, "micro-batch gradients accumulated per step", 0},
+    {"tied", PF_PARAM_INT, 1, 0, 1, NULL, "1: the embedding is tied to the LM head on a second pipeline stage (both runs PP=2)", 0},
     {"spread", PF_PARAM_REAL, 3, 0, 60, NULL,
-     "each step's gradients are scaled by 2^(spread x) with x in [-1, 1] from input gscale, around the clipping threshold"},
-    {"loss_scale", PF_PARAM_REAL, 0, 0, 0x1p60, NULL, "fp16: the static loss scale S (0: 2^12); bf16: must be 0"},
+     "each step's gradients are scaled by 2^(spread x) with x in [-1, 1] from input gscale, around the clipping threshold", 0},
+    {"loss_scale", PF_PARAM_REAL, 0, 0, 0x1p60, NULL, "fp16: the static loss scale S (0: 2^12); bf16: must be 0", 0},
 };
 
 /* --- the parameter set --------------------------------------------------------------- */
