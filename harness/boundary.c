@@ -307,11 +307,11 @@ pf_status pf_boundary_threshold(const pf_case *tmpl, const pf_axis *a, double lo
   return PF_OK;
 }
 
-/* Failing cases (and cases outside the domain) of the N templates at x. */
+/* Failing cases of the N templates at x; with p, the point's other figures too. */
 static pf_status pf_count(const pf_case *tmpls, unsigned n, const pf_axis *a, double x, pf_fail_set fail,
-                          const pf_oracle_opts *oo, unsigned *fails, unsigned *outside) {
+                          const pf_oracle_opts *oo, unsigned *fails, pf_prob_point *p) {
   *fails = 0;
-  if (outside) *outside = 0;
+  if (p) p->outside = p->findings = 0, p->finding_case = -1, p->max_ulps = 0, p->max_rel = 0;
   for (unsigned i = 0; i < n; i++) {
     pf_case c;
     pf_status st = pf_axis_apply(&tmpls[i], a, x, &c);
@@ -320,7 +320,12 @@ static pf_status pf_count(const pf_case *tmpls, unsigned n, const pf_axis *a, do
       st = pf_run_case(&c, oo, &r);
       if (!st) {
         *fails += pf_fails(fail, r.cmp.verdict, r.fe);
-        if (outside) *outside += !r.in_domain;
+        if (p && !r.in_domain) p->outside++;
+        if (p && r.in_domain) {
+          if (r.cmp.max_ulps > p->max_ulps) p->max_ulps = r.cmp.max_ulps;
+          if (r.cmp.max_rel > p->max_rel) p->max_rel = r.cmp.max_rel;
+          if (pf_verdict_is_finding(r.cmp.verdict) && !p->findings++) p->finding_case = (int)i;
+        }
       }
       pf_run_free(&r);
     }
@@ -367,7 +372,7 @@ pf_status pf_boundary_probability(const pf_case *tmpls, unsigned ncases, const p
     prev = o;
     pf_prob_point *p = &out->points[out->npoints++];
     p->x = pf_bfmt_value(a->format, o);
-    pf_status st = pf_count(tmpls, ncases, a, p->x, fail, oo, &p->fails, &p->outside);
+    pf_status st = pf_count(tmpls, ncases, a, p->x, fail, oo, &p->fails, p);
     if (st) return st;
     out->runs += ncases;
   }

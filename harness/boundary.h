@@ -82,6 +82,10 @@ pf_status pf_boundary_threshold(const pf_case *tmpl, const pf_axis *a, double lo
 typedef struct {
   double x;
   unsigned fails, outside; /* failing cases, and cases outside the contract's domain */
+  unsigned findings;       /* cases inside the domain with a finding (a broken contract) */
+  int finding_case;        /* the first of them (an index into the templates), -1 if none */
+  int64_t max_ulps;        /* the largest ulp error of the cases inside the domain */
+  double max_rel;          /* and their largest relative error */
 } pf_prob_point;
 
 typedef struct {

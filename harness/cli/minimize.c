@@ -317,6 +317,25 @@ static int pf_min_params(pf_min_state *m, pf_case *c) {
   return changed;
 }
 
+static void pf_min_rounds(pf_min_state *m, pf_case *c) {
+  for (int round = 0; round < 64; round++) {
+    int changed = pf_min_shape(m, c);
+    changed |= pf_min_values_explicit(m, c);
+    changed |= pf_min_shape_explicit(m, c);
+    changed |= pf_min_simplify(m, c);
+    changed |= pf_min_params(m, c);
+    if (!changed) break;
+  }
+  snprintf(c->expect, sizeof c->expect, "%s", pf_verdict_name(m->verdict));
+}
+
+size_t pf_minimize_case(pf_case *c, pf_verdict v, size_t *runs) {
+  pf_min_state m = {v, 0, 0};
+  pf_min_rounds(&m, c);
+  if (runs) *runs = m.tries;
+  return pf_min_elements(c);
+}
+
 static void pf_min_help(void) {
   printf("usage: precfuzz minimize FILE [-o OUT] [--driver NAME] [--fault NAME]\n\n"
          "Shrinks a finding (a case file or a raw fuzz-driver input) while its kernel, variant and\n"
@@ -368,16 +387,8 @@ int pf_cmd_minimize(int argc, char **argv) {
     return pf_min_usage("%s: no finding to minimize (verdict %s)", in, pf_verdict_name(m.verdict));
   }
   const size_t before = pf_min_elements(&c);
-  for (int round = 0; round < 64; round++) {
-    int changed = pf_min_shape(&m, &c);
-    changed |= pf_min_values_explicit(&m, &c);
-    changed |= pf_min_shape_explicit(&m, &c);
-    changed |= pf_min_simplify(&m, &c);
-    changed |= pf_min_params(&m, &c);
-    if (!changed) break;
-  }
+  pf_min_rounds(&m, &c);
   const size_t after = pf_min_elements(&c);
-  snprintf(c.expect, sizeof c.expect, "%s", pf_verdict_name(m.verdict));
   char def[4096];
   if (!outp) {
     snprintf(def, sizeof def, "%s.min.json", in);

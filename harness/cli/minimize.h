@@ -5,6 +5,7 @@
 #include <stddef.h>
 
 #include "harness/case.h"
+#include "harness/verdict.h"
 
 /* Loads path as a case: a case file (named *.json, or JSON text), or else a raw fuzz-driver
  * input, decoded by driver (NULL: the path's "<name>_fuzzer" or
@@ -12,6 +13,10 @@
  * $PF_FUZZ_FAULT). what gets "case file" or "raw input of DRIVER". PF_ERR_* with a one-line
  * message on anything malformed. */
 pf_status pf_load_input(const char *path, const char *driver, const char *fault, pf_case *c, char *what, size_t len);
+
+/* Shrinks c (deterministically) while its verdict stays v; sets c->expect to v. Returns the
+ * input elements left; runs gets the cases run. */
+size_t pf_minimize_case(pf_case *c, pf_verdict v, size_t *runs);
 
 /* precfuzz minimize FILE [-o OUT] [--driver NAME] [--fault NAME] */
 int pf_cmd_minimize(int argc, char **argv);

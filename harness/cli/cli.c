@@ -1,0 +1,306 @@
+/* What precfuzz's commands share (cli.h). */
+#include "harness/cli/cli.h"
+#include "harness/boundary.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *prog = "precfuzz";
+
+int usage_error(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "%s: ", prog);
+  vfprintf(stderr, fmt, ap);
+  fprintf(stderr, "\n");
+  va_end(ap);
+  return EXIT_USAGE;
+}
+
+/* ---- strict number parsing ---------------------------------------------------------- */
+
+int parse_u64(const char *s, uint64_t *out) {
+  if (!s || !*s || *s == '-' || *s == '+') return -1;
+  char *end;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 0);
+  if (*end || errno) return -1;
+  *out = v;
+  return 0;
+}
+
+int parse_real(const char *flag, const char *s, double lo, double hi, double *out) {
+  double v;
+  if (pf_parse_double(s, &v) || !isfinite(v))
+    return usage_error("%s: '%s' is not a finite number", flag, s);
+  if (v < lo || v > hi) return usage_error("%s: %s is outside [%g, %g]", flag, s, lo, hi);
+  *out = v;
+  return 0;
+}
+
+/* "4x256" -> dims; the count must match the kernel's. */
+int parse_shape(const char *s, const pf_op *op, size_t *shape) {
+  const char *p = s;
+  for (int d = 0; d < op->ndims; d++) {
+    if (*p < '0' || *p > '9') goto bad;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(p, &end, 10);
+    if (errno || v > (unsigned long long)op->dim_max[d] * 16 + 16) {
+      return usage_error("--shape: %s = %s is outside [1, %zu]", op->dim_names[d], p, op->dim_max[d]);
+    }
+    shape[d] = (size_t)v;
+    p = end;
+    if (d + 1 < op->ndims) {
+      if (*p != 'x') goto bad;
+      p++;
+    }
+  }
+  if (*p) goto bad;
+  return 0;
+bad:;
+  char dims[128] = "";
+  for (int d = 0; d < op->ndims; d++) {
+    strcat(dims, d ? "x" : "");
+    strncat(dims, op->dim_names[d], 40);
+  }
+  return usage_error("--shape: '%s' is not %s (positive integers, e.g. 4x256)", s, dims);
+}
+
+
+/* Applies NAME=VALUE parameters to a case, validating names and values. */
+int apply_params(pf_case *c, const run_opts *o) {
+  const pf_op *op = pf_op_find(c->kernel);
+  for (int i = 0; i < o->nparams; i++) {
+    const int p = pf_op_param_index(op, o->param_name[i]);
+    if (p < 0) return usage_error("--param: kernel %s has no parameter '%s' (see precfuzz list)", c->kernel, o->param_name[i]);
+    const pf_param_desc *d = &op->params[p];
+    if (d->type == PF_PARAM_CHOICE) {
+      int found = -1;
+      for (int k = 0; d->choices[k]; k++)
+        if (strcmp(d->choices[k], o->param_value[i]) == 0) found = k;
+      if (found < 0) return usage_error("--param %s: '%s' is not one of its choices (see precfuzz list)", d->name, o->param_value[i]);
+      c->params[p] = found;
+    } else {
+      double v;
+      if (pf_parse_double(o->param_value[i], &v))
+        return usage_error("--param %s: '%s' is not a number", d->name, o->param_value[i]);
+      c->params[p] = v;
+    }
+  }
+  return 0;
+}
+
+/* Applies --input NAME:FIELD=VALUE[,FIELD=VALUE...] to the case's input generators. */
+int apply_input_specs(pf_case *c, const run_opts *o) {
+  const pf_op *op = pf_op_find(c->kernel);
+  for (int k = 0; k < o->ninput_specs; k++) {
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", o->input_spec[k]);
+    char *colon = strchr(buf, ':');
+    if (!colon || colon == buf || !colon[1])
+      return usage_error("--input: '%s' is not NAME:FIELD=VALUE[,FIELD=VALUE...]", o->input_spec[k]);
+    *colon = 0;
+    int t = -1;
+    for (int i = 0; i < op->ninputs; i++)
+      if (strcmp(op->input_names[i], buf) == 0) t = i;
+    if (t < 0) return usage_error("--input: kernel %s has no input '%s'", c->kernel, buf);
+    pf_gen *g = &c->inputs[t];
+    for (char *save = NULL, *f = strtok_r(colon + 1, ",", &save); f; f = strtok_r(NULL, ",", &save)) {
+      char *eq = strchr(f, '=');
+      if (!eq || eq == f || !eq[1]) return usage_error("--input %s: '%s' is not FIELD=VALUE", buf, f);
+      *eq = 0;
+      const char *v = eq + 1;
+      double d;
+      uint64_t u;
+      int lo, hi, n = 0;
+      if (strcmp(f, "dist") == 0) {
+        if (pf_dist_parse(v, &g->dist) || g->dist == PF_DIST_VALUES)
+          return usage_error("--input %s: unknown dist '%s' (normal, uniform, loguniform, heavy)", buf, v);
+      } else if (strcmp(f, "scale") == 0) {
+        if (pf_parse_double(v, &d) || !isfinite(d) || d < 0) return usage_error("--input %s: scale '%s' is not a finite number >= 0", buf, v);
+        g->scale = d;
+      } else if (strcmp(f, "exp") == 0) {
+        if (sscanf(v, "%d:%d%n", &lo, &hi, &n) != 2 || v[n] || lo > hi || lo < -1100 || hi > 1100)
+          return usage_error("--input %s: exp '%s' is not LO:HI with -1100 <= LO <= HI <= 1100", buf, v);
+        g->exp_min = lo;
+        g->exp_max = hi;
+      } else if (strcmp(f, "outliers") == 0) {
+        if (parse_u64(v, &u) || u > 1000000000) return usage_error("--input %s: outliers '%s' is not a count", buf, v);
+        g->outliers = (size_t)u;
+      } else if (strcmp(f, "outlier_magnitude") == 0) {
+        if (pf_parse_double(v, &d) || !isfinite(d) || d < 0) return usage_error("--input %s: outlier_magnitude '%s' is not a finite number >= 0", buf, v);
+        g->outlier_mag = d;
+      } else if (strcmp(f, "special_rate") == 0) {
+        if (pf_parse_double(v, &d) || !(d >= 0 && d <= 1)) return usage_error("--input %s: special_rate '%s' is not in [0, 1]", buf, v);
+        g->special_rate = d;
+      } else if (strcmp(f, "value") == 0) {
+        if (pf_parse_double(v, &d)) return usage_error("--input %s: value '%s' is not a number", buf, v);
+        const size_t cnt = op->input_count(c, t);
+        pf_gen_free(g);
+        g->dist = PF_DIST_VALUES;
+        g->values = malloc((cnt ? cnt : 1) * sizeof(double));
+        if (!g->values) return usage_error("--input %s: out of memory", buf);
+        for (size_t i = 0; i < cnt; i++) g->values[i] = d;
+        g->nvalues = cnt;
+      } else {
+        return usage_error("--input %s: unknown field '%s' (dist, scale, exp, outliers, outlier_magnitude, special_rate, value)", buf, f);
+      }
+    }
+  }
+  return 0;
+}
+
+/* The command line that reproduces one case. */
+void reproduce_line(const pf_case *c, const run_opts *o, uint64_t seed, char *buf, size_t len) {
+  const pf_op *op = pf_op_find(c->kernel);
+  char sc[40];
+  pf_hexfloat(sc, o->gen.scale);
+  size_t n = (size_t)snprintf(buf, len, "precfuzz run -k %s -v %s -t %s -a %s --shape ", c->kernel, c->variant,
+                              pf_dtype_name(c->dtype), pf_dtype_name(c->accum));
+  for (int d = 0; d < c->ndims && n < len; d++) n += (size_t)snprintf(buf + n, len - n, d ? "x%zu" : "%zu", c->shape[d]);
+  if (n < len) n += (size_t)snprintf(buf + n, len - n, " --dist %s --scale %s", pf_dist_name(o->gen.dist), sc);
+  if (o->gen.dist == PF_DIST_LOGUNIFORM && n < len)
+    n += (size_t)snprintf(buf + n, len - n, " --exp-range %d:%d", o->gen.exp_min, o->gen.exp_max);
+  if (o->gen.outliers && n < len) {
+    pf_hexfloat(sc, o->gen.outlier_mag);
+    n += (size_t)snprintf(buf + n, len - n, " --outliers %zu --outlier-magnitude %s", o->gen.outliers, sc);
+  }
+  if (o->gen.special_rate > 0 && n < len) {
+    pf_hexfloat(sc, o->gen.special_rate);
+    n += (size_t)snprintf(buf + n, len - n, " --special-rate %s", sc);
+  }
+  for (int p = 0; p < op->nparams && n < len; p++) {
+    const pf_param_desc *d = &op->params[p];
+    if (c->params[p] == d->def) continue;
+    if (d->type == PF_PARAM_CHOICE) n += (size_t)snprintf(buf + n, len - n, " --param %s=%s", d->name, d->choices[(int)c->params[p]]);
+    else if (d->type == PF_PARAM_INT) n += (size_t)snprintf(buf + n, len - n, " --param %s=%.0f", d->name, c->params[p]);
+    else {
+      pf_hexfloat(sc, c->params[p]);
+      n += (size_t)snprintf(buf + n, len - n, " --param %s=%s", d->name, sc);
+    }
+  }
+  if (c->fault[0] && n < len) n += (size_t)snprintf(buf + n, len - n, " --fault %s", c->fault);
+  for (int k = 0; k < o->ninput_specs && n < len; k++) n += (size_t)snprintf(buf + n, len - n, " --input %s", o->input_spec[k]);
+  if (n < len) snprintf(buf + n, len - n, " --seed %llu --cases 1", (unsigned long long)seed);
+}
+
+/* The case of seed `seed` as the options say; an exit status on a bad option (c freed). */
+int build_case(const pf_kernel *k, const run_opts *o, uint64_t seed, pf_case *c) {
+  pf_status st = pf_case_init(c, k->op->name, k->variant, seed);
+  if (st) return usage_error("%s", pf_error_message());
+  c->dtype = o->dtype;
+  c->accum = o->accum;
+  if (o->have_shape) memcpy(c->shape, o->shape, sizeof c->shape);
+  if (o->fault) snprintf(c->fault, sizeof c->fault, "%s", o->fault);
+  for (int t = 0; t < c->ninputs; t++) {
+    const uint64_t s = c->inputs[t].seed;
+    c->inputs[t] = o->gen;
+    c->inputs[t].seed = s;
+  }
+  int rc = apply_params(c, o);
+  if (!rc) rc = apply_input_specs(c, o);
+  if (rc) pf_case_free(c);
+  return rc;
+}
+
+/* The options run and boundary share (a case's kernel, settings and inputs). */
+
+/* Returns 0 when handled, an exit status on a bad value, -1 when ch is not a shared option. */
+int case_option(int ch, char *optarg, run_opts *o, const char **shape_arg, const char **backend) {
+  int rc;
+  uint64_t u;
+  switch (ch) {
+    case 'k': o->kernel = optarg; break;
+    case 'v': o->variant = optarg; break;
+    case 't':
+      if (pf_dtype_parse(optarg, &o->dtype)) return usage_error("-t: unknown dtype '%s' (fp32, fp16, bf16)", optarg);
+      break;
+    case 'a':
+      if (pf_dtype_parse(optarg, &o->accum)) return usage_error("-a: unknown accumulation dtype '%s' (fp32, fp16, bf16)", optarg);
+      break;
+    case O_SHAPE: *shape_arg = optarg; break;
+    case O_SCALE:
+      if ((rc = parse_real("--scale", optarg, 0, 0x1p1000, &o->gen.scale))) return rc;
+      break;
+    case O_DIST:
+      if (pf_dist_parse(optarg, &o->gen.dist) || o->gen.dist == PF_DIST_VALUES)
+        return usage_error("--dist: unknown distribution '%s' (normal, uniform, loguniform, heavy)", optarg);
+      break;
+    case O_SEED:
+      if (parse_u64(optarg, &o->seed)) return usage_error("--seed: '%s' is not an unsigned 64-bit integer", optarg);
+      break;
+    case O_CASES:
+      if (parse_u64(optarg, &o->cases) || o->cases < 1 || o->cases > 1000000000)
+        return usage_error("--cases: '%s' is not an integer in [1, 1000000000]", optarg);
+      break;
+    case O_FAULT: o->fault = optarg; break;
+    case O_BACKEND: *backend = optarg; break;
+    case O_JSON: o->json = 1; break;
+    case O_PARAM: {
+      char *eq = strchr(optarg, '=');
+      if (!eq || eq == optarg || !eq[1]) return usage_error("--param: '%s' is not NAME=VALUE", optarg);
+      if (o->nparams == PF_MAX_PARAMS) return usage_error("--param: more than %d parameters", PF_MAX_PARAMS);
+      *eq = 0;
+      o->param_name[o->nparams] = optarg;
+      o->param_value[o->nparams++] = eq + 1;
+      break;
+    }
+    case O_OUTLIERS:
+      if (parse_u64(optarg, &u) || u > 1000000000) return usage_error("--outliers: '%s' is not a count", optarg);
+      o->gen.outliers = (size_t)u;
+      break;
+    case O_OUTMAG:
+      if ((rc = parse_real("--outlier-magnitude", optarg, 0, 0x1p1000, &o->gen.outlier_mag))) return rc;
+      break;
+    case O_SPECIAL:
+      if ((rc = parse_real("--special-rate", optarg, 0, 1, &o->gen.special_rate))) return rc;
+      break;
+    case O_EXPRANGE: {
+      int lo, hi, n = 0;
+      if (sscanf(optarg, "%d:%d%n", &lo, &hi, &n) != 2 || optarg[n] || lo > hi || lo < -1100 || hi > 1100)
+        return usage_error("--exp-range: '%s' is not LO:HI with -1100 <= LO <= HI <= 1100", optarg);
+      o->gen.exp_min = lo;
+      o->gen.exp_max = hi;
+      break;
+    }
+    case O_PREC:
+      if (parse_u64(optarg, &u) || u < 64 || u > 16384) return usage_error("--oracle-prec: '%s' is not in [64, 16384]", optarg);
+      o->oracle_prec = (long)u;
+      break;
+    case O_INPUT:
+      if (o->ninput_specs == 16) return usage_error("--input: more than 16 given");
+      o->input_spec[o->ninput_specs++] = optarg;
+      break;
+  default: return -1;
+  }
+  return 0;
+}
+
+/* The command that runs the case at x (the options, the axis set to x). */
+void axis_reproduce_line(const pf_case *c, const run_opts *o, const pf_axis *a, double x, uint64_t seed,
+                                char *buf, size_t len) {
+  run_opts r = *o;
+  char specs[PF_MAX_INPUTS][96];
+  char h[40];
+  pf_hexfloat(h, x);
+  const pf_op *op = pf_op_find(c->kernel);
+  if (a->kind == PF_AXIS_SCALE && a->index < 0) r.gen.scale = x;
+  if (a->kind == PF_AXIS_VALUE || (a->kind == PF_AXIS_SCALE && a->index >= 0))
+    for (int i = 0; i < op->ninputs && r.ninput_specs < 16; i++) {
+      if (a->index >= 0 && i != a->index) continue;
+      snprintf(specs[i], sizeof specs[i], "%s:%s=%s", op->input_names[i], a->kind == PF_AXIS_VALUE ? "value" : "scale", h);
+      r.input_spec[r.ninput_specs++] = specs[i];
+    }
+  pf_case k;
+  if (pf_axis_apply(c, a, x, &k)) {
+    snprintf(buf, len, "(cannot build the case: %s)", pf_error_message());
+    return;
+  }
+  reproduce_line(&k, &r, seed, buf, len);
+  pf_case_free(&k);
+}

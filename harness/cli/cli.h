@@ -1,0 +1,70 @@
+/* What precfuzz's commands share: errors (exit 2, one line), strict number parsing, and the
+ * case options of run, boundary and sweep (kernel, dtypes, shape, generator, parameters,
+ * inputs), with the command line that replays a case. */
+#ifndef PF_CLI_H
+#define PF_CLI_H
+
+#include <getopt.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "harness/boundary.h"
+#include "harness/case.h"
+#include "kernels/kernel.h"
+
+#define EXIT_FINDINGS 1
+#define EXIT_USAGE 2
+
+extern const char *prog;
+/* Prints "precfuzz: MESSAGE" on stderr and returns EXIT_USAGE. */
+int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+int parse_u64(const char *s, uint64_t *out); /* 0 on success */
+int parse_real(const char *flag, const char *s, double lo, double hi, double *out);
+int parse_shape(const char *s, const pf_op *op, size_t *shape);
+
+typedef struct {
+  const char *kernel, *variant, *fault, *save_dir;
+  pf_dtype dtype, accum;
+  int have_shape;
+  size_t shape[PF_MAX_DIMS];
+  pf_gen gen;
+  uint64_t seed, cases;
+  int nparams;
+  const char *param_name[PF_MAX_PARAMS];
+  const char *param_value[PF_MAX_PARAMS];
+  int json;
+  long oracle_prec;
+  uint64_t max_print;
+  int ninput_specs;
+  const char *input_spec[16]; /* --input NAME:FIELD=VALUE,... */
+} run_opts;
+
+/* Options of the commands that build cases (getopt_long values). */
+enum { O_SHAPE = 256, O_SCALE, O_DIST, O_SEED, O_CASES, O_FAULT, O_BACKEND, O_JSON, O_SAVE, O_PARAM,
+       O_OUTLIERS, O_OUTMAG, O_SPECIAL, O_EXPRANGE, O_PREC, O_MAXPRINT, O_INPUT,
+       O_ALONG, O_FROM, O_TO, O_FAIL, O_POINTS, O_FORMAT, O_REFINE };
+#define PF_CASE_LONGOPTS                                                                                 \
+  {"kernel", required_argument, 0, 'k'}, {"variant", required_argument, 0, 'v'},                          \
+      {"dtype", required_argument, 0, 't'}, {"accum", required_argument, 0, 'a'},                         \
+      {"shape", required_argument, 0, O_SHAPE}, {"scale", required_argument, 0, O_SCALE},                 \
+      {"dist", required_argument, 0, O_DIST}, {"seed", required_argument, 0, O_SEED},                     \
+      {"cases", required_argument, 0, O_CASES}, {"fault", required_argument, 0, O_FAULT},                 \
+      {"backend", required_argument, 0, O_BACKEND}, {"json", no_argument, 0, O_JSON},                     \
+      {"param", required_argument, 0, O_PARAM}, {"outliers", required_argument, 0, O_OUTLIERS},           \
+      {"outlier-magnitude", required_argument, 0, O_OUTMAG}, {"special-rate", required_argument, 0, O_SPECIAL}, \
+      {"exp-range", required_argument, 0, O_EXPRANGE}, {"oracle-prec", required_argument, 0, O_PREC},     \
+      {"input", required_argument, 0, O_INPUT}, {"help", no_argument, 0, 'h'}
+
+/* Returns 0 when handled, an exit status on a bad value, -1 when ch is not a shared option. */
+int case_option(int ch, char *optarg, run_opts *o, const char **shape_arg, const char **backend);
+int apply_params(pf_case *c, const run_opts *o);
+int apply_input_specs(pf_case *c, const run_opts *o);
+/* The case of seed `seed` as the options say; an exit status on a bad option (c freed). */
+int build_case(const pf_kernel *k, const run_opts *o, uint64_t seed, pf_case *c);
+/* The command line that reproduces one case. */
+void reproduce_line(const pf_case *c, const run_opts *o, uint64_t seed, char *buf, size_t len);
+/* The command line that runs the case tmpl with the axis set to x (tmpl built from o). */
+void axis_reproduce_line(const pf_case *tmpl, const run_opts *o, const pf_axis *a, double x, uint64_t seed, char *buf,
+                         size_t len);
+
+#endif

@@ -1,0 +1,738 @@
+/* The sweep (sweep.h): a table of what to search for each kernel, run over every variant,
+ * dtype and accumulation on a pool of threads; each job writes its own part of the results,
+ * assembled in a fixed order, so the document does not depend on the number of threads. */
+#include "harness/cli/sweep.h"
+
+#include <cjson/cJSON.h>
+#include <gmp.h>
+#include <math.h>
+#include <mpfr.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness/boundary.h"
+#include "harness/cli/cli.h"
+#include "harness/cli/minimize.h"
+#include "harness/runner.h"
+#include "kernels/schedule/schedule.h"
+
+#ifndef PF_C_COMPILER
+#define PF_C_COMPILER "unknown"
+#endif
+#ifndef PF_CUDA_TOOLKIT
+#define PF_CUDA_TOOLKIT "none found at build time"
+#endif
+
+/* ---- what to search, per kernel ------------------------------------------------------------ */
+
+typedef struct {
+  const char *name;   /* what the boundary is */
+  const char *shape;
+  const char *along;
+  const char *fail;
+  double lo, hi;      /* 0, 0: the axis's defaults (values: the least positive value to the largest) */
+  const char *inputs[3];
+} pf_sweep_threshold;
+
+typedef struct {
+  const char *kernel;
+  const char *shape;        /* the accuracy scan's cases */
+  const char *along;        /* the scan's axis */
+  double lo, hi;
+  const char *fail;
+  const char *inputs[3];    /* --input specs of the scan */
+  const char *params[3];    /* --param NAME=VALUE of the scan */
+  const char *fault_params[3]; /* and of the fault-detection runs (a fault needs its setting) */
+  unsigned cases_div;       /* the scan runs cases / cases_div cases per point (expensive kernels) */
+  pf_sweep_threshold th[3];
+  const char *explanation;
+} pf_sweep_kernel;
+
+static const pf_sweep_kernel pf_sweep_table[] = {
+    {"softmax", "4x64", "scale", 0x1p-2, 0x1p12, "finding", {NULL}, {NULL}, {NULL}, 1,
+     {{"overflow", "1x1", "value", "overflow,nan", 0, 0, {NULL}},
+      {"underflow", "1x1", "value", "underflow,nan", -1, -1, {NULL}}},
+     "naive computes exp(x) directly: it overflows the dtype it is computed in when x > ln(max): 11.09 in fp16, "
+     "88.72 in fp32 and bf16 (the same exponent range); with every exp of a row rounded to 0 (x < ln of half the "
+     "least subnormal) it divides 0 by 0. safe and online subtract the row's maximum first, so every exponent is at "
+     "most 0 and the sum at least 1: no overflow and no total underflow at any scale; what remains is the rounding of "
+     "x - max, which grows with |x| (the error versus scale plot)."},
+    {"attention", "1x2x8x8x32", "scale", 0x1p-2, 0x1p8, "finding", {NULL}, {NULL}, {NULL}, 2,
+     {{"score overflow", "1x1x2x2x16", "value", "overflow,nan", 0, 0, {NULL}}},
+     "The scores are q.k summed over head_dim d terms: with every element x, d x^2. post-scale stores the product "
+     "before scaling by 1/sqrt(d), so in fp16 it overflows at d x^2 >= 65520 (x = 64 for d = 16); inward scales q and "
+     "k by d^-1/4 first, storing x^2 sqrt(d) (4 times smaller for d = 16); layer-scaled stores the scores L times "
+     "smaller; flash keeps a running maximum in fp32. Accumulating the GEMM in fp16 adds the partial sums' rounding."},
+    {"adam", "64", "scale:g", 0x1p-40, 0x1p16, "finding", {NULL}, {NULL}, {NULL}, 1,
+     {{"lost update (small gradients)", "1", "value:g", "finding", 0x1p-40, 1, {"p:value=1", "m:value=0", "v:value=0"}},
+      {"overflow (large gradients)", "1", "value:g", "overflow,nan", 1, 0, {"p:value=1", "m:value=0", "v:value=0"}}},
+     "One step from m = v = 0 at p = 1: the exact step is lr g / (|g| + eps), about lr whatever g. With the state in "
+     "fp16, v = (1 - beta2) g^2 underflows to 0 below |g| of about 5e-3 and eps = 1e-8 rounds to 0 in fp16, so m / "
+     "(sqrt(v) + eps) divides by zero; (1 - beta2) g^2 overflows fp16 above |g| of about 8e3. bf16 has fp32's "
+     "exponent range, so its failures are rounding (an lr step below half an ulp of p is lost), not range; the fp32 "
+     "master of FusedAdam keeps the step."},
+    {"clip", "4x64", "scale", 0x1p-20, 0x1p16, "finding", {NULL}, {NULL}, {NULL}, 1,
+     {{"squares underflow", "1x16", "value", "event:underflow", 0, 1, {NULL}},
+      {"squares overflow", "1x16", "value", "event:overflow", 1, 0, {NULL}}},
+     "The global norm sums g^2: accumulated in fp16, a square below 2^-25 (|g| <= 1448 2^-23 = 1.726e-4) rounds to "
+     "0 and one above 65504 (|g| > 255.9) overflows; in fp32 the squares keep fp32's range. torch stores each "
+     "tensor's norm in the gradient dtype (the norm of norms); inf takes max |g|, exact."},
+    {"loss_scale", "8x16", "scale", 0x1p-30, 0x1p16, "finding", {NULL}, {NULL}, {NULL}, 1,
+     {{"skip at the initial scale", "1x16", "value", "event:overflow", 0, 0, {NULL}},
+      {"scaled gradient flushed to zero", "1x16", "value", "event:underflow", 0, 1, {NULL}}},
+     "The backward pass holds S g in the gradient dtype: at DeepSpeed's and Megatron's initial 2^32 (PyTorch 2^16) "
+     "an fp16 gradient overflows above 65504 / S, and the scaler skips and halves; gradients below 2^-25 / S are "
+     "flushed to 0 (lost, not skipped). DeepSpeed stops at its minimum scale (seed 000); Megatron and PyTorch keep "
+     "skipping."},
+    {"schedule", "100x8", "param:lr", 1e-4, 1e-1, "divergent", {"curv:scale=1", "noise:scale=0x1.47ae147ae147bp-7"},
+     {NULL}, {"scaler=static", "scale0=1", "nonfinite_from=50"}, 2, {{NULL}},
+     "Trajectories of loss scaling, clipping and AdamW on a quadratic with curvatures |N(0,1)| and gradient noise "
+     "0.01, against the exact trajectory: divergent when a parameter leaves tolerance (|p*| + lr) (1%), an update is "
+     "lost or the run stops. With fp32 masters (fp32-state) the run follows the exact trajectory; with the state and "
+     "parameter in bf16 or fp16 (lowp-state, PyTorch) the decay and steps below half an ulp are lost and the "
+     "parameters drift (the deviation versus step plot)."},
+};
+#define PF_SWEEP_NKERNELS (sizeof pf_sweep_table / sizeof pf_sweep_table[0])
+
+/* ---- the jobs ------------------------------------------------------------------------------ */
+
+typedef enum { J_CONFIG, J_TRAJECTORY, J_FAULT, J_TP } pf_job_kind;
+
+typedef struct {
+  pf_job_kind kind;
+  const pf_sweep_kernel *spec;
+  const pf_kernel *k;
+  pf_dtype dtype, accum;
+  const char *fault;
+  cJSON *result;
+  char error[512];
+} pf_job;
+
+typedef struct {
+  const pf_sweep_opts *o;
+  pf_job *jobs;
+  size_t njobs, next, done;
+  pthread_mutex_t lock;
+} pf_pool;
+
+static const char *pf_accum_name(pf_dtype dtype, pf_dtype accum) {
+  return accum == dtype && dtype != PF_FP32 ? "storage" : pf_dtype_name(accum);
+}
+
+/* run_opts for kernel/variant/dtype/accum with a shape, input specs and parameters. */
+static int pf_sweep_opts_for(run_opts *r, const pf_kernel *k, pf_dtype t, pf_dtype a, const char *shape,
+                             const char *const *inputs, const char *const *params, uint64_t seed) {
+  memset(r, 0, sizeof *r);
+  r->kernel = k->op->name;
+  r->variant = k->variant;
+  r->dtype = t;
+  r->accum = a;
+  r->seed = seed;
+  r->cases = 1;
+  r->oracle_prec = 256;
+  pf_gen_default(&r->gen);
+  if (shape) {
+    if (parse_shape(shape, k->op, r->shape)) return -1;
+    r->have_shape = 1;
+  }
+  for (int i = 0; inputs && i < 3 && inputs[i]; i++) r->input_spec[r->ninput_specs++] = inputs[i];
+  for (int i = 0; params && i < 3 && params[i]; i++) {
+    const char *eq = strchr(params[i], '=');
+    if (!eq) return -1;
+    r->param_name[r->nparams] = strndup(params[i], (size_t)(eq - params[i]));
+    r->param_value[r->nparams++] = eq + 1;
+  }
+  return 0;
+}
+
+static void pf_sweep_opts_release(run_opts *r) {
+  for (int i = 0; i < r->nparams; i++) free((char *)r->param_name[i]);
+}
+
+static cJSON *pf_num_or_null(double x) { return isfinite(x) ? cJSON_CreateNumber(x) : cJSON_CreateNull(); }
+
+static void pf_add_value(cJSON *o, const char *key, double x) {
+  char h[40], k2[64];
+  pf_hexfloat(h, x);
+  cJSON_AddItemToObject(o, key, pf_num_or_null(x));
+  snprintf(k2, sizeof k2, "%s_hex", key);
+  cJSON_AddStringToObject(o, k2, h);
+}
+
+/* One threshold search, as JSON. */
+static cJSON *pf_sweep_threshold_json(const pf_sweep_threshold *th, const pf_kernel *k, pf_dtype t, pf_dtype a,
+                                      const pf_sweep_opts *so, const pf_oracle_opts *oo, char *err, size_t elen) {
+  run_opts r;
+  pf_case c;
+  if (pf_sweep_opts_for(&r, k, t, a, th->shape, th->inputs, NULL, so->seed)) {
+    snprintf(err, elen, "%s: bad shape '%s'", th->name, th->shape);
+    return NULL;
+  }
+  if (build_case(k, &r, so->seed, &c)) {
+    snprintf(err, elen, "%s: cannot build its case", th->name);
+    return NULL;
+  }
+  pf_axis ax;
+  pf_fail_set fail;
+  cJSON *j = NULL;
+  if (pf_axis_parse(&c, th->along, &ax) || pf_fail_set_parse(th->fail, &fail)) {
+    snprintf(err, elen, "%s: %s", th->name, pf_error_message());
+    goto out;
+  }
+  double lo, hi, llo, lhi;
+  pf_axis_limits(&c, &ax, &llo, &lhi);
+  const double least = ax.format < PF_NDTYPES ? pf_min_subnormal((pf_dtype)ax.format) : llo;
+  lo = th->lo == 0 ? least : th->lo == -1 ? llo : th->lo;
+  hi = th->hi == 0 ? lhi : th->hi == -1 ? -least : th->hi;
+  pf_threshold res;
+  if (pf_boundary_threshold(&c, &ax, lo, hi, fail, so->points, oo, &res)) {
+    snprintf(err, elen, "%s: %s", th->name, pf_error_message());
+    goto out;
+  }
+  j = cJSON_CreateObject();
+  cJSON_AddStringToObject(j, "name", th->name);
+  cJSON_AddStringToObject(j, "shape", th->shape);
+  cJSON_AddStringToObject(j, "along", th->along);
+  cJSON_AddStringToObject(j, "format", pf_bfmt_name(ax.format));
+  cJSON_AddStringToObject(j, "fail", th->fail);
+  pf_add_value(j, "lo", res.lo);
+  pf_add_value(j, "hi", res.hi);
+  cJSON_AddBoolToObject(j, "found", res.found);
+  cJSON_AddNumberToObject(j, "grid_changes", res.changes);
+  cJSON_AddNumberToObject(j, "runs", (double)res.runs);
+  if (res.found) {
+    const double good = res.bad_above ? res.below : res.above, bad = res.bad_above ? res.above : res.below;
+    char line[1536], e[48];
+    cJSON_AddStringToObject(j, "bad", res.bad_above ? "above" : "below");
+    pf_add_value(j, "last_good", good);
+    pf_add_value(j, "first_bad", bad);
+    cJSON_AddStringToObject(j, "first_bad_verdict", pf_verdict_name(res.bad_above ? res.v_above : res.v_below));
+    cJSON_AddStringToObject(j, "first_bad_events", pf_fe_str(res.bad_above ? res.fe_above : res.fe_below, e));
+    cJSON_AddStringToObject(j, "detail", res.detail);
+    axis_reproduce_line(&c, &r, &ax, bad, so->seed, line, sizeof line);
+    cJSON_AddStringToObject(j, "replay", line);
+  }
+out:
+  pf_case_free(&c);
+  pf_sweep_opts_release(&r);
+  return j;
+}
+
+/* A finding of the scan: the case, its description, minimized, and the command that runs it. */
+static cJSON *pf_sweep_finding_json(const pf_case *tmpl, const run_opts *r, const pf_axis *ax, double x, uint64_t seed,
+                                    const pf_oracle_opts *oo) {
+  pf_case c;
+  if (pf_axis_apply(tmpl, ax, x, &c)) return NULL;
+  pf_run run;
+  cJSON *j = NULL;
+  if (!pf_run_case(&c, oo, &run)) {
+    char d[1024], line[1536];
+    pf_run_describe(&c, &run, d, sizeof d);
+    j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "verdict", pf_verdict_name(run.cmp.verdict));
+    cJSON_AddStringToObject(j, "line", d);
+    if (run.note[0]) cJSON_AddStringToObject(j, "why", run.note);
+    axis_reproduce_line(tmpl, r, ax, x, seed, line, sizeof line);
+    cJSON_AddStringToObject(j, "replay", line);
+    size_t runs = 0;
+    const size_t after = pf_minimize_case(&c, run.cmp.verdict, &runs);
+    cJSON_AddNumberToObject(j, "minimized_elements", (double)after);
+    cJSON_AddItemToObject(j, "minimized", pf_case_to_cjson(&c));
+  }
+  pf_run_free(&run);
+  pf_case_free(&c);
+  return j;
+}
+
+static void pf_job_config(pf_job *jb, const pf_sweep_opts *so) {
+  const pf_sweep_kernel *sp = jb->spec;
+  const pf_kernel *k = jb->k;
+  pf_oracle_opts oo;
+  pf_oracle_opts_default(&oo);
+  cJSON *j = cJSON_CreateObject();
+  cJSON_AddStringToObject(j, "kernel", k->op->name);
+  cJSON_AddStringToObject(j, "variant", k->variant);
+  cJSON_AddStringToObject(j, "dtype", pf_dtype_name(jb->dtype));
+  cJSON_AddStringToObject(j, "accum", pf_accum_name(jb->dtype, jb->accum));
+  cJSON_AddStringToObject(j, "contract", k->contract);
+  /* the accuracy scan */
+  unsigned n = so->cases / (sp->cases_div ? sp->cases_div : 1);
+  if (n < 1) n = 1;
+  run_opts r;
+  pf_case *tm = calloc(n, sizeof *tm);
+  unsigned built = 0;
+  if (!tm || pf_sweep_opts_for(&r, k, jb->dtype, jb->accum, sp->shape, sp->inputs, sp->params, so->seed)) {
+    snprintf(jb->error, sizeof jb->error, "%s/%s: cannot set up the scan", k->op->name, k->variant);
+    free(tm);
+    cJSON_Delete(j);
+    return;
+  }
+  for (; built < n; built++)
+    if (build_case(k, &r, so->seed + built, &tm[built])) break;
+  pf_axis ax;
+  pf_fail_set fail;
+  pf_probability p;
+  memset(&p, 0, sizeof p);
+  if (built < n || pf_axis_parse(&tm[0], sp->along, &ax) || pf_fail_set_parse(sp->fail, &fail) ||
+      pf_boundary_probability(tm, n, &ax, sp->lo, sp->hi, fail, so->points, 6, &oo, &p)) {
+    snprintf(jb->error, sizeof jb->error, "%s/%s %s: scan: %s", k->op->name, k->variant, pf_dtype_name(jb->dtype),
+             pf_error_message());
+  } else {
+    cJSON *s = cJSON_AddObjectToObject(j, "scan");
+    cJSON_AddStringToObject(s, "along", sp->along);
+    cJSON_AddStringToObject(s, "shape", sp->shape);
+    cJSON_AddStringToObject(s, "fail", sp->fail);
+    cJSON_AddNumberToObject(s, "cases", n);
+    cJSON *pts = cJSON_AddArrayToObject(s, "points");
+    int64_t max_ulps = 0;
+    double max_rel = 0;
+    unsigned findings = 0, outside = 0;
+    const pf_prob_point *first_finding = NULL;
+    for (size_t i = 0; i < p.npoints; i++) {
+      const pf_prob_point *q = &p.points[i];
+      cJSON *e = cJSON_CreateObject();
+      pf_add_value(e, "x", q->x);
+      cJSON_AddNumberToObject(e, "fails", q->fails);
+      cJSON_AddNumberToObject(e, "outside_domain", q->outside);
+      cJSON_AddNumberToObject(e, "findings", q->findings);
+      cJSON_AddItemToObject(e, "max_ulps", q->outside < n ? cJSON_CreateNumber((double)q->max_ulps) : cJSON_CreateNull());
+      cJSON_AddItemToObject(e, "max_rel", q->outside < n ? pf_num_or_null(q->max_rel) : cJSON_CreateNull());
+      cJSON_AddItemToArray(pts, e);
+      if (q->max_ulps > max_ulps) max_ulps = q->max_ulps;
+      if (q->max_rel > max_rel) max_rel = q->max_rel;
+      findings += q->findings;
+      outside += q->outside;
+      if (q->findings && !first_finding) first_finding = q;
+    }
+    for (int w = 0; w < 2; w++) {
+      cJSON *q = cJSON_AddObjectToObject(s, w ? "half" : "first_failure");
+      const int found = w ? p.half_found : p.first_found;
+      cJSON_AddBoolToObject(q, "found", found);
+      if (!found) continue;
+      pf_add_value(q, "x", w ? p.half_x : p.first_x);
+      const double prev = w ? p.half_prev : p.first_prev;
+      if (!isnan(prev)) pf_add_value(q, "below", prev);
+      cJSON_AddNumberToObject(q, "fails", w ? p.half_fails : p.first_fails);
+    }
+    cJSON_AddNumberToObject(s, "runs", (double)p.runs);
+    cJSON_AddNumberToObject(j, "max_ulps", (double)max_ulps);
+    cJSON_AddNumberToObject(j, "max_rel", max_rel);
+    cJSON_AddNumberToObject(j, "findings", findings);
+    cJSON_AddNumberToObject(j, "cases_outside_domain", outside);
+    cJSON *fs = cJSON_AddArrayToObject(j, "finding_cases");
+    if (first_finding) {
+      cJSON *f = pf_sweep_finding_json(&tm[first_finding->finding_case], &r, &ax, first_finding->x,
+                                       so->seed + (uint64_t)first_finding->finding_case, &oo);
+      if (f) cJSON_AddItemToArray(fs, f);
+    }
+  }
+  pf_probability_free(&p);
+  for (unsigned i = 0; i < built; i++) pf_case_free(&tm[i]);
+  free(tm);
+  pf_sweep_opts_release(&r);
+  cJSON *ths = cJSON_AddArrayToObject(j, "thresholds");
+  for (int t = 0; t < 3 && sp->th[t].name && !jb->error[0]; t++) {
+    cJSON *tj = pf_sweep_threshold_json(&sp->th[t], k, jb->dtype, jb->accum, so, &oo, jb->error, sizeof jb->error);
+    if (tj) cJSON_AddItemToArray(ths, tj);
+  }
+  if (jb->error[0]) {
+    cJSON_Delete(j);
+    return;
+  }
+  jb->result = j;
+}
+
+/* The deviation from the exact trajectory per step: max over parameters of |p - p*| / (|p*| + lr). */
+static void pf_job_trajectory(pf_job *jb, const pf_sweep_opts *so) {
+  const pf_kernel *k = jb->k;
+  static const char *const inputs[3] = {"curv:scale=1", "noise:scale=0x1.47ae147ae147bp-7", NULL};
+  run_opts r;
+  pf_case c;
+  const char *shape = so->quick ? "60x8" : "200x8";
+  if (pf_sweep_opts_for(&r, k, jb->dtype, PF_FP32, shape, inputs, NULL, so->seed) || build_case(k, &r, so->seed, &c)) {
+    snprintf(jb->error, sizeof jb->error, "trajectory %s: cannot build its case", k->variant);
+    return;
+  }
+  pf_oracle_opts oo;
+  pf_oracle_opts_default(&oo);
+  pf_run run;
+  if (pf_run_case(&c, &oo, &run)) {
+    snprintf(jb->error, sizeof jb->error, "trajectory %s: %s", k->variant, pf_error_message());
+  } else {
+    const size_t T = c.shape[0], n = c.shape[1];
+    const double lr = pf_case_param(&c, "lr");
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "variant", k->variant);
+    cJSON_AddStringToObject(j, "dtype", pf_dtype_name(jb->dtype));
+    cJSON_AddStringToObject(j, "shape", shape);
+    cJSON_AddNumberToObject(j, "lr", lr);
+    cJSON_AddStringToObject(j, "verdict", pf_verdict_name(run.cmp.verdict));
+    if (run.note[0]) cJSON_AddStringToObject(j, "why", run.note);
+    cJSON *dev = cJSON_AddArrayToObject(j, "deviation");
+    for (size_t t = 0; t < T; t++) {
+      double d = 0;
+      for (size_t i = 0; i < n; i++) {
+        const size_t x = PF_SCHED_PARAMS(T, n) + t * n + i;
+        const double e = fabs(run.out[x] - run.oracle.exact[x]) / (fabs(run.oracle.exact[x]) + lr);
+        if (!(e <= d)) d = e;
+      }
+      cJSON_AddItemToArray(dev, pf_num_or_null(d));
+    }
+    char line[1536];
+    reproduce_line(&c, &r, so->seed, line, sizeof line);
+    cJSON_AddStringToObject(j, "replay", line);
+    jb->result = j;
+  }
+  pf_run_free(&run);
+  pf_case_free(&c);
+  pf_sweep_opts_release(&r);
+}
+
+/* Runs along the variant's scan (every case at each grid point, in order) until the fault
+ * gives a finding on a case where the variant without the fault gives none. */
+static void pf_job_fault(pf_job *jb, const pf_sweep_opts *so) {
+  const pf_sweep_kernel *sp = jb->spec;
+  const pf_kernel *k = jb->k;
+  const unsigned n = so->quick ? 2 : 4;
+  run_opts r;
+  pf_oracle_opts oo;
+  pf_oracle_opts_default(&oo);
+  if (pf_sweep_opts_for(&r, k, jb->dtype, jb->accum, sp->shape, sp->inputs, sp->fault_params, so->seed)) {
+    snprintf(jb->error, sizeof jb->error, "fault %s: cannot set up", jb->fault);
+    return;
+  }
+  r.fault = jb->fault;
+  /* the missing rescale shows only when the keys span more than one block */
+  if (strcmp(jb->fault, "flash-no-rescale") == 0 && r.nparams < PF_MAX_PARAMS)
+    r.param_name[r.nparams] = strdup("block"), r.param_value[r.nparams++] = "4";
+  cJSON *j = cJSON_CreateObject();
+  cJSON_AddStringToObject(j, "kernel", k->op->name);
+  cJSON_AddStringToObject(j, "variant", k->variant);
+  cJSON_AddStringToObject(j, "dtype", pf_dtype_name(jb->dtype));
+  cJSON_AddStringToObject(j, "fault", jb->fault);
+  size_t runs = 0;
+  int found = 0;
+  for (int g = 0; g <= so->points && !found && !jb->error[0]; g++) {
+    for (unsigned i = 0; i < n && !found; i++) {
+      pf_case c;
+      pf_axis ax;
+      if (build_case(k, &r, so->seed + i, &c)) {
+        snprintf(jb->error, sizeof jb->error, "fault %s: cannot build a case", jb->fault);
+        break;
+      }
+      if (pf_axis_parse(&c, sp->along, &ax)) {
+        snprintf(jb->error, sizeof jb->error, "fault %s: %s", jb->fault, pf_error_message());
+        pf_case_free(&c);
+        break;
+      }
+      const int64_t olo = pf_bfmt_ordinal(ax.format, sp->lo), ohi = pf_bfmt_ordinal(ax.format, sp->hi);
+      const double x = pf_bfmt_value(ax.format, olo + (ohi - olo) / so->points * g);
+      pf_case at;
+      pf_run run;
+      if (!pf_axis_apply(&c, &ax, x, &at) && !pf_run_case(&at, &oo, &run)) {
+        runs++;
+        int detected = pf_verdict_is_finding(run.cmp.verdict);
+        if (detected) { /* and the same case without the fault has none */
+          pf_case clean;
+          pf_run cr;
+          if (pf_case_copy(&clean, &at)) detected = 0;
+          else {
+            clean.fault[0] = 0;
+            detected = !pf_run_case(&clean, &oo, &cr) && !pf_verdict_is_finding(cr.cmp.verdict);
+            pf_run_free(&cr);
+            pf_case_free(&clean);
+          }
+        }
+        if (detected) {
+          char line[1536], d[1024];
+          found = 1;
+          pf_run_describe(&at, &run, d, sizeof d);
+          axis_reproduce_line(&c, &r, &ax, x, so->seed + i, line, sizeof line);
+          cJSON_AddStringToObject(j, "line", d);
+          cJSON_AddStringToObject(j, "replay", line);
+        }
+        pf_run_free(&run);
+        pf_case_free(&at);
+      }
+      pf_case_free(&c);
+    }
+  }
+  cJSON_AddBoolToObject(j, "found", found);
+  cJSON_AddNumberToObject(j, "runs", (double)runs);
+  pf_sweep_opts_release(&r);
+  if (jb->error[0]) cJSON_Delete(j);
+  else jb->result = j;
+}
+
+/* TP=1 against TP=2: clean runs (every one must pass) and each fault's cases to its first finding. */
+static void pf_job_tp(pf_job *jb, const pf_sweep_opts *so) {
+  const pf_kernel *k = pf_kernel_find("tp_diff", "megatron");
+  pf_oracle_opts oo;
+  pf_oracle_opts_default(&oo);
+  cJSON *j = cJSON_CreateObject();
+  cJSON *clean = cJSON_AddArrayToObject(j, "clean");
+  const unsigned cases = so->quick ? 4 : 60;
+  for (int t = 0; t < 2; t++) {
+    run_opts r;
+    pf_sweep_opts_for(&r, k, t ? PF_FP16 : PF_BF16, PF_FP32, NULL, NULL, NULL, so->seed);
+    unsigned findings = 0, outside = 0;
+    for (unsigned i = 0; i < cases; i++) {
+      pf_case c;
+      pf_run run;
+      if (build_case(k, &r, so->seed + i, &c)) break;
+      if (!pf_run_case(&c, &oo, &run)) {
+        findings += pf_verdict_is_finding(run.cmp.verdict) && run.in_domain;
+        outside += !run.in_domain;
+      }
+      pf_run_free(&run);
+      pf_case_free(&c);
+    }
+    cJSON *e = cJSON_CreateObject();
+    cJSON_AddStringToObject(e, "dtype", t ? "fp16" : "bf16");
+    cJSON_AddNumberToObject(e, "cases", cases);
+    cJSON_AddNumberToObject(e, "outside_domain", outside);
+    cJSON_AddNumberToObject(e, "findings", findings);
+    cJSON_AddItemToArray(clean, e);
+  }
+  cJSON *faults = cJSON_AddArrayToObject(j, "faults");
+  for (int f = 0; k->faults[f]; f++) {
+    run_opts r;
+    pf_sweep_opts_for(&r, k, PF_BF16, PF_FP32, NULL, NULL, NULL, so->seed);
+    r.fault = k->faults[f];
+    int found = 0;
+    unsigned i = 0;
+    char note[320] = "", line[1536] = "";
+    for (; i < 40 && !found; i++) {
+      pf_case c;
+      pf_run run;
+      if (build_case(k, &r, so->seed + i, &c)) break;
+      if (!pf_run_case(&c, &oo, &run) && pf_verdict_is_finding(run.cmp.verdict)) {
+        found = 1;
+        snprintf(note, sizeof note, "%s", run.note);
+        reproduce_line(&c, &r, so->seed + i, line, sizeof line);
+      }
+      pf_run_free(&run);
+      pf_case_free(&c);
+    }
+    cJSON *e = cJSON_CreateObject();
+    cJSON_AddStringToObject(e, "fault", k->faults[f]);
+    cJSON_AddBoolToObject(e, "found", found);
+    cJSON_AddNumberToObject(e, "cases_to_find", found ? i : 0);
+    if (found) {
+      cJSON_AddStringToObject(e, "why", note);
+      cJSON_AddStringToObject(e, "replay", line);
+    }
+    cJSON_AddItemToArray(faults, e);
+  }
+  jb->result = j;
+}
+
+static void *pf_worker(void *arg) {
+  pf_pool *pool = arg;
+  for (;;) {
+    pthread_mutex_lock(&pool->lock);
+    const size_t i = pool->next++;
+    pthread_mutex_unlock(&pool->lock);
+    if (i >= pool->njobs) return NULL;
+    pf_job *jb = &pool->jobs[i];
+    switch (jb->kind) {
+    case J_CONFIG: pf_job_config(jb, pool->o); break;
+    case J_TRAJECTORY: pf_job_trajectory(jb, pool->o); break;
+    case J_FAULT: pf_job_fault(jb, pool->o); break;
+    case J_TP: pf_job_tp(jb, pool->o); break;
+    }
+    pthread_mutex_lock(&pool->lock);
+    pool->done++;
+    if (pool->o->progress) {
+      fprintf(stderr, "\rprecfuzz sweep: %zu/%zu  %-60.60s", pool->done, pool->njobs,
+              jb->kind == J_TP ? "tp_diff" : jb->kind == J_FAULT ? jb->fault : jb->k->variant);
+      if (pool->done == pool->njobs) fprintf(stderr, "\n");
+    }
+    pthread_mutex_unlock(&pool->lock);
+  }
+}
+
+void pf_sweep_opts_default(pf_sweep_opts *o) {
+  memset(o, 0, sizeof *o);
+  o->seed = 1;
+  o->cases = 8;
+  o->points = 24;
+  const long np = sysconf(_SC_NPROCESSORS_ONLN);
+  o->jobs = np > 0 ? (int)np : 1;
+}
+
+cJSON *pf_sweep_environment(const pf_sweep_opts *o) {
+  cJSON *e = cJSON_CreateObject();
+  char b[128];
+  cJSON_AddStringToObject(e, "precfuzz", PF_VERSION);
+  cJSON_AddStringToObject(e, "mpfr", mpfr_get_version());
+  cJSON_AddStringToObject(e, "gmp", gmp_version);
+  cJSON_AddStringToObject(e, "cjson", cJSON_Version());
+  cJSON_AddStringToObject(e, "compiler", PF_C_COMPILER);
+  cJSON_AddStringToObject(e, "cuda_toolkit", PF_CUDA_TOOLKIT);
+  cJSON_AddStringToObject(e, "backend", "cpu (the CPU emulation of each kernel)");
+  cJSON_AddStringToObject(e, "device", "none: no GPU used");
+  cJSON_AddStringToObject(e, "oracle", "MPFR interval arithmetic from 256 bits, doubled until both ends round alike");
+  snprintf(b, sizeof b, "%llu..%llu", (unsigned long long)o->seed, (unsigned long long)(o->seed + o->cases - 1));
+  cJSON_AddStringToObject(e, "seeds", b);
+  cJSON_AddNumberToObject(e, "cases_per_point", o->cases);
+  cJSON_AddNumberToObject(e, "grid_intervals", o->points);
+  cJSON_AddBoolToObject(e, "quick", o->quick);
+  return e;
+}
+
+cJSON *pf_sweep_run(const pf_sweep_opts *o) {
+  size_t cap = 512, n = 0;
+  pf_job *jobs = calloc(cap, sizeof *jobs);
+  if (!jobs) {
+    pf_error(PF_ERR_NOMEM, "sweep: out of memory");
+    return NULL;
+  }
+  for (size_t s = 0; s < PF_SWEEP_NKERNELS; s++) {
+    const pf_sweep_kernel *sp = &pf_sweep_table[s];
+    if (o->only && strcmp(o->only, sp->kernel) != 0) continue;
+    for (size_t i = 0; i < pf_kernel_count() && n + 16 < cap; i++) {
+      const pf_kernel *k = pf_kernel_at(i);
+      if (strcmp(k->op->name, sp->kernel) != 0) continue;
+      for (int t = 0; t < PF_NDTYPES; t++) {
+        if (!(k->dtypes & (1u << t))) continue;
+        if (o->quick && t != PF_FP16) continue;
+        for (int st = 0; st < 2; st++) {
+          const pf_dtype acc = st ? (pf_dtype)t : PF_FP32;
+          if ((st && t == PF_FP32) || !pf_kernel_accepts(k, (pf_dtype)t, acc)) continue;
+          if (o->quick && st) continue;
+          jobs[n++] = (pf_job){J_CONFIG, sp, k, (pf_dtype)t, acc, NULL, NULL, ""};
+        }
+        if (strcmp(sp->kernel, "schedule") == 0) jobs[n++] = (pf_job){J_TRAJECTORY, sp, k, (pf_dtype)t, PF_FP32, NULL, NULL, ""};
+      }
+      for (int f = 0; k->faults[f]; f++)
+        jobs[n++] = (pf_job){J_FAULT, sp, k, PF_FP16, PF_FP32, k->faults[f], NULL, ""};
+    }
+  }
+  if (!o->only || strcmp(o->only, "tp_diff") == 0) jobs[n++] = (pf_job){J_TP, NULL, NULL, PF_BF16, PF_FP32, NULL, NULL, ""};
+  pf_pool pool = {o, jobs, n, 0, 0, PTHREAD_MUTEX_INITIALIZER};
+  const int nt = o->jobs < 1 ? 1 : o->jobs > 64 ? 64 : o->jobs;
+  pthread_t th[64];
+  int started = 0;
+  for (; started < nt; started++)
+    if (pthread_create(&th[started], NULL, pf_worker, &pool)) break;
+  if (!started) pf_worker(&pool);
+  for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+
+  cJSON *root = cJSON_CreateObject();
+  cJSON_AddStringToObject(root, "format", "precfuzz-results/1");
+  cJSON_AddItemToObject(root, "environment", pf_sweep_environment(o));
+  cJSON *kernels = cJSON_AddArrayToObject(root, "kernels");
+  cJSON *faults = cJSON_AddArrayToObject(root, "faults");
+  const char *err = NULL;
+  for (size_t s = 0; s < PF_SWEEP_NKERNELS; s++) {
+    const pf_sweep_kernel *sp = &pf_sweep_table[s];
+    if (o->only && strcmp(o->only, sp->kernel) != 0) continue;
+    cJSON *kj = cJSON_CreateObject();
+    cJSON_AddStringToObject(kj, "kernel", sp->kernel);
+    cJSON_AddStringToObject(kj, "summary", pf_op_find(sp->kernel)->summary);
+    cJSON_AddStringToObject(kj, "explanation", sp->explanation);
+    cJSON *cfgs = cJSON_AddArrayToObject(kj, "configs");
+    cJSON *trs = strcmp(sp->kernel, "schedule") == 0 ? cJSON_AddArrayToObject(kj, "trajectories") : NULL;
+    for (size_t i = 0; i < n; i++) {
+      pf_job *jb = &jobs[i];
+      if (jb->spec != sp) continue;
+      if (jb->error[0] && !err) err = jb->error;
+      if (!jb->result) continue;
+      if (jb->kind == J_CONFIG) cJSON_AddItemToArray(cfgs, jb->result);
+      else if (jb->kind == J_TRAJECTORY && trs) cJSON_AddItemToArray(trs, jb->result);
+      else if (jb->kind == J_FAULT) cJSON_AddItemToArray(faults, jb->result);
+      jb->result = NULL;
+    }
+    cJSON_AddItemToArray(kernels, kj);
+  }
+  for (size_t i = 0; i < n; i++)
+    if (jobs[i].kind == J_TP && jobs[i].result) {
+      cJSON_AddItemToObject(root, "tp_diff", jobs[i].result);
+      jobs[i].result = NULL;
+    }
+  for (size_t i = 0; i < n; i++) cJSON_Delete(jobs[i].result);
+  free(jobs);
+  if (err) {
+    pf_error(PF_ERR_ARG, "sweep: %s", err);
+    cJSON_Delete(root);
+    return NULL;
+  }
+  return root;
+}
+
+static void pf_sweep_help(void) {
+  printf("usage: precfuzz sweep [-o results.json] [--cases N] [--points G] [--seed N] [--jobs N] [--kernel K] [--quick]\n\n"
+         "Runs every built-in kernel variant, dtype and accumulation through its accuracy scan (N cases at\n"
+         "each of G+1 points of its scan axis: error, failures, findings) and its boundary searches\n"
+         "(overflow, underflow, divergence: precfuzz boundary), the schedule trajectories, the TP\n"
+         "differential summary and the fault-detection table, and writes the results (format\n"
+         "precfuzz-results/1) for precision-report. Default: results.json, 8 cases, 24 intervals, seed 1,\n"
+         "as many threads as processors (the results do not depend on them).\n"
+         "  --kernel K   one kernel only      --quick   fp16 only, few cases (for tests)\n"
+         "Exit status: 0 written, 2 bad usage or a failure to write.\n");
+}
+
+int pf_cmd_sweep(int argc, char **argv) {
+  pf_sweep_opts o;
+  pf_sweep_opts_default(&o);
+  const char *out = "results.json";
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+      pf_sweep_help();
+      return 0;
+    }
+    if (strcmp(a, "--quick") == 0) {
+      o.quick = 1;
+      o.cases = 2;
+      o.points = 8;
+      continue;
+    }
+    if (strcmp(a, "-o") && strcmp(a, "--cases") && strcmp(a, "--points") && strcmp(a, "--seed") && strcmp(a, "--jobs") &&
+        strcmp(a, "--kernel"))
+      return usage_error("sweep: unknown option '%s' (see precfuzz sweep --help)", a);
+    if (i + 1 >= argc) return usage_error("sweep: %s needs a value", a);
+    const char *v = argv[++i];
+    uint64_t u;
+    if (strcmp(a, "-o") == 0) out = v;
+    else if (strcmp(a, "--kernel") == 0) {
+      int ok = strcmp(v, "tp_diff") == 0;
+      for (size_t s = 0; s < PF_SWEEP_NKERNELS; s++) ok |= strcmp(v, pf_sweep_table[s].kernel) == 0;
+      if (!ok) return usage_error("--kernel: '%s' is not a kernel the sweep knows (see precfuzz list)", v);
+      o.only = v;
+    } else if (parse_u64(v, &u)) return usage_error("%s: '%s' is not a count", a, v);
+    else if (strcmp(a, "--seed") == 0) o.seed = u;
+    else if (strcmp(a, "--cases") == 0) {
+      if (u < 1 || u > 100000) return usage_error("--cases: '%s' is not in [1, 100000]", v);
+      o.cases = (unsigned)u;
+    } else if (strcmp(a, "--points") == 0) {
+      if (u < 1 || u > 10000) return usage_error("--points: '%s' is not in [1, 10000]", v);
+      o.points = (int)u;
+    } else {
+      if (u < 1 || u > 64) return usage_error("--jobs: '%s' is not in [1, 64]", v);
+      o.jobs = (int)u;
+    }
+  }
+  FILE *f = strcmp(out, "-") == 0 ? stdout : fopen(out, "w");
+  if (!f) return usage_error("-o: cannot write '%s'", out);
+  o.progress = isatty(2);
+  const time_t t0 = time(NULL);
+  cJSON *r = pf_sweep_run(&o);
+  if (!r) {
+    if (f != stdout) fclose(f);
+    return usage_error("%s", pf_error_message());
+  }
+  cJSON_AddNumberToObject(cJSON_GetObjectItem(r, "environment"), "seconds", (double)(time(NULL) - t0));
+  char *s = cJSON_Print(r);
+  const int bad = fputs(s, f) < 0 || fputc('\n', f) < 0;
+  free(s);
+  cJSON_Delete(r);
+  if ((f != stdout && fclose(f) != 0) || bad) return usage_error("-o: cannot write '%s'", out);
+  if (f != stdout) printf("%s\n", out);
+  return 0;
+}

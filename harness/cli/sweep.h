@@ -1,0 +1,30 @@
+/* The sweep: every built-in kernel variant, dtype and accumulation through its boundary
+ * searches and accuracy scan, the schedule trajectories, the TP differential summary and the
+ * fault-detection table, as one results document (format precfuzz-results/1) that
+ * precision-report turns into a page. */
+#ifndef PF_CLI_SWEEP_H
+#define PF_CLI_SWEEP_H
+
+#include <stdint.h>
+
+struct cJSON;
+
+typedef struct {
+  uint64_t seed;      /* first case seed of every search (default 1) */
+  unsigned cases;     /* cases per point of the accuracy scans (default 8) */
+  int points;         /* grid intervals of the scans and threshold searches (default 24) */
+  int jobs;           /* worker threads (default: the number of processors) */
+  int quick;          /* fewer configurations and cases (tests) */
+  const char *only;   /* NULL, or one kernel */
+  int progress;       /* print progress to stderr */
+} pf_sweep_opts;
+
+void pf_sweep_opts_default(pf_sweep_opts *o);
+/* Runs the sweep; NULL with a one-line pf_error_message() on failure. */
+struct cJSON *pf_sweep_run(const pf_sweep_opts *o);
+/* The environment block (versions, backend, device, oracle precision, seeds). */
+struct cJSON *pf_sweep_environment(const pf_sweep_opts *o);
+/* precfuzz sweep [-o results.json] [...] */
+int pf_cmd_sweep(int argc, char **argv);
+
+#endif
