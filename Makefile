@@ -7,7 +7,7 @@ FUZZ_JOBS    ?= 1
 FUZZ_SEED    ?=
 JOBS         ?= $(shell nproc)
 
-.PHONY: all deps configure test test-quick fuzz fuzz-build fuzz-faults fuzz-merge report clean
+.PHONY: all deps configure test test-quick fuzz fuzz-build fuzz-faults fuzz-merge report survey clean
 
 all: configure
 	cmake --build $(BUILD) -j $(JOBS)
@@ -45,8 +45,16 @@ fuzz-faults: fuzz-build
 fuzz-merge: fuzz-build
 	FUZZ_BUILD=$(FUZZ_BUILD) scripts/run-fuzzers.sh --merge
 
-# Until precision-report exists (issue 7): the survey of every kernel variant.
+# The main job: the sweep of every kernel variant and the HTML precision report.
+REPORT ?= $(BUILD)/reports/precision-report.html
 report: all
+	@mkdir -p $(dir $(REPORT))
+	$(BUILD)/bin/precision-report -o $(REPORT) --save-results $(BUILD)/reports/results.json
+	$(BUILD)/bin/precision-report -i $(BUILD)/reports/results.json --format md -o $(BUILD)/reports/precision-report.md
+	@echo "report: $(REPORT)"
+
+# The older text survey (beta2 x lr table, seed 001 experiment).
+survey: all
 	scripts/survey.sh $(BUILD)/bin/precfuzz 10
 
 clean:

@@ -2,6 +2,8 @@
 # Installs the Debian packages precfuzz needs to build and test.
 #   scripts/install-deps.sh          install what is missing (needs root)
 #   scripts/install-deps.sh --check  exit 0 if everything is there, else print the apt-get line, exit 1
+#   scripts/install-deps.sh --chromium [--check]
+#                                    headless Chromium only (scripts/report-screenshot.sh)
 set -euo pipefail
 
 PACKAGES=(
@@ -12,6 +14,10 @@ PACKAGES=(
   clang libclang-rt-14-dev      # libFuzzer, ASan, UBSan for the fuzz drivers
   python3 python3-mpmath        # independent check of the oracle's values
 )
+if [ "${1:-}" = "--chromium" ]; then
+  PACKAGES=(chromium)
+  shift
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

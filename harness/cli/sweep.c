@@ -454,6 +454,14 @@ static void pf_job_fault(pf_job *jb, const pf_sweep_opts *so) {
           axis_reproduce_line(&c, &r, &ax, x, so->seed + i, line, sizeof line);
           cJSON_AddStringToObject(j, "line", d);
           cJSON_AddStringToObject(j, "replay", line);
+          pf_case m;
+          if (!pf_case_copy(&m, &at)) {
+            size_t mr = 0;
+            const size_t left = pf_minimize_case(&m, run.cmp.verdict, &mr);
+            cJSON_AddNumberToObject(j, "minimized_elements", (double)left);
+            cJSON_AddItemToObject(j, "minimized", pf_case_to_cjson(&m));
+            pf_case_free(&m);
+          }
         }
         pf_run_free(&run);
         pf_case_free(&at);
@@ -559,8 +567,8 @@ static void *pf_worker(void *arg) {
 void pf_sweep_opts_default(pf_sweep_opts *o) {
   memset(o, 0, sizeof *o);
   o->seed = 1;
-  o->cases = 8;
-  o->points = 24;
+  o->cases = 16;
+  o->points = 32;
   const long np = sysconf(_SC_NPROCESSORS_ONLN);
   o->jobs = np > 0 ? (int)np : 1;
 }
@@ -671,7 +679,7 @@ static void pf_sweep_help(void) {
          "each of G+1 points of its scan axis: error, failures, findings) and its boundary searches\n"
          "(overflow, underflow, divergence: precfuzz boundary), the schedule trajectories, the TP\n"
          "differential summary and the fault-detection table, and writes the results (format\n"
-         "precfuzz-results/1) for precision-report. Default: results.json, 8 cases, 24 intervals, seed 1,\n"
+         "precfuzz-results/1) for precision-report. Default: results.json, 16 cases, 32 intervals, seed 1,\n"
          "as many threads as processors (the results do not depend on them).\n"
          "  --kernel K   one kernel only      --quick   fp16 only, few cases (for tests)\n"
          "Exit status: 0 written, 2 bad usage or a failure to write.\n");

@@ -1,0 +1,121 @@
+/* precision-report [-i results.json] [-o OUT] [--format html|md|json] [sweep options]
+ * Without -i it runs the sweep first (precfuzz sweep's code). */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness/case.h"
+#include "harness/cli/cli.h"
+#include "harness/cli/sweep.h"
+#include "harness/report/report.h"
+
+static void help(void) {
+  printf("usage: precision-report [-i results.json] [-o OUT] [--format html|md|json] [--save-results FILE]\n"
+         "                        [--cases N] [--points G] [--seed N] [--jobs N] [--quick]\n\n"
+         "Writes the precision report of a sweep: one self-contained HTML page (inline CSS and SVG plots, no\n"
+         "script, no external asset: it opens offline), a Markdown summary for CI logs, or a JSON summary.\n"
+         "  -i FILE            the results of precfuzz sweep; without it the sweep runs first (with the\n"
+         "                     --cases, --points, --seed, --jobs, --quick options, as precfuzz sweep)\n"
+         "  -o OUT             where to write (default precision-report.html for html, standard output\n"
+         "                     for md and json; - for standard output)\n"
+         "  --save-results F   also write the sweep's results (when it ran)\n"
+         "Exit status: 0 written, 2 bad usage, unreadable or malformed results, or a failure to write.\n");
+}
+
+int main(int argc, char **argv) {
+  prog = "precision-report";
+  const char *in = NULL, *out = NULL, *format = "html", *save = NULL;
+  pf_sweep_opts so;
+  pf_sweep_opts_default(&so);
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+      help();
+      return 0;
+    }
+    if (strcmp(a, "--quick") == 0) {
+      so.quick = 1, so.cases = 2, so.points = 8;
+      continue;
+    }
+    static const char *const valued[] = {"-i", "-o", "--format", "--save-results", "--cases", "--points", "--seed", "--jobs", NULL};
+    int known = 0;
+    for (int k = 0; valued[k]; k++) known |= strcmp(a, valued[k]) == 0;
+    if (!known) return usage_error("unknown option '%s' (see precision-report --help)", a);
+    if (i + 1 >= argc) return usage_error("%s needs a value", a);
+    const char *v = argv[++i];
+    uint64_t u = 0;
+    if (strcmp(a, "-i") == 0) in = v;
+    else if (strcmp(a, "-o") == 0) out = v;
+    else if (strcmp(a, "--save-results") == 0) save = v;
+    else if (strcmp(a, "--format") == 0) {
+      if (strcmp(v, "html") && strcmp(v, "md") && strcmp(v, "json"))
+        return usage_error("--format: '%s' is not html, md or json", v);
+      format = v;
+    } else if (parse_u64(v, &u)) return usage_error("%s: '%s' is not a count", a, v);
+    else if (strcmp(a, "--cases") == 0) {
+      if (u < 1 || u > 100000) return usage_error("--cases: '%s' is not in [1, 100000]", v);
+      so.cases = (unsigned)u;
+    } else if (strcmp(a, "--points") == 0) {
+      if (u < 1 || u > 10000) return usage_error("--points: '%s' is not in [1, 10000]", v);
+      so.points = (int)u;
+    } else if (strcmp(a, "--seed") == 0) so.seed = u;
+    else {
+      if (u < 1 || u > 64) return usage_error("--jobs: '%s' is not in [1, 64]", v);
+      so.jobs = (int)u;
+    }
+  }
+  if (in && save) return usage_error("--save-results: the sweep does not run when -i is given");
+  if (!out) out = strcmp(format, "html") == 0 ? "precision-report.html" : "-";
+  cJSON *root = NULL;
+  if (in) {
+    char *text = NULL;
+    size_t len = 0;
+    if (pf_read_file(in, &text, &len)) return usage_error("-i: %s", pf_error_message());
+    if (strlen(text) != len) {
+      free(text);
+      return usage_error("%s: not JSON text (a NUL byte at offset %zu)", in, strlen(text));
+    }
+    root = cJSON_Parse(text);
+    if (!root) {
+      const char *at = cJSON_GetErrorPtr();
+      const size_t off = at && at >= text && at <= text + len ? (size_t)(at - text) : 0;
+      free(text);
+      return usage_error("%s: not valid JSON (at byte %zu)", in, off);
+    }
+    free(text);
+  } else {
+    so.progress = isatty(2);
+    root = pf_sweep_run(&so);
+    if (!root) return usage_error("%s", pf_error_message());
+    if (save) {
+      FILE *f = fopen(save, "w");
+      char *s = cJSON_Print(root);
+      const int bad = !f || fputs(s, f) < 0 || fputc('\n', f) < 0;
+      free(s);
+      if ((f && fclose(f) != 0) || bad) {
+        cJSON_Delete(root);
+        return usage_error("--save-results: cannot write '%s' (%s)", save, strerror(errno));
+      }
+    }
+  }
+  char err[512];
+  if (pf_results_check(root, err, sizeof err)) {
+    cJSON_Delete(root);
+    return usage_error("%s: %s", in ? in : "the sweep's results", err);
+  }
+  FILE *f = strcmp(out, "-") == 0 ? stdout : fopen(out, "w");
+  if (!f) {
+    cJSON_Delete(root);
+    return usage_error("-o: cannot write '%s' (%s)", out, strerror(errno));
+  }
+  int rc = strcmp(format, "html") == 0 ? pf_report_html(root, f) : strcmp(format, "md") == 0 ? pf_report_md(root, f)
+                                                                                            : pf_report_json(root, f);
+  if (f != stdout && fclose(f) != 0) rc = -1;
+  cJSON_Delete(root);
+  if (rc) return usage_error("-o: cannot write '%s'", out);
+  if (f != stdout) printf("%s\n", out);
+  return 0;
+}

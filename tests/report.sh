@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# precision-report: a quick sweep's report is well-formed (parsed as XML), has every kernel's
+# section with its SVG plots, the TP and fault sections; md and json summaries; malformed
+# results get exit 2 and one line naming the problem.
+# usage: report.sh PRECFUZZ PRECISION_REPORT
+P=$1
+R=$2
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+n=0
+failed=0
+fail() { echo "FAIL: $*"; failed=$((failed + 1)); }
+ok() { n=$((n + 1)); }
+
+"$P" sweep --quick -o "$T/r.json" >/dev/null || fail "precfuzz sweep --quick"
+"$R" -i "$T/r.json" -o "$T/r.html" >"$T/out" 2>"$T/err" && grep -qx "$T/r.html" "$T/out" && ok || fail "precision-report -i: $(cat "$T/err")"
+kernels=$("$P" list | awk 'NR > 1 && NF && $1 != "tp_diff" && !/^parameters/ {print $1} /^parameters/ {exit}' | sort -u)
+python3 - "$T/r.html" $kernels <<'PY' && ok || fail "the report's HTML"
+import sys, xml.etree.ElementTree as ET
+ns = {"h": "http://www.w3.org/1999/xhtml", "s": "http://www.w3.org/2000/svg"}
+root = ET.parse(sys.argv[1]).getroot()          # well-formed, or this raises
+ids = {e.get("id"): e for e in root.iter() if e.get("id")}
+for k in sys.argv[2:]:
+    sec = ids.get("kernel-" + k)
+    assert sec is not None, "no section for kernel " + k
+    svgs = sec.findall(".//s:svg", ns)
+    assert svgs, "kernel %s: no SVG plot" % k
+    assert any(p.get("points", "").strip() for s in svgs for p in s.iter("{http://www.w3.org/2000/svg}polyline")), \
+        "kernel %s: plots without data" % k
+for i in ("summary", "tp", "faults", "findings", "environment"):
+    assert i in ids, "no #" + i
+links = [a.get("href") for a in root.iter("{http://www.w3.org/1999/xhtml}a")]
+assert all(h.startswith("#") for h in links), "an external link"
+text = ET.tostring(root, encoding="unicode")
+assert "<script" not in text and "http://" not in text.replace("http://www.w3.org/", ""), "an external asset or script"
+PY
+"$R" -i "$T/r.json" --format md >"$T/r.md" 2>"$T/err" && grep -q '^| softmax | naive | fp16/fp32 |' "$T/r.md" && ok || fail "--format md: $(cat "$T/err")"
+"$R" -i "$T/r.json" --format json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["summary"] and d["faults"]' && ok || fail "--format json"
+"$R" --quick -o "$T/q.html" --save-results "$T/q.json" >/dev/null 2>"$T/err" && [ -s "$T/q.html" ] && [ -s "$T/q.json" ] && ok || fail "precision-report without -i: $(cat "$T/err")"
+
+# expect2 NEEDLE ARGS...: exit 2 and one stderr line with NEEDLE
+expect2() {
+  local needle=$1; shift
+  "$R" "$@" >"$T/out" 2>"$T/err"
+  local rc=$?
+  if [ $rc -ne 2 ] || [ "$(wc -l <"$T/err")" -ne 1 ] || ! grep -qF -- "$needle" "$T/err"; then
+    fail "precision-report $* -> exit $rc (want 2, one line with '$needle'): $(cat "$T/err")"
+  else ok; fi
+}
+# mutate EXPR FILE: a copy of the results with one Python statement applied to d
+mutate() { python3 -c "import json,sys; d=json.load(open('$T/r.json')); $1; json.dump(d, open('$2','w'))"; }
+printf '{"format": "precfuzz-results/1", "kernels": [' >"$T/trunc.json"
+printf '' >"$T/empty.json"
+mutate 'd["format"]="precfuzz-results/9"' "$T/fmt.json"
+mutate 'del d["kernels"][0]["configs"][0]["max_ulps"]' "$T/miss.json"
+mutate 'd["kernels"][1]["configs"][2]["scan"]["points"][3]["fails"]="x"' "$T/type.json"
+mutate 'd["faults"][0]["found"]=1' "$T/bool.json"
+mutate 'd["kernels"][0]["configs"][0]["thresholds"][0]["found"]=True; del d["kernels"][0]["configs"][0]["thresholds"][0]["replay"]' "$T/th.json"
+mutate 'd=[d]' "$T/arr.json"
+expect2 "not valid JSON" -i "$T/trunc.json"
+expect2 "not valid JSON" -i "$T/empty.json"
+expect2 "is not precfuzz-results/1" -i "$T/fmt.json"
+expect2 "kernels[0].configs[0].max_ulps: missing (a number)" -i "$T/miss.json"
+expect2 "kernels[1].configs[2].scan.points[3].fails: wrong type (a number)" -i "$T/type.json"
+expect2 "faults[0].found: wrong type (true or false)" -i "$T/bool.json"
+expect2 "thresholds[0].replay: missing" -i "$T/th.json"
+expect2 "not a JSON object" -i "$T/arr.json"
+expect2 "No such file" -i "$T/none.json"
+expect2 "is not html, md or json" -i "$T/r.json" --format pdf
+expect2 "unknown option '--frob'" --frob
+expect2 "-o needs a value" -i "$T/r.json" -o
+expect2 "cannot write" -i "$T/r.json" -o "$T/no/such/dir/r.html"
+expect2 "the sweep does not run" -i "$T/r.json" --save-results "$T/x.json"
+
+echo "report: $n passed, $failed failed"
+[ $failed -eq 0 ]
