@@ -211,70 +211,70 @@ int build_case(const pf_kernel *k, const run_opts *o, uint64_t seed, pf_case *c)
 /* The options run and boundary share (a case's kernel, settings and inputs). */
 
 /* Returns 0 when handled, an exit status on a bad value, -1 when ch is not a shared option. */
-int case_option(int ch, char *optarg, run_opts *o, const char **shape_arg, const char **backend) {
+int case_option(int ch, char *arg, run_opts *o, const char **shape_arg, const char **backend) {
   int rc;
   uint64_t u;
   switch (ch) {
-    case 'k': o->kernel = optarg; break;
-    case 'v': o->variant = optarg; break;
+    case 'k': o->kernel = arg; break;
+    case 'v': o->variant = arg; break;
     case 't':
-      if (pf_dtype_parse(optarg, &o->dtype)) return usage_error("-t: unknown dtype '%s' (fp32, fp16, bf16)", optarg);
+      if (pf_dtype_parse(arg, &o->dtype)) return usage_error("-t: unknown dtype '%s' (fp32, fp16, bf16)", arg);
       break;
     case 'a':
-      if (pf_dtype_parse(optarg, &o->accum)) return usage_error("-a: unknown accumulation dtype '%s' (fp32, fp16, bf16)", optarg);
+      if (pf_dtype_parse(arg, &o->accum)) return usage_error("-a: unknown accumulation dtype '%s' (fp32, fp16, bf16)", arg);
       break;
-    case O_SHAPE: *shape_arg = optarg; break;
+    case O_SHAPE: *shape_arg = arg; break;
     case O_SCALE:
-      if ((rc = parse_real("--scale", optarg, 0, 0x1p1000, &o->gen.scale))) return rc;
+      if ((rc = parse_real("--scale", arg, 0, 0x1p1000, &o->gen.scale))) return rc;
       break;
     case O_DIST:
-      if (pf_dist_parse(optarg, &o->gen.dist) || o->gen.dist == PF_DIST_VALUES)
-        return usage_error("--dist: unknown distribution '%s' (normal, uniform, loguniform, heavy)", optarg);
+      if (pf_dist_parse(arg, &o->gen.dist) || o->gen.dist == PF_DIST_VALUES)
+        return usage_error("--dist: unknown distribution '%s' (normal, uniform, loguniform, heavy)", arg);
       break;
     case O_SEED:
-      if (parse_u64(optarg, &o->seed)) return usage_error("--seed: '%s' is not an unsigned 64-bit integer", optarg);
+      if (parse_u64(arg, &o->seed)) return usage_error("--seed: '%s' is not an unsigned 64-bit integer", arg);
       break;
     case O_CASES:
-      if (parse_u64(optarg, &o->cases) || o->cases < 1 || o->cases > 1000000000)
-        return usage_error("--cases: '%s' is not an integer in [1, 1000000000]", optarg);
+      if (parse_u64(arg, &o->cases) || o->cases < 1 || o->cases > 1000000000)
+        return usage_error("--cases: '%s' is not an integer in [1, 1000000000]", arg);
       break;
-    case O_FAULT: o->fault = optarg; break;
-    case O_BACKEND: *backend = optarg; break;
+    case O_FAULT: o->fault = arg; break;
+    case O_BACKEND: *backend = arg; break;
     case O_JSON: o->json = 1; break;
     case O_PARAM: {
-      char *eq = strchr(optarg, '=');
-      if (!eq || eq == optarg || !eq[1]) return usage_error("--param: '%s' is not NAME=VALUE", optarg);
+      char *eq = strchr(arg, '=');
+      if (!eq || eq == arg || !eq[1]) return usage_error("--param: '%s' is not NAME=VALUE", arg);
       if (o->nparams == PF_MAX_PARAMS) return usage_error("--param: more than %d parameters", PF_MAX_PARAMS);
       *eq = 0;
-      o->param_name[o->nparams] = optarg;
+      o->param_name[o->nparams] = arg;
       o->param_value[o->nparams++] = eq + 1;
       break;
     }
     case O_OUTLIERS:
-      if (parse_u64(optarg, &u) || u > 1000000000) return usage_error("--outliers: '%s' is not a count", optarg);
+      if (parse_u64(arg, &u) || u > 1000000000) return usage_error("--outliers: '%s' is not a count", arg);
       o->gen.outliers = (size_t)u;
       break;
     case O_OUTMAG:
-      if ((rc = parse_real("--outlier-magnitude", optarg, 0, 0x1p1000, &o->gen.outlier_mag))) return rc;
+      if ((rc = parse_real("--outlier-magnitude", arg, 0, 0x1p1000, &o->gen.outlier_mag))) return rc;
       break;
     case O_SPECIAL:
-      if ((rc = parse_real("--special-rate", optarg, 0, 1, &o->gen.special_rate))) return rc;
+      if ((rc = parse_real("--special-rate", arg, 0, 1, &o->gen.special_rate))) return rc;
       break;
     case O_EXPRANGE: {
       int lo, hi, n = 0;
-      if (sscanf(optarg, "%d:%d%n", &lo, &hi, &n) != 2 || optarg[n] || lo > hi || lo < -1100 || hi > 1100)
-        return usage_error("--exp-range: '%s' is not LO:HI with -1100 <= LO <= HI <= 1100", optarg);
+      if (sscanf(arg, "%d:%d%n", &lo, &hi, &n) != 2 || arg[n] || lo > hi || lo < -1100 || hi > 1100)
+        return usage_error("--exp-range: '%s' is not LO:HI with -1100 <= LO <= HI <= 1100", arg);
       o->gen.exp_min = lo;
       o->gen.exp_max = hi;
       break;
     }
     case O_PREC:
-      if (parse_u64(optarg, &u) || u < 64 || u > 16384) return usage_error("--oracle-prec: '%s' is not in [64, 16384]", optarg);
+      if (parse_u64(arg, &u) || u < 64 || u > 16384) return usage_error("--oracle-prec: '%s' is not in [64, 16384]", arg);
       o->oracle_prec = (long)u;
       break;
     case O_INPUT:
       if (o->ninput_specs == 16) return usage_error("--input: more than 16 given");
-      o->input_spec[o->ninput_specs++] = optarg;
+      o->input_spec[o->ninput_specs++] = arg;
       break;
   default: return -1;
   }

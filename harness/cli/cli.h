@@ -56,7 +56,7 @@ enum { O_SHAPE = 256, O_SCALE, O_DIST, O_SEED, O_CASES, O_FAULT, O_BACKEND, O_JS
       {"input", required_argument, 0, O_INPUT}, {"help", no_argument, 0, 'h'}
 
 /* Returns 0 when handled, an exit status on a bad value, -1 when ch is not a shared option. */
-int case_option(int ch, char *optarg, run_opts *o, const char **shape_arg, const char **backend);
+int case_option(int ch, char *arg, run_opts *o, const char **shape_arg, const char **backend);
 int apply_params(pf_case *c, const run_opts *o);
 int apply_input_specs(pf_case *c, const run_opts *o);
 /* The case of seed `seed` as the options say; an exit status on a bad option (c freed). */

@@ -89,7 +89,7 @@ static const pf_sweep_kernel pf_sweep_table[] = {
      "flushed to 0 (lost, not skipped). DeepSpeed stops at its minimum scale (seed 000); Megatron and PyTorch keep "
      "skipping."},
     {"schedule", "100x8", "param:lr", 1e-4, 1e-1, "divergent", {"curv:scale=1", "noise:scale=0x1.47ae147ae147bp-7"},
-     {NULL}, {"scaler=static", "scale0=1", "nonfinite_from=50"}, 2, {{NULL}},
+     {NULL}, {"scaler=static", "scale0=1", "nonfinite_from=50"}, 2, {{0}},
      "Trajectories of loss scaling, clipping and AdamW on a quadratic with curvatures |N(0,1)| and gradient noise "
      "0.01, against the exact trajectory: divergent when a parameter leaves tolerance (|p*| + lr) (1%), an update is "
      "lost or the run stops. With fp32 masters (fp32-state) the run follows the exact trajectory; with the state and "
@@ -545,7 +545,10 @@ static void *pf_worker(void *arg) {
     pthread_mutex_lock(&pool->lock);
     const size_t i = pool->next++;
     pthread_mutex_unlock(&pool->lock);
-    if (i >= pool->njobs) return NULL;
+    if (i >= pool->njobs) {
+      mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE); /* this thread's constants (pi, log 2, ...) */
+      return NULL;
+    }
     pf_job *jb = &pool->jobs[i];
     switch (jb->kind) {
     case J_CONFIG: pf_job_config(jb, pool->o); break;

@@ -115,7 +115,12 @@ int pf_results_check(const cJSON *root, char *err, size_t len) {
   }
   const cJSON *fmt = need(&k, root, "", "format", T_STR);
   if (fmt && strcmp(fmt->valuestring, "precfuzz-results/1") != 0) {
-    snprintf(err, len, "format: '%s' is not precfuzz-results/1", fmt->valuestring);
+    char shown[48]; /* the value, printable and short: the message stays one line */
+    size_t n = 0;
+    for (const char *c = fmt->valuestring; *c && n < sizeof shown - 4; c++) shown[n++] = *c >= 0x20 && *c < 0x7f ? *c : '?';
+    if (strlen(fmt->valuestring) > n) shown[n++] = '.', shown[n++] = '.', shown[n++] = '.';
+    shown[n] = 0;
+    snprintf(err, len, "format: '%s' is not precfuzz-results/1", shown);
     return -1;
   }
   const cJSON *env = need(&k, root, "", "environment", T_OBJ);
