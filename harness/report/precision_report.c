@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "harness/case.h"
@@ -88,8 +89,10 @@ int main(int argc, char **argv) {
     free(text);
   } else {
     so.progress = isatty(2);
+    const time_t t0 = time(NULL);
     root = pf_sweep_run(&so);
     if (!root) return usage_error("%s", pf_error_message());
+    cJSON_AddNumberToObject(cJSON_GetObjectItem(root, "environment"), "seconds", (double)(time(NULL) - t0));
     if (save) {
       FILE *f = fopen(save, "w");
       char *s = cJSON_Print(root);
