@@ -241,6 +241,18 @@ static int combo_of(const cJSON *c) {
   return -1;
 }
 
+/* A kernel's variants, in order of first appearance (at most 32). */
+static int variants_of(const cJSON *kj, const char *seen[32]) {
+  int nseen = 0;
+  const cJSON *c;
+  cJSON_ArrayForEach(c, get(kj, "configs")) {
+    int dup = 0;
+    for (int i = 0; i < nseen; i++) dup |= strcmp(seen[i], str(c, "variant")) == 0;
+    if (!dup && nseen < 32) seen[nseen++] = str(c, "variant");
+  }
+  return nseen;
+}
+
 /* 0 good, 1 boundary reached (failures, none inside the domain), 2 a broken contract */
 static int severity(const cJSON *c) {
   if (num(c, "findings") > 0) return 2;
@@ -386,15 +398,9 @@ static void html_summary(FILE *f, const cJSON *root) {
   fputs("</tr>\n", f);
   const cJSON *kj;
   cJSON_ArrayForEach(kj, get(root, "kernels")) {
-    /* variants in order of first appearance */
     const char *seen[32];
-    int nseen = 0;
+    const int nseen = variants_of(kj, seen);
     const cJSON *c;
-    cJSON_ArrayForEach(c, get(kj, "configs")) {
-      int dup = 0;
-      for (int i = 0; i < nseen; i++) dup |= strcmp(seen[i], str(c, "variant")) == 0;
-      if (!dup && nseen < 32) seen[nseen++] = str(c, "variant");
-    }
     for (int v = 0; v < nseen; v++) {
       fputs("<tr><td>", f);
       fprintf(f, "<a href=\"#kernel-");
@@ -447,13 +453,8 @@ static void html_kernel(FILE *f, const cJSON *kj) {
   esc(f, str(kj, "explanation"));
   fputs("</p>\n", f);
   const char *seen[32];
-  int nseen = 0;
+  const int nseen = variants_of(kj, seen);
   const cJSON *c;
-  cJSON_ArrayForEach(c, get(kj, "configs")) {
-    int dup = 0;
-    for (int i = 0; i < nseen; i++) dup |= strcmp(seen[i], str(c, "variant")) == 0;
-    if (!dup && nseen < 32) seen[nseen++] = str(c, "variant");
-  }
   for (int v = 0; v < nseen; v++) {
     fputs("<h3>", f);
     escf(f, "%s / %s", name, seen[v]);
