@@ -1,5 +1,7 @@
 #include "runner.h"
 
+#include "backend.h"
+
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -59,7 +61,20 @@ pf_status pf_run_case(const pf_case *c, const pf_oracle_opts *opts, pf_run *r) {
   if (!r->out || !r->bound) return pf_error(PF_ERR_NOMEM, "cannot allocate %zu outputs", r->nout);
 
   double t0 = pf_now();
-  if ((st = k->run_cpu(c, r->in, r->out, &r->fe))) return st;
+  r->backend = opts->backend;
+  if (opts->backend == PF_BACKEND_CUDA) {
+    if (!k->run_cuda)
+      return pf_error(PF_ERR_UNSUPPORTED, "--backend cuda: %s/%s has no CUDA implementation%s", c->kernel, c->variant,
+#ifdef PF_HAVE_CUDA
+                      " (precfuzz list shows which variants have one)"
+#else
+                      " in this build (no CUDA)"
+#endif
+      );
+    if ((st = k->run_cuda(c, r->in, r->out, &r->fe))) return st;
+  } else if ((st = k->run_cpu(c, r->in, r->out, &r->fe))) {
+    return st;
+  }
   double t1 = pf_now();
   if ((st = pf_oracle_result_alloc(&r->oracle, r->nout, opts->keep_hex))) return st;
   if ((st = op->oracle(c, r->in, opts, &r->oracle))) return st;
@@ -188,6 +203,7 @@ cJSON *pf_run_to_cjson(const pf_case *c, const pf_run *r, int per_element) {
   cJSON_AddItemToObject(j, "case", pf_case_to_cjson(c));
   cJSON_AddStringToObject(j, "verdict", pf_verdict_name(r->cmp.verdict));
   cJSON_AddBoolToObject(j, "finding", pf_verdict_is_finding(r->cmp.verdict));
+  cJSON_AddStringToObject(j, "backend", pf_backend_name(r->backend));
   cJSON_AddBoolToObject(j, "in_domain", r->in_domain);
   if (!r->in_domain) cJSON_AddStringToObject(j, "outside_domain", r->why);
   char fe[48], b[40];

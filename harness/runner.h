@@ -16,6 +16,7 @@ typedef struct pf_run {
   int in_domain;        /* the inputs lie in the contract's domain */
   char why[160];        /* if not, why */
   int skipped;          /* opts.domain_only and outside the domain: nothing was run */
+  int backend;          /* where the kernel ran (PF_BACKEND_*) */
   const char *born;     /* multi-stage outputs: the first stage with a finding (or NULL) */
   size_t born_at;       /* its first finding element (index into out) */
   pf_oracle_result oracle;

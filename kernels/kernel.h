@@ -60,6 +60,7 @@ typedef struct {
   long prec_max;  /* give up separating from a midpoint beyond this (default 16384) */
   int keep_hex;   /* fill pf_oracle_result.hex */
   int domain_only; /* runner: stop before the kernel when the case is outside the domain */
+  int backend;     /* runner: PF_BACKEND_CPU (the emulation) or PF_BACKEND_CUDA (the kernel's run_cuda) */
 } pf_oracle_opts;
 
 /* The rigorous error bound of a kernel on one output element: the value the kernel holds

@@ -146,6 +146,21 @@ expect2 "--points" boundary -k softmax -v naive --along value --points 0
 expect2 "does not take dtype" boundary -k softmax -v safe -t bf16 -a fp16 --along value
 expect2 "holds explicit values" boundary -k softmax -v naive --along scale --input x:value=1 --from 1 --to 2
 
+# --backend cuda: a kernel without a CUDA implementation, and no device (CUDA_VISIBLE_DEVICES=
+# hides every device, so these hold on GPU machines too)
+expect2 "is not cpu or cuda" run -k softmax --backend gpu --cases 1
+expect2 "no variant of attention has a CUDA implementation" run -k attention --backend cuda --cases 1
+expect2 "tp_diff/megatron has no CUDA implementation" run -k tp_diff -v megatron --backend cuda --cases 1
+expect2 "has no CUDA implementation" boundary -k clip -v inf --along value --backend cuda
+expect2 "has no CUDA implementation" diff-backend -k attention
+expect2 "-v needs -k" diff-backend -v safe
+expect2 "--fault is not an option here" diff-backend -k softmax --fault softmax-no-max
+CUDA_VISIBLE_DEVICES= expect2 "no CUDA" run -k softmax --backend cuda --cases 1
+CUDA_VISIBLE_DEVICES= expect2 "no CUDA" replay --backend cuda "$T/good.json"
+CUDA_VISIBLE_DEVICES= expect2 "no CUDA" boundary -k softmax -v naive --along value --backend cuda
+CUDA_VISIBLE_DEVICES= expect2 "no CUDA" diff-backend -k softmax --cases 1
+CUDA_VISIBLE_DEVICES= expect2 "no CUDA" sweep --backend cuda -o "$T/cuda.json"
+
 # and the good file is fine
 "$P" replay "$T/good.json" >/dev/null 2>&1 || { echo "FAIL: good case did not replay"; fail=$((fail + 1)); }
 echo "cli_errors: $((n - fail)) passed, $fail failed"

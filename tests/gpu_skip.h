@@ -6,9 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#ifdef PF_HAVE_CUDA
-#include "kernels/softmax/softmax_cuda.h" /* pf_cuda_device_name */
-#endif
+#include "harness/backend.h"
 
 static void pf_require_gpu(void) {
 #ifndef PF_HAVE_CUDA
@@ -16,7 +14,7 @@ static void pf_require_gpu(void) {
   exit(77);
 #else
   char name[256];
-  if (pf_cuda_device_name(name, sizeof name) != PF_OK) {
+  if (pf_cuda_describe(name, sizeof name) != PF_OK) {
     printf("no CUDA device (%s): skipped\n", pf_error_message());
     exit(77);
   }

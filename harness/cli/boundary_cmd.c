@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness/backend.h"
 #include "harness/boundary.h"
 #include "harness/cli/cli.h"
 #include "harness/runner.h"
@@ -15,7 +16,8 @@ static void print_help_boundary(void) {
   printf(
       "usage: precfuzz boundary -k KERNEL -v VARIANT [-t DTYPE] [-a ACCUM] --along AXIS [--from X] [--to X]\n"
       "                         [--fail VERDICTS] [--cases N] [--seed N] [--points G] [--refine K]\n"
-      "                         [--format FORMAT] [--json] [run's case options: --shape, --param, --input, ...]\n\n"
+      "                         [--format FORMAT] [--backend cpu|cuda] [--json]\n"
+      "                         [run's case options: --shape, --param, --input, ...]\n\n"
       "Finds where along one number of the case the variant starts to fail.\n"
       "  --along AXIS        value (every input element), value:INPUT, scale (every input's generator\n"
       "                      scale), scale:INPUT, param:NAME, dim:NAME\n"
@@ -126,9 +128,7 @@ int pf_cmd_boundary(int argc, char **argv) {
     if ((rc = parse_shape(shape_arg, op, o.shape))) return rc;
     o.have_shape = 1;
   }
-  if (strcmp(backend, "cpu") != 0)
-    return usage_error(strcmp(backend, "cuda") == 0 ? "--backend cuda: the CUDA backend is not wired into 'boundary' yet; use --backend cpu"
-                                                    : "--backend: '%s' is not cpu or cuda", backend);
+  if ((rc = backend_setup(backend, o.kernel, o.variant, &o.backend, o.device, sizeof o.device))) return rc;
   if (o.fault && !pf_kernel_has_fault(k, o.fault))
     return usage_error("--fault: '%s' does not exist for %s/%s (see precfuzz list)", o.fault, o.kernel, o.variant);
   if (!pf_kernel_accepts(k, o.dtype, o.accum))
@@ -178,6 +178,7 @@ int pf_cmd_boundary(int argc, char **argv) {
   pf_oracle_opts oo;
   pf_oracle_opts_default(&oo);
   oo.prec = o.oracle_prec;
+  oo.backend = o.backend;
   char axis_name[128], fails[128], shape[64] = "", lo_s[80], hi_s[80];
   pf_axis_describe(&tmpls[0], &a, axis_name, sizeof axis_name);
   pf_fail_set_name(fail, fails, sizeof fails);
@@ -197,6 +198,8 @@ int pf_cmd_boundary(int argc, char **argv) {
     cJSON_AddStringToObject(j, "fail", fails);
     cJSON_AddNumberToObject(j, "seed", (double)o.seed);
     cJSON_AddNumberToObject(j, "cases", (double)o.cases);
+    cJSON_AddStringToObject(j, "backend", pf_backend_name(o.backend));
+    cJSON_AddStringToObject(j, "device", o.device);
   } else {
     printf("boundary %s/%s %s/%s shape %s%s%s along %s (%s), failing: %s\n", o.kernel, o.variant, pf_dtype_name(o.dtype),
            pf_dtype_name(o.accum), shape, o.fault ? " fault " : "", o.fault ? o.fault : "", axis_name,

@@ -1,5 +1,6 @@
 /* What precfuzz's commands share (cli.h). */
 #include "harness/cli/cli.h"
+#include "harness/backend.h"
 #include "harness/boundary.h"
 
 #include <errno.h>
@@ -186,6 +187,7 @@ void reproduce_line(const pf_case *c, const run_opts *o, uint64_t seed, char *bu
   }
   if (c->fault[0] && n < len) n += (size_t)snprintf(buf + n, len - n, " --fault %s", c->fault);
   for (int k = 0; k < o->ninput_specs && n < len; k++) n += (size_t)snprintf(buf + n, len - n, " --input %s", o->input_spec[k]);
+  if (o->backend == PF_BACKEND_CUDA && n < len) n += (size_t)snprintf(buf + n, len - n, " --backend cuda");
   if (n < len) snprintf(buf + n, len - n, " --seed %llu --cases 1", (unsigned long long)seed);
 }
 
@@ -303,4 +305,39 @@ void axis_reproduce_line(const pf_case *c, const run_opts *o, const pf_axis *a, 
   }
   reproduce_line(&k, &r, seed, buf, len);
   pf_case_free(&k);
+}
+
+int backend_setup(const char *backend, const char *kernel, const char *variant, int *out, char *device, size_t len) {
+  if (device && len) device[0] = 0;
+  if (pf_backend_parse(backend, out)) return usage_error("%s", pf_error_message());
+  if (*out != PF_BACKEND_CUDA) {
+    if (device) snprintf(device, len, "none: the CPU emulation");
+    return 0;
+  }
+  /* what the kernel can do first (no device needed), then the device */
+  int any = 0;
+  for (size_t i = 0; i < pf_kernel_count(); i++) {
+    const pf_kernel *k = pf_kernel_at(i);
+    if (strcmp(k->op->name, kernel) != 0 || (variant && strcmp(k->variant, variant) != 0)) continue;
+    if (k->run_cuda) any = 1;
+    else if (variant)
+      return usage_error("--backend cuda: %s/%s has no CUDA implementation%s", kernel, variant,
+#ifdef PF_HAVE_CUDA
+                         " (precfuzz list shows which variants have one)"
+#else
+                         " in this build (no CUDA)"
+#endif
+      );
+  }
+  if (!any) return usage_error("--backend cuda: no variant of %s has a CUDA implementation%s", kernel,
+#ifdef PF_HAVE_CUDA
+                               " (precfuzz list shows which variants have one)"
+#else
+                               " in this build (no CUDA)"
+#endif
+  );
+  char d[256];
+  if (pf_cuda_describe(d, sizeof d)) return usage_error("%s", pf_error_message());
+  if (device) snprintf(device, len, "%s", d);
+  return 0;
 }

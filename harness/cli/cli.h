@@ -37,6 +37,8 @@ typedef struct {
   uint64_t max_print;
   int ninput_specs;
   const char *input_spec[16]; /* --input NAME:FIELD=VALUE,... */
+  int backend;                /* PF_BACKEND_* (backend_setup) */
+  char device[256];           /* the device's description */
 } run_opts;
 
 /* Options of the commands that build cases (getopt_long values). */
@@ -66,5 +68,10 @@ void reproduce_line(const pf_case *c, const run_opts *o, uint64_t seed, char *bu
 /* The command line that runs the case tmpl with the axis set to x (tmpl built from o). */
 void axis_reproduce_line(const pf_case *tmpl, const run_opts *o, const pf_axis *a, double x, uint64_t seed, char *buf,
                          size_t len);
+
+/* --backend: parses it into *out; for cuda checks that kernel (and variant, when given) has a
+ * CUDA implementation, then that a device can be used, writing its description to device.
+ * 0, or an exit status after one line on stderr. */
+int backend_setup(const char *backend, const char *kernel, const char *variant, int *out, char *device, size_t len);
 
 #endif

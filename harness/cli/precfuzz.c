@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "harness/backend.h"
 #include "harness/cli/cli.h"
 #include "harness/case.h"
 #include "harness/cli/minimize.h"
@@ -20,6 +21,7 @@
 #include "harness/cli/sweep.h"
 
 int pf_cmd_boundary(int argc, char **argv);
+int pf_cmd_diff_backend(int argc, char **argv);
 #include "harness/runner.h"
 #include "kernels/kernel.h"
 
@@ -37,6 +39,7 @@ static cJSON *kernel_to_cjson(const pf_kernel *k) {
   cJSON_AddStringToObject(o, "kernel", k->op->name);
   cJSON_AddStringToObject(o, "variant", k->variant);
   cJSON_AddStringToObject(o, "summary", k->summary);
+  cJSON_AddBoolToObject(o, "cuda", k->run_cuda != NULL);
   cJSON *dt = cJSON_AddArrayToObject(o, "dtypes");
   for (int t = 0; t < PF_NDTYPES; t++)
     if (k->dtypes & PF_DT(t)) cJSON_AddItemToArray(dt, cJSON_CreateString(pf_dtype_name((pf_dtype)t)));
@@ -91,7 +94,7 @@ static int cmd_list(int argc, char **argv) {
     cJSON_Delete(a);
     return 0;
   }
-  printf("%-10s %-13s %-15s %-13s %-32s %s\n", "kernel", "variant", "dtypes", "accum", "faults", "what");
+  printf("%-10s %-13s %-15s %-13s %-5s %-32s %s\n", "kernel", "variant", "dtypes", "accum", "cuda", "faults", "what");
   for (size_t i = 0; i < pf_kernel_count(); i++) {
     const pf_kernel *k = pf_kernel_at(i);
     char dts[64] = "", acs[64] = "", fs[128] = "";
@@ -101,7 +104,8 @@ static int cmd_list(int argc, char **argv) {
       if (k->accums & PF_DT(t)) { strcat(acs, acs[0] ? "," : ""); strcat(acs, pf_dtype_name((pf_dtype)t)); }
     if (k->accums & PF_ACCUM_STORAGE) strcat(acs, acs[0] ? ",storage" : "storage");
     for (int f = 0; k->faults[f]; f++) { strcat(fs, fs[0] ? "," : ""); strncat(fs, k->faults[f], 60); }
-    printf("%-10s %-13s %-15s %-13s %-32s %s\n", k->op->name, k->variant, dts, acs, fs[0] ? fs : "-", k->summary);
+    printf("%-10s %-13s %-15s %-13s %-5s %-32s %s\n", k->op->name, k->variant, dts, acs, k->run_cuda ? "yes" : "-",
+           fs[0] ? fs : "-", k->summary);
   }
   printf("\nparameters (--param NAME=VALUE):\n");
   const pf_op *seen[64];
@@ -184,6 +188,7 @@ static int run_variant(const pf_kernel *k, const run_opts *o, cJSON *jcases, int
   pf_oracle_opts_default(&oo);
   oo.prec = o->oracle_prec;
   oo.keep_hex = o->json;
+  oo.backend = o->backend;
   for (uint64_t i = 0; i < o->cases; i++) {
     const uint64_t seed = o->seed + i;
     pf_case c;
@@ -290,11 +295,7 @@ static int cmd_run(int argc, char **argv) {
     if ((rc = parse_shape(shape_arg, op, o.shape))) return rc;
     o.have_shape = 1;
   }
-  if (strcmp(backend, "cpu") != 0) {
-    if (strcmp(backend, "cuda") == 0)
-      return usage_error("--backend cuda: the CUDA backend is not wired into 'run' yet; use --backend cpu");
-    return usage_error("--backend: '%s' is not cpu or cuda", backend);
-  }
+  if ((rc = backend_setup(backend, o.kernel, o.variant, &o.backend, o.device, sizeof o.device))) return rc;
   if (o.save_dir) {
     struct stat sb;
     if (stat(o.save_dir, &sb) != 0 && mkdir(o.save_dir, 0777) != 0)
@@ -309,13 +310,16 @@ static int cmd_run(int argc, char **argv) {
   if (o.json) {
     root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "precfuzz", PF_VERSION);
+    cJSON_AddStringToObject(root, "backend", pf_backend_name(o.backend));
+    cJSON_AddStringToObject(root, "device", o.device);
     jcases = cJSON_AddArrayToObject(root, "cases");
   }
   int any_finding = 0, ran = 0;
   for (size_t i = 0; i < pf_kernel_count(); i++) {
     const pf_kernel *k = pf_kernel_at(i);
     if (strcmp(k->op->name, o.kernel) != 0 || (o.variant && strcmp(k->variant, o.variant) != 0)) continue;
-    if (!o.variant && (!pf_kernel_accepts(k, o.dtype, o.accum) || (o.fault && !pf_kernel_has_fault(k, o.fault))))
+    if (!o.variant && (!pf_kernel_accepts(k, o.dtype, o.accum) || (o.fault && !pf_kernel_has_fault(k, o.fault)) ||
+                       (o.backend == PF_BACKEND_CUDA && !k->run_cuda)))
       continue; /* running all variants: skip those that cannot take these settings */
     ran++;
     if ((rc = run_variant(k, &o, jcases, &any_finding))) {
@@ -341,7 +345,7 @@ static int cmd_run(int argc, char **argv) {
 /* ---- replay ---------------------------------------------------------------------------- */
 
 static void print_help_replay(void) {
-  printf("usage: precfuzz replay FILE... [--json] [--driver NAME] [--fault NAME]\n\n"
+  printf("usage: precfuzz replay FILE... [--json] [--driver NAME] [--fault NAME] [--backend cpu|cuda]\n\n"
          "Runs each case file, or raw fuzz-driver input, again and prints its verdict. A case file is\n"
          "named *.json or is JSON text; anything else is a raw input of the driver named by --driver\n"
          "or by a directory in its path (build/fuzz/findings/<driver>[-<fault>]/, corpora/<driver>/),\n"
@@ -351,17 +355,18 @@ static void print_help_replay(void) {
 }
 
 static int cmd_replay(int argc, char **argv) {
-  int json = 0, nfiles = 0;
-  const char *driver = NULL, *fault = NULL;
+  int json = 0, nfiles = 0, backend = PF_BACKEND_CPU;
+  const char *driver = NULL, *fault = NULL, *backend_arg = "cpu";
   const char **files = calloc((size_t)argc, sizeof(char *));
   if (!files) return usage_error("replay: out of memory");
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--json") == 0) json = 1;
     else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) { free(files); print_help_replay(); return 0; }
-    else if (strcmp(argv[i], "--driver") == 0 || strcmp(argv[i], "--fault") == 0) {
+    else if (strcmp(argv[i], "--driver") == 0 || strcmp(argv[i], "--fault") == 0 || strcmp(argv[i], "--backend") == 0) {
       if (i + 1 >= argc) { free(files); return usage_error("replay: %s needs a value", argv[i]); }
       if (argv[i][2] == 'd') driver = argv[i + 1];
-      else fault = argv[i + 1];
+      else if (argv[i][2] == 'f') fault = argv[i + 1];
+      else backend_arg = argv[i + 1];
       i++;
     } else if (argv[i][0] == '-' && argv[i][1]) { free(files); return usage_error("replay: unknown option '%s'", argv[i]); }
     else files[nfiles++] = argv[i];
@@ -370,9 +375,19 @@ static int cmd_replay(int argc, char **argv) {
     free(files);
     return usage_error("replay: no FILE given (see precfuzz replay --help)");
   }
+  if (pf_backend_parse(backend_arg, &backend)) {
+    free(files);
+    return usage_error("%s", pf_error_message());
+  }
+  char device[256] = "";
+  if (backend == PF_BACKEND_CUDA && pf_cuda_describe(device, sizeof device)) {
+    free(files);
+    return usage_error("%s", pf_error_message());
+  }
   pf_oracle_opts oo;
   pf_oracle_opts_default(&oo);
   oo.keep_hex = json;
+  oo.backend = backend;
   int failed = 0;
   cJSON *arr = json ? cJSON_CreateArray() : NULL;
   for (int f = 0; f < nfiles; f++) {
@@ -467,6 +482,7 @@ static void print_help(void) {
          "  run       run generated cases of a kernel against the MPFR oracle\n"
          "  replay    run case files again (findings, regressions)\n"
          "  diff-tp   TP=1 against TP=2 optimizer steps: replicated copies and rounding sets\n"
+         "  diff-backend  the same cases on the CPU emulation and the GPU, compared bit for bit\n"
          "  boundary  where along one value, scale, parameter or dimension a variant starts to fail\n"
          "  sweep     every variant's boundaries and accuracy, for precision-report (results.json)\n"
          "  minimize  shrink a finding (case file or raw driver input) to a small readable case\n"
@@ -494,6 +510,7 @@ int main(int argc, char **argv) {
   if (strcmp(cmd, "diff-tp") == 0) return cmd_diff_tp(argc - 1, argv + 1);
   if (strcmp(cmd, "boundary") == 0) return pf_cmd_boundary(argc - 1, argv + 1);
   if (strcmp(cmd, "sweep") == 0) return pf_cmd_sweep(argc - 1, argv + 1);
+  if (strcmp(cmd, "diff-backend") == 0) return pf_cmd_diff_backend(argc - 1, argv + 1);
   if (strcmp(cmd, "minimize") == 0) return pf_cmd_minimize(argc - 1, argv + 1);
-  return usage_error("unknown command '%s' (list, run, replay, diff-tp, boundary, sweep, minimize, version; see precfuzz --help)", cmd);
+  return usage_error("unknown command '%s' (list, run, replay, diff-tp, diff-backend, boundary, sweep, minimize, version; see precfuzz --help)", cmd);
 }

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "harness/backend.h"
 #include "harness/boundary.h"
 #include "harness/cli/cli.h"
 #include "harness/cli/minimize.h"
@@ -253,6 +254,7 @@ static void pf_job_config(pf_job *jb, const pf_sweep_opts *so) {
   const pf_kernel *k = jb->k;
   pf_oracle_opts oo;
   pf_oracle_opts_default(&oo);
+  oo.backend = so->backend;
   cJSON *j = cJSON_CreateObject();
   cJSON_AddStringToObject(j, "kernel", k->op->name);
   cJSON_AddStringToObject(j, "variant", k->variant);
@@ -359,6 +361,7 @@ static void pf_job_trajectory(pf_job *jb, const pf_sweep_opts *so) {
   }
   pf_oracle_opts oo;
   pf_oracle_opts_default(&oo);
+  oo.backend = so->backend;
   pf_run run;
   if (pf_run_case(&c, &oo, &run)) {
     snprintf(jb->error, sizeof jb->error, "trajectory %s: %s", k->variant, pf_error_message());
@@ -401,6 +404,7 @@ static void pf_job_fault(pf_job *jb, const pf_sweep_opts *so) {
   run_opts r;
   pf_oracle_opts oo;
   pf_oracle_opts_default(&oo);
+  oo.backend = so->backend;
   if (pf_sweep_opts_for(&r, k, jb->dtype, jb->accum, sp->shape, sp->inputs, sp->fault_params, so->seed)) {
     snprintf(jb->error, sizeof jb->error, "fault %s: cannot set up", jb->fault);
     return;
@@ -481,6 +485,7 @@ static void pf_job_tp(pf_job *jb, const pf_sweep_opts *so) {
   const pf_kernel *k = pf_kernel_find("tp_diff", "megatron");
   pf_oracle_opts oo;
   pf_oracle_opts_default(&oo);
+  oo.backend = so->backend;
   cJSON *j = cJSON_CreateObject();
   cJSON *clean = cJSON_AddArrayToObject(j, "clean");
   const unsigned cases = so->quick ? 4 : 60;
@@ -585,8 +590,9 @@ cJSON *pf_sweep_environment(const pf_sweep_opts *o) {
   cJSON_AddStringToObject(e, "cjson", cJSON_Version());
   cJSON_AddStringToObject(e, "compiler", PF_C_COMPILER);
   cJSON_AddStringToObject(e, "cuda_toolkit", PF_CUDA_TOOLKIT);
-  cJSON_AddStringToObject(e, "backend", "cpu (the CPU emulation of each kernel)");
-  cJSON_AddStringToObject(e, "device", "none: no GPU used");
+  cJSON_AddStringToObject(e, "backend", o->backend == PF_BACKEND_CUDA ? "cuda (the variants with a CUDA implementation)"
+                                                                      : "cpu (the CPU emulation of each kernel)");
+  cJSON_AddStringToObject(e, "device", o->backend == PF_BACKEND_CUDA ? o->device : "none: no GPU used");
   cJSON_AddStringToObject(e, "oracle", "MPFR interval arithmetic from 256 bits, doubled until both ends round alike");
   snprintf(b, sizeof b, "%llu..%llu", (unsigned long long)o->seed, (unsigned long long)(o->seed + o->cases - 1));
   cJSON_AddStringToObject(e, "seeds", b);
@@ -608,7 +614,7 @@ cJSON *pf_sweep_run(const pf_sweep_opts *o) {
     if (o->only && strcmp(o->only, sp->kernel) != 0) continue;
     for (size_t i = 0; i < pf_kernel_count() && n + 16 < cap; i++) {
       const pf_kernel *k = pf_kernel_at(i);
-      if (strcmp(k->op->name, sp->kernel) != 0) continue;
+      if (strcmp(k->op->name, sp->kernel) != 0 || (o->backend == PF_BACKEND_CUDA && !k->run_cuda)) continue;
       for (int t = 0; t < PF_NDTYPES; t++) {
         if (!(k->dtypes & (1u << t))) continue;
         if (o->quick && t != PF_FP16) continue;
@@ -624,7 +630,9 @@ cJSON *pf_sweep_run(const pf_sweep_opts *o) {
         jobs[n++] = (pf_job){J_FAULT, sp, k, PF_FP16, PF_FP32, k->faults[f], NULL, ""};
     }
   }
-  if (!o->only || strcmp(o->only, "tp_diff") == 0) jobs[n++] = (pf_job){J_TP, NULL, NULL, PF_BF16, PF_FP32, NULL, NULL, ""};
+  if ((!o->only || strcmp(o->only, "tp_diff") == 0) &&
+      (o->backend != PF_BACKEND_CUDA || pf_kernel_find("tp_diff", "megatron")->run_cuda))
+    jobs[n++] = (pf_job){J_TP, NULL, NULL, PF_BF16, PF_FP32, NULL, NULL, ""};
   pf_pool pool = {o, jobs, n, 0, 0, PTHREAD_MUTEX_INITIALIZER};
   const int nt = o->jobs < 1 ? 1 : o->jobs > 64 ? 64 : o->jobs;
   pthread_t th[64];
@@ -677,7 +685,8 @@ cJSON *pf_sweep_run(const pf_sweep_opts *o) {
 }
 
 static void pf_sweep_help(void) {
-  printf("usage: precfuzz sweep [-o results.json] [--cases N] [--points G] [--seed N] [--jobs N] [--kernel K] [--quick]\n\n"
+  printf("usage: precfuzz sweep [-o results.json] [--cases N] [--points G] [--seed N] [--jobs N] [--kernel K] [--quick]\n"
+         "                      [--backend cpu|cuda]\n\n"
          "Runs every built-in kernel variant, dtype and accumulation through its accuracy scan (N cases at\n"
          "each of G+1 points of its scan axis: error, failures, findings) and its boundary searches\n"
          "(overflow, underflow, divergence: precfuzz boundary), the schedule trajectories, the TP\n"
@@ -685,13 +694,21 @@ static void pf_sweep_help(void) {
          "precfuzz-results/1) for precision-report. Default: results.json, 16 cases, 32 intervals, seed 1,\n"
          "as many threads as processors (the results do not depend on them).\n"
          "  --kernel K   one kernel only      --quick   fp16 only, few cases (for tests)\n"
+         "  --backend cuda   on the GPU: the variants that have a CUDA implementation (precfuzz list)\n"
          "Exit status: 0 written, 2 bad usage or a failure to write.\n");
+}
+
+int pf_sweep_backend(pf_sweep_opts *o, const char *backend) {
+  if (pf_backend_parse(backend, &o->backend)) return usage_error("%s", pf_error_message());
+  if (o->backend != PF_BACKEND_CUDA) return 0;
+  const char *only = o->only ? o->only : "softmax"; /* a kernel every CUDA build has */
+  return backend_setup(backend, only, NULL, &o->backend, o->device, sizeof o->device);
 }
 
 int pf_cmd_sweep(int argc, char **argv) {
   pf_sweep_opts o;
   pf_sweep_opts_default(&o);
-  const char *out = "results.json";
+  const char *out = "results.json", *backend = "cpu";
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -705,12 +722,13 @@ int pf_cmd_sweep(int argc, char **argv) {
       continue;
     }
     if (strcmp(a, "-o") && strcmp(a, "--cases") && strcmp(a, "--points") && strcmp(a, "--seed") && strcmp(a, "--jobs") &&
-        strcmp(a, "--kernel"))
+        strcmp(a, "--kernel") && strcmp(a, "--backend"))
       return usage_error("sweep: unknown option '%s' (see precfuzz sweep --help)", a);
     if (i + 1 >= argc) return usage_error("sweep: %s needs a value", a);
     const char *v = argv[++i];
     uint64_t u;
     if (strcmp(a, "-o") == 0) out = v;
+    else if (strcmp(a, "--backend") == 0) backend = v;
     else if (strcmp(a, "--kernel") == 0) {
       int ok = strcmp(v, "tp_diff") == 0;
       for (size_t s = 0; s < PF_SWEEP_NKERNELS; s++) ok |= strcmp(v, pf_sweep_table[s].kernel) == 0;
@@ -729,6 +747,8 @@ int pf_cmd_sweep(int argc, char **argv) {
       o.jobs = (int)u;
     }
   }
+  int rc = pf_sweep_backend(&o, backend);
+  if (rc) return rc;
   FILE *f = strcmp(out, "-") == 0 ? stdout : fopen(out, "w");
   if (!f) return usage_error("-o: cannot write '%s'", out);
   o.progress = isatty(2);

@@ -17,6 +17,8 @@ typedef struct {
   int quick;          /* fewer configurations and cases (tests) */
   const char *only;   /* NULL, or one kernel */
   int progress;       /* print progress to stderr */
+  int backend;        /* PF_BACKEND_*: cuda sweeps the variants that have a CUDA implementation */
+  char device[256];   /* the device's description (backend_setup) */
 } pf_sweep_opts;
 
 void pf_sweep_opts_default(pf_sweep_opts *o);
@@ -24,6 +26,8 @@ void pf_sweep_opts_default(pf_sweep_opts *o);
 struct cJSON *pf_sweep_run(const pf_sweep_opts *o);
 /* The environment block (versions, backend, device, oracle precision, seeds). */
 struct cJSON *pf_sweep_environment(const pf_sweep_opts *o);
+/* --backend for the sweep: parsed, and for cuda the device checked; 0 or an exit status. */
+int pf_sweep_backend(pf_sweep_opts *o, const char *backend);
 /* precfuzz sweep [-o results.json] [...] */
 int pf_cmd_sweep(int argc, char **argv);
 

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness/backend.h"
 #include "harness/runner.h"
 
 uint8_t pf_bytes_u8(pf_bytes *b) { return b->pos < b->n ? b->p[b->pos++] : 0; }
@@ -74,9 +75,29 @@ void pf_fuzz_run_case(const char *driver, pf_case *c) {
     stats = e && strcmp(e, "1") == 0;
     if (stats) atexit(pf_fuzz_stats);
   }
+  /* PF_FUZZ_BACKEND=cuda: the kernels run on the GPU (cases of variants without a CUDA
+   * implementation are skipped; no device at all is an error, said once) */
+  static int backend = -1;
+  if (backend < 0) {
+    const char *e = getenv("PF_FUZZ_BACKEND");
+    if (pf_backend_parse(e && *e ? e : "cpu", &backend)) {
+      fprintf(stderr, "%s: PF_FUZZ_BACKEND: %s\n", driver, pf_error_message());
+      exit(2);
+    }
+    char d[256];
+    if (backend == PF_BACKEND_CUDA && pf_cuda_describe(d, sizeof d)) {
+      fprintf(stderr, "%s: %s\n", driver, pf_error_message());
+      exit(2);
+    }
+  }
+  if (backend == PF_BACKEND_CUDA && !pf_case_kernel(c)->run_cuda) {
+    pf_fuzz_out++;
+    return;
+  }
   pf_oracle_opts o;
   pf_oracle_opts_default(&o);
   o.domain_only = 1; /* a variant used outside its contract's domain is not a bug */
+  o.backend = backend;
   pf_run r;
   pf_status st = pf_run_case(c, &o, &r);
   if (st) {

@@ -15,7 +15,7 @@
 
 static void help(void) {
   printf("usage: precision-report [-i results.json] [-o OUT] [--format html|md|json] [--save-results FILE]\n"
-         "                        [--cases N] [--points G] [--seed N] [--jobs N] [--quick]\n\n"
+         "                        [--cases N] [--points G] [--seed N] [--jobs N] [--quick] [--backend cpu|cuda]\n\n"
          "Writes the precision report of a sweep: one self-contained HTML page (inline CSS and SVG plots, no\n"
          "script, no external asset: it opens offline), a Markdown summary for CI logs, or a JSON summary.\n"
          "  -i FILE            the results of precfuzz sweep; without it the sweep runs first (with the\n"
@@ -28,7 +28,7 @@ static void help(void) {
 
 int main(int argc, char **argv) {
   prog = "precision-report";
-  const char *in = NULL, *out = NULL, *format = "html", *save = NULL;
+  const char *in = NULL, *out = NULL, *format = "html", *save = NULL, *backend = NULL;
   pf_sweep_opts so;
   pf_sweep_opts_default(&so);
   for (int i = 1; i < argc; i++) {
@@ -41,7 +41,8 @@ int main(int argc, char **argv) {
       so.quick = 1, so.cases = 2, so.points = 8;
       continue;
     }
-    static const char *const valued[] = {"-i", "-o", "--format", "--save-results", "--cases", "--points", "--seed", "--jobs", NULL};
+    static const char *const valued[] = {"-i", "-o", "--format", "--save-results", "--cases", "--points", "--seed", "--jobs",
+                                         "--backend", NULL};
     int known = 0;
     for (int k = 0; valued[k]; k++) known |= strcmp(a, valued[k]) == 0;
     if (!known) return usage_error("unknown option '%s' (see precision-report --help)", a);
@@ -49,6 +50,7 @@ int main(int argc, char **argv) {
     const char *v = argv[++i];
     uint64_t u = 0;
     if (strcmp(a, "-i") == 0) in = v;
+    else if (strcmp(a, "--backend") == 0) backend = v;
     else if (strcmp(a, "-o") == 0) out = v;
     else if (strcmp(a, "--save-results") == 0) save = v;
     else if (strcmp(a, "--format") == 0) {
@@ -69,6 +71,11 @@ int main(int argc, char **argv) {
     }
   }
   if (in && save) return usage_error("--save-results: the sweep does not run when -i is given");
+  if (in && backend) return usage_error("--backend: the sweep does not run when -i is given");
+  if (!in) {
+    const int rc = pf_sweep_backend(&so, backend ? backend : "cpu");
+    if (rc) return rc;
+  }
   if (!out) out = strcmp(format, "html") == 0 ? "precision-report.html" : "-";
   cJSON *root = NULL;
   if (in) {

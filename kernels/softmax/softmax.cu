@@ -20,20 +20,8 @@ __global__ void pf_softmax_fwd_kernel(const double *x, double *y, double *tmp, s
   if (fe) atomicOr(fe_out, fe);
 }
 
-extern "C" pf_status pf_cuda_device_name(char *buf, size_t len) {
-  int n = 0;
-  PF_CUDA_CHECK(cudaGetDeviceCount(&n));
-  if (n == 0) return pf_error(PF_ERR_NODEVICE, "no CUDA device");
-  cudaDeviceProp p;
-  PF_CUDA_CHECK(cudaGetDeviceProperties(&p, 0));
-  snprintf(buf, len, "%s, sm_%d%d", p.name, p.major, p.minor);
-  return PF_OK;
-}
-
-extern "C" pf_status pf_softmax_fwd_cuda(const double *x, double *y, size_t rows, size_t cols, int algo,
-                                         int no_max, pf_dtype acc, pf_dtype out_t, double alpha_acc, int mask,
-                                         double maskval, unsigned *fe) {
-  const size_t n = rows * cols, bytes = n * sizeof(double);
+extern "C" pf_status pf_softmax_fwd_cuda(const pf_softmax_launch *L, const double *x, double *y, unsigned *fe) {
+  const size_t rows = L->rows, cols = L->cols, n = rows * cols, bytes = n * sizeof(double);
   double *dx = NULL, *dy = NULL, *dt = NULL;
   unsigned *dfe = NULL;
   pf_status st = PF_OK;
@@ -55,8 +43,8 @@ extern "C" pf_status pf_softmax_fwd_cuda(const double *x, double *y, size_t rows
   PF_TRY(cudaMemset(dfe, 0, sizeof(unsigned)));
   {
     const unsigned threads = 128, blocks = (unsigned)((rows + threads - 1) / threads);
-    pf_softmax_fwd_kernel<<<blocks, threads>>>(dx, dy, dt, rows, cols, algo, no_max, acc, out_t, alpha_acc, mask,
-                                               maskval, dfe);
+    pf_softmax_fwd_kernel<<<blocks, threads>>>(dx, dy, dt, rows, cols, L->algo, L->no_max, L->acc, L->out_t,
+                                               L->alpha_acc, L->mask, L->maskval, dfe);
   }
   PF_TRY(cudaGetLastError());
   PF_TRY(cudaMemcpy(y, dy, bytes, cudaMemcpyDeviceToHost));

@@ -213,15 +213,26 @@ int pf_softmax_in_domain(const pf_case *c, const pf_tensor *in, char *why, size_
   return 1;
 }
 
-#ifdef PF_HAVE_CUDA
-#include "kernels/softmax/softmax_cuda.h"
+/* The case-to-launch translation for softmax.cu: the same parameters the CPU loop uses
+ * (compiled everywhere, so tests check it without a device). */
+pf_softmax_launch pf_softmax_launch_of(const pf_case *c, unsigned *fe) {
+  pf_softmax_launch L;
+  L.rows = c->shape[0];
+  L.cols = c->shape[1];
+  L.algo = pf_softmax_algo(c);
+  L.no_max = strcmp(c->fault, "softmax-no-max") == 0;
+  L.mask = (int)c->params[P_MASK];
+  L.acc = c->accum;
+  L.out_t = c->dtype;
+  L.alpha_acc = pf_round_fe(c->accum, c->params[P_ALPHA], fe);
+  L.maskval = pf_softmax_mask_value((int)c->params[P_MASKVAL], c->dtype);
+  return L;
+}
 
-/* The case-to-launch translation for softmax.cu: the same parameters the CPU loop uses. */
+#ifdef PF_HAVE_CUDA
 static pf_status pf_softmax_fwd_cuda_case(const pf_case *c, const pf_tensor *in, double *out, unsigned *fe) {
-  const double alpha_acc = pf_round_fe(c->accum, c->params[P_ALPHA], fe);
-  return pf_softmax_fwd_cuda(in[0].data, out, c->shape[0], c->shape[1], pf_softmax_algo(c),
-                             strcmp(c->fault, "softmax-no-max") == 0, c->accum, c->dtype, alpha_acc,
-                             (int)c->params[P_MASK], pf_softmax_mask_value((int)c->params[P_MASKVAL], c->dtype), fe);
+  const pf_softmax_launch L = pf_softmax_launch_of(c, fe);
+  return pf_softmax_fwd_cuda(&L, in[0].data, out, fe);
 }
 #define PF_SOFTMAX_RUN_CUDA pf_softmax_fwd_cuda_case
 #else

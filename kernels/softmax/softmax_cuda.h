@@ -11,14 +11,18 @@
 extern "C" {
 #endif
 
-/* x: rows*cols values of the storage dtype; y: outputs; fe: events ORed over all rows.
- * algo, mask, maskval as in softmax_math.h; alpha_acc already rounded to acc. */
-pf_status pf_softmax_fwd_cuda(const double *x, double *y, size_t rows, size_t cols, int algo, int no_max,
-                              pf_dtype acc, pf_dtype out_t, double alpha_acc, int mask, double maskval,
-                              unsigned *fe);
+/* What softmax.cu receives for a case: the values the CPU loop uses (pf_softmax_launch_of in
+ * softmax_cpu.c makes it; algo, mask and maskval as in softmax_math.h). */
+typedef struct {
+  size_t rows, cols;
+  int algo, no_max, mask;
+  pf_dtype acc, out_t;
+  double alpha_acc; /* alpha rounded to acc */
+  double maskval;   /* what a masked position holds, in the storage dtype */
+} pf_softmax_launch;
 
-/* "name, sm_XY" of device 0, or PF_ERR_NODEVICE with a clear message. */
-pf_status pf_cuda_device_name(char *buf, size_t len);
+/* x: rows*cols values of the storage dtype; y: outputs; fe: events ORed over all rows. */
+pf_status pf_softmax_fwd_cuda(const pf_softmax_launch *L, const double *x, double *y, unsigned *fe);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,167 @@
+/* precfuzz diff-backend: the same cases on the CPU emulation and on the GPU, each judged by the
+ * oracle, and the two outputs compared element by element. */
+#include <cjson/cJSON.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness/backend.h"
+#include "harness/cli/cli.h"
+#include "harness/runner.h"
+
+static void help(void) {
+  printf("usage: precfuzz diff-backend [-k KERNEL] [-v VARIANT] [-t DTYPE] [-a ACCUM] [--cases N] [--seed N]\n"
+         "                             [--shape ...] [--json] [run's case options]\n\n"
+         "Runs the same cases (seeds N, N+1, ...) on the CPU emulation and on the GPU for every variant\n"
+         "with a CUDA implementation (or the one named), every dtype and accumulation it takes (or the\n"
+         "ones named), judges both against the oracle, and prints per variant the fraction of\n"
+         "bitwise-equal outputs, the largest CPU-GPU difference in ulps, and each backend's findings.\n"
+         "Default: 20 cases. Needs a CUDA build and a device (exit 2 otherwise).\n"
+         "Exit status: 0 no finding on either backend, 1 findings, 2 bad usage, no device.\n");
+}
+
+typedef struct {
+  size_t elems, equal, cases, findings[2];
+  int64_t max_ulps;
+} pf_diff_row;
+
+/* Runs case c on one backend; 0 or an exit status. */
+static int run_on(const pf_case *c, int backend, pf_run *r) {
+  pf_oracle_opts oo;
+  pf_oracle_opts_default(&oo);
+  oo.backend = backend;
+  if (pf_run_case(c, &oo, r)) return usage_error("%s/%s seed-based case: %s", c->kernel, c->variant, pf_error_message());
+  return 0;
+}
+
+int pf_cmd_diff_backend(int argc, char **argv) {
+  run_opts o;
+  memset(&o, 0, sizeof o);
+  o.dtype = PF_FP16;
+  o.accum = PF_FP32;
+  o.seed = 1;
+  o.cases = 20;
+  o.oracle_prec = 256;
+  pf_gen_default(&o.gen);
+  const char *shape_arg = NULL, *backend = "cuda";
+  int have_t = 0, have_a = 0;
+  static const struct option longopts[] = {PF_CASE_LONGOPTS, {0, 0, 0, 0}};
+  opterr = 0;
+  optind = 1;
+  int ch, rc;
+  while ((ch = getopt_long(argc, argv, ":k:v:t:a:h", longopts, NULL)) != -1) {
+    have_t |= ch == 't', have_a |= ch == 'a';
+    if (ch == 'h') {
+      help();
+      return 0;
+    }
+    if ((rc = case_option(ch, optarg, &o, &shape_arg, &backend)) >= 0) {
+      if (rc) return rc;
+      continue;
+    }
+    if (ch == ':') return usage_error("diff-backend: %s needs a value", argv[optind - 1]);
+    return usage_error("diff-backend: unknown option '%s' (see precfuzz diff-backend --help)", argv[optind - 1]);
+  }
+  if (optind < argc) return usage_error("diff-backend: unexpected argument '%s'", argv[optind]);
+  if (strcmp(backend, "cuda") != 0) return usage_error("diff-backend: --backend is not an option here (it runs both)");
+  if (o.kernel && !pf_op_find(o.kernel)) return usage_error("-k: unknown kernel '%s' (see precfuzz list)", o.kernel);
+  if (o.variant && !o.kernel) return usage_error("diff-backend: -v needs -k");
+  if (o.variant && !pf_kernel_find(o.kernel, o.variant))
+    return usage_error("-v: unknown variant '%s' of kernel %s (see precfuzz list)", o.variant, o.kernel);
+  if (o.fault) return usage_error("diff-backend: --fault is not an option here (it compares correct variants)");
+  if (shape_arg) {
+    if (!o.kernel) return usage_error("diff-backend: --shape needs -k");
+    if ((rc = parse_shape(shape_arg, pf_op_find(o.kernel), o.shape))) return rc;
+    o.have_shape = 1;
+  }
+  /* which kernels: those named, with a CUDA implementation */
+  int any = 0;
+  for (size_t i = 0; i < pf_kernel_count(); i++) {
+    const pf_kernel *k = pf_kernel_at(i);
+    if ((o.kernel && strcmp(k->op->name, o.kernel)) || (o.variant && strcmp(k->variant, o.variant))) continue;
+    any |= k->run_cuda != NULL;
+  }
+  if (!any)
+    return usage_error("diff-backend: %s%s%s has no CUDA implementation%s", o.kernel ? o.kernel : "no kernel",
+                       o.variant ? "/" : "", o.variant ? o.variant : "",
+#ifdef PF_HAVE_CUDA
+                       " (precfuzz list shows which variants have one)"
+#else
+                       " in this build (no CUDA)"
+#endif
+    );
+  char device[256];
+  if (pf_cuda_describe(device, sizeof device)) return usage_error("%s", pf_error_message());
+  cJSON *root = o.json ? cJSON_CreateObject() : NULL, *rows = NULL;
+  if (root) {
+    cJSON_AddStringToObject(root, "precfuzz", PF_VERSION);
+    cJSON_AddStringToObject(root, "device", device);
+    rows = cJSON_AddArrayToObject(root, "variants");
+  } else {
+    printf("device: %s\n%-10s %-13s %-13s %6s %10s %9s %9s %9s %9s\n", device, "kernel", "variant", "dtype/accum", "cases",
+           "elements", "bitwise=", "max-ulps", "find-cpu", "find-gpu");
+  }
+  int findings = 0;
+  for (size_t i = 0; i < pf_kernel_count(); i++) {
+    const pf_kernel *k = pf_kernel_at(i);
+    if (!k->run_cuda || (o.kernel && strcmp(k->op->name, o.kernel)) || (o.variant && strcmp(k->variant, o.variant))) continue;
+    for (int t = 0; t < PF_NDTYPES; t++)
+      for (int s = 0; s < 2; s++) {
+        const pf_dtype dt = (pf_dtype)t, acc = s ? dt : PF_FP32;
+        if ((s && t == PF_FP32) || !pf_kernel_accepts(k, dt, acc)) continue;
+        if ((have_t && dt != o.dtype) || (have_a && acc != o.accum)) continue;
+        run_opts ro = o;
+        ro.dtype = dt, ro.accum = acc;
+        pf_diff_row row = {0};
+        for (uint64_t c = 0; c < o.cases; c++) {
+          pf_case cs;
+          if ((rc = build_case(k, &ro, o.seed + c, &cs))) return rc;
+          pf_run a, b;
+          if ((rc = run_on(&cs, PF_BACKEND_CPU, &a)) || (rc = run_on(&cs, PF_BACKEND_CUDA, &b))) {
+            pf_case_free(&cs);
+            cJSON_Delete(root);
+            return rc;
+          }
+          size_t eq;
+          int64_t mu;
+          pf_backend_diff(cs.dtype, a.oracle.dtype, a.out, b.out, a.nout, &eq, &mu);
+          row.elems += a.nout, row.equal += eq, row.cases++;
+          if (mu > row.max_ulps) row.max_ulps = mu;
+          row.findings[0] += a.in_domain && pf_verdict_is_finding(a.cmp.verdict);
+          row.findings[1] += b.in_domain && pf_verdict_is_finding(b.cmp.verdict);
+          pf_run_free(&a);
+          pf_run_free(&b);
+          pf_case_free(&cs);
+        }
+        findings |= row.findings[0] || row.findings[1];
+        const double frac = row.elems ? (double)row.equal / (double)row.elems : 1;
+        char ta[32];
+        snprintf(ta, sizeof ta, "%s/%s", pf_dtype_name(dt), s ? "storage" : "fp32");
+        if (rows) {
+          cJSON *r = cJSON_CreateObject();
+          cJSON_AddStringToObject(r, "kernel", k->op->name);
+          cJSON_AddStringToObject(r, "variant", k->variant);
+          cJSON_AddStringToObject(r, "dtype", pf_dtype_name(dt));
+          cJSON_AddStringToObject(r, "accum", s ? "storage" : "fp32");
+          cJSON_AddNumberToObject(r, "cases", (double)row.cases);
+          cJSON_AddNumberToObject(r, "elements", (double)row.elems);
+          cJSON_AddNumberToObject(r, "bitwise_equal", frac);
+          cJSON_AddNumberToObject(r, "max_ulps", (double)row.max_ulps);
+          cJSON_AddNumberToObject(r, "findings_cpu", (double)row.findings[0]);
+          cJSON_AddNumberToObject(r, "findings_gpu", (double)row.findings[1]);
+          cJSON_AddItemToArray(rows, r);
+        } else {
+          printf("%-10s %-13s %-13s %6zu %10zu %8.2f%% %9lld %9zu %9zu\n", k->op->name, k->variant, ta, row.cases, row.elems,
+                 100 * frac, (long long)row.max_ulps, row.findings[0], row.findings[1]);
+        }
+      }
+  }
+  if (root) {
+    char *txt = cJSON_Print(root);
+    puts(txt);
+    free(txt);
+    cJSON_Delete(root);
+  }
+  return findings ? EXIT_FINDINGS : 0;
+}

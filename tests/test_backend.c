@@ -1,0 +1,130 @@
+/* The host side of the CUDA backend, without a device: backend names, the CPU-GPU output
+ * comparison, the error path when no device can be used (CUDA_VISIBLE_DEVICES= hides every
+ * device, so this holds on GPU machines too), a kernel without a CUDA implementation, and the
+ * case-to-launch translation of softmax.cu checked against values derived by hand. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "harness/backend.h"
+#include "harness/runner.h"
+#include "kernels/softmax/softmax.h"
+
+static void test_backend_names(void **state) {
+  int b = -1;
+  assert_int_equal(pf_backend_parse("cpu", &b), PF_OK);
+  assert_int_equal(b, PF_BACKEND_CPU);
+  assert_int_equal(pf_backend_parse("cuda", &b), PF_OK);
+  assert_int_equal(b, PF_BACKEND_CUDA);
+  assert_int_equal(pf_backend_parse("gpu", &b), PF_ERR_ARG);
+  assert_non_null(strstr(pf_error_message(), "'gpu' is not cpu or cuda"));
+  assert_string_equal(pf_backend_name(PF_BACKEND_CUDA), "cuda");
+}
+
+/* bitwise: 1 = 1 and NaN = NaN; +0 and -0 differ in bits but are 0 ulps apart; 1 and
+ * 1 + 2^-10 are 1 fp16 ulp apart but 2^13 fp32 ulps; 65504 and inf are adjacent in fp16;
+ * NaN against a number is INT64_MAX. */
+static void test_backend_diff(void **state) {
+  const double a[5] = {1, NAN, 0.0, 1, 65504}, b[5] = {1, NAN, -0.0, 1 + 0x1p-10, INFINITY};
+  size_t eq;
+  int64_t mu;
+  pf_backend_diff(PF_FP16, NULL, a, b, 5, &eq, &mu);
+  assert_int_equal(eq, 2);
+  assert_int_equal(mu, 1);
+  const unsigned char dt[5] = {PF_NDTYPES, PF_NDTYPES, PF_NDTYPES, PF_FP32, PF_FP16};
+  pf_backend_diff(PF_FP16, dt, a, b, 5, &eq, &mu);
+  assert_int_equal(mu, 8192);
+  const double c[1] = {2}, d[1] = {NAN};
+  pf_backend_diff(PF_FP32, NULL, c, d, 1, &eq, &mu);
+  assert_int_equal(eq, 0);
+  assert_true(mu == INT64_MAX);
+}
+
+static void test_no_device_is_a_clear_error(void **state) {
+  setenv("CUDA_VISIBLE_DEVICES", "", 1); /* before the first CUDA call of this process */
+  char d[256];
+  assert_int_equal(pf_cuda_describe(d, sizeof d), PF_ERR_NODEVICE);
+  assert_non_null(strstr(pf_error_message(), "--backend cuda:"));
+  assert_non_null(strstr(pf_error_message(), "no CUDA"));
+  assert_null(strchr(pf_error_message(), '\n'));
+  pf_case c;
+  assert_int_equal(pf_case_init(&c, "softmax", "safe", 1), PF_OK);
+  pf_oracle_opts o;
+  pf_oracle_opts_default(&o);
+  o.backend = PF_BACKEND_CUDA;
+  pf_run r;
+  const pf_status st = pf_run_case(&c, &o, &r);
+#ifdef PF_HAVE_CUDA
+  assert_int_equal(st, PF_ERR_NODEVICE); /* softmax.cu's first CUDA call fails cleanly */
+#else
+  assert_int_equal(st, PF_ERR_UNSUPPORTED); /* no run_cuda in this build */
+#endif
+  pf_run_free(&r);
+  pf_case_free(&c);
+}
+
+static void test_kernel_without_cuda(void **state) {
+  pf_case c;
+  assert_int_equal(pf_case_init(&c, "tp_diff", "megatron", 1), PF_OK);
+  pf_oracle_opts o;
+  pf_oracle_opts_default(&o);
+  o.backend = PF_BACKEND_CUDA;
+  pf_run r;
+  assert_int_equal(pf_run_case(&c, &o, &r), PF_ERR_UNSUPPORTED);
+  assert_non_null(strstr(pf_error_message(), "tp_diff/megatron has no CUDA implementation"));
+  pf_run_free(&r);
+  pf_case_free(&c);
+}
+
+/* naive, fp16 storage and accumulation, alpha 0.1, causal mask holding the lowest value:
+ * fl16(0.1) = 0x1.998p-4 (1.1001100110|011... rounds down), fl32(0.1) = 0x1.99999ap-4, the
+ * lowest fp16 is -65504; the fault switches no_max on. */
+static void test_softmax_launch_translation(void **state) {
+  pf_case c;
+  assert_int_equal(pf_case_init(&c, "softmax", "naive", 1), PF_OK);
+  c.dtype = c.accum = PF_FP16;
+  c.shape[0] = 3, c.shape[1] = 7;
+  assert_int_equal(pf_case_set_param(&c, "alpha", 0.1), PF_OK);
+  assert_int_equal(pf_case_set_param(&c, "mask", 1), PF_OK);
+  assert_int_equal(pf_case_set_param(&c, "mask_value", 2), PF_OK);
+  unsigned fe = 0;
+  pf_softmax_launch L = pf_softmax_launch_of(&c, &fe);
+  assert_int_equal(L.rows, 3);
+  assert_int_equal(L.cols, 7);
+  assert_int_equal(L.algo, PF_SOFTMAX_NAIVE);
+  assert_int_equal(L.no_max, 0);
+  assert_int_equal(L.mask, 1);
+  assert_int_equal(L.acc, PF_FP16);
+  assert_int_equal(L.out_t, PF_FP16);
+  assert_true(L.alpha_acc == 0x1.998p-4);
+  assert_true(L.maskval == -65504);
+  pf_case_free(&c);
+  assert_int_equal(pf_case_init(&c, "softmax", "online", 1), PF_OK);
+  c.dtype = PF_BF16;
+  c.accum = PF_FP32;
+  assert_int_equal(pf_case_set_param(&c, "alpha", 0.1), PF_OK);
+  strcpy(c.fault, "softmax-no-max");
+  L = pf_softmax_launch_of(&c, &fe);
+  assert_int_equal(L.algo, PF_SOFTMAX_ONLINE);
+  assert_int_equal(L.no_max, 1);
+  assert_true(L.alpha_acc == 0x1.99999ap-4);
+  assert_true(isinf(L.maskval) && L.maskval < 0); /* the default mask value, -inf */
+  pf_case_free(&c);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_backend_names),
+      cmocka_unit_test(test_backend_diff),
+      cmocka_unit_test(test_no_device_is_a_clear_error),
+      cmocka_unit_test(test_kernel_without_cuda),
+      cmocka_unit_test(test_softmax_launch_translation),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
