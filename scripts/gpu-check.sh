@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The one command a GPU machine runs: build with CUDA (sm_80 and sm_90), run the tests
-# labelled gpu (and the rest of the suite but the exhaustive ones), print a summary, and
-# write the full log to build-gpu/gpu-check.log.
+# labelled gpu, compare the CPU emulation with the GPU (precfuzz diff-backend: bitwise-equal
+# fraction, largest ulp difference, findings per variant), run each fuzz driver's corpus on the
+# CUDA backend (PF_FUZZ_BACKEND=cuda; a gcc build has no libFuzzer, so the drivers replay), run
+# the rest of the suite but the exhaustive tests, print a summary, and write the full log to
+# build-gpu/gpu-check.log.
 #
 # A machine without Debian's -dev packages (the lent GPU machines have no package registry)
 # can bring them as .deb files in .gpudeps/ (apt-get download libmpfr-dev libmpfr6
@@ -36,8 +39,23 @@ cmake --build "$B" -j "$(nproc)" >"$B/build.log" 2>&1 || { tail -40 "$B/build.lo
 echo "== gpu tests"
 (cd "$B" && ctest -L gpu -V --output-on-failure) | grep -vE '^[0-9]+: (Test command|Working Directory|Environment)'
 gpu_rc=${PIPESTATUS[0]}
+echo "== CPU emulation against the GPU (precfuzz diff-backend, every variant with a CUDA implementation)"
+"$B/bin/precfuzz" diff-backend --cases 20 --seed 1
+diff_rc=$?
+echo "== the fuzz drivers on the CUDA backend (each replays its corpus on the GPU; inputs/s)"
+printf '%-22s %8s %8s %10s\n' driver inputs seconds inputs/s
+drv_rc=0
+for d in "$B"/bin/*_fuzzer; do
+  name=$(basename "$d")
+  [ -d "corpora/$name" ] || continue
+  n=$(find "corpora/$name" -type f | wc -l)
+  t0=$(date +%s.%N)
+  PF_FUZZ_BACKEND=cuda "$d" "corpora/$name" >"$B/$name.cuda.log" 2>&1 || { echo "$name: FAILED (log $B/$name.cuda.log)"; drv_rc=1; }
+  t1=$(date +%s.%N)
+  awk -v n="$n" -v a="$t0" -v b="$t1" -v d="$name" 'BEGIN { s = b - a; printf "%-22s %8d %8.2f %10.1f\n", d, n, s, s > 0 ? n / s : 0 }'
+done
 echo "== the rest of the suite (not exhaustive, not gpu) on this machine"
 (cd "$B" && ctest -LE 'exhaustive|gpu' --output-on-failure -j "$(nproc)") | tail -20
 rest_rc=${PIPESTATUS[0]}
-echo "== summary: gpu tests $([ "$gpu_rc" = 0 ] && echo passed || echo FAILED), other tests $([ "$rest_rc" = 0 ] && echo passed || echo FAILED); log $LOG"
-[ "$gpu_rc" = 0 ] && [ "$rest_rc" = 0 ]
+echo "== summary: gpu tests $([ "$gpu_rc" = 0 ] && echo passed || echo FAILED), diff-backend $([ "$diff_rc" = 0 ] && echo passed || echo FAILED), drivers on cuda $([ "$drv_rc" = 0 ] && echo passed || echo FAILED), other tests $([ "$rest_rc" = 0 ] && echo passed || echo FAILED); log $LOG"
+[ "$gpu_rc" = 0 ] && [ "$diff_rc" = 0 ] && [ "$drv_rc" = 0 ] && [ "$rest_rc" = 0 ]

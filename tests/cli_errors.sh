@@ -151,7 +151,7 @@ expect2 "holds explicit values" boundary -k softmax -v naive --along scale --inp
 expect2 "is not cpu or cuda" run -k softmax --backend gpu --cases 1
 expect2 "no variant of attention has a CUDA implementation" run -k attention --backend cuda --cases 1
 expect2 "tp_diff/megatron has no CUDA implementation" run -k tp_diff -v megatron --backend cuda --cases 1
-expect2 "has no CUDA implementation" boundary -k clip -v inf --along value --backend cuda
+expect2 "has no CUDA implementation" boundary -k schedule -v fp32-state --along param:lr --backend cuda
 expect2 "has no CUDA implementation" diff-backend -k attention
 expect2 "-v needs -k" diff-backend -v safe
 expect2 "--fault is not an option here" diff-backend -k softmax --fault softmax-no-max

@@ -15,7 +15,7 @@ static void pf_require_gpu(void) {
 #else
   char name[256];
   if (pf_cuda_describe(name, sizeof name) != PF_OK) {
-    printf("no CUDA device (%s): skipped\n", pf_error_message());
+    printf("skipped: %s\n", pf_error_message());
     exit(77);
   }
   printf("device: %s\n", name);

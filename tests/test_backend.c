@@ -14,6 +14,8 @@
 
 #include "harness/backend.h"
 #include "harness/runner.h"
+#include "kernels/clip/clip.h"
+#include "kernels/loss_scale/loss_scale.h"
 #include "kernels/softmax/softmax.h"
 
 static void test_backend_names(void **state) {
@@ -118,6 +120,50 @@ static void test_softmax_launch_translation(void **state) {
   pf_case_free(&c);
 }
 
+/* clip: the launch carries the case as the emulation reads it; loss_scale: the scalers'
+ * starting states are SEMANTICS.md section 2's defaults (DeepSpeed 2^32, minimum 1, window
+ * 1000, hysteresis 2; PyTorch 2^16, no minimum, window 2000, hysteresis 1), and the shared
+ * element steps give hand-derived values: fl16(1 * 65520) = inf (an overflow), fl16(0.5 *
+ * 1024) = 512, unscaled by fl32(1/1024) = 2^-10 back to 0.5; a skipped step gives 0. */
+static void test_clip_and_loss_scale_launch_translation(void **state) {
+  pf_case c;
+  assert_int_equal(pf_case_init(&c, "clip", "torch", 1), PF_OK);
+  c.dtype = PF_FP16;
+  c.shape[0] = 3, c.shape[1] = 5;
+  assert_int_equal(pf_case_set_param(&c, "max_norm", 0.5), PF_OK);
+  const pf_clip_launch L = pf_clip_launch_of(&c);
+  assert_int_equal(L.tensors, 3);
+  assert_int_equal(L.n, 5);
+  assert_int_equal(L.variant, PF_CLIP_TORCH);
+  assert_int_equal(L.dtype, PF_FP16);
+  assert_int_equal(L.accum, PF_FP32);
+  assert_true(L.max_norm == 0.5);
+  pf_case_free(&c);
+  assert_int_equal(pf_case_init(&c, "loss_scale", "deepspeed", 1), PF_OK);
+  c.shape[0] = 9, c.shape[1] = 4;
+  pf_ls_launch S = pf_loss_scale_launch_of(&c);
+  assert_int_equal(S.steps, 9);
+  assert_int_equal(S.n, 4);
+  assert_int_equal(S.variant, PF_LS_DEEPSPEED);
+  assert_int_equal(S.no_skip, 0);
+  assert_true(S.start.scale == 0x1p32 && S.start.min_scale == 1 && S.start.window == 1000 && S.start.hysteresis == 2);
+  pf_case_free(&c);
+  assert_int_equal(pf_case_init(&c, "loss_scale", "pytorch", 1), PF_OK);
+  strcpy(c.fault, "loss-scale-no-skip");
+  S = pf_loss_scale_launch_of(&c);
+  assert_int_equal(S.no_skip, 1);
+  assert_true(S.start.scale == 0x1p16 && S.start.min_scale == 0 && S.start.window == 2000 && S.start.hysteresis == 1);
+  pf_case_free(&c);
+  unsigned fe = 0;
+  int of = 0;
+  assert_true(isinf(pf_ls_scale_elem(PF_FP16, 1.0, 65520, &of, &fe)) && of == 1 && (fe & PF_FE_OVERFLOW));
+  of = 0;
+  const double h = pf_ls_scale_elem(PF_FP16, 0.5, 1024, &of, &fe);
+  assert_true(h == 512 && of == 0);
+  assert_true(pf_ls_unscale_elem(h, pf_round(PF_FP32, 1.0 / 1024), 1, &fe) == 0.5);
+  assert_true(pf_ls_unscale_elem(h, pf_round(PF_FP32, 1.0 / 1024), 0, &fe) == 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_backend_names),
@@ -125,6 +171,7 @@ int main(void) {
       cmocka_unit_test(test_no_device_is_a_clear_error),
       cmocka_unit_test(test_kernel_without_cuda),
       cmocka_unit_test(test_softmax_launch_translation),
+      cmocka_unit_test(test_clip_and_loss_scale_launch_translation),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

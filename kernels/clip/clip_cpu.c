@@ -15,11 +15,11 @@
 #include <string.h>
 
 #include "harness/errbound.h"
+#include "kernels/clip/clip.h"
 #include "kernels/kernel.h"
 
 pf_status pf_clip_mpfr(const pf_case *c, const pf_tensor *in, const pf_oracle_opts *opts, pf_oracle_result *out);
 
-enum { PF_CLIP_MEGATRON = 0, PF_CLIP_TORCH = 1, PF_CLIP_INF = 2 };
 
 static const char *const pf_clip_dims[] = {"tensors", "n"};
 static const char *const pf_clip_inputs[] = {"g"};
@@ -65,35 +65,34 @@ const pf_op pf_clip_op = {
     .input_dims = pf_clip_input_dims,
 };
 
+pf_clip_launch pf_clip_launch_of(const pf_case *c) {
+  return (pf_clip_launch){c->shape[0], c->shape[1], pf_clip_variant(c), c->dtype, c->accum, c->params[0]};
+}
+
 pf_status pf_clip_cpu(const pf_case *c, const pf_tensor *in, double *out, unsigned *fe) {
-  const size_t k = c->shape[0], n = c->shape[1];
-  const pf_dtype T = c->dtype, A = c->accum, F = PF_FP32;
-  const int var = pf_clip_variant(c);
-  const double *g = in[0].data;
-  double norm = 0;
-  if (var == PF_CLIP_INF) {
-    for (size_t x = 0; x < k * n; x++)
-      if (fabs(g[x]) > norm || g[x] != g[x]) norm = g[x] != g[x] ? g[x] : fabs(g[x]);
-  } else {
-    double total = 0;
-    for (size_t t = 0; t < k; t++) {
-      double s = 0;
-      for (size_t i = 0; i < n; i++) s = pf_add(A, s, pf_mul(A, g[t * n + i], g[t * n + i], fe), fe);
-      if (var == PF_CLIP_TORCH) {
-        const double nt = pf_round_fe(T, pf_round(F, sqrt(s)), fe); /* vector_norm: fp32, returned in T */
-        total = pf_add(F, total, pf_mul(F, nt, nt, fe), fe);
-      } else {
-        total = pf_add(F, total, pf_round_fe(F, s, fe), fe);
-      }
-    }
-    norm = pf_round(F, sqrt(total)); /* sqrt is correctly rounded in fp32 */
-    if (var == PF_CLIP_TORCH) norm = pf_round_fe(T, norm, fe);
-  }
-  const double coef = pf_div(F, pf_round(F, c->params[0]), pf_add(F, norm, pf_round(F, 1e-6), fe), fe);
+  const pf_clip_launch L = pf_clip_launch_of(c);
+  double *part = malloc((L.tensors ? L.tensors : 1) * sizeof(double));
+  if (!part) return pf_error(PF_ERR_NOMEM, "clip: cannot allocate %zu tensor norms", L.tensors);
+  for (size_t t = 0; t < L.tensors; t++)
+    part[t] = pf_clip_tensor_part(L.variant, L.dtype, L.accum, in[0].data + t * L.n, L.n, fe);
+  const double norm = pf_clip_norm_of(L.variant, L.dtype, part, L.tensors, fe);
+  free(part);
+  const double coef = pf_clip_coef(L.max_norm, norm, fe);
   out[0] = norm;
-  for (size_t x = 0; x < k * n; x++) out[1 + x] = coef < 1 ? pf_round_fe(T, pf_mul(F, g[x], coef, fe), fe) : g[x];
+  for (size_t x = 0; x < L.tensors * L.n; x++) out[1 + x] = pf_clip_apply(L.dtype, in[0].data[x], coef, fe);
   return PF_OK;
 }
+
+#ifdef PF_HAVE_CUDA
+#include "kernels/clip/clip_cuda.h"
+static pf_status pf_clip_cuda_case(const pf_case *c, const pf_tensor *in, double *out, unsigned *fe) {
+  const pf_clip_launch L = pf_clip_launch_of(c);
+  return pf_clip_cuda(&L, in[0].data, out, fe);
+}
+#define PF_CLIP_RUN_CUDA pf_clip_cuda_case
+#else
+#define PF_CLIP_RUN_CUDA NULL
+#endif
 
 /* The same sequence in running-error arithmetic. The clipping factor min(1, coef) is
  * 1-Lipschitz in coef, so its error bound is coef's. */
@@ -165,7 +164,7 @@ int pf_clip_in_domain(const pf_case *c, const pf_tensor *in, char *why, size_t l
   {PF_KERNEL_ABI, &pf_clip_op, var, summary, PF_DT(PF_FP32) | PF_DT(PF_FP16) | PF_DT(PF_BF16), accums,            \
    pf_clip_no_faults, "norm and clipped gradients within the running error bound of their sequence (errbound.h); " \
    "domain: finite gradients, no overflow on the way",                                                            \
-   pf_clip_cpu, pf_clip_bound, pf_clip_in_domain, NULL, NULL}
+   pf_clip_cpu, pf_clip_bound, pf_clip_in_domain, NULL, PF_CLIP_RUN_CUDA}
 static const char *const pf_clip_no_faults[] = {NULL};
 static const pf_kernel pf_clip_tab[] = {
     PF_CLIP_KERNEL("megatron", "per-tensor sums of squares (in fp32 or the gradient dtype), summed in fp32, sqrt",

@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "kernels/kernel.h"
-#include "kernels/loss_scale/loss_scale_math.h"
+#include "kernels/loss_scale/loss_scale.h"
 
 pf_status pf_loss_scale_ref(const pf_case *c, const pf_tensor *in, const pf_oracle_opts *opts, pf_oracle_result *out);
 
@@ -109,31 +109,48 @@ const pf_op pf_loss_scale_op = {
     .input_dims = pf_ls_input_dims,
 };
 
+pf_ls_launch pf_loss_scale_launch_of(const pf_case *c) {
+  pf_ls_launch L;
+  L.steps = c->shape[0];
+  L.n = c->shape[1];
+  L.variant = pf_ls_variant(c);
+  L.no_skip = strcmp(c->fault, "loss-scale-no-skip") == 0;
+  L.dtype = c->dtype;
+  L.start = pf_ls_init(c);
+  return L;
+}
+
 pf_status pf_loss_scale_cpu(const pf_case *c, const pf_tensor *in, double *out, unsigned *fe) {
-  const size_t T = c->shape[0], n = c->shape[1];
-  const int var = pf_ls_variant(c), no_skip = strcmp(c->fault, "loss-scale-no-skip") == 0;
-  pf_ls_state s = pf_ls_init(c);
+  const pf_ls_launch L = pf_loss_scale_launch_of(c);
+  const size_t T = L.steps, n = L.n;
+  pf_ls_state s = L.start;
   double *h = malloc((n ? n : 1) * sizeof(double));
   if (!h) return pf_error(PF_ERR_NOMEM, "loss_scale: cannot allocate a step of %zu", n);
   for (size_t t = 0; t < T; t++) {
     const double S = s.scale;
     int overflow = 0;
-    for (size_t i = 0; i < n; i++) {
-      h[i] = pf_round_fe(c->dtype, in[0].data[t * n + i] * S, fe); /* the scaled loss's gradient */
-      overflow |= !(h[i] - h[i] == 0);
-    }
-    const int status = pf_ls_update(var, &s, overflow);
+    for (size_t i = 0; i < n; i++) h[i] = pf_ls_scale_elem(L.dtype, in[0].data[t * n + i], S, &overflow, fe);
+    const int status = pf_ls_update(L.variant, &s, overflow);
     const double inv = pf_round(PF_FP32, 1.0 / S);
-    for (size_t i = 0; i < n; i++)
-      out[t * n + i] = status == PF_LS_APPLIED || (no_skip && status == PF_LS_SKIPPED)
-                           ? pf_mul(PF_FP32, h[i], inv, fe)
-                           : 0.0;
+    const int applied = status == PF_LS_APPLIED || (L.no_skip && status == PF_LS_SKIPPED);
+    for (size_t i = 0; i < n; i++) out[t * n + i] = pf_ls_unscale_elem(h[i], inv, applied, fe);
     out[T * n + t] = status;
     out[T * n + T + t] = s.scale;
   }
   free(h);
   return PF_OK;
 }
+
+#ifdef PF_HAVE_CUDA
+#include "kernels/loss_scale/loss_scale_cuda.h"
+static pf_status pf_loss_scale_cuda_case(const pf_case *c, const pf_tensor *in, double *out, unsigned *fe) {
+  const pf_ls_launch L = pf_loss_scale_launch_of(c);
+  return pf_loss_scale_cuda(&L, in[0].data, out, fe);
+}
+#define PF_LS_RUN_CUDA pf_loss_scale_cuda_case
+#else
+#define PF_LS_RUN_CUDA NULL
+#endif
 
 /* Applied gradients: h = fl_T(S g) then times fl32(1/S): relative error within
  * (1 + u_T)(1 + u_32)(1 + |fl32(1/S) S - 1|) - 1 where S g is a normal number of T; the
@@ -210,7 +227,7 @@ static const char *const pf_ls_faults[] = {"loss-scale-no-skip", NULL};
    "applied gradients within (1+u_T)(1+2^-24)(1+|fl32(1/S) S - 1|) - 1 relative of the true ones; skips, "        \
    "scales and stops exactly as the reference scaler; a stopped run is divergent. Domain: finite gradients that " \
    "fit T at the smallest scale, applied scaled gradients normal in T",                                           \
-   pf_loss_scale_cpu, pf_loss_scale_bound, pf_loss_scale_in_domain, NULL, NULL}
+   pf_loss_scale_cpu, pf_loss_scale_bound, pf_loss_scale_in_domain, NULL, PF_LS_RUN_CUDA}
 
 static const pf_kernel pf_ls_tab[] = {
     PF_LS_KERNEL("deepspeed", "DeepSpeed DynamicLossScaler: hysteresis, window, error at the minimum scale"),

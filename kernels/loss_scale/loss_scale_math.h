@@ -85,4 +85,24 @@ PF_HD int pf_ls_update(int variant, pf_ls_state *s, int overflow) {
   return status;
 }
 
+/* One element of a step: the backward pass's h = fl_T(S g); *overflow set when it is not finite. */
+PF_HD double pf_ls_scale_elem(pf_dtype t, double g, double S, int *overflow, unsigned *fe) {
+  const double h = pf_round_fe(t, g * S, fe);
+  if (!(h - h == 0)) *overflow = 1;
+  return h;
+}
+
+/* The gradient the optimizer receives: fl32(h fl32(1/S)) when the step applies, else 0. */
+PF_HD double pf_ls_unscale_elem(double h, double inv, int applied, unsigned *fe) {
+  return applied ? pf_mul(PF_FP32, h, inv, fe) : 0.0;
+}
+
+/* What loss_scale.cu is launched with for a case (pf_loss_scale_launch_of, loss_scale_cpu.c). */
+typedef struct {
+  size_t steps, n;
+  int variant, no_skip;
+  pf_dtype dtype;
+  pf_ls_state start;
+} pf_ls_launch;
+
 #endif
