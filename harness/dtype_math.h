@@ -86,10 +86,10 @@ PF_HD uint32_t pf_encode(pf_dtype t, double x, pf_rounding mode, uint32_t rbits)
     frac32 = shift >= 96 ? 0 : (sig >> (shift - 32));
   } else {
     const uint64_t rem = sig & ((1ull << shift) - 1);
-    const uint64_t half = 1ull << (shift - 1);
+    const uint64_t halfway = 1ull << (shift - 1);
     kept = sig >> shift;
-    rem_above_half = rem > half;
-    rem_is_half = rem == half;
+    rem_above_half = rem > halfway;
+    rem_is_half = rem == halfway;
     frac32 = shift > 32 ? rem >> (shift - 32) : rem << (32 - shift);
   }
   int up;

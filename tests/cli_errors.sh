@@ -149,10 +149,10 @@ expect2 "holds explicit values" boundary -k softmax -v naive --along scale --inp
 # --backend cuda: a kernel without a CUDA implementation, and no device (CUDA_VISIBLE_DEVICES=
 # hides every device, so these hold on GPU machines too)
 expect2 "is not cpu or cuda" run -k softmax --backend gpu --cases 1
-expect2 "no variant of attention has a CUDA implementation" run -k attention --backend cuda --cases 1
+expect2 "no variant of schedule has a CUDA implementation" run -k schedule --backend cuda --cases 1
 expect2 "tp_diff/megatron has no CUDA implementation" run -k tp_diff -v megatron --backend cuda --cases 1
 expect2 "has no CUDA implementation" boundary -k schedule -v fp32-state --along param:lr --backend cuda
-expect2 "has no CUDA implementation" diff-backend -k attention
+expect2 "has no CUDA implementation" diff-backend -k tp_diff
 expect2 "-v needs -k" diff-backend -v safe
 expect2 "--fault is not an option here" diff-backend -k softmax --fault softmax-no-max
 CUDA_VISIBLE_DEVICES= expect2 "no CUDA" run -k softmax --backend cuda --cases 1

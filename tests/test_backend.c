@@ -14,6 +14,7 @@
 
 #include "harness/backend.h"
 #include "harness/runner.h"
+#include "kernels/attention/attention.h"
 #include "kernels/clip/clip.h"
 #include "kernels/loss_scale/loss_scale.h"
 #include "kernels/softmax/softmax.h"
@@ -164,6 +165,50 @@ static void test_clip_and_loss_scale_launch_translation(void **state) {
   assert_true(pf_ls_unscale_elem(h, pf_round(PF_FP32, 1.0 / 1024), 0, &fe) == 0);
 }
 
+/* attention: alpha = 1/sqrt(d) in the accumulation dtype (d = 16: 0.25; d = 3: 0.57735...
+ * = 1.1547 2^-1, 0.1547 * 1024 = 158.4 -> fl16 = (1 + 158/1024) 2^-1 = 0x1.278p-1);
+ * layer-scaled stores scores L = 8 times smaller (alpha 1/(4 * 8) = 2^-5) and the softmax
+ * multiplies by 8; inward scales Q and K by fl32(16^-1/4) = 0.5 and has alpha 1. */
+static void test_attention_launch_translation(void **state) {
+  pf_case c;
+  unsigned fe = 0;
+  assert_int_equal(pf_case_init(&c, "attention", "post-scale", 1), PF_OK);
+  c.dtype = c.accum = PF_FP16;
+  c.shape[0] = 2, c.shape[1] = 3, c.shape[2] = 5, c.shape[3] = 7, c.shape[4] = 16;
+  assert_int_equal(pf_case_set_param(&c, "softmax_accum", 1), PF_OK);
+  pf_attn_launch L = pf_attention_launch_of(&c, &fe);
+  assert_int_equal(L.heads, 6);
+  assert_int_equal(L.lq, 5);
+  assert_int_equal(L.lk, 7);
+  assert_int_equal(L.d, 16);
+  assert_int_equal(L.algo, PF_ATTN_POST_SCALE);
+  assert_true(L.alpha_acc == 0.25 && L.sigma_acc == 1);
+  assert_int_equal(L.smacc, PF_FP16);
+  c.shape[4] = 3;
+  L = pf_attention_launch_of(&c, &fe);
+  assert_true(L.alpha_acc == 0x1.278p-1);
+  pf_case_free(&c);
+  assert_int_equal(pf_case_init(&c, "attention", "layer-scaled", 1), PF_OK);
+  c.dtype = PF_FP16;
+  assert_int_equal(pf_case_set_param(&c, "layer", 8), PF_OK);
+  L = pf_attention_launch_of(&c, &fe); /* default head_dim 16 */
+  assert_true(L.alpha_acc == 0x1p-5 && L.sigma_acc == 8);
+  assert_int_equal(L.smacc, PF_FP32);
+  pf_case_free(&c);
+  assert_int_equal(pf_case_init(&c, "attention", "inward", 1), PF_OK);
+  L = pf_attention_launch_of(&c, &fe);
+  assert_true(L.qscale == 0.5 && L.alpha_acc == 1);
+  pf_case_free(&c);
+  assert_int_equal(pf_case_init(&c, "attention", "flash", 1), PF_OK);
+  assert_int_equal(pf_case_set_param(&c, "block", 4), PF_OK);
+  strcpy(c.fault, "flash-no-rescale");
+  L = pf_attention_launch_of(&c, &fe);
+  assert_int_equal(L.block, 4);
+  assert_int_equal(L.no_rescale, 1);
+  assert_int_equal(L.no_max, 0);
+  pf_case_free(&c);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_backend_names),
@@ -172,6 +217,7 @@ int main(void) {
       cmocka_unit_test(test_kernel_without_cuda),
       cmocka_unit_test(test_softmax_launch_translation),
       cmocka_unit_test(test_clip_and_loss_scale_launch_translation),
+      cmocka_unit_test(test_attention_launch_translation),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -110,6 +110,7 @@ typedef struct {
   pf_dtype dtype, accum;
   const char *fault;
   cJSON *result;
+  int skipped; /* the backend cannot run this configuration (said in the results' environment) */
   char error[512];
 } pf_job;
 
@@ -279,10 +280,13 @@ static void pf_job_config(pf_job *jb, const pf_sweep_opts *so) {
   pf_fail_set fail;
   pf_probability p;
   memset(&p, 0, sizeof p);
+  pf_status pst = PF_OK;
   if (built < n || pf_axis_parse(&tm[0], sp->along, &ax) || pf_fail_set_parse(sp->fail, &fail) ||
-      pf_boundary_probability(tm, n, &ax, sp->lo, sp->hi, fail, so->points, 6, &oo, &p)) {
-    snprintf(jb->error, sizeof jb->error, "%s/%s %s: scan: %s", k->op->name, k->variant, pf_dtype_name(jb->dtype),
-             pf_error_message());
+      (pst = pf_boundary_probability(tm, n, &ax, sp->lo, sp->hi, fail, so->points, 6, &oo, &p))) {
+    if (pst == PF_ERR_UNSUPPORTED) jb->skipped = 1; /* e.g. a GEMM accumulation cuBLAS has no compute type for */
+    else
+      snprintf(jb->error, sizeof jb->error, "%s/%s %s: scan: %s", k->op->name, k->variant, pf_dtype_name(jb->dtype),
+               pf_error_message());
   } else {
     cJSON *s = cJSON_AddObjectToObject(j, "scan");
     cJSON_AddStringToObject(s, "along", sp->along);
@@ -337,11 +341,11 @@ static void pf_job_config(pf_job *jb, const pf_sweep_opts *so) {
   free(tm);
   pf_sweep_opts_release(&r);
   cJSON *ths = cJSON_AddArrayToObject(j, "thresholds");
-  for (int t = 0; t < 3 && sp->th[t].name && !jb->error[0]; t++) {
+  for (int t = 0; t < 3 && sp->th[t].name && !jb->error[0] && !jb->skipped; t++) {
     cJSON *tj = pf_sweep_threshold_json(&sp->th[t], k, jb->dtype, jb->accum, so, &oo, jb->error, sizeof jb->error);
     if (tj) cJSON_AddItemToArray(ths, tj);
   }
-  if (jb->error[0]) {
+  if (jb->error[0] || jb->skipped) {
     cJSON_Delete(j);
     return;
   }
@@ -622,17 +626,17 @@ cJSON *pf_sweep_run(const pf_sweep_opts *o) {
           const pf_dtype acc = st ? (pf_dtype)t : PF_FP32;
           if ((st && t == PF_FP32) || !pf_kernel_accepts(k, (pf_dtype)t, acc)) continue;
           if (o->quick && st) continue;
-          jobs[n++] = (pf_job){J_CONFIG, sp, k, (pf_dtype)t, acc, NULL, NULL, ""};
+          jobs[n++] = (pf_job){J_CONFIG, sp, k, (pf_dtype)t, acc, NULL, NULL, 0, ""};
         }
-        if (strcmp(sp->kernel, "schedule") == 0) jobs[n++] = (pf_job){J_TRAJECTORY, sp, k, (pf_dtype)t, PF_FP32, NULL, NULL, ""};
+        if (strcmp(sp->kernel, "schedule") == 0) jobs[n++] = (pf_job){J_TRAJECTORY, sp, k, (pf_dtype)t, PF_FP32, NULL, NULL, 0, ""};
       }
       for (int f = 0; k->faults[f]; f++)
-        jobs[n++] = (pf_job){J_FAULT, sp, k, PF_FP16, PF_FP32, k->faults[f], NULL, ""};
+        jobs[n++] = (pf_job){J_FAULT, sp, k, PF_FP16, PF_FP32, k->faults[f], NULL, 0, ""};
     }
   }
   if ((!o->only || strcmp(o->only, "tp_diff") == 0) &&
       (o->backend != PF_BACKEND_CUDA || pf_kernel_find("tp_diff", "megatron")->run_cuda))
-    jobs[n++] = (pf_job){J_TP, NULL, NULL, PF_BF16, PF_FP32, NULL, NULL, ""};
+    jobs[n++] = (pf_job){J_TP, NULL, NULL, PF_BF16, PF_FP32, NULL, NULL, 0, ""};
   pf_pool pool = {o, jobs, n, 0, 0, PTHREAD_MUTEX_INITIALIZER};
   const int nt = o->jobs < 1 ? 1 : o->jobs > 64 ? 64 : o->jobs;
   pthread_t th[64];
@@ -669,6 +673,20 @@ cJSON *pf_sweep_run(const pf_sweep_opts *o) {
     }
     cJSON_AddItemToArray(kernels, kj);
   }
+  cJSON *sk = cJSON_CreateArray();
+  for (size_t i = 0; i < n; i++)
+    if (jobs[i].skipped) {
+      char b[160];
+      snprintf(b, sizeof b, "%s/%s %s/%s", jobs[i].k->op->name, jobs[i].k->variant, pf_dtype_name(jobs[i].dtype),
+               jobs[i].accum == jobs[i].dtype && jobs[i].dtype != PF_FP32 ? "storage" : pf_dtype_name(jobs[i].accum));
+      cJSON_AddItemToArray(sk, cJSON_CreateString(b));
+    }
+  if (cJSON_GetArraySize(sk)) {
+    char *t = cJSON_PrintUnformatted(sk);
+    cJSON_AddStringToObject(cJSON_GetObjectItem(root, "environment"), "not_run_on_this_backend", t);
+    free(t);
+  }
+  cJSON_Delete(sk);
   for (size_t i = 0; i < n; i++)
     if (jobs[i].kind == J_TP && jobs[i].result) {
       cJSON_AddItemToObject(root, "tp_diff", jobs[i].result);

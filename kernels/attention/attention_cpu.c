@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/attention/attention_math.h"
+#include "kernels/attention/attention.h"
 #include "kernels/kernel.h"
 #include "kernels/softmax/softmax.h"
 
@@ -126,6 +126,31 @@ static double pf_attn_maskval(const pf_case *c) {
   return pf_softmax_mask_value((int)c->params[P_MASKVAL], c->dtype);
 }
 
+/* The case-to-launch translation (the CUDA kernel's arguments; the flash row reads it too). */
+static void pf_attention_launch_fill(const pf_case *c, pf_attn_launch *L, int no_max, int no_rescale, unsigned *fe) {
+  const size_t d = c->shape[D_D];
+  L->heads = pf_attn_heads(c);
+  L->lq = c->shape[D_LQ], L->lk = c->shape[D_LK], L->d = d;
+  L->algo = pf_attn_algo(c);
+  L->mask = (int)c->params[P_MASK];
+  L->no_max = no_max, L->no_rescale = no_rescale;
+  L->t = c->dtype, L->acc = c->accum, L->smacc = pf_attn_smacc(c);
+  L->maskval = pf_attn_maskval(c);
+  L->block = (size_t)c->params[P_BLOCK];
+  L->qscale = L->algo == PF_ATTN_INWARD ? pf_round(PF_FP32, pf_attn_inv_fourth_root_d(d)) : 0;
+  const double Ly = c->params[P_LAYER];
+  const double a = L->algo == PF_ATTN_LAYER_SCALED ? 1.0 / (sqrt((double)d) * Ly) : pf_attn_inv_sqrt_d(d);
+  L->alpha_acc = L->algo == PF_ATTN_INWARD || L->algo == PF_ATTN_FLASH ? 1.0 : pf_round_fe(c->accum, a, fe);
+  L->sigma_acc = pf_round_fe(L->smacc, L->algo == PF_ATTN_LAYER_SCALED ? Ly : 1.0, fe);
+}
+
+pf_attn_launch pf_attention_launch_of(const pf_case *c, unsigned *fe) {
+  pf_attn_launch L;
+  pf_attention_launch_fill(c, &L, strcmp(c->fault, "softmax-no-max") == 0, strcmp(c->fault, "flash-no-rescale") == 0,
+                           fe);
+  return L;
+}
+
 /* ---- the kernels ---------------------------------------------------------------------- */
 
 typedef struct {
@@ -141,42 +166,9 @@ static void pf_attn_head_rows(const pf_case *c, const double *q, const double *k
   const double L = c->params[P_LAYER];
 
   if (algo == PF_ATTN_FLASH) {
-    const size_t Bc = (size_t)c->params[P_BLOCK];
-    const double alpha32 = pf_round(PF_FP32, pf_attn_inv_sqrt_d(d));
-    const double mask32 = pf_round_fe(PF_FP32, maskval, fe);
-    for (size_t i = 0; i < Lq; i++) {
-      const double *qi = q + i * d;
-      double m = -INFINITY, l = 0;
-      for (size_t e = 0; e < d; e++) w->o[e] = 0;
-      for (size_t j0 = 0; j0 < Lk; j0 += Bc) {
-        const size_t nb = Lk - j0 < Bc ? Lk - j0 : Bc;
-        double mb = -INFINITY;
-        for (size_t j = 0; j < nb; j++) {
-          const size_t jj = j0 + j;
-          w->s[j] = pf_softmax_masked(mask, i, jj, Lq, Lk)
-                        ? mask32
-                        : pf_mul(PF_FP32, alpha32, pf_round_fe(PF_FP32, pf_attn_dot(A, qi, 1, k + jj * d, 1, d, fe), fe), fe);
-          if (w->s[j] > mb) mb = w->s[j];
-        }
-        const double mn = no_max ? 0.0 : (mb > m ? mb : m);
-        if (mn == -INFINITY) continue; /* only -inf so far: contributes 0 */
-        const double r = m == mn ? 1.0 : pf_softmax_exp(PF_FP32, pf_sub(PF_FP32, m, mn, fe), fe);
-        double rs = 0;
-        for (size_t j = 0; j < nb; j++) {
-          const double p32 = pf_softmax_exp(PF_FP32, pf_sub(PF_FP32, w->s[j], mn, fe), fe);
-          rs = pf_add(PF_FP32, rs, p32, fe);
-          w->pt[j] = pf_round_fe(T, p32, fe); /* P in the storage dtype for the P V product */
-        }
-        l = pf_add(PF_FP32, pf_mul(PF_FP32, l, r, fe), rs, fe);
-        for (size_t e = 0; e < d; e++) {
-          const double blk = pf_round_fe(PF_FP32, pf_attn_dot(A, w->pt, 1, v + j0 * d + e, d, nb, fe), fe);
-          const double prev = no_rescale ? w->o[e] : pf_mul(PF_FP32, w->o[e], r, fe);
-          w->o[e] = pf_add(PF_FP32, prev, blk, fe);
-        }
-        m = mn;
-      }
-      for (size_t e = 0; e < d; e++) O[i * d + e] = pf_round_fe(T, pf_div(PF_FP32, w->o[e], l, fe), fe);
-    }
+    pf_attn_launch Lf;
+    pf_attention_launch_fill(c, &Lf, no_max, no_rescale, fe);
+    for (size_t i = 0; i < Lq; i++) pf_attn_flash_row(&Lf, q + i * d, k, v, i, O + i * d, w->s, w->pt, w->o, fe);
     return;
   }
 
@@ -499,30 +491,41 @@ int pf_attention_in_domain(const pf_case *c, const pf_tensor *in, char *why, siz
 static const char *const pf_attn_faults[] = {"softmax-no-max", NULL};
 static const char *const pf_flash_faults[] = {"flash-no-rescale", "softmax-no-max", NULL};
 
+#ifdef PF_HAVE_CUDA
+#include "kernels/attention/attention_cuda.h"
+static pf_status pf_attention_cuda_case(const pf_case *c, const pf_tensor *in, double *out, unsigned *fe) {
+  const pf_attn_launch L = pf_attention_launch_of(c, fe);
+  return pf_attention_cuda(&L, in[0].data, in[1].data, in[2].data, out, fe);
+}
+#define PF_ATTN_RUN_CUDA pf_attention_cuda_case
+#else
+#define PF_ATTN_RUN_CUDA NULL
+#endif
+
 static const pf_kernel pf_attention_post_scale = {
     PF_KERNEL_ABI, &pf_attention_op, "post-scale", "S = fl(alpha Q K^T) stored, fused softmax, P V (cuBLAS/Megatron)",
     PF_ATTN_DTYPES, PF_ATTN_ACCUMS, pf_attn_faults,
     "scores: |S - alpha QK^T| <= E((1+g_d)(1+u_A)^2 - 1) + alpha d s_A, E = alpha sum|q k|, g_d = (1+u_A)^d - 1; "
     "probabilities: safe softmax bound times e^(2 Delta); output: rho W + a V1 + g_L (W(1+rho) + a V1); "
     "domain: accumulator and stored scores finite, softmax bound finite",
-    pf_attention_fwd_cpu, pf_attention_bound, pf_attention_in_domain, pf_attn_check, NULL};
+    pf_attention_fwd_cpu, pf_attention_bound, pf_attention_in_domain, pf_attn_check, PF_ATTN_RUN_CUDA};
 static const pf_kernel pf_attention_inward = {
     PF_KERNEL_ABI, &pf_attention_op, "inward", "Q and K each times d^-1/4 and rounded before the GEMM",
     PF_ATTN_DTYPES, PF_ATTN_ACCUMS, pf_attn_faults,
     "as post-scale with two more roundings of each operand ((1+u_T)^2 on E) and their subnormal floor; same domain",
-    pf_attention_fwd_cpu, pf_attention_bound, pf_attention_in_domain, pf_attn_check, NULL};
+    pf_attention_fwd_cpu, pf_attention_bound, pf_attention_in_domain, pf_attn_check, PF_ATTN_RUN_CUDA};
 static const pf_kernel pf_attention_layer_scaled = {
     PF_KERNEL_ABI, &pf_attention_op, "layer-scaled", "scores stored L times smaller; softmax multiplies by L in fp32",
     PF_ATTN_DTYPES, PF_ATTN_ACCUMS, pf_attn_faults,
     "as post-scale with alpha' = 1/(sqrt(d) L) and one more fp32 rounding (L S) in the softmax; the stored "
     "scores' range is L times larger",
-    pf_attention_fwd_cpu, pf_attention_bound, pf_attention_in_domain, pf_attn_check, NULL};
+    pf_attention_fwd_cpu, pf_attention_bound, pf_attention_in_domain, pf_attn_check, PF_ATTN_RUN_CUDA};
 static const pf_kernel pf_attention_flash = {
     PF_KERNEL_ABI, &pf_attention_op, "flash", "key blocks, running max and sum, rescaled fp32 output accumulator",
     PF_ATTN_DTYPES, PF_ATTN_ACCUMS, pf_flash_faults,
     "output: (e^(2 Delta) - 1) W + e^(2 Delta) W kappa + floors, kappa from the per-term factors (expf, P to T, "
     "block GEMM, R_b rescales, fp32 adds); domain: accumulator and fp32 scores finite",
-    pf_attention_fwd_cpu, pf_attention_bound, pf_attention_in_domain, pf_attn_check, NULL};
+    pf_attention_fwd_cpu, pf_attention_bound, pf_attention_in_domain, pf_attn_check, PF_ATTN_RUN_CUDA};
 
 const pf_kernel *const pf_attention_kernels[] = {&pf_attention_post_scale, &pf_attention_inward,
                                                  &pf_attention_layer_scaled, &pf_attention_flash, NULL};
