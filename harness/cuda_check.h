@@ -14,6 +14,19 @@
                       "%s failed: %s (%s:%d)", #stmt, cudaGetErrorString(pf_e_), __FILE__, __LINE__); \
   } while (0)
 
+/* In a function holding a pf_status st and a done: label that frees its resources: record a
+ * failed CUDA call in st (PF_ERR_NODEVICE when no device or driver can be used) and jump there. */
+#define PF_CUDA_TRY(stmt)                                                                          \
+  do {                                                                                             \
+    cudaError_t pf_e_ = (stmt);                                                                    \
+    if (pf_e_ != cudaSuccess) {                                                                    \
+      st = pf_error(pf_e_ == cudaErrorNoDevice || pf_e_ == cudaErrorInsufficientDriver             \
+                        ? PF_ERR_NODEVICE : PF_ERR_CUDA,                                           \
+                    "%s failed: %s (%s:%d)", #stmt, cudaGetErrorString(pf_e_), __FILE__, __LINE__); \
+      goto done;                                                                                   \
+    }                                                                                              \
+  } while (0)
+
 #define PF_CURAND_CHECK(stmt)                                                                      \
   do {                                                                                             \
     int pf_e_ = (int)(stmt);                                                                       \

@@ -16,38 +16,28 @@ __global__ void pf_adam_step_kernel(int variant, int mode, pf_dtype pt, pf_dtype
   if (fe) atomicOr(fe_out, fe);
 }
 
-extern "C" pf_status pf_adam_step_cuda(int variant, int mode, pf_dtype pt, pf_dtype st, const pf_adam_hyper *h,
+extern "C" pf_status pf_adam_step_cuda(int variant, int mode, pf_dtype pt, pf_dtype sdt, const pf_adam_hyper *h,
                                        double *p, const double *g, double *m, double *v, size_t n, unsigned *fe) {
   const size_t bytes = n * sizeof(double);
   double *dp = NULL, *dg = NULL, *dm = NULL, *dv = NULL;
   unsigned *dfe = NULL, hfe = 0;
-  pf_status st_ = PF_OK;
-#define PF_TRY(stmt)                                                                                 \
-  do {                                                                                               \
-    cudaError_t e_ = (stmt);                                                                         \
-    if (e_ != cudaSuccess) {                                                                         \
-      st_ = pf_error(e_ == cudaErrorNoDevice || e_ == cudaErrorInsufficientDriver ? PF_ERR_NODEVICE  \
-                                                                                  : PF_ERR_CUDA,     \
-                     "%s failed: %s (%s:%d)", #stmt, cudaGetErrorString(e_), __FILE__, __LINE__);    \
-      goto done;                                                                                     \
-    }                                                                                                \
-  } while (0)
-  PF_TRY(cudaMalloc(&dp, bytes));
-  PF_TRY(cudaMalloc(&dg, bytes));
-  PF_TRY(cudaMalloc(&dm, bytes));
-  PF_TRY(cudaMalloc(&dv, bytes));
-  PF_TRY(cudaMalloc(&dfe, sizeof(unsigned)));
-  PF_TRY(cudaMemcpy(dp, p, bytes, cudaMemcpyHostToDevice));
-  PF_TRY(cudaMemcpy(dg, g, bytes, cudaMemcpyHostToDevice));
-  PF_TRY(cudaMemcpy(dm, m, bytes, cudaMemcpyHostToDevice));
-  PF_TRY(cudaMemcpy(dv, v, bytes, cudaMemcpyHostToDevice));
-  PF_TRY(cudaMemset(dfe, 0, sizeof(unsigned)));
-  pf_adam_step_kernel<<<(unsigned)((n + 255) / 256), 256>>>(variant, mode, pt, st, *h, dp, dg, dm, dv, n, dfe);
-  PF_TRY(cudaGetLastError());
-  PF_TRY(cudaMemcpy(p, dp, bytes, cudaMemcpyDeviceToHost));
-  PF_TRY(cudaMemcpy(m, dm, bytes, cudaMemcpyDeviceToHost));
-  PF_TRY(cudaMemcpy(v, dv, bytes, cudaMemcpyDeviceToHost));
-  PF_TRY(cudaMemcpy(&hfe, dfe, sizeof(unsigned), cudaMemcpyDeviceToHost));
+  pf_status st = PF_OK;
+  PF_CUDA_TRY(cudaMalloc(&dp, bytes));
+  PF_CUDA_TRY(cudaMalloc(&dg, bytes));
+  PF_CUDA_TRY(cudaMalloc(&dm, bytes));
+  PF_CUDA_TRY(cudaMalloc(&dv, bytes));
+  PF_CUDA_TRY(cudaMalloc(&dfe, sizeof(unsigned)));
+  PF_CUDA_TRY(cudaMemcpy(dp, p, bytes, cudaMemcpyHostToDevice));
+  PF_CUDA_TRY(cudaMemcpy(dg, g, bytes, cudaMemcpyHostToDevice));
+  PF_CUDA_TRY(cudaMemcpy(dm, m, bytes, cudaMemcpyHostToDevice));
+  PF_CUDA_TRY(cudaMemcpy(dv, v, bytes, cudaMemcpyHostToDevice));
+  PF_CUDA_TRY(cudaMemset(dfe, 0, sizeof(unsigned)));
+  pf_adam_step_kernel<<<(unsigned)((n + 255) / 256), 256>>>(variant, mode, pt, sdt, *h, dp, dg, dm, dv, n, dfe);
+  PF_CUDA_TRY(cudaGetLastError());
+  PF_CUDA_TRY(cudaMemcpy(p, dp, bytes, cudaMemcpyDeviceToHost));
+  PF_CUDA_TRY(cudaMemcpy(m, dm, bytes, cudaMemcpyDeviceToHost));
+  PF_CUDA_TRY(cudaMemcpy(v, dv, bytes, cudaMemcpyDeviceToHost));
+  PF_CUDA_TRY(cudaMemcpy(&hfe, dfe, sizeof(unsigned), cudaMemcpyDeviceToHost));
   *fe |= hfe;
 done:
   cudaFree(dp);
@@ -55,6 +45,5 @@ done:
   cudaFree(dm);
   cudaFree(dv);
   cudaFree(dfe);
-  return st_;
-#undef PF_TRY
+  return st;
 }

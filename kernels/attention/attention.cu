@@ -61,16 +61,6 @@ __global__ void pf_attn_flash_rows(pf_attn_launch L, const double *q, const doub
   if (fe) atomicOr(fe_out, fe);
 }
 
-#define PF_TRY(stmt)                                                                               \
-  do {                                                                                             \
-    cudaError_t e_ = (stmt);                                                                       \
-    if (e_ != cudaSuccess) {                                                                       \
-      st = pf_error(e_ == cudaErrorNoDevice || e_ == cudaErrorInsufficientDriver ? PF_ERR_NODEVICE \
-                                                                                 : PF_ERR_CUDA,    \
-                    "%s failed: %s (%s:%d)", #stmt, cudaGetErrorString(e_), __FILE__, __LINE__);   \
-      goto done;                                                                                   \
-    }                                                                                              \
-  } while (0)
 #define PF_BLAS(stmt)                                                                                      \
   do {                                                                                                     \
     cublasStatus_t b_ = (stmt);                                                                            \
@@ -88,20 +78,20 @@ static pf_status pf_attention_flash_cuda(const pf_attn_launch *L, const double *
   double *dq = NULL, *dk = NULL, *dv = NULL, *dO = NULL, *dw = NULL;
   unsigned *dfe = NULL, hfe = 0;
   pf_status st = PF_OK;
-  PF_TRY(cudaMalloc(&dq, nq * sizeof(double)));
-  PF_TRY(cudaMalloc(&dk, nk * sizeof(double)));
-  PF_TRY(cudaMalloc(&dv, nk * sizeof(double)));
-  PF_TRY(cudaMalloc(&dO, nq * sizeof(double)));
-  PF_TRY(cudaMalloc(&dw, rows * (2 * L->block + L->d) * sizeof(double)));
-  PF_TRY(cudaMalloc(&dfe, sizeof(unsigned)));
-  PF_TRY(cudaMemcpy(dq, q, nq * sizeof(double), cudaMemcpyHostToDevice));
-  PF_TRY(cudaMemcpy(dk, k, nk * sizeof(double), cudaMemcpyHostToDevice));
-  PF_TRY(cudaMemcpy(dv, v, nk * sizeof(double), cudaMemcpyHostToDevice));
-  PF_TRY(cudaMemset(dfe, 0, sizeof(unsigned)));
+  PF_CUDA_TRY(cudaMalloc(&dq, nq * sizeof(double)));
+  PF_CUDA_TRY(cudaMalloc(&dk, nk * sizeof(double)));
+  PF_CUDA_TRY(cudaMalloc(&dv, nk * sizeof(double)));
+  PF_CUDA_TRY(cudaMalloc(&dO, nq * sizeof(double)));
+  PF_CUDA_TRY(cudaMalloc(&dw, rows * (2 * L->block + L->d) * sizeof(double)));
+  PF_CUDA_TRY(cudaMalloc(&dfe, sizeof(unsigned)));
+  PF_CUDA_TRY(cudaMemcpy(dq, q, nq * sizeof(double), cudaMemcpyHostToDevice));
+  PF_CUDA_TRY(cudaMemcpy(dk, k, nk * sizeof(double), cudaMemcpyHostToDevice));
+  PF_CUDA_TRY(cudaMemcpy(dv, v, nk * sizeof(double), cudaMemcpyHostToDevice));
+  PF_CUDA_TRY(cudaMemset(dfe, 0, sizeof(unsigned)));
   pf_attn_flash_rows<<<pf_blocks(rows), 256>>>(*L, dq, dk, dv, dO, dw, dfe);
-  PF_TRY(cudaGetLastError());
-  PF_TRY(cudaMemcpy(out, dO, nq * sizeof(double), cudaMemcpyDeviceToHost));
-  PF_TRY(cudaMemcpy(&hfe, dfe, sizeof(unsigned), cudaMemcpyDeviceToHost));
+  PF_CUDA_TRY(cudaGetLastError());
+  PF_CUDA_TRY(cudaMemcpy(out, dO, nq * sizeof(double), cudaMemcpyDeviceToHost));
+  PF_CUDA_TRY(cudaMemcpy(&hfe, dfe, sizeof(unsigned), cudaMemcpyDeviceToHost));
   *fe |= hfe;
 done:
   cudaFree(dq);
@@ -147,28 +137,28 @@ extern "C" pf_status pf_attention_cuda(const pf_attn_launch *L, const double *q,
   for (size_t x = 0; x < nk; x++) hk[x] = L->algo == PF_ATTN_INWARD ? pf_round_fe(L->t, k[x] * L->qscale, fe) : k[x];
   for (size_t x = 0; x < nq && finite; x++) finite = isfinite(q[x]);
   for (size_t x = 0; x < nk && finite; x++) finite = isfinite(k[x]) && isfinite(v[x]);
-  PF_TRY(cudaMalloc(&dd, (nq > nk ? nq : nk) * sizeof(double)));
-  PF_TRY(cudaMalloc(&tq, nq * esz));
-  PF_TRY(cudaMalloc(&tk, nk * esz));
-  PF_TRY(cudaMalloc(&tv, nk * esz));
-  PF_TRY(cudaMalloc(&tS, ns * esz));
-  PF_TRY(cudaMalloc(&tP, ns * esz));
-  PF_TRY(cudaMalloc(&tO, nq * esz));
-  PF_TRY(cudaMalloc(&dS, ns * sizeof(double)));
-  PF_TRY(cudaMalloc(&dP, ns * sizeof(double)));
-  PF_TRY(cudaMalloc(&dO, nq * sizeof(double)));
-  PF_TRY(cudaMalloc(&dw, ns * sizeof(double)));
-  PF_TRY(cudaMalloc(&dfe, sizeof(unsigned)));
-  PF_TRY(cudaMemset(dfe, 0, sizeof(unsigned)));
-  PF_TRY(cudaMemcpy(dd, hq, nq * sizeof(double), cudaMemcpyHostToDevice));
+  PF_CUDA_TRY(cudaMalloc(&dd, (nq > nk ? nq : nk) * sizeof(double)));
+  PF_CUDA_TRY(cudaMalloc(&tq, nq * esz));
+  PF_CUDA_TRY(cudaMalloc(&tk, nk * esz));
+  PF_CUDA_TRY(cudaMalloc(&tv, nk * esz));
+  PF_CUDA_TRY(cudaMalloc(&tS, ns * esz));
+  PF_CUDA_TRY(cudaMalloc(&tP, ns * esz));
+  PF_CUDA_TRY(cudaMalloc(&tO, nq * esz));
+  PF_CUDA_TRY(cudaMalloc(&dS, ns * sizeof(double)));
+  PF_CUDA_TRY(cudaMalloc(&dP, ns * sizeof(double)));
+  PF_CUDA_TRY(cudaMalloc(&dO, nq * sizeof(double)));
+  PF_CUDA_TRY(cudaMalloc(&dw, ns * sizeof(double)));
+  PF_CUDA_TRY(cudaMalloc(&dfe, sizeof(unsigned)));
+  PF_CUDA_TRY(cudaMemset(dfe, 0, sizeof(unsigned)));
+  PF_CUDA_TRY(cudaMemcpy(dd, hq, nq * sizeof(double), cudaMemcpyHostToDevice));
   pf_attn_to_storage<<<pf_blocks(nq), 256>>>(dd, tq, nq, L->t);
-  PF_TRY(cudaGetLastError());
-  PF_TRY(cudaMemcpy(dd, hk, nk * sizeof(double), cudaMemcpyHostToDevice));
+  PF_CUDA_TRY(cudaGetLastError());
+  PF_CUDA_TRY(cudaMemcpy(dd, hk, nk * sizeof(double), cudaMemcpyHostToDevice));
   pf_attn_to_storage<<<pf_blocks(nk), 256>>>(dd, tk, nk, L->t);
-  PF_TRY(cudaGetLastError());
-  PF_TRY(cudaMemcpy(dd, v, nk * sizeof(double), cudaMemcpyHostToDevice));
+  PF_CUDA_TRY(cudaGetLastError());
+  PF_CUDA_TRY(cudaMemcpy(dd, v, nk * sizeof(double), cudaMemcpyHostToDevice));
   pf_attn_to_storage<<<pf_blocks(nk), 256>>>(dd, tv, nk, L->t);
-  PF_TRY(cudaGetLastError());
+  PF_CUDA_TRY(cudaGetLastError());
   PF_BLAS(cublasCreate(&h));
   PF_BLAS(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));
   /* row-major S (Lq x Lk) = Q K^T is column-major S^T (Lk x Lq) = K Q^T */
@@ -176,21 +166,21 @@ extern "C" pf_status pf_attention_cuda(const pf_attn_launch *L, const double *q,
                                      (long long)(Lk * d), tq, dt, (int)d, (long long)(Lq * d), zero, tS, dt, (int)Lk,
                                      (long long)(Lq * Lk), (int)H, ct, CUBLAS_GEMM_DEFAULT));
   pf_attn_from_storage<<<pf_blocks(ns), 256>>>(tS, dS, ns, L->t);
-  PF_TRY(cudaGetLastError());
+  PF_CUDA_TRY(cudaGetLastError());
   pf_attn_softmax_rows<<<pf_blocks(H * Lq), 256>>>(*L, dS, dP, dw, dfe);
-  PF_TRY(cudaGetLastError());
+  PF_CUDA_TRY(cudaGetLastError());
   pf_attn_to_storage<<<pf_blocks(ns), 256>>>(dP, tP, ns, L->t);
-  PF_TRY(cudaGetLastError());
+  PF_CUDA_TRY(cudaGetLastError());
   /* row-major O (Lq x d) = P V is column-major O^T (d x Lq) = V^T-as-stored times P^T-as-stored */
   PF_BLAS(cublasGemmStridedBatchedEx(h, CUBLAS_OP_N, CUBLAS_OP_N, (int)d, (int)Lq, (int)Lk, one, tv, dt, (int)d,
                                      (long long)(Lk * d), tP, dt, (int)Lk, (long long)(Lq * Lk), zero, tO, dt, (int)d,
                                      (long long)(Lq * d), (int)H, ct, CUBLAS_GEMM_DEFAULT));
   pf_attn_from_storage<<<pf_blocks(nq), 256>>>(tO, dO, nq, L->t);
-  PF_TRY(cudaGetLastError());
-  PF_TRY(cudaMemcpy(out, dO, nq * sizeof(double), cudaMemcpyDeviceToHost));
-  PF_TRY(cudaMemcpy(out + nq, dS, ns * sizeof(double), cudaMemcpyDeviceToHost));
-  PF_TRY(cudaMemcpy(out + nq + ns, dP, ns * sizeof(double), cudaMemcpyDeviceToHost));
-  PF_TRY(cudaMemcpy(&hfe, dfe, sizeof(unsigned), cudaMemcpyDeviceToHost));
+  PF_CUDA_TRY(cudaGetLastError());
+  PF_CUDA_TRY(cudaMemcpy(out, dO, nq * sizeof(double), cudaMemcpyDeviceToHost));
+  PF_CUDA_TRY(cudaMemcpy(out + nq, dS, ns * sizeof(double), cudaMemcpyDeviceToHost));
+  PF_CUDA_TRY(cudaMemcpy(out + nq + ns, dP, ns * sizeof(double), cudaMemcpyDeviceToHost));
+  PF_CUDA_TRY(cudaMemcpy(&hfe, dfe, sizeof(unsigned), cudaMemcpyDeviceToHost));
   *fe |= hfe;
   if (finite)
     for (size_t x = 0; x < nq + ns; x++)

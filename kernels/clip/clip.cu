@@ -39,31 +39,21 @@ extern "C" pf_status pf_clip_cuda(const pf_clip_launch *L, const double *g, doub
   double *dg = NULL, *dpart = NULL, *dnc = NULL, *dout = NULL;
   unsigned *dfe = NULL, hfe = 0;
   pf_status st = PF_OK;
-#define PF_TRY(stmt)                                                                               \
-  do {                                                                                             \
-    cudaError_t e_ = (stmt);                                                                       \
-    if (e_ != cudaSuccess) {                                                                       \
-      st = pf_error(e_ == cudaErrorNoDevice || e_ == cudaErrorInsufficientDriver ? PF_ERR_NODEVICE \
-                                                                                 : PF_ERR_CUDA,    \
-                    "%s failed: %s (%s:%d)", #stmt, cudaGetErrorString(e_), __FILE__, __LINE__);   \
-      goto done;                                                                                   \
-    }                                                                                              \
-  } while (0)
-  PF_TRY(cudaMalloc(&dg, (N ? N : 1) * sizeof(double)));
-  PF_TRY(cudaMalloc(&dpart, (L->tensors ? L->tensors : 1) * sizeof(double)));
-  PF_TRY(cudaMalloc(&dnc, 2 * sizeof(double)));
-  PF_TRY(cudaMalloc(&dout, (N + 1) * sizeof(double)));
-  PF_TRY(cudaMalloc(&dfe, sizeof(unsigned)));
-  PF_TRY(cudaMemcpy(dg, g, N * sizeof(double), cudaMemcpyHostToDevice));
-  PF_TRY(cudaMemset(dfe, 0, sizeof(unsigned)));
+  PF_CUDA_TRY(cudaMalloc(&dg, (N ? N : 1) * sizeof(double)));
+  PF_CUDA_TRY(cudaMalloc(&dpart, (L->tensors ? L->tensors : 1) * sizeof(double)));
+  PF_CUDA_TRY(cudaMalloc(&dnc, 2 * sizeof(double)));
+  PF_CUDA_TRY(cudaMalloc(&dout, (N + 1) * sizeof(double)));
+  PF_CUDA_TRY(cudaMalloc(&dfe, sizeof(unsigned)));
+  PF_CUDA_TRY(cudaMemcpy(dg, g, N * sizeof(double), cudaMemcpyHostToDevice));
+  PF_CUDA_TRY(cudaMemset(dfe, 0, sizeof(unsigned)));
   pf_clip_part_kernel<<<(unsigned)((L->tensors + 127) / 128), 128>>>(*L, dg, dpart, dfe);
-  PF_TRY(cudaGetLastError());
+  PF_CUDA_TRY(cudaGetLastError());
   pf_clip_norm_kernel<<<1, 1>>>(*L, dpart, dnc, dfe);
-  PF_TRY(cudaGetLastError());
+  PF_CUDA_TRY(cudaGetLastError());
   pf_clip_apply_kernel<<<(unsigned)((N + 256) / 256), 256>>>(*L, dg, dnc, dout, dfe);
-  PF_TRY(cudaGetLastError());
-  PF_TRY(cudaMemcpy(out, dout, (N + 1) * sizeof(double), cudaMemcpyDeviceToHost));
-  PF_TRY(cudaMemcpy(&hfe, dfe, sizeof(unsigned), cudaMemcpyDeviceToHost));
+  PF_CUDA_TRY(cudaGetLastError());
+  PF_CUDA_TRY(cudaMemcpy(out, dout, (N + 1) * sizeof(double), cudaMemcpyDeviceToHost));
+  PF_CUDA_TRY(cudaMemcpy(&hfe, dfe, sizeof(unsigned), cudaMemcpyDeviceToHost));
   *fe |= hfe;
 done:
   cudaFree(dg);
@@ -72,5 +62,4 @@ done:
   cudaFree(dout);
   cudaFree(dfe);
   return st;
-#undef PF_TRY
 }

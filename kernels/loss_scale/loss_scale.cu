@@ -36,40 +36,30 @@ extern "C" pf_status pf_loss_scale_cuda(const pf_ls_launch *L, const double *g, 
   pf_status st = PF_OK;
   pf_ls_state s = L->start;
   const unsigned blocks = (unsigned)((n + 255) / 256);
-#define PF_TRY(stmt)                                                                               \
-  do {                                                                                             \
-    cudaError_t e_ = (stmt);                                                                       \
-    if (e_ != cudaSuccess) {                                                                       \
-      st = pf_error(e_ == cudaErrorNoDevice || e_ == cudaErrorInsufficientDriver ? PF_ERR_NODEVICE \
-                                                                                 : PF_ERR_CUDA,    \
-                    "%s failed: %s (%s:%d)", #stmt, cudaGetErrorString(e_), __FILE__, __LINE__);   \
-      goto done;                                                                                   \
-    }                                                                                              \
-  } while (0)
-  PF_TRY(cudaMalloc(&dg, (N ? N : 1) * sizeof(double)));
-  PF_TRY(cudaMalloc(&dh, (n ? n : 1) * sizeof(double)));
-  PF_TRY(cudaMalloc(&dout, (N ? N : 1) * sizeof(double)));
-  PF_TRY(cudaMalloc(&dof, sizeof(int)));
-  PF_TRY(cudaMalloc(&dfe, sizeof(unsigned)));
-  PF_TRY(cudaMemcpy(dg, g, N * sizeof(double), cudaMemcpyHostToDevice));
-  PF_TRY(cudaMemset(dfe, 0, sizeof(unsigned)));
+  PF_CUDA_TRY(cudaMalloc(&dg, (N ? N : 1) * sizeof(double)));
+  PF_CUDA_TRY(cudaMalloc(&dh, (n ? n : 1) * sizeof(double)));
+  PF_CUDA_TRY(cudaMalloc(&dout, (N ? N : 1) * sizeof(double)));
+  PF_CUDA_TRY(cudaMalloc(&dof, sizeof(int)));
+  PF_CUDA_TRY(cudaMalloc(&dfe, sizeof(unsigned)));
+  PF_CUDA_TRY(cudaMemcpy(dg, g, N * sizeof(double), cudaMemcpyHostToDevice));
+  PF_CUDA_TRY(cudaMemset(dfe, 0, sizeof(unsigned)));
   for (size_t t = 0; t < T; t++) {
     const double S = s.scale;
     int overflow = 0;
-    PF_TRY(cudaMemset(dof, 0, sizeof(int)));
+    PF_CUDA_TRY(cudaMemset(dof, 0, sizeof(int)));
     if (n) pf_ls_scale_kernel<<<blocks, 256>>>(dg + t * n, dh, n, L->dtype, S, dof, dfe);
-    PF_TRY(cudaGetLastError());
-    PF_TRY(cudaMemcpy(&overflow, dof, sizeof(int), cudaMemcpyDeviceToHost));
+    PF_CUDA_TRY(cudaGetLastError());
+    PF_CUDA_TRY(cudaMemcpy(&overflow, dof, sizeof(int), cudaMemcpyDeviceToHost));
     const int status = pf_ls_update(L->variant, &s, overflow);
     const double inv = pf_round(PF_FP32, 1.0 / S);
     const int applied = status == PF_LS_APPLIED || (L->no_skip && status == PF_LS_SKIPPED);
     if (n) pf_ls_unscale_kernel<<<blocks, 256>>>(dh, dout + t * n, n, inv, applied, dfe);
-    PF_TRY(cudaGetLastError());
+    PF_CUDA_TRY(cudaGetLastError());
     out[N + t] = status;
     out[N + T + t] = s.scale;
   }
-  PF_TRY(cudaMemcpy(out, dout, N * sizeof(double), cudaMemcpyDeviceToHost));
-  PF_TRY(cudaMemcpy(&hfe, dfe, sizeof(unsigned), cudaMemcpyDeviceToHost));
+  PF_CUDA_TRY(cudaMemcpy(out, dout, N * sizeof(double), cudaMemcpyDeviceToHost));
+  PF_CUDA_TRY(cudaMemcpy(&hfe, dfe, sizeof(unsigned), cudaMemcpyDeviceToHost));
   *fe |= hfe;
 done:
   cudaFree(dg);
@@ -78,5 +68,4 @@ done:
   cudaFree(dof);
   cudaFree(dfe);
   return st;
-#undef PF_TRY
 }

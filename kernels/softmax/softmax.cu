@@ -25,31 +25,21 @@ extern "C" pf_status pf_softmax_fwd_cuda(const pf_softmax_launch *L, const doubl
   double *dx = NULL, *dy = NULL, *dt = NULL;
   unsigned *dfe = NULL;
   pf_status st = PF_OK;
-#define PF_TRY(stmt)                                                                               \
-  do {                                                                                             \
-    cudaError_t e_ = (stmt);                                                                       \
-    if (e_ != cudaSuccess) {                                                                       \
-      st = pf_error(e_ == cudaErrorNoDevice || e_ == cudaErrorInsufficientDriver ? PF_ERR_NODEVICE \
-                                                                                 : PF_ERR_CUDA,    \
-                    "%s failed: %s (%s:%d)", #stmt, cudaGetErrorString(e_), __FILE__, __LINE__);   \
-      goto done;                                                                                   \
-    }                                                                                              \
-  } while (0)
-  PF_TRY(cudaMalloc(&dx, bytes));
-  PF_TRY(cudaMalloc(&dy, bytes));
-  PF_TRY(cudaMalloc(&dt, bytes));
-  PF_TRY(cudaMalloc(&dfe, sizeof(unsigned)));
-  PF_TRY(cudaMemcpy(dx, x, bytes, cudaMemcpyHostToDevice));
-  PF_TRY(cudaMemset(dfe, 0, sizeof(unsigned)));
+  PF_CUDA_TRY(cudaMalloc(&dx, bytes));
+  PF_CUDA_TRY(cudaMalloc(&dy, bytes));
+  PF_CUDA_TRY(cudaMalloc(&dt, bytes));
+  PF_CUDA_TRY(cudaMalloc(&dfe, sizeof(unsigned)));
+  PF_CUDA_TRY(cudaMemcpy(dx, x, bytes, cudaMemcpyHostToDevice));
+  PF_CUDA_TRY(cudaMemset(dfe, 0, sizeof(unsigned)));
   {
     const unsigned threads = 128, blocks = (unsigned)((rows + threads - 1) / threads);
     pf_softmax_fwd_kernel<<<blocks, threads>>>(dx, dy, dt, rows, cols, L->algo, L->no_max, L->acc, L->out_t,
                                                L->alpha_acc, L->mask, L->maskval, dfe);
   }
-  PF_TRY(cudaGetLastError());
-  PF_TRY(cudaMemcpy(y, dy, bytes, cudaMemcpyDeviceToHost));
+  PF_CUDA_TRY(cudaGetLastError());
+  PF_CUDA_TRY(cudaMemcpy(y, dy, bytes, cudaMemcpyDeviceToHost));
   unsigned hfe;
-  PF_TRY(cudaMemcpy(&hfe, dfe, sizeof(unsigned), cudaMemcpyDeviceToHost));
+  PF_CUDA_TRY(cudaMemcpy(&hfe, dfe, sizeof(unsigned), cudaMemcpyDeviceToHost));
   *fe |= hfe;
 done:
   cudaFree(dx);
@@ -57,5 +47,4 @@ done:
   cudaFree(dt);
   cudaFree(dfe);
   return st;
-#undef PF_TRY
 }
