@@ -71,13 +71,7 @@ static cJSON *json_value(double x, int format) {
 
 int pf_cmd_boundary(int argc, char **argv) {
   run_opts o;
-  memset(&o, 0, sizeof o);
-  o.dtype = PF_FP16;
-  o.accum = PF_FP32;
-  o.seed = 1;
-  o.cases = 1;
-  o.oracle_prec = 256;
-  pf_gen_default(&o.gen);
+  run_opts_init(&o, 1);
   const char *shape_arg = NULL, *backend = "cpu", *along = NULL, *fail_arg = "finding", *format_arg = NULL;
   const char *from_arg = NULL, *to_arg = NULL;
   uint64_t points = 64, refine = 8;

@@ -341,3 +341,13 @@ int backend_setup(const char *backend, const char *kernel, const char *variant, 
   if (device) snprintf(device, len, "%s", d);
   return 0;
 }
+
+void run_opts_init(run_opts *o, uint64_t cases) {
+  memset(o, 0, sizeof *o);
+  o->dtype = PF_FP16;
+  o->accum = PF_FP32;
+  o->seed = 1;
+  o->cases = cases;
+  o->oracle_prec = 256;
+  pf_gen_default(&o->gen);
+}

@@ -57,6 +57,9 @@ enum { O_SHAPE = 256, O_SCALE, O_DIST, O_SEED, O_CASES, O_FAULT, O_BACKEND, O_JS
       {"exp-range", required_argument, 0, O_EXPRANGE}, {"oracle-prec", required_argument, 0, O_PREC},     \
       {"input", required_argument, 0, O_INPUT}, {"help", no_argument, 0, 'h'}
 
+/* The defaults: fp16 with fp32 accumulation, seed 1, `cases` cases, oracle from 256 bits, the
+ * default generator. */
+void run_opts_init(run_opts *o, uint64_t cases);
 /* Returns 0 when handled, an exit status on a bad value, -1 when ch is not a shared option. */
 int case_option(int ch, char *arg, run_opts *o, const char **shape_arg, const char **backend);
 int apply_params(pf_case *c, const run_opts *o);

@@ -37,13 +37,7 @@ static int run_on(const pf_case *c, int backend, pf_run *r) {
 
 int pf_cmd_diff_backend(int argc, char **argv) {
   run_opts o;
-  memset(&o, 0, sizeof o);
-  o.dtype = PF_FP16;
-  o.accum = PF_FP32;
-  o.seed = 1;
-  o.cases = 20;
-  o.oracle_prec = 256;
-  pf_gen_default(&o.gen);
+  run_opts_init(&o, 20);
   const char *shape_arg = NULL, *backend = "cuda";
   int have_t = 0, have_a = 0;
   static const struct option longopts[] = {PF_CASE_LONGOPTS, {0, 0, 0, 0}};

@@ -254,14 +254,8 @@ static int run_variant(const pf_kernel *k, const run_opts *o, cJSON *jcases, int
 
 static int cmd_run(int argc, char **argv) {
   run_opts o;
-  memset(&o, 0, sizeof o);
-  o.dtype = PF_FP16;
-  o.accum = PF_FP32;
-  o.seed = 1;
-  o.cases = 100;
-  o.oracle_prec = 256;
+  run_opts_init(&o, 100);
   o.max_print = 10;
-  pf_gen_default(&o.gen);
   const char *shape_arg = NULL, *backend = "cpu";
   static const struct option longopts[] = {PF_CASE_LONGOPTS,
                                            {"save-findings", required_argument, 0, O_SAVE},
