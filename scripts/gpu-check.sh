@@ -54,8 +54,12 @@ for d in "$B"/bin/*_fuzzer; do
   t1=$(date +%s.%N)
   awk -v n="$n" -v a="$t0" -v b="$t1" -v d="$name" 'BEGIN { s = b - a; printf "%-22s %8d %8.2f %10.1f\n", d, n, s, s > 0 ? n / s : 0 }'
 done
+echo "== the precision report on the GPU (precision-report --backend cuda)"
+"$B/bin/precision-report" --backend cuda -o "$B/precision-report-cuda.html" --save-results "$B/results-cuda.json" &&
+  "$B/bin/precision-report" -i "$B/results-cuda.json" --format md | head -60
+report_rc=${PIPESTATUS[0]}
 echo "== the rest of the suite (not exhaustive, not gpu) on this machine"
 (cd "$B" && ctest -LE 'exhaustive|gpu' --output-on-failure -j "$(nproc)") | tail -20
 rest_rc=${PIPESTATUS[0]}
-echo "== summary: gpu tests $([ "$gpu_rc" = 0 ] && echo passed || echo FAILED), diff-backend $([ "$diff_rc" = 0 ] && echo passed || echo FAILED), drivers on cuda $([ "$drv_rc" = 0 ] && echo passed || echo FAILED), other tests $([ "$rest_rc" = 0 ] && echo passed || echo FAILED); log $LOG"
-[ "$gpu_rc" = 0 ] && [ "$diff_rc" = 0 ] && [ "$drv_rc" = 0 ] && [ "$rest_rc" = 0 ]
+echo "== summary: gpu tests $([ "$gpu_rc" = 0 ] && echo passed || echo FAILED), diff-backend $([ "$diff_rc" = 0 ] && echo passed || echo FAILED), drivers on cuda $([ "$drv_rc" = 0 ] && echo passed || echo FAILED), report $([ "$report_rc" = 0 ] && echo written || echo FAILED), other tests $([ "$rest_rc" = 0 ] && echo passed || echo FAILED); log $LOG"
+[ "$gpu_rc" = 0 ] && [ "$diff_rc" = 0 ] && [ "$drv_rc" = 0 ] && [ "$report_rc" = 0 ] && [ "$rest_rc" = 0 ]
