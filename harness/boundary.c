@@ -307,32 +307,36 @@ pf_status pf_boundary_threshold(const pf_case *tmpl, const pf_axis *a, double lo
   return PF_OK;
 }
 
-/* Failing cases of the N templates at x; with p, the point's other figures too. */
+/* Failing cases of the N templates at x; with p, the point's other figures too. The cases
+ * run together (pf_run_cases: one kernel run where the operation allows it). */
 static pf_status pf_count(const pf_case *tmpls, unsigned n, const pf_axis *a, double x, pf_fail_set fail,
                           const pf_oracle_opts *oo, unsigned *fails, pf_prob_point *p) {
   *fails = 0;
   if (p) p->outside = p->findings = 0, p->finding_case = -1, p->max_ulps = 0, p->max_rel = 0;
-  for (unsigned i = 0; i < n; i++) {
-    pf_case c;
-    pf_status st = pf_axis_apply(&tmpls[i], a, x, &c);
-    if (!st) {
-      pf_run r;
-      st = pf_run_case(&c, oo, &r);
-      if (!st) {
-        *fails += pf_fails(fail, r.cmp.verdict, r.fe);
-        if (p && !r.in_domain) p->outside++;
-        if (p && r.in_domain) {
-          if (r.cmp.max_ulps > p->max_ulps) p->max_ulps = r.cmp.max_ulps;
-          if (r.cmp.max_rel > p->max_rel) p->max_rel = r.cmp.max_rel;
-          if (pf_verdict_is_finding(r.cmp.verdict) && !p->findings++) p->finding_case = (int)i;
-        }
-      }
-      pf_run_free(&r);
-    }
-    pf_case_free(&c);
-    if (st) return st;
+  pf_case *cs = calloc(n ? n : 1, sizeof *cs);
+  pf_run *rs = calloc(n ? n : 1, sizeof *rs);
+  unsigned built = 0;
+  pf_status st = cs && rs ? PF_OK : pf_error(PF_ERR_NOMEM, "cannot allocate %u cases", n);
+  while (!st && built < n) { /* a failed apply leaves a case that can be freed */
+    st = pf_axis_apply(&tmpls[built], a, x, &cs[built]);
+    built++;
   }
-  return PF_OK;
+  if (!st) st = pf_run_cases(cs, n, oo, rs);
+  for (unsigned i = 0; !st && i < n; i++) {
+    const pf_run *r = &rs[i];
+    *fails += pf_fails(fail, r->cmp.verdict, r->fe);
+    if (p && !r->in_domain) p->outside++;
+    if (p && r->in_domain) {
+      if (r->cmp.max_ulps > p->max_ulps) p->max_ulps = r->cmp.max_ulps;
+      if (r->cmp.max_rel > p->max_rel) p->max_rel = r->cmp.max_rel;
+      if (pf_verdict_is_finding(r->cmp.verdict) && !p->findings++) p->finding_case = (int)i;
+    }
+  }
+  for (unsigned i = 0; rs && i < n; i++) pf_run_free(&rs[i]);
+  for (unsigned i = 0; cs && i < built; i++) pf_case_free(&cs[i]);
+  free(cs);
+  free(rs);
+  return st;
 }
 
 /* Narrows (below, above] where `enough` first holds, by bisection of ordinals. */

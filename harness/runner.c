@@ -36,7 +36,8 @@ const char *pf_fe_str(unsigned fe, char buf[48]) {
   return buf;
 }
 
-pf_status pf_run_case(const pf_case *c, const pf_oracle_opts *opts, pf_run *r) {
+/* Validates c, draws and prepares its inputs, decides the domain, allocates the outputs. */
+static pf_status pf_run_setup(const pf_case *c, const pf_oracle_opts *opts, pf_run *r) {
   memset(r, 0, sizeof *r);
   pf_status st = pf_case_validate(c);
   if (st) return st;
@@ -59,27 +60,34 @@ pf_status pf_run_case(const pf_case *c, const pf_oracle_opts *opts, pf_run *r) {
   r->out = calloc(r->nout ? r->nout : 1, sizeof(double));
   r->bound = calloc(r->nout ? r->nout : 1, sizeof(pf_bound));
   if (!r->out || !r->bound) return pf_error(PF_ERR_NOMEM, "cannot allocate %zu outputs", r->nout);
-
-  double t0 = pf_now();
   r->backend = opts->backend;
-  if (opts->backend == PF_BACKEND_CUDA) {
-    if (!k->run_cuda)
-      return pf_error(PF_ERR_UNSUPPORTED, "--backend cuda: %s/%s has no CUDA implementation%s", c->kernel, c->variant,
+  return PF_OK;
+}
+
+/* The kernel of case c on inputs in, on the options' backend. */
+static pf_status pf_run_kernel(const pf_kernel *k, const pf_case *c, const pf_tensor *in, const pf_oracle_opts *opts,
+                               double *out, unsigned *fe) {
+  if (opts->backend != PF_BACKEND_CUDA) return k->run_cpu(c, in, out, fe);
+  if (!k->run_cuda)
+    return pf_error(PF_ERR_UNSUPPORTED, "--backend cuda: %s/%s has no CUDA implementation%s", c->kernel, c->variant,
 #ifdef PF_HAVE_CUDA
-                      " (precfuzz list shows which variants have one)"
+                    " (precfuzz list shows which variants have one)"
 #else
-                      " in this build (no CUDA)"
+                    " in this build (no CUDA)"
 #endif
-      );
-    if ((st = k->run_cuda(c, r->in, r->out, &r->fe))) return st;
-  } else if ((st = k->run_cpu(c, r->in, r->out, &r->fe))) {
-    return st;
-  }
+    );
+  return k->run_cuda(c, in, out, fe);
+}
+
+/* The oracle, the bound, the comparison and the operation's own word on the outputs. */
+static pf_status pf_run_judge(const pf_case *c, const pf_oracle_opts *opts, pf_run *r) {
+  const pf_kernel *k = r->kernel;
+  const pf_op *op = k->op;
+  pf_status st;
   double t1 = pf_now();
   if ((st = pf_oracle_result_alloc(&r->oracle, r->nout, opts->keep_hex))) return st;
   if ((st = op->oracle(c, r->in, opts, &r->oracle))) return st;
   double t2 = pf_now();
-  r->seconds_kernel = t1 - t0;
   r->seconds_oracle = t2 - t1;
   k->bound(c, r->in, r->bound);
   if ((st = pf_compare(c->dtype, r->out, r->nout, &r->oracle, r->bound, r->fe, &r->cmp))) return st;
@@ -115,6 +123,104 @@ pf_status pf_run_case(const pf_case *c, const pf_oracle_opts *opts, pf_run *r) {
   if (op->review) {
     op->review(c, r);
     pf_run_settle_verdict(r);
+  }
+  return PF_OK;
+}
+
+pf_status pf_run_case(const pf_case *c, const pf_oracle_opts *opts, pf_run *r) {
+  pf_status st = pf_run_setup(c, opts, r);
+  if (st || r->skipped) return st;
+  const double t0 = pf_now();
+  if ((st = pf_run_kernel(r->kernel, c, r->in, opts, r->out, &r->fe))) return st;
+  r->seconds_kernel = pf_now() - t0;
+  return pf_run_judge(c, opts, r);
+}
+
+/* Cases that may run as one: the same kernel, variant, dtypes, fault and parameters, and the
+ * same shape but for dimension 0. */
+static int pf_run_mergeable(const pf_case *a, const pf_case *b) {
+  if (strcmp(a->kernel, b->kernel) || strcmp(a->variant, b->variant) || strcmp(a->fault, b->fault) ||
+      a->dtype != b->dtype || a->accum != b->accum || a->ndims != b->ndims)
+    return 0;
+  for (int d = 1; d < a->ndims; d++)
+    if (a->shape[d] != b->shape[d]) return 0;
+  return memcmp(a->params, b->params, sizeof a->params) == 0;
+}
+
+pf_status pf_run_cases(const pf_case *cs, size_t n, const pf_oracle_opts *opts, pf_run *rs) {
+  for (size_t i = 0; i < n; i++) memset(&rs[i], 0, sizeof rs[i]);
+  const pf_op *op = n ? pf_op_find(cs[0].kernel) : NULL;
+  int merge = op && op->batch_dim0 && n > 1;
+  for (size_t i = 1; merge && i < n; i++) merge = pf_run_mergeable(&cs[0], &cs[i]);
+  if (!merge) {
+    for (size_t i = 0; i < n; i++) {
+      pf_status st = pf_run_case(&cs[i], opts, &rs[i]);
+      if (st) return st;
+    }
+    return PF_OK;
+  }
+  pf_status st = PF_OK;
+  size_t rows = 0, nin[PF_MAX_INPUTS] = {0}, nout = 0;
+  for (size_t i = 0; i < n; i++) {
+    if ((st = pf_run_setup(&cs[i], opts, &rs[i]))) return st;
+    if (rs[i].skipped) continue;
+    rows += cs[i].shape[0];
+    for (int t = 0; t < rs[i].ninputs; t++) nin[t] += rs[i].in[t].n;
+    nout += rs[i].nout;
+  }
+  if (!rows) return PF_OK;
+  /* one case over the slices of all: the kernel reads only its shape, parameters and inputs */
+  pf_case m = cs[0];
+  m.shape[0] = rows;
+  pf_tensor min[PF_MAX_INPUTS];
+  memset(min, 0, sizeof min);
+  double *mout = calloc(nout ? nout : 1, sizeof(double));
+  const pf_kernel *k = pf_case_kernel(&cs[0]);
+  for (int t = 0; t < op->ninputs && !st; t++) st = pf_tensor_alloc(&min[t], rs[0].in[t].dtype, nin[t]);
+  if (!st && !mout) st = pf_error(PF_ERR_NOMEM, "cannot allocate %zu outputs", nout);
+  if (!st && op->output_count(&m) != nout)
+    st = pf_error(PF_ERR_ARG, "%s: its outputs do not add up over dimension 0 (cannot batch)", m.kernel);
+  for (int t = 0; t < op->ninputs && !st; t++)
+    for (size_t i = 0, at = 0; i < n; i++)
+      if (!rs[i].skipped) {
+        memcpy(min[t].data + at, rs[i].in[t].data, rs[i].in[t].n * sizeof(double));
+        at += rs[i].in[t].n;
+      }
+  unsigned fe = 0;
+  const double t0 = pf_now();
+  if (!st) st = pf_run_kernel(k, &m, min, opts, mout, &fe);
+  const double secs = pf_now() - t0;
+  if (!st) {
+    /* each stage of the merged outputs holds the cases' slices in order */
+    pf_stage ms[PF_MAX_STAGES], cs_st[PF_MAX_STAGES];
+    const int nst = op->stages ? op->stages(&m, ms) : 1;
+    if (!op->stages) ms[0] = (pf_stage){"output", 0, nout, 0};
+    size_t done[PF_MAX_STAGES] = {0};
+    for (size_t i = 0; i < n; i++) {
+      if (rs[i].skipped) continue;
+      if (op->stages) op->stages(&cs[i], cs_st);
+      else cs_st[0] = (pf_stage){"output", 0, rs[i].nout, 0};
+      for (int s = 0; s < nst; s++) {
+        memcpy(rs[i].out + cs_st[s].offset, mout + ms[s].offset + done[s], cs_st[s].count * sizeof(double));
+        done[s] += cs_st[s].count;
+      }
+      rs[i].seconds_kernel = secs * (double)cs[i].shape[0] / (double)rows;
+    }
+  }
+  free(mout);
+  for (int t = 0; t < op->ninputs; t++) pf_tensor_free(&min[t]);
+  if (st) return st;
+  /* Events are per case: with none in the batch every case has none; otherwise the cases run
+   * again one by one, so that each case's events are its own. */
+  for (size_t i = 0; i < n; i++) {
+    if (rs[i].skipped) continue;
+    if (fe) {
+      rs[i].fe = 0;
+      const double t1 = pf_now();
+      if ((st = pf_run_kernel(k, &cs[i], rs[i].in, opts, rs[i].out, &rs[i].fe))) return st;
+      rs[i].seconds_kernel = pf_now() - t1;
+    }
+    if ((st = pf_run_judge(&cs[i], opts, &rs[i]))) return st;
   }
   return PF_OK;
 }

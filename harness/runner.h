@@ -34,6 +34,11 @@ void pf_run_settle_verdict(pf_run *r);
 /* Validates c, then runs it. On error r holds nothing to free beyond pf_run_free. */
 pf_status pf_run_case(const pf_case *c, const pf_oracle_opts *opts, pf_run *r);
 void pf_run_free(pf_run *r);
+/* n cases into rs[0..n-1], the same as pf_run_case on each; when the operation allows it
+ * (pf_op.batch_dim0) and the cases differ only in their inputs and dimension 0, their kernel
+ * runs once over all of them (one GPU launch sequence for many cases). Every rs[i] must be
+ * freed (pf_run_free), also on error. */
+pf_status pf_run_cases(const pf_case *cs, size_t n, const pf_oracle_opts *opts, pf_run *rs);
 void pf_oracle_opts_default(pf_oracle_opts *o);
 
 /* The floating-point events as text ("overflow,underflow" or "none"). */

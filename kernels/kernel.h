@@ -118,6 +118,10 @@ typedef struct pf_op {
    * row-major over them (returns how many; 0: no such layout). The minimizer shrinks explicit
    * values with it. */
   int (*input_dims)(const pf_case *c, int input, int *dims);
+  /* Dimension 0 indexes independent slices (softmax rows, Adam elements, attention batches),
+   * and every input and every output stage is laid out slice after slice: cases that differ
+   * only in their inputs can run as one (pf_run_cases). */
+  int batch_dim0;
 } pf_op;
 
 struct pf_kernel {

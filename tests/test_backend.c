@@ -209,6 +209,53 @@ static void test_attention_launch_translation(void **state) {
   pf_case_free(&c);
 }
 
+/* Many cases as one kernel run (pf_run_cases, what a GPU run uses to stay out of launch
+ * overhead) gives each case exactly what it gets alone: outputs bit for bit, events, verdicts;
+ * on the CPU emulation here, whose slices are independent. Cases with events (fp16 naive
+ * softmax at scale 64 overflows) take the one-by-one path for their events; cases that
+ * differ in a parameter are not merged. */
+static void batch_matches(const char *kernel, const char *variant, pf_dtype t, pf_dtype a, const size_t *shape,
+                          int ndims, double scale, const char *param, double value) {
+  enum { N = 5 };
+  pf_case cs[N];
+  pf_run one[N], many[N];
+  pf_oracle_opts o;
+  pf_oracle_opts_default(&o);
+  for (int i = 0; i < N; i++) {
+    assert_int_equal(pf_case_init(&cs[i], kernel, variant, 300 + (uint64_t)i), PF_OK);
+    cs[i].dtype = t, cs[i].accum = a;
+    for (int d = 0; d < ndims; d++) cs[i].shape[d] = shape[d];
+    cs[i].shape[0] = shape[0] + (size_t)(i % 3); /* slices of different counts */
+    for (int k = 0; k < cs[i].ninputs; k++) cs[i].inputs[k].scale = scale;
+    if (param && i == N - 1) assert_int_equal(pf_case_set_param(&cs[i], param, value), PF_OK);
+    assert_int_equal(pf_run_case(&cs[i], &o, &one[i]), PF_OK);
+  }
+  assert_int_equal(pf_run_cases(cs, N, &o, many), PF_OK);
+  for (int i = 0; i < N; i++) {
+    assert_int_equal(many[i].nout, one[i].nout);
+    assert_memory_equal(many[i].out, one[i].out, one[i].nout * sizeof(double));
+    assert_int_equal(many[i].fe, one[i].fe);
+    assert_int_equal(many[i].cmp.verdict, one[i].cmp.verdict);
+    assert_int_equal(many[i].in_domain, one[i].in_domain);
+    assert_true(many[i].cmp.max_ulps == one[i].cmp.max_ulps);
+    pf_run_free(&one[i]);
+    pf_run_free(&many[i]);
+    pf_case_free(&cs[i]);
+  }
+}
+
+static void test_batched_runs_match_single_runs(void **state) {
+  const size_t sm[2] = {2, 17}, ad[1] = {33}, at[5] = {1, 2, 5, 7, 8};
+  batch_matches("softmax", "naive", PF_FP16, PF_FP16, sm, 2, 4, NULL, 0);
+  batch_matches("softmax", "naive", PF_FP16, PF_FP16, sm, 2, 64, NULL, 0); /* overflow events */
+  batch_matches("softmax", "online", PF_BF16, PF_FP32, sm, 2, 8, "alpha", 0.5); /* not mergeable */
+  batch_matches("adam", "fused", PF_FP16, PF_FP32, ad, 1, 1, NULL, 0);
+  batch_matches("adam", "torch", PF_BF16, PF_FP32, ad, 1, 0x1p-10, NULL, 0);
+  batch_matches("attention", "post-scale", PF_FP16, PF_FP32, at, 5, 2, NULL, 0);
+  batch_matches("attention", "flash", PF_FP16, PF_FP16, at, 5, 2, NULL, 0);
+  batch_matches("clip", "megatron", PF_FP16, PF_FP32, sm, 2, 1, NULL, 0); /* a global norm: one by one */
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_backend_names),
@@ -218,6 +265,7 @@ int main(void) {
       cmocka_unit_test(test_softmax_launch_translation),
       cmocka_unit_test(test_clip_and_loss_scale_launch_translation),
       cmocka_unit_test(test_attention_launch_translation),
+      cmocka_unit_test(test_batched_runs_match_single_runs),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -189,50 +189,61 @@ static int run_variant(const pf_kernel *k, const run_opts *o, cJSON *jcases, int
   oo.prec = o->oracle_prec;
   oo.keep_hex = o->json;
   oo.backend = o->backend;
-  for (uint64_t i = 0; i < o->cases; i++) {
-    const uint64_t seed = o->seed + i;
-    pf_case c;
-    int rc = build_case(k, o, seed, &c);
-    if (rc) return rc;
-    pf_run r;
-    pf_status st = pf_run_case(&c, &oo, &r);
+  /* on the GPU, up to 64 cases run as one launch sequence where the kernel allows it */
+  const uint64_t chunk = o->backend == PF_BACKEND_CUDA ? 64 : 1;
+  pf_case cs[64];
+  pf_run rs[64];
+  for (uint64_t c0 = 0; c0 < o->cases; c0 += chunk) {
+    const uint64_t nc = o->cases - c0 < chunk ? o->cases - c0 : chunk;
+    for (uint64_t j = 0; j < nc; j++) {
+      const int rc = build_case(k, o, o->seed + c0 + j, &cs[j]);
+      if (rc) {
+        for (uint64_t x = 0; x < j; x++) pf_case_free(&cs[x]);
+        return rc;
+      }
+    }
+    const pf_status st = pf_run_cases(cs, nc, &oo, rs);
     if (st) {
-      pf_run_free(&r);
-      pf_case_free(&c);
+      for (uint64_t j = 0; j < nc; j++) pf_run_free(&rs[j]), pf_case_free(&cs[j]);
       return usage_error("%s", pf_error_message());
     }
-    counts[r.cmp.verdict]++;
-    if (r.cmp.max_ulps > max_ulps) { max_ulps = r.cmp.max_ulps; worst_seed = seed; }
-    if (r.cmp.max_rel > max_rel) max_rel = r.cmp.max_rel;
-    secs_k += r.seconds_kernel;
-    secs_o += r.seconds_oracle;
-    const int finding = pf_verdict_is_finding(r.cmp.verdict);
-    cases_outside += !r.in_domain;
-    char saved[1024] = "";
-    if (finding) {
-      findings++;
-      outside += !r.in_domain;
-      *any_finding = 1;
-      if (o->save_dir) save_finding(&c, &r, o->save_dir, seed, saved, sizeof saved);
+    for (uint64_t j = 0; j < nc; j++) {
+      const uint64_t seed = o->seed + c0 + j;
+      pf_case c = cs[j];
+      pf_run r = rs[j];
+      counts[r.cmp.verdict]++;
+      if (r.cmp.max_ulps > max_ulps) { max_ulps = r.cmp.max_ulps; worst_seed = seed; }
+      if (r.cmp.max_rel > max_rel) max_rel = r.cmp.max_rel;
+      secs_k += r.seconds_kernel;
+      secs_o += r.seconds_oracle;
+      const int finding = pf_verdict_is_finding(r.cmp.verdict);
+      cases_outside += !r.in_domain;
+      char saved[1024] = "";
+      if (finding) {
+        findings++;
+        outside += !r.in_domain;
+        *any_finding = 1;
+        if (o->save_dir) save_finding(&c, &r, o->save_dir, seed, saved, sizeof saved);
+      }
+      if (jcases) {
+        cJSON *jr = pf_run_to_cjson(&c, &r, 1);
+        cJSON_AddNumberToObject(jr, "seed", (double)seed);
+        if (saved[0]) cJSON_AddStringToObject(jr, "saved", saved);
+        cJSON_AddItemToArray(jcases, jr);
+      } else if (finding && printed < o->max_print) {
+        char d[1024], rep[1536];
+        pf_run_describe(&c, &r, d, sizeof d);
+        reproduce_line(&c, o, seed, rep, sizeof rep);
+        printf("FINDING %s/%s %s/%s seed %llu: %s\n", c.kernel, c.variant, pf_dtype_name(c.dtype),
+               pf_dtype_name(c.accum), (unsigned long long)seed, d);
+        if (!r.in_domain) printf("  outside the contract's domain: %s\n", r.why);
+        if (saved[0]) printf("  reproduce with: precfuzz replay %s\n  or: %s\n", saved, rep);
+        else printf("  reproduce with: %s\n", rep);
+        printed++;
+      }
+      pf_run_free(&r);
+      pf_case_free(&c);
     }
-    if (jcases) {
-      cJSON *jr = pf_run_to_cjson(&c, &r, 1);
-      cJSON_AddNumberToObject(jr, "seed", (double)seed);
-      if (saved[0]) cJSON_AddStringToObject(jr, "saved", saved);
-      cJSON_AddItemToArray(jcases, jr);
-    } else if (finding && printed < o->max_print) {
-      char d[1024], rep[1536];
-      pf_run_describe(&c, &r, d, sizeof d);
-      reproduce_line(&c, o, seed, rep, sizeof rep);
-      printf("FINDING %s/%s %s/%s seed %llu: %s\n", c.kernel, c.variant, pf_dtype_name(c.dtype),
-             pf_dtype_name(c.accum), (unsigned long long)seed, d);
-      if (!r.in_domain) printf("  outside the contract's domain: %s\n", r.why);
-      if (saved[0]) printf("  reproduce with: precfuzz replay %s\n  or: %s\n", saved, rep);
-      else printf("  reproduce with: %s\n", rep);
-      printed++;
-    }
-    pf_run_free(&r);
-    pf_case_free(&c);
   }
   if (!jcases) {
     printf("%s/%s %s/%s: %llu cases (seeds %llu..%llu): ", k->op->name, k->variant, pf_dtype_name(o->dtype),

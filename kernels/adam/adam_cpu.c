@@ -113,6 +113,7 @@ const pf_op pf_adam_op = {
     .output_count = pf_adam_output_count,
     .oracle = pf_adam_step_mpfr,
     .stages = pf_adam_stages,
+    .batch_dim0 = 1,
     .prepare = pf_adam_prepare,
     .refine = pf_adam_refine,
     .input_dims = pf_adam_input_dims,

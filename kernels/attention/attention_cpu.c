@@ -100,6 +100,7 @@ const pf_op pf_attention_op = {
     .oracle = pf_attention_fwd_mpfr,
     .stages = pf_attn_stages,
     .input_dims = pf_attn_input_dims,
+    .batch_dim0 = 1,
 };
 
 /* The dtype the softmax runs in. */

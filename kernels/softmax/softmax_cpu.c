@@ -52,6 +52,7 @@ const pf_op pf_softmax_op = {
     .input_names = pf_softmax_inputs,
     .input_count = pf_softmax_input_count,
     .output_count = pf_softmax_count,
+    .batch_dim0 = 1,
     .oracle = pf_softmax_fwd_mpfr,
     .input_dims = pf_softmax_input_dims,
 };
