@@ -20,7 +20,7 @@ const char *pf_backend_name(int backend);            /* "cpu", "cuda" */
 pf_status pf_backend_parse(const char *s, int *out); /* PF_ERR_ARG: "--backend: 'x' is not cpu or cuda" */
 
 /* The GPU a CUDA run would use: "NVIDIA H100 80GB HBM3, sm_90, CUDA runtime 13000, driver
- * 13000, cuBLAS 130000". PF_ERR_NODEVICE with one line when there is none: a build without
+ * 13000, cuBLAS 130000 (CUBLAS_DEFAULT_MATH: no TF32)". PF_ERR_NODEVICE with one line when there is none: a build without
  * CUDA, no driver, or no device (CUDA_VISIBLE_DEVICES= hides them all). */
 pf_status pf_cuda_describe(char *buf, size_t len);
 

@@ -22,6 +22,7 @@ extern "C" pf_status pf_cuda_describe(char *buf, size_t len) {
       cublasGetProperty(MINOR_VERSION, &minor) == CUBLAS_STATUS_SUCCESS &&
       cublasGetProperty(PATCH_LEVEL, &patch) == CUBLAS_STATUS_SUCCESS)
     blas = major * 10000 + minor * 100 + patch;
-  snprintf(buf, len, "%s, sm_%d%d, CUDA runtime %d, driver %d, cuBLAS %d", p.name, p.major, p.minor, rt, drv, blas);
+  snprintf(buf, len, "%s, sm_%d%d, CUDA runtime %d, driver %d, cuBLAS %d (CUBLAS_DEFAULT_MATH: no TF32)", p.name,
+           p.major, p.minor, rt, drv, blas);
   return PF_OK;
 }
