@@ -64,10 +64,13 @@ static const pf_sweep_kernel pf_sweep_table[] = {
      "x - max, which grows with |x| (the error versus scale plot)."},
     {"attention", "1x2x8x8x32", "scale", 0x1p-2, 0x1p8, "finding", {NULL}, {NULL}, {NULL}, 2,
      {{"score overflow", "1x1x2x2x16", "value", "overflow,nan", 0, 0, {NULL}}},
-     "The scores are q.k summed over head_dim d terms: with every element x, d x^2. post-scale stores the product "
-     "before scaling by 1/sqrt(d), so in fp16 it overflows at d x^2 >= 65520 (x = 64 for d = 16); inward scales q and "
-     "k by d^-1/4 first, storing x^2 sqrt(d) (4 times smaller for d = 16); layer-scaled stores the scores L times "
-     "smaller; flash keeps a running maximum in fp32. Accumulating the GEMM in fp16 adds the partial sums' rounding."},
+     "The scores are q.k summed over head_dim d terms: with every element x, d x^2, stored as x^2 sqrt(d) after the "
+     "1/sqrt(d) scale. post-scale scales after the GEMM: accumulated in fp16 the sum d x^2 itself overflows at x = 64 "
+     "(d = 16, 16 x^2 >= 65520); accumulated in fp32 only the stored score 4 x^2 can, at x = 128. inward scales q and k "
+     "by d^-1/4 before the GEMM, so even an fp16 accumulator only holds the scaled sum: x = 128 in both. layer-scaled "
+     "stores the scores L times smaller (the sweep uses L = 1); flash keeps its scores and running maximum in fp32 "
+     "(no fp16 limit with fp32 accumulation), but an fp16 accumulator overflows at x = 64 as post-scale's does. The "
+     "search's cases have head_dim 16."},
     {"adam", "64", "scale:g", 0x1p-40, 0x1p16, "finding", {NULL}, {NULL}, {NULL}, 1,
      {{"lost update (small gradients)", "1", "value:g", "finding", 0x1p-40, 1, {"p:value=1", "m:value=0", "v:value=0"}},
       {"overflow (large gradients)", "1", "value:g", "overflow,nan", 1, 0, {"p:value=1", "m:value=0", "v:value=0"}}},

@@ -274,6 +274,7 @@ typedef struct {
 typedef struct {
   double x;
   const char *color;
+  const char *dash; /* stroke-dasharray */
 } pf_mark;
 
 static double tr(double v, int lg) { return lg ? log10(v) : v; }
@@ -336,8 +337,8 @@ static void svg_plot(FILE *f, const char *title, const char *xl, const char *yl,
     if (!isfinite(marks[m].x) || (logx && marks[m].x <= 0)) continue;
     const double v = tr(marks[m].x, logx);
     if (v < x0 || v > x1) continue;
-    fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-dasharray=\"4 3\"/>\n", PX(v), T,
-            PX(v), T + ph, marks[m].color);
+    fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-dasharray=\"%s\"/>\n", PX(v), T,
+            PX(v), T + ph, marks[m].color, marks[m].dash);
   }
   for (int i = 0; i < ns; i++) {
     fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.6\" points=\"", s[i].color);
@@ -460,7 +461,7 @@ static void html_kernel(FILE *f, const cJSON *kj) {
     escf(f, "%s / %s", name, seen[v]);
     fputs("</h3>\n", f);
     pf_series err[PF_NCOMBOS], prob[PF_NCOMBOS];
-    pf_mark marks[2 * PF_NCOMBOS];
+    pf_mark marks[2 * PF_NCOMBOS + 2];
     int ns = 0, nm = 0;
     const char *along = "scale", *fail = "finding", *shape = "";
     double cases = 0;
@@ -483,12 +484,13 @@ static void html_kernel(FILE *f, const cJSON *kj) {
         q->y[i] = num(p, "fails") / (cases > 0 ? cases : 1);
         i++;
       }
-      const cJSON *ff = get(scan, "first_failure");
-      if (flag(ff, "found")) marks[nm++] = (pf_mark){num(ff, "x"), e->color};
+      const cJSON *ff = get(scan, "first_failure"), *hf = get(scan, "half");
+      if (flag(ff, "found")) marks[nm++] = (pf_mark){num(ff, "x"), e->color, "5 3"};
+      if (flag(hf, "found")) marks[nm++] = (pf_mark){num(hf, "x"), e->color, "1 3"};
       ns++;
     }
     char t1[256], t2[256], xl[128];
-    snprintf(t1, sizeof t1, "%s/%s: error inside the domain (dashed: first failure)", name, seen[v]);
+    snprintf(t1, sizeof t1, "%s/%s: error in the domain (dashed: first failure, dotted: half)", name, seen[v]);
     snprintf(t2, sizeof t2, "%s/%s: fraction of %.0f cases failing (%s, any domain)", name, seen[v], cases, fail);
     snprintf(xl, sizeof xl, "%s (cases of shape %s)", along, shape);
     fputs("<div class=\"plots\">\n", f);
