@@ -76,7 +76,8 @@ static const pf_sweep_kernel pf_sweep_table[] = {
       {"overflow (large gradients)", "1", "value:g", "overflow,nan", 1, 0, {"p:value=1", "m:value=0", "v:value=0"}}},
      "One step from m = v = 0 at p = 1: the exact step is lr g / (|g| + eps), about lr whatever g. With the state in "
      "fp16, v = (1 - beta2) g^2 underflows to 0 below |g| of about 5e-3 and eps = 1e-8 rounds to 0 in fp16, so m / "
-     "(sqrt(v) + eps) divides by zero; (1 - beta2) g^2 overflows fp16 above |g| of about 8e3. bf16 has fp32's "
+     "(sqrt(v) + eps) divides by zero; (1 - beta2) g^2 leaves fp16 above |g| of about 8.1e3 (the scan of 64 drawn "
+     "gradients fails from a scale of a few thousand on, where the largest of them gets there). bf16 has fp32's "
      "exponent range, so its failures are rounding (an lr step below half an ulp of p is lost), not range; the fp32 "
      "master of FusedAdam keeps the step."},
     {"clip", "4x64", "scale", 0x1p-20, 0x1p16, "finding", {NULL}, {NULL}, {NULL}, 1,
