@@ -84,8 +84,9 @@ static const pf_sweep_kernel pf_sweep_table[] = {
      {{"squares underflow", "1x16", "value", "event:underflow", 0, 1, {NULL}},
       {"squares overflow", "1x16", "value", "event:overflow", 1, 0, {NULL}}},
      "The global norm sums g^2: accumulated in fp16, a square below 2^-25 (|g| <= 1448 2^-23 = 1.726e-4) rounds to "
-     "0 and one above 65504 (|g| > 255.9) overflows; in fp32 the squares keep fp32's range. torch stores each "
-     "tensor's norm in the gradient dtype (the norm of norms); inf takes max |g|, exact."},
+     "0 and the sum overflows once it passes 65504 (the search's 16 equal gradients: |g| >= 64); in fp32 the squares "
+     "keep fp32's range. torch stores each tensor's norm in the gradient dtype (the norm of norms): 4 |g| for 16 "
+     "equal gradients overflows fp16 from |g| = 16384; inf takes max |g|, exact."},
     {"loss_scale", "8x16", "scale", 0x1p-30, 0x1p16, "finding", {NULL}, {NULL}, {NULL}, 1,
      {{"skip at the initial scale", "1x16", "value", "event:overflow", 0, 0, {NULL}},
       {"scaled gradient flushed to zero", "1x16", "value", "event:underflow", 0, 1, {NULL}}},
