@@ -17,6 +17,14 @@ pf_status pf_backend_parse(const char *s, int *out) {
   return PF_OK;
 }
 
+const char *pf_cuda_missing_hint(void) {
+#ifdef PF_HAVE_CUDA
+  return " (precfuzz list shows which variants have one)";
+#else
+  return " in this build (no CUDA)";
+#endif
+}
+
 void pf_backend_diff(int t, const unsigned char *dt, const double *a, const double *b, size_t n, size_t *equal,
                      int64_t *max_ulps) {
   *equal = 0;

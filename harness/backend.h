@@ -24,6 +24,9 @@ pf_status pf_backend_parse(const char *s, int *out); /* PF_ERR_ARG: "--backend: 
  * CUDA, no driver, or no device (CUDA_VISIBLE_DEVICES= hides them all). */
 pf_status pf_cuda_describe(char *buf, size_t len);
 
+/* What to add to "X has no CUDA implementation": where to look, or that the build has none. */
+const char *pf_cuda_missing_hint(void);
+
 /* Two backends' outputs of one case: how many of the n elements are bitwise equal (NaN equal
  * to NaN), and the largest distance in ulps of the element's dtype (dt[i], or the pf_dtype t
  * when dt is NULL or dt[i] == PF_NDTYPES); INT64_MAX where one is NaN and the other not. */

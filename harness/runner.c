@@ -69,13 +69,7 @@ static pf_status pf_run_kernel(const pf_kernel *k, const pf_case *c, const pf_te
                                double *out, unsigned *fe) {
   if (opts->backend != PF_BACKEND_CUDA) return k->run_cpu(c, in, out, fe);
   if (!k->run_cuda)
-    return pf_error(PF_ERR_UNSUPPORTED, "--backend cuda: %s/%s has no CUDA implementation%s", c->kernel, c->variant,
-#ifdef PF_HAVE_CUDA
-                    " (precfuzz list shows which variants have one)"
-#else
-                    " in this build (no CUDA)"
-#endif
-    );
+    return pf_error(PF_ERR_UNSUPPORTED, "--backend cuda: %s/%s has no CUDA implementation%s", c->kernel, c->variant, pf_cuda_missing_hint());
   return k->run_cuda(c, in, out, fe);
 }
 

@@ -321,21 +321,9 @@ int backend_setup(const char *backend, const char *kernel, const char *variant, 
     if (strcmp(k->op->name, kernel) != 0 || (variant && strcmp(k->variant, variant) != 0)) continue;
     if (k->run_cuda) any = 1;
     else if (variant)
-      return usage_error("--backend cuda: %s/%s has no CUDA implementation%s", kernel, variant,
-#ifdef PF_HAVE_CUDA
-                         " (precfuzz list shows which variants have one)"
-#else
-                         " in this build (no CUDA)"
-#endif
-      );
+      return usage_error("--backend cuda: %s/%s has no CUDA implementation%s", kernel, variant, pf_cuda_missing_hint());
   }
-  if (!any) return usage_error("--backend cuda: no variant of %s has a CUDA implementation%s", kernel,
-#ifdef PF_HAVE_CUDA
-                               " (precfuzz list shows which variants have one)"
-#else
-                               " in this build (no CUDA)"
-#endif
-  );
+  if (!any) return usage_error("--backend cuda: no variant of %s has a CUDA implementation%s", kernel, pf_cuda_missing_hint());
   char d[256];
   if (pf_cuda_describe(d, sizeof d)) return usage_error("%s", pf_error_message());
   if (device) snprintf(device, len, "%s", d);

@@ -78,13 +78,7 @@ int pf_cmd_diff_backend(int argc, char **argv) {
   }
   if (!any)
     return usage_error("diff-backend: %s%s%s has no CUDA implementation%s", o.kernel ? o.kernel : "no kernel",
-                       o.variant ? "/" : "", o.variant ? o.variant : "",
-#ifdef PF_HAVE_CUDA
-                       " (precfuzz list shows which variants have one)"
-#else
-                       " in this build (no CUDA)"
-#endif
-    );
+                       o.variant ? "/" : "", o.variant ? o.variant : "", pf_cuda_missing_hint());
   char device[256];
   if (pf_cuda_describe(device, sizeof device)) return usage_error("%s", pf_error_message());
   cJSON *root = o.json ? cJSON_CreateObject() : NULL, *rows = NULL;

@@ -155,12 +155,16 @@ static pf_status pf_loss_scale_cuda_case(const pf_case *c, const pf_tensor *in, 
 /* Applied gradients: h = fl_T(S g) then times fl32(1/S): relative error within
  * (1 + u_T)(1 + u_32)(1 + |fl32(1/S) S - 1|) - 1 where S g is a normal number of T; the
  * status and the scale are exact. */
-void pf_loss_scale_bound(const pf_case *c, const pf_tensor *in, pf_bound *out) {
-  const size_t T = c->shape[0], n = c->shape[1];
+static double pf_ls_rel_bound(const pf_case *c) {
   const double uT = pf_unit_roundoff(c->dtype);
   /* every scale is scale0 times a power of two: fl32(1/S) S - 1 is the same for all */
   const double S0 = pf_ls_init(c).scale, einv = fabs(pf_round(PF_FP32, 1.0 / S0) * S0 - 1);
-  const double rel = ((1 + uT) * (1 + 0x1p-24) * (1 + einv) - 1) * 1.0001;
+  return ((1 + uT) * (1 + 0x1p-24) * (1 + einv) - 1) * 1.0001;
+}
+
+void pf_loss_scale_bound(const pf_case *c, const pf_tensor *in, pf_bound *out) {
+  const size_t T = c->shape[0], n = c->shape[1];
+  const double rel = pf_ls_rel_bound(c);
   for (size_t x = 0; x < T * n; x++) out[x] = (pf_bound){rel, 0};
   for (size_t t = 0; t < 2 * T; t++) out[T * n + t] = (pf_bound){0, 0};
 }
@@ -190,14 +194,7 @@ int pf_loss_scale_in_domain(const pf_case *c, const pf_tensor *in, char *why, si
   k.fault[0] = 0;
   pf_loss_scale_cpu(&k, in, o, &fe);
   int ok = 1;
-  pf_bound *b = malloc(pf_ls_output_count(c) * sizeof(pf_bound));
-  if (!b) {
-    free(o);
-    return 0;
-  }
-  pf_loss_scale_bound(c, in, b);
-  const double rel = b[0].rel;
-  free(b);
+  const double rel = pf_ls_rel_bound(c);
   for (size_t t = 0; t < T && ok; t++) {
     if (o[T * n + t] != PF_LS_APPLIED) continue;
     const double S = t ? o[T * n + T + t - 1] : s0.scale;
