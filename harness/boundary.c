@@ -240,6 +240,10 @@ static int64_t pf_grid(int64_t lo, int64_t hi, int k, int points) {
   return (int64_t)((__int128)lo + ((__int128)hi - lo) * k / points);
 }
 
+double pf_bfmt_grid(int format, double lo, double hi, int k, int points) {
+  return pf_bfmt_value(format, pf_grid(pf_bfmt_ordinal(format, lo), pf_bfmt_ordinal(format, hi), k, points));
+}
+
 /* Rounds [lo, hi] into the format: lo up, hi down. */
 static void pf_round_range(int format, double *lo, double *hi) {
   if (format == PF_BFMT_INT) {

@@ -47,6 +47,10 @@ void pf_axis_limits(const pf_case *c, const pf_axis *a, double *lo, double *hi);
 int64_t pf_bfmt_ordinal(int format, double x);
 double pf_bfmt_value(int format, int64_t ord);
 
+/* The k-th of `points` evenly spaced ordinals from lo to hi (values of the format), as a value:
+ * the grid every search here steps over. */
+double pf_bfmt_grid(int format, double lo, double hi, int k, int points);
+
 /* A copy of tmpl with the axis set to x (x must be a value of the axis's format). */
 pf_status pf_axis_apply(const pf_case *tmpl, const pf_axis *a, double x, pf_case *out);
 

@@ -143,6 +143,8 @@ expect2 "leaves" boundary -k softmax -v naive -t fp16 --along value --to 1e6
 expect2 "unknown format" boundary -k softmax -v naive --along value --format fp8
 expect2 "takes integers only" boundary -k softmax -v naive --along dim:cols --format fp32
 expect2 "--points" boundary -k softmax -v naive --along value --points 0
+expect2 "takes integers" boundary -k softmax -v naive --along dim:cols --from 1.5 --to 8
+expect2 "holds no value of fp16" boundary -k softmax -v naive -t fp16 --along value --from 1.0001 --to 1.0002
 expect2 "does not take dtype" boundary -k softmax -v safe -t bf16 -a fp16 --along value
 expect2 "holds explicit values" boundary -k softmax -v naive --along scale --input x:value=1 --from 1 --to 2
 

@@ -159,6 +159,8 @@ int pf_cmd_boundary(int argc, char **argv) {
       rc = usage_error("--from: '%s' is not a finite number", from_arg);
     else if (to_arg && (pf_parse_double(to_arg, &hi) || !isfinite(hi)))
       rc = usage_error("--to: '%s' is not a finite number", to_arg);
+    else if (a.format == PF_BFMT_INT && (lo != floor(lo) || hi != floor(hi)))
+      rc = usage_error("boundary: %s takes integers: --from %g --to %g", along, lo, hi);
     else if (!(lo < hi))
       rc = usage_error("boundary: the range [%g, %g] is empty (--from must be below --to)", lo, hi);
     else if (lo < lim_lo || hi > lim_hi)

@@ -35,7 +35,8 @@ typedef struct {
   const char *shape;
   const char *along;
   const char *fail;
-  double lo, hi;      /* 0, 0: the axis's defaults (values: the least positive value to the largest) */
+  double lo, hi;      /* 0: the axis's default end (values: the least positive value, the largest);
+                         -1: the negative side (lo: the axis's lowest, hi: minus the least positive value) */
   const char *inputs[3];
 } pf_sweep_threshold;
 
@@ -429,63 +430,61 @@ static void pf_job_fault(pf_job *jb, const pf_sweep_opts *so) {
   cJSON_AddStringToObject(j, "fault", jb->fault);
   size_t runs = 0;
   int found = 0;
-  for (int g = 0; g <= so->points && !found && !jb->error[0]; g++) {
-    for (unsigned i = 0; i < n && !found; i++) {
-      pf_case c;
-      pf_axis ax;
-      if (build_case(k, &r, so->seed + i, &c)) {
-        snprintf(jb->error, sizeof jb->error, "fault %s: cannot build a case", jb->fault);
-        break;
-      }
-      if (pf_axis_parse(&c, sp->along, &ax)) {
-        snprintf(jb->error, sizeof jb->error, "fault %s: %s", jb->fault, pf_error_message());
-        pf_case_free(&c);
-        break;
-      }
-      const int64_t olo = pf_bfmt_ordinal(ax.format, sp->lo), ohi = pf_bfmt_ordinal(ax.format, sp->hi);
-      const double x = pf_bfmt_value(ax.format, olo + (ohi - olo) / so->points * g);
+  pf_case tm[4];
+  pf_axis ax;
+  unsigned built = 0;
+  for (; built < n; built++)
+    if (build_case(k, &r, so->seed + built, &tm[built])) break;
+  if (built < n || pf_axis_parse(&tm[0], sp->along, &ax))
+    snprintf(jb->error, sizeof jb->error, "fault %s: cannot build its cases: %s", jb->fault, pf_error_message());
+  for (int g = 0; g <= so->points && !found && !jb->error[0] && !jb->skipped; g++) {
+    const double x = pf_bfmt_grid(ax.format, sp->lo, sp->hi, g, so->points);
+    for (unsigned i = 0; i < n && !found && !jb->error[0] && !jb->skipped; i++) {
       pf_case at;
       pf_run run;
-      if (!pf_axis_apply(&c, &ax, x, &at) && !pf_run_case(&at, &oo, &run)) {
-        runs++;
-        int detected = pf_verdict_is_finding(run.cmp.verdict);
-        if (detected) { /* and the same case without the fault has none */
-          pf_case clean;
-          pf_run cr;
-          if (pf_case_copy(&clean, &at)) detected = 0;
-          else {
-            clean.fault[0] = 0;
-            detected = !pf_run_case(&clean, &oo, &cr) && !pf_verdict_is_finding(cr.cmp.verdict);
-            pf_run_free(&cr);
-            pf_case_free(&clean);
-          }
+      memset(&run, 0, sizeof run);
+      pf_status st = pf_axis_apply(&tm[i], &ax, x, &at);
+      if (!st) st = pf_run_case(&at, &oo, &run);
+      int detected = !st && pf_verdict_is_finding(run.cmp.verdict);
+      runs += !st;
+      if (detected) { /* and the same case without the fault has none */
+        pf_case clean;
+        pf_run cr;
+        if ((st = pf_case_copy(&clean, &at)) == PF_OK) {
+          clean.fault[0] = 0;
+          st = pf_run_case(&clean, &oo, &cr);
+          detected = !st && !pf_verdict_is_finding(cr.cmp.verdict);
+          pf_run_free(&cr);
+          pf_case_free(&clean);
         }
-        if (detected) {
-          char line[1536], d[1024];
-          found = 1;
-          pf_run_describe(&at, &run, d, sizeof d);
-          axis_reproduce_line(&c, &r, &ax, x, so->seed + i, line, sizeof line);
-          cJSON_AddStringToObject(j, "line", d);
-          cJSON_AddStringToObject(j, "replay", line);
-          pf_case m;
-          if (!pf_case_copy(&m, &at)) {
-            size_t mr = 0;
-            const size_t left = pf_minimize_case(&m, run.cmp.verdict, &mr);
-            cJSON_AddNumberToObject(j, "minimized_elements", (double)left);
-            cJSON_AddItemToObject(j, "minimized", pf_case_to_cjson(&m));
-            pf_case_free(&m);
-          }
-        }
-        pf_run_free(&run);
-        pf_case_free(&at);
       }
-      pf_case_free(&c);
+      if (st == PF_ERR_UNSUPPORTED) jb->skipped = 1; /* the backend cannot run it */
+      else if (st) snprintf(jb->error, sizeof jb->error, "fault %s: %s", jb->fault, pf_error_message());
+      if (detected) {
+        char line[1536], d[1024];
+        found = 1;
+        pf_run_describe(&at, &run, d, sizeof d);
+        axis_reproduce_line(&tm[i], &r, &ax, x, so->seed + i, line, sizeof line);
+        cJSON_AddStringToObject(j, "line", d);
+        cJSON_AddStringToObject(j, "replay", line);
+        pf_case m;
+        if (!pf_case_copy(&m, &at)) {
+          size_t mr = 0;
+          const size_t left = pf_minimize_case(&m, run.cmp.verdict, &mr);
+          cJSON_AddNumberToObject(j, "minimized_elements", (double)left);
+          cJSON_AddItemToObject(j, "minimized", pf_case_to_cjson(&m));
+          pf_case_free(&m);
+        }
+      }
+      pf_run_free(&run);
+      pf_case_free(&at);
     }
   }
+  for (unsigned i = 0; i < built; i++) pf_case_free(&tm[i]);
   cJSON_AddBoolToObject(j, "found", found);
   cJSON_AddNumberToObject(j, "runs", (double)runs);
   pf_sweep_opts_release(&r);
-  if (jb->error[0]) cJSON_Delete(j);
+  if (jb->error[0] || jb->skipped) cJSON_Delete(j);
   else jb->result = j;
 }
 
@@ -778,7 +777,7 @@ int pf_cmd_sweep(int argc, char **argv) {
   const time_t t0 = time(NULL);
   cJSON *r = pf_sweep_run(&o);
   if (!r) {
-    if (f != stdout) fclose(f);
+    if (f != stdout) fclose(f), remove(out); /* opened early to fail fast; leave no empty results behind */
     return usage_error("%s", pf_error_message());
   }
   cJSON_AddNumberToObject(cJSON_GetObjectItem(r, "environment"), "seconds", (double)(time(NULL) - t0));
