@@ -204,19 +204,25 @@ const pf_op pf_schedule_op = {
  *   A = lr (|b1 m| + |(1-b1) g|) / (bc1 denom) + lr |wd p|: 2^-19 A covers them.
  * - state in T (PyTorch): u with the exact hyperparameters; the split decay is what the check
  *   is for, so only binary64's own error (2^-48 A). */
-static double pf_sched_least_step(const pf_case *c, const pf_lr_schedule *sched, const pf_adam_hyper *h, long t,
-                                  double p, double g, double m, double v) {
-  double lr, b1, b2, eps, wd, bc1, bc2, k;
+typedef struct {
+  double lr, b1, b2, eps, wd, bc1, bc2, k; /* the step's hyperparameters and the error factor */
+} pf_sched_step_hyper;
+
+static pf_sched_step_hyper pf_sched_step_hyper_of(const pf_case *c, const pf_lr_schedule *sched,
+                                                  const pf_adam_hyper *h, long t) {
   if (pf_sched_lowp(c)) {
-    lr = pf_lr_at(sched, t), b1 = c->params[PF_SP_BETA1], b2 = c->params[PF_SP_BETA2];
-    eps = c->params[PF_SP_EPS], wd = c->params[PF_SP_WD];
-    bc1 = 1 - pow(b1, (double)t), bc2 = 1 - pow(b2, (double)t), k = 0x1p-48;
-  } else {
-    lr = h->lr, b1 = h->beta1, b2 = h->beta2, eps = h->eps, wd = h->wd, bc1 = h->bc1, bc2 = h->bc2, k = 0x1p-19;
+    const double b1 = c->params[PF_SP_BETA1], b2 = c->params[PF_SP_BETA2];
+    return (pf_sched_step_hyper){pf_lr_at(sched, t), b1, b2, c->params[PF_SP_EPS], c->params[PF_SP_WD],
+                                 1 - pow(b1, (double)t), 1 - pow(b2, (double)t), 0x1p-48};
   }
-  const double mn = b1 * m + (1 - b1) * g, vn = b2 * v + (1 - b2) * g * g, denom = sqrt(vn / bc2) + eps;
-  const double u = lr * (mn / bc1 / denom + wd * p);
-  const double err = k * lr * ((fabs(b1 * m) + fabs((1 - b1) * g)) / bc1 / denom + fabs(wd * p));
+  return (pf_sched_step_hyper){h->lr, h->beta1, h->beta2, h->eps, h->wd, h->bc1, h->bc2, 0x1p-19};
+}
+
+static double pf_sched_least_step(const pf_sched_step_hyper *s, double p, double g, double m, double v) {
+  const double mn = s->b1 * m + (1 - s->b1) * g, vn = s->b2 * v + (1 - s->b2) * g * g;
+  const double denom = sqrt(vn / s->bc2) + s->eps;
+  const double u = s->lr * (mn / s->bc1 / denom + s->wd * p);
+  const double err = s->k * s->lr * ((fabs(s->b1 * m) + fabs((1 - s->b1) * g)) / s->bc1 / denom + fabs(s->wd * p));
   return fabs(u) <= err ? 0 : u > 0 ? u - err : u + err;
 }
 
@@ -280,8 +286,9 @@ pf_status pf_schedule_cpu(const pf_case *c, const pf_tensor *in, double *out, un
         const pf_adam_hyper h = pf_adam_hyper_make(pf_lr_at(&sched, applied), c->params[PF_SP_BETA1],
                                                    c->params[PF_SP_BETA2], c->params[PF_SP_EPS], c->params[PF_SP_WD],
                                                    (double)applied, 1);
+        const pf_sched_step_hyper sh = pf_sched_step_hyper_of(c, &sched, &h, applied); /* once per step */
         for (size_t i = 0; i < n; i++) {
-          step[t * n + i] = pf_sched_least_step(c, &sched, &h, applied, pm[i], g[i], m[i], v[i]);
+          step[t * n + i] = pf_sched_least_step(&sh, pm[i], g[i], m[i], v[i]);
           if (lowp) {
             pf_adam_step(PF_ADAM_TORCH, PF_ADAM_MODE_ADAMW, D, D, &h, &p[i], g[i], &m[i], &v[i], fe);
             pm[i] = p[i];
