@@ -4,7 +4,8 @@
 # fraction, largest ulp difference, findings per variant), run each fuzz driver's corpus on the
 # CUDA backend (PF_FUZZ_BACKEND=cuda; a gcc build has no libFuzzer, so the drivers replay), run
 # the rest of the suite but the exhaustive tests, print a summary, and write the full log to
-# build-gpu/gpu-check.log.
+# build-gpu/gpu-check.log. Without a usable device it stops after the build with one line
+# (exit 1); a gpu test skipped although the device answered counts as a failure.
 #
 # A machine without Debian's -dev packages (the lent GPU machines have no package registry)
 # can bring them as .deb files in .gpudeps/ (apt-get download libmpfr-dev libmpfr6
@@ -36,23 +37,39 @@ echo "== build"
 cmake -S . -B "$B" -DPF_ENABLE_CUDA=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$B/configure.log" 2>&1 || { cat "$B/configure.log"; exit 1; }
 grep "precfuzz:" "$B/configure.log"
 cmake --build "$B" -j "$(nproc)" >"$B/build.log" 2>&1 || { tail -40 "$B/build.log"; exit 1; }
+# Without a usable device every check below would only say so: stop here with that line.
+if ! "$B/bin/precfuzz" run -k softmax -v safe --cases 1 --backend cuda >"$B/device.log" 2>&1; then
+  echo "gpu-check: no usable CUDA device: $(tail -1 "$B/device.log")"
+  exit 1
+fi
 echo "== gpu tests"
-(cd "$B" && ctest -L gpu -V --output-on-failure) | grep -vE '^[0-9]+: (Test command|Working Directory|Environment)'
+(cd "$B" && ctest -L gpu -V --output-on-failure) | grep -vE '^[0-9]+: (Test command|Working Directory|Environment)' |
+  tee "$B/gpu-tests.log"
 gpu_rc=${PIPESTATUS[0]}
+# a gpu test skipped on a machine with a device is a failure here, not a pass
+if grep -q '\*\*\*Skipped' "$B/gpu-tests.log"; then
+  echo "gpu-check: gpu tests were skipped although a device answered"
+  gpu_rc=1
+fi
 echo "== CPU emulation against the GPU (precfuzz diff-backend, every variant with a CUDA implementation)"
 "$B/bin/precfuzz" diff-backend --cases 20 --seed 1
 diff_rc=$?
-echo "== the fuzz drivers on the CUDA backend (each replays its corpus on the GPU; inputs/s)"
-printf '%-22s %8s %8s %10s\n' driver inputs seconds inputs/s
+echo "== the fuzz drivers on the CUDA backend (each replays its corpus on the GPU; inputs/s; per judged case:"
+echo "   all, kernel = copies + launches + synchronisation, oracle, in microseconds: launch-bound where kernel ~ all)"
+printf '%-22s %8s %8s %10s %9s %9s %9s\n' driver inputs seconds inputs/s all_us kernel_us oracle_us
 drv_rc=0
 for d in "$B"/bin/*_fuzzer; do
   name=$(basename "$d")
   [ -d "corpora/$name" ] || continue
   n=$(find "corpora/$name" -type f | wc -l)
   t0=$(date +%s.%N)
-  PF_FUZZ_BACKEND=cuda "$d" "corpora/$name" >"$B/$name.cuda.log" 2>&1 || { echo "$name: FAILED (log $B/$name.cuda.log)"; drv_rc=1; }
+  PF_FUZZ_STATS=1 PF_FUZZ_BACKEND=cuda "$d" "corpora/$name" >"$B/$name.cuda.log" 2>&1 || { echo "$name: FAILED (log $B/$name.cuda.log)"; drv_rc=1; }
   t1=$(date +%s.%N)
-  awk -v n="$n" -v a="$t0" -v b="$t1" -v d="$name" 'BEGIN { s = b - a; printf "%-22s %8d %8.2f %10.1f\n", d, n, s, s > 0 ? n / s : 0 }'
+  # "precfuzz time per judged case: A us: kernel K us (P%), oracle O us (Q%), rest R us"
+  per=$(awk '/^precfuzz time per judged case/ { print $6, $9, $13 }' "$B/$name.cuda.log")
+  awk -v n="$n" -v a="$t0" -v b="$t1" -v d="$name" -v per="${per:-- - -}" 'BEGIN {
+    split(per, p, " "); s = b - a
+    printf "%-22s %8d %8.2f %10.1f %9s %9s %9s\n", d, n, s, (s > 0 ? n / s : 0), p[1], p[2], p[3] }'
 done
 echo "== the precision report on the GPU (precision-report --backend cuda)"
 "$B/bin/precision-report" --backend cuda -o "$B/precision-report-cuda.html" --save-results "$B/results-cuda.json" &&

@@ -1,7 +1,8 @@
 /* The host side of the CUDA backend, without a device: backend names, the CPU-GPU output
  * comparison, the error path when no device can be used (CUDA_VISIBLE_DEVICES= hides every
  * device, so this holds on GPU machines too), a kernel without a CUDA implementation, and the
- * case-to-launch translation of softmax.cu checked against values derived by hand. */
+ * case-to-launch translations (softmax, clip, loss scaling, attention) and Adam's multi-tensor
+ * chunk table, checked against values derived by hand. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,6 +15,7 @@
 
 #include "harness/backend.h"
 #include "harness/runner.h"
+#include "kernels/adam/adam_cuda.h"
 #include "kernels/attention/attention.h"
 #include "kernels/clip/clip.h"
 #include "kernels/loss_scale/loss_scale.h"
@@ -244,6 +246,35 @@ static void batch_matches(const char *kernel, const char *variant, pf_dtype t, p
   }
 }
 
+/* Adam's one launch over many tensors: sizes 0, 1, 2^16, 2^16 + 1 and 3 * 2^16 + 5 in chunks of
+ * 2^16 are none; [0,1); [0,65536); [0,65536) [65536,65537); [0,65536) [65536,131072)
+ * [131072,196608) [196608,196613): 8 chunks. A smaller cap gets the first ones and the count. */
+static void test_adam_multi_tensor_chunks(void **state) {
+  const size_t sizes[5] = {0, 1, 65536, 65537, 3 * 65536 + 5};
+  const pf_adam_chunk want[8] = {{1, 0, 1},     {2, 0, 65536},      {3, 0, 65536},       {3, 65536, 1},
+                                 {4, 0, 65536}, {4, 65536, 65536}, {4, 131072, 65536}, {4, 196608, 5}};
+  pf_adam_chunk got[9];
+  memset(got, 0xab, sizeof got);
+  assert_int_equal(pf_adam_chunks(sizes, 5, PF_ADAM_CHUNK, NULL, 0), 8);
+  assert_int_equal(pf_adam_chunks(sizes, 5, PF_ADAM_CHUNK, got, 9), 8);
+  for (int k = 0; k < 8; k++) {
+    assert_int_equal(got[k].tensor, want[k].tensor);
+    assert_int_equal(got[k].start, want[k].start);
+    assert_int_equal(got[k].count, want[k].count);
+  }
+  assert_int_equal(got[8].tensor, (size_t)0xabababababababab); /* nothing written past the count */
+  pf_adam_chunk few[3];
+  assert_int_equal(pf_adam_chunks(sizes, 5, PF_ADAM_CHUNK, few, 3), 8);
+  assert_int_equal(few[2].tensor, 3);
+  assert_int_equal(few[2].count, 65536);
+  /* chunks of 3: 7 elements are 3 + 3 + 1 */
+  const size_t seven = 7;
+  assert_int_equal(pf_adam_chunks(&seven, 1, 3, got, 9), 3);
+  assert_int_equal(got[2].start, 6);
+  assert_int_equal(got[2].count, 1);
+  assert_int_equal(pf_adam_chunks(sizes, 0, PF_ADAM_CHUNK, got, 9), 0);
+}
+
 static void test_batched_runs_match_single_runs(void **state) {
   const size_t sm[2] = {2, 17}, ad[1] = {33}, at[5] = {1, 2, 5, 7, 8};
   batch_matches("softmax", "naive", PF_FP16, PF_FP16, sm, 2, 4, NULL, 0);
@@ -265,6 +296,7 @@ int main(void) {
       cmocka_unit_test(test_softmax_launch_translation),
       cmocka_unit_test(test_clip_and_loss_scale_launch_translation),
       cmocka_unit_test(test_attention_launch_translation),
+      cmocka_unit_test(test_adam_multi_tensor_chunks),
       cmocka_unit_test(test_batched_runs_match_single_runs),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "harness/backend.h"
 #include "harness/runner.h"
@@ -62,10 +63,27 @@ static uint64_t pf_fnv(const char *s) {
 }
 
 /* PF_FUZZ_STATS=1: at exit, how many decoded cases fell inside the contract's domain (the
- * only ones judged) and how many outside. */
+ * only ones judged) and how many outside, and where a judged case's time goes: the kernel
+ * (on the GPU backend: copies, launch and synchronisation included), the oracle, and the
+ * rest (generating the inputs, the bound, the comparison). A driver is launch-bound only
+ * where the kernel's share is large. */
 static unsigned long long pf_fuzz_in, pf_fuzz_out;
+static double pf_fuzz_secs_kernel, pf_fuzz_secs_oracle, pf_fuzz_secs_all;
 static void pf_fuzz_stats(void) {
   fprintf(stderr, "precfuzz stats: %llu cases judged inside the domain, %llu outside\n", pf_fuzz_in, pf_fuzz_out);
+  if (!pf_fuzz_in) return;
+  const double us = 1e6 / (double)pf_fuzz_in;
+  fprintf(stderr,
+          "precfuzz time per judged case: %.1f us: kernel %.1f us (%.0f%%), oracle %.1f us (%.0f%%), rest %.1f us\n",
+          pf_fuzz_secs_all * us, pf_fuzz_secs_kernel * us, 100 * pf_fuzz_secs_kernel / pf_fuzz_secs_all,
+          pf_fuzz_secs_oracle * us, 100 * pf_fuzz_secs_oracle / pf_fuzz_secs_all,
+          (pf_fuzz_secs_all - pf_fuzz_secs_kernel - pf_fuzz_secs_oracle) * us);
+}
+
+static double pf_fuzz_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 void pf_fuzz_run_case(const char *driver, pf_case *c) {
@@ -99,7 +117,9 @@ void pf_fuzz_run_case(const char *driver, pf_case *c) {
   o.domain_only = 1; /* a variant used outside its contract's domain is not a bug */
   o.backend = backend;
   pf_run r;
+  const double t0 = pf_fuzz_now();
   pf_status st = pf_run_case(c, &o, &r);
+  const double secs = pf_fuzz_now() - t0;
   if (st) {
     fprintf(stderr, "%s: the decoder built an invalid case: %s\n", driver, pf_error_message());
     abort();
@@ -110,6 +130,9 @@ void pf_fuzz_run_case(const char *driver, pf_case *c) {
     return;
   }
   pf_fuzz_in++;
+  pf_fuzz_secs_all += secs;
+  pf_fuzz_secs_kernel += r.seconds_kernel;
+  pf_fuzz_secs_oracle += r.seconds_oracle;
   if (pf_verdict_is_finding(r.cmp.verdict)) {
     snprintf(c->expect, sizeof c->expect, "%s", pf_verdict_name(r.cmp.verdict));
     char *json = pf_case_to_json(c);

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "harness/errbound.h"
+#include "kernels/adam/adam_cuda.h"
 #include "kernels/adam/adam_math.h"
 #include "kernels/kernel.h"
 
@@ -147,22 +148,28 @@ pf_status pf_adam_step_cpu(const pf_case *c, const pf_tensor *in, double *out, u
   return PF_OK;
 }
 
-#ifdef PF_HAVE_CUDA
-#include "kernels/adam/adam_cuda.h"
+size_t pf_adam_chunks(const size_t *sizes, size_t ntensors, size_t chunk, pf_adam_chunk *out, size_t cap) {
+  size_t k = 0;
+  for (size_t t = 0; t < ntensors; t++)
+    for (size_t start = 0; start < sizes[t]; start += chunk, k++)
+      if (k < cap) out[k] = (pf_adam_chunk){t, start, sizes[t] - start < chunk ? sizes[t] - start : chunk};
+  return k;
+}
 
-/* The case-to-launch translation: the same hyperparameters and layout as the CPU run. */
+#ifdef PF_HAVE_CUDA
+/* The case-to-launch translation: the same hyperparameters and layout as the CPU run; the
+ * case's n elements are one tensor of the list (a batch of cases is one longer tensor). */
 static pf_status pf_adam_step_cuda_case(const pf_case *c, const pf_tensor *in, double *out, unsigned *fe) {
   const size_t n = c->shape[0];
   const int var = pf_adam_variant(c);
   const pf_adam_hyper h = pf_adam_hyper_of(c);
-  double *p = out + 2 * n, *m = out, *v = out + n;
-  memcpy(p, in[0].data, n * sizeof(double));
-  memcpy(m, in[2].data, n * sizeof(double));
-  memcpy(v, in[3].data, n * sizeof(double));
-  pf_status st = pf_adam_step_cuda(var, (int)c->params[P_MODE], pf_adam_pdt(c), pf_adam_sdt(c), &h, p, in[1].data, m, v,
-                                   n, fe);
+  const pf_adam_tensor t = {out + 2 * n, in[1].data, out, out + n, n};
+  memcpy(t.p, in[0].data, n * sizeof(double));
+  memcpy(t.m, in[2].data, n * sizeof(double));
+  memcpy(t.v, in[3].data, n * sizeof(double));
+  pf_status st = pf_adam_step_cuda(var, (int)c->params[P_MODE], pf_adam_pdt(c), pf_adam_sdt(c), &h, &t, 1, fe);
   if (st == PF_OK && pf_adam_has_master(var))
-    for (size_t i = 0; i < n; i++) out[3 * n + i] = pf_round_fe(c->dtype, p[i], fe); /* write-back */
+    for (size_t i = 0; i < n; i++) out[3 * n + i] = pf_round_fe(c->dtype, t.p[i], fe); /* write-back */
   return st;
 }
 #define PF_ADAM_RUN_CUDA pf_adam_step_cuda_case
