@@ -18,7 +18,8 @@
 
 #ifdef PF_HAVE_CUDA
 /* One variant across dtypes and accumulations: bitwise-equal elements and in-domain findings. */
-static void check(const char *kernel, const char *variant, size_t d0, size_t d1, double scale0) {
+static void check_with(const char *kernel, const char *variant, size_t d0, size_t d1, double scale0, const char *param,
+                       double value) {
   for (int t = 0; t < PF_NDTYPES; t++)
     for (int s = 0; s < 2; s++) {
       pf_case c;
@@ -37,6 +38,7 @@ static void check(const char *kernel, const char *variant, size_t d0, size_t d1,
         c.accum = s ? (pf_dtype)t : PF_FP32;
         c.shape[0] = d0, c.shape[1] = d1;
         c.inputs[0].scale = ldexp(scale0, 3 * k - 6);
+        if (param) assert_int_equal(pf_case_set_param(&c, param, value), PF_OK);
         pf_oracle_opts o;
         pf_oracle_opts_default(&o);
         pf_run a, b;
@@ -51,12 +53,16 @@ static void check(const char *kernel, const char *variant, size_t d0, size_t d1,
         pf_run_free(&a);
         pf_run_free(&b);
       }
-      printf("%-10s %-10s %s/%-5s %8zu elements, %7.3f%% bitwise equal, %zu findings\n", kernel, variant,
-             pf_dtype_name((pf_dtype)t), s ? "T" : "fp32", elems, 100.0 * (double)equal / (double)elems, findings);
+      printf("%-10s %-10s %s/%-5s %zux%zu%s%s %8zu elements, %7.3f%% bitwise equal, %zu findings\n", kernel, variant,
+             pf_dtype_name((pf_dtype)t), s ? "T" : "fp32", d0, d1, param ? " " : "", param ? param : "", elems, 100.0 * (double)equal / (double)elems, findings);
       assert_int_equal(findings, 0);
       assert_int_equal(equal, elems);
       pf_case_free(&c);
     }
+}
+
+static void check(const char *kernel, const char *variant, size_t d0, size_t d1, double scale0) {
+  check_with(kernel, variant, d0, d1, scale0, NULL, 0);
 }
 
 static void test_clip_cuda(void **state) {
@@ -70,6 +76,11 @@ static void test_loss_scale_cuda(void **state) {
   check("loss_scale", "megatron", 40, 256, 0x1p-12);
   check("loss_scale", "pytorch", 40, 256, 0x1p-8);
   check("loss_scale", "static", 40, 256, 0x1p-8);
+  /* more elements per step than the block has threads, and odd counts */
+  check("loss_scale", "pytorch", 5, 3001, 0x1p-8);
+  check("loss_scale", "megatron", 7, 33, 0x1p-12);
+  /* DeepSpeed from a scale of 4: overflowed steps reach the minimum and the run stops */
+  check_with("loss_scale", "deepspeed", 40, 64, 0x1p10, "scale0", 4);
 }
 #endif
 
