@@ -226,8 +226,23 @@ static double pf_sched_least_step(const pf_sched_step_hyper *s, double p, double
   return fabs(u) <= err ? 0 : u > 0 ? u - err : u + err;
 }
 
-pf_status pf_schedule_cpu(const pf_case *c, const pf_tensor *in, double *out, unsigned *fe) {
+/* Where a run left fp32's range from finite values: the first step (from 1; 0: never) and
+ * what overflowed. */
+typedef struct {
+  size_t step;
+  const char *what;
+} pf_sched_range;
+
+static void pf_sched_range_note(pf_sched_range *rg, size_t t, const char *what) {
+  if (rg && !rg->step) rg->step = t + 1, rg->what = what;
+}
+
+/* The run; rg (when given) receives the first overflow of an applied step's fp32 quantities
+ * from a finite gradient. */
+static pf_status pf_schedule_steps(const pf_case *c, const pf_tensor *in, double *out, unsigned *fe,
+                                   pf_sched_range *rg) {
   const size_t T = c->shape[0], n = c->shape[1], K = (size_t)c->params[PF_SP_TENSORS];
+  if (rg) rg->step = 0, rg->what = NULL;
   const pf_dtype D = c->dtype, F = PF_FP32;
   const int lowp = pf_sched_lowp(c), scaler = pf_schedule_scaler(c);
   const int no_skip = strcmp(c->fault, "loss-scale-no-skip") == 0;
@@ -262,7 +277,12 @@ pf_status pf_schedule_cpu(const pf_case *c, const pf_tensor *in, double *out, un
         }
         status = pf_ls_update(scaler, &ls, overflow);
         if (no_skip && status == PF_LS_SKIPPED) status = PF_LS_APPLIED;
-        for (size_t i = 0; i < n && status == PF_LS_APPLIED; i++) g[i] = pf_mul(F, g[i], inv, fe);
+        for (size_t i = 0; i < n && status == PF_LS_APPLIED; i++) {
+          const int finite = g[i] - g[i] == 0;
+          g[i] = pf_mul(F, g[i], inv, fe);
+          if (finite && !(g[i] - g[i] == 0))
+            pf_sched_range_note(rg, t, "the unscaled gradient fl32(h fl32(1/S)) (a loss scale below 1)");
+        }
       }
       if (lowp)
         for (size_t i = 0; i < n; i++) g[i] = pf_round_fe(D, g[i], fe);
@@ -277,6 +297,9 @@ pf_status pf_schedule_cpu(const pf_case *c, const pf_tensor *in, double *out, un
           }
           double sumsq = 0;
           for (size_t k = 0; k < K; k++) sumsq = pf_add(F, sumsq, part[k], fe);
+          int finite = 1;
+          for (size_t i = 0; i < n; i++) finite &= g[i] - g[i] == 0;
+          if (finite && !(sumsq - sumsq == 0)) pf_sched_range_note(rg, t, "the clipping norm's fp32 sum of squares");
           const double norm = pf_round(F, sqrt(sumsq));
           const double coef = pf_div(F, pf_round(F, c->params[PF_SP_MAXNORM]), pf_add(F, norm, pf_round(F, 1e-6), fe), fe);
           if (coef < 1)
@@ -289,13 +312,18 @@ pf_status pf_schedule_cpu(const pf_case *c, const pf_tensor *in, double *out, un
         const pf_sched_step_hyper sh = pf_sched_step_hyper_of(c, &sched, &h, applied); /* once per step */
         for (size_t i = 0; i < n; i++) {
           step[t * n + i] = pf_sched_least_step(&sh, pm[i], g[i], m[i], v[i]);
+          const int finite = g[i] - g[i] == 0 && m[i] - m[i] == 0 && v[i] - v[i] == 0 && pm[i] - pm[i] == 0;
+          unsigned afe = 0; /* this element's Adam step alone */
           if (lowp) {
-            pf_adam_step(PF_ADAM_TORCH, PF_ADAM_MODE_ADAMW, D, D, &h, &p[i], g[i], &m[i], &v[i], fe);
+            pf_adam_step(PF_ADAM_TORCH, PF_ADAM_MODE_ADAMW, D, D, &h, &p[i], g[i], &m[i], &v[i], &afe);
             pm[i] = p[i];
           } else {
-            pf_adam_step(PF_ADAM_FUSED, PF_ADAM_MODE_ADAMW, F, F, &h, &pm[i], g[i], &m[i], &v[i], fe);
+            pf_adam_step(PF_ADAM_FUSED, PF_ADAM_MODE_ADAMW, F, F, &h, &pm[i], g[i], &m[i], &v[i], &afe);
             p[i] = pf_round_fe(D, pm[i], fe); /* write-back */
           }
+          *fe |= afe;
+          if (finite && (afe & PF_FE_OVERFLOW))
+            pf_sched_range_note(rg, t, "Adam's arithmetic (g*g, v, or v over its bias correction)");
         }
       }
     }
@@ -311,6 +339,10 @@ pf_status pf_schedule_cpu(const pf_case *c, const pf_tensor *in, double *out, un
   }
   free(p), free(pm), free(m), free(v), free(g), free(part);
   return PF_OK;
+}
+
+pf_status pf_schedule_cpu(const pf_case *c, const pf_tensor *in, double *out, unsigned *fe) {
+  return pf_schedule_steps(c, in, out, fe, NULL);
 }
 
 /* The tolerance, stated per element against the exact trajectory: tolerance (|p*| + lr); the
@@ -353,28 +385,46 @@ int pf_schedule_in_domain(const pf_case *c, const pf_tensor *in, char *why, size
                scaler < 0 ? "no loss scaler to skip it" : "the deepspeed scaler, which stops the run");
       return 0;
     }
-  if (scaler < 0) return 1;
-  /* A step the scaler skips for an overflow of fl_T(S g) with a finite true gradient is how
-   * dynamic scaling probes its scale; the run then trails the exact one by a step, which no
-   * tolerance can bound near a minimum. Reported, not promised. */
+  /* The run itself (without a fault) says the rest:
+   * - a step the scaler skips for an overflow of fl_T(S g) with a finite true gradient is how
+   *   dynamic scaling probes its scale; the run then trails the exact one by a step, which no
+   *   tolerance can bound near a minimum;
+   * - an applied step whose fp32 arithmetic overflows from a finite gradient: a loss scale
+   *   below 1 leaves fl_T(S g) finite while its unscaling overflows (the scaler checked the
+   *   scaled values, as loss_scale's domain says), a gradient beyond about 2^64 overflows
+   *   FusedAdam's (1 - beta2) g g, v or v / bc2 (the element's update is then 0, and with v
+   *   infinite for ever after), or the norm's sum of squares overflows; the exact run has no
+   *   range.
+   * Both are reported, not promised; the earlier one names the reason. */
   const size_t T = c->shape[0], n = c->shape[1];
   double *o = malloc(pf_sched_output_count(c) * sizeof(double));
   if (!o) {
-    snprintf(why, len, "cannot allocate the scaler check");
+    snprintf(why, len, "cannot allocate the domain's run");
     return 0;
   }
   pf_case k = *c;
   k.fault[0] = 0;
   unsigned fe = 0;
-  int ok = pf_schedule_cpu(&k, in, o, &fe) == PF_OK;
-  for (size_t t = 0; t < T && ok; t++) {
+  pf_sched_range rg;
+  if (pf_schedule_steps(&k, in, o, &fe, &rg) != PF_OK) {
+    free(o);
+    snprintf(why, len, "the domain's run failed: %s", pf_error_message());
+    return 0;
+  }
+  size_t skipped = 0;
+  for (size_t t = 0; t < T && scaler >= 0 && !skipped; t++) {
     int finite = 1;
     for (size_t i = 0; i < n; i++) finite &= isfinite(in[2].data[t * n + i]) != 0;
-    if (finite && o[PF_SCHED_STATUS(T) + t] == PF_LS_SKIPPED) {
-      snprintf(why, len, "step %zu skipped: fl_%s(S g) overflowed at scale %g while the true gradient is finite", t + 1,
-               pf_dtype_name(c->dtype), t ? o[PF_SCHED_SCALE(T) + t - 1] : pf_schedule_scaler_start(c).scale);
-      ok = 0;
-    }
+    if (finite && o[PF_SCHED_STATUS(T) + t] == PF_LS_SKIPPED) skipped = t + 1;
+  }
+  int ok = 1;
+  if (skipped && (!rg.step || skipped <= rg.step)) {
+    snprintf(why, len, "step %zu skipped: fl_%s(S g) overflowed at scale %g while the true gradient is finite", skipped,
+             pf_dtype_name(c->dtype), skipped > 1 ? o[PF_SCHED_SCALE(T) + skipped - 2] : pf_schedule_scaler_start(c).scale);
+    ok = 0;
+  } else if (rg.step) {
+    snprintf(why, len, "step %zu: %s overflowed fp32 although the step's gradient was finite", rg.step, rg.what);
+    ok = 0;
   }
   free(o);
   return ok;
