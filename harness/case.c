@@ -384,7 +384,7 @@ pf_status pf_case_from_cjson(pf_case *c, const cJSON *j, const char *what) {
   const pf_op *op = pf_op_find(kernel);
   if (!op) return pf_error(PF_ERR_UNKNOWN, "%s: unknown kernel '%s'", what, kernel);
   if (!pf_kernel_find(kernel, variant))
-    return pf_error(PF_ERR_UNKNOWN, "%s: unknown variant '%s' of kernel %s", what, variant, kernel);
+    return pf_error(PF_ERR_UNKNOWN, "%s: unknown variant '%s' of kernel %s (precfuzz list; a user's kernel loads with --kernels)", what, variant, kernel);
   if ((st = pf_case_init(c, kernel, variant, 0))) return st;
   for (int i = 0; i < c->ninputs; i++) pf_gen_free(&c->inputs[i]);
   c->ninputs = 0;

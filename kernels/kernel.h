@@ -1,6 +1,6 @@
 /* The kernel interface. Every kernel variant registers through it: the built-in ones from
- * their folders (kernels/<op>/), a user's from a shared object later (same structs;
- * PF_KERNEL_ABI guards the layout).
+ * their folders (kernels/<op>/), a user's from a shared library (harness/plugin.h; same
+ * structs, PF_KERNEL_ABI guards the layout).
  *
  * An operation (pf_op) says what is computed: its shape, parameters, inputs, faults and
  * the MPFR oracle. A kernel (pf_kernel) is one variant of one operation: how it is

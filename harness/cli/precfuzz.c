@@ -14,17 +14,16 @@
 #include <sys/stat.h>
 
 #include "harness/backend.h"
-#include "harness/cli/cli.h"
 #include "harness/case.h"
+#include "harness/cli/cli.h"
 #include "harness/cli/minimize.h"
-
 #include "harness/cli/sweep.h"
-
-int pf_cmd_boundary(int argc, char **argv);
-int pf_cmd_diff_backend(int argc, char **argv);
+#include "harness/plugin.h"
 #include "harness/runner.h"
 #include "kernels/kernel.h"
 
+int pf_cmd_boundary(int argc, char **argv);
+int pf_cmd_diff_backend(int argc, char **argv);
 
 /* ---- list ------------------------------------------------------------------------------- */
 
@@ -237,7 +236,7 @@ static int run_variant(const pf_kernel *k, const run_opts *o, cJSON *jcases, int
         printf("FINDING %s/%s %s/%s seed %llu: %s\n", c.kernel, c.variant, pf_dtype_name(c.dtype),
                pf_dtype_name(c.accum), (unsigned long long)seed, d);
         if (!r.in_domain) printf("  outside the contract's domain: %s\n", r.why);
-        if (saved[0]) printf("  reproduce with: precfuzz replay %s\n  or: %s\n", saved, rep);
+        if (saved[0]) printf("  reproduce with: precfuzz%s replay %s\n  or: %s\n", pf_plugins_flags(), saved, rep);
         else printf("  reproduce with: %s\n", rep);
         printed++;
       }
@@ -482,7 +481,7 @@ static int cmd_diff_tp(int argc, char **argv) {
 /* ---- main ---------------------------------------------------------------------------- */
 
 static void print_help(void) {
-  printf("usage: precfuzz COMMAND [options]   (precfuzz COMMAND --help for each)\n\n"
+  printf("usage: precfuzz [--kernels LIB.so]... COMMAND [options]   (precfuzz COMMAND --help for each)\n\n"
          "  list      the kernels, variants, dtypes, parameters, faults and contracts\n"
          "  run       run generated cases of a kernel against the MPFR oracle\n"
          "  replay    run case files again (findings, regressions)\n"
@@ -492,10 +491,21 @@ static void print_help(void) {
          "  sweep     every variant's boundaries and accuracy, for precision-report (results.json)\n"
          "  minimize  shrink a finding (case file or raw driver input) to a small readable case\n"
          "  version   versions of precfuzz, MPFR, GMP and cJSON\n\n"
+         "--kernels LIB.so (repeatable; also $PRECFUZZ_KERNELS, ':'-separated) loads a user's kernel\n"
+         "variants from a shared library defining pf_plugin_init (harness/plugin.h); they are then\n"
+         "listed, run, fuzzed and swept like the built-in ones.\n\n"
          "Exit status: 0 nothing found, 1 findings, 2 bad usage or input.\n");
 }
 
 int main(int argc, char **argv) {
+  /* --kernels LIB (before the command, repeatable) and $PRECFUZZ_KERNELS: a user's kernels */
+  while (argc >= 2 && strcmp(argv[1], "--kernels") == 0) {
+    if (argc < 3) return usage_error("--kernels needs a shared library (see precfuzz --help)");
+    if (pf_plugin_load(argv[2])) return usage_error("--kernels: %s", pf_error_message());
+    argv[2] = argv[0];
+    argc -= 2, argv += 2;
+  }
+  if (pf_plugins_load_env()) return usage_error("PRECFUZZ_KERNELS: %s", pf_error_message());
   if (argc < 2) {
     print_help();
     return EXIT_USAGE;

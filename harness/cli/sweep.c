@@ -709,8 +709,9 @@ cJSON *pf_sweep_run(const pf_sweep_opts *o) {
 static void pf_sweep_help(void) {
   printf("usage: precfuzz sweep [-o results.json] [--cases N] [--points G] [--seed N] [--jobs N] [--kernel K] [--quick]\n"
          "                      [--backend cpu|cuda]\n\n"
-         "Runs every built-in kernel variant, dtype and accumulation through its accuracy scan (N cases at\n"
-         "each of G+1 points of its scan axis: error, failures, findings) and its boundary searches\n"
+         "Runs every kernel variant (the built-in ones and a user's, precfuzz --kernels, of the same\n"
+         "kernels), dtype and accumulation through its accuracy scan (N cases at each of G+1 points\n"
+         "of its scan axis: error, failures, findings) and its boundary searches\n"
          "(overflow, underflow, divergence: precfuzz boundary), the schedule trajectories, the TP\n"
          "differential summary and the fault-detection table, and writes the results (format\n"
          "precfuzz-results/1) for precision-report. Default: results.json, 16 cases, 32 intervals, seed 1,\n"

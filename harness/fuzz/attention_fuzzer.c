@@ -24,7 +24,7 @@ int pf_decode_attention_fuzzer(const uint8_t *data, size_t size, pf_case *out) {
   const int flash = strcmp(k->variant, "flash") == 0, layered = strcmp(k->variant, "layer-scaled") == 0;
   c.dtype = (pf_dtype)(pf_bytes_u8(&b) % PF_NDTYPES);
   const uint8_t flags = pf_bytes_u8(&b);
-  c.accum = (flags & 1) ? c.dtype : PF_FP32;
+  c.accum = (flags & 1) && pf_kernel_accepts(k, c.dtype, c.dtype) ? c.dtype : PF_FP32;
   pf_case_set_param(&c, "mask", (flags >> 1) & 1);
   pf_case_set_param(&c, "mask_value", ((flags >> 2) & 3) % 3);
   if (!flash && !layered) pf_case_set_param(&c, "softmax_accum", (flags >> 4) & 1);

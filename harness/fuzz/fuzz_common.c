@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "harness/backend.h"
+#include "harness/plugin.h"
 #include "harness/runner.h"
 
 uint8_t pf_bytes_u8(pf_bytes *b) { return b->pos < b->n ? b->p[b->pos++] : 0; }
@@ -24,6 +25,11 @@ const char *pf_fuzz_fault(void) {
 }
 
 const pf_kernel *pf_fuzz_begin(const char *op, pf_bytes *b, pf_case *c) {
+  /* $PRECFUZZ_KERNELS: a user's variants join the built-in ones the first byte picks from */
+  if (pf_plugins_load_env()) {
+    fprintf(stderr, "fuzz driver: PRECFUZZ_KERNELS: %s\n", pf_error_message());
+    exit(2);
+  }
   const char *fault = pf_fuzz_fault();
   const pf_kernel *cands[64];
   size_t nc = 0;
@@ -112,6 +118,13 @@ void pf_fuzz_run_case(const char *driver, pf_case *c) {
     pf_fuzz_out++;
     return;
   }
+  /* A variant's own checks (kernel.h: check) may take less than its operation's tables
+   * allow, a user's kernel above all: what it refuses is skipped, not a decoder's bug. */
+  const pf_kernel *k = pf_case_kernel(c);
+  if (!pf_kernel_accepts(k, c->dtype, c->accum) || (k->check && k->check(c))) {
+    pf_fuzz_out++;
+    return;
+  }
   pf_oracle_opts o;
   pf_oracle_opts_default(&o);
   o.domain_only = 1; /* a variant used outside its contract's domain is not a bug */
@@ -153,7 +166,7 @@ void pf_fuzz_run_case(const char *driver, pf_case *c) {
       snprintf(shape + strlen(shape), sizeof shape - strlen(shape), i ? "x%zu" : "%zu", c->shape[i]);
     fprintf(stderr, "precfuzz finding: %s %s/%s %s/%s shape %s%s%s: %s\n", driver, c->kernel, c->variant,
             pf_dtype_name(c->dtype), pf_dtype_name(c->accum), shape, c->fault[0] ? " fault " : "", c->fault, d);
-    fprintf(stderr, "reproduce with: precfuzz replay %s%s\n", f ? path : "(could not save the case)", "");
+    fprintf(stderr, "reproduce with: precfuzz%s replay %s\n", pf_plugins_flags(), f ? path : "(could not save the case)");
     free(json);
     abort();
   }

@@ -18,10 +18,10 @@ int pf_decode_softmax_fuzzer(const uint8_t *data, size_t size, pf_case *out) {
   if (size < 7) return 0;
   pf_bytes b = {data, size, 0};
   pf_case c;
-  pf_fuzz_begin("softmax", &b, &c);
+  const pf_kernel *k = pf_fuzz_begin("softmax", &b, &c);
   c.dtype = (pf_dtype)(pf_bytes_u8(&b) % PF_NDTYPES);
   const uint8_t flags = pf_bytes_u8(&b);
-  c.accum = (flags & 1) ? c.dtype : PF_FP32;
+  c.accum = (flags & 1) && pf_kernel_accepts(k, c.dtype, c.dtype) ? c.dtype : PF_FP32;
   pf_case_set_param(&c, "mask", (flags >> 1) & 1);
   pf_case_set_param(&c, "mask_value", ((flags >> 2) & 3) % 3);
   c.shape[0] = 1 + pf_bytes_u8(&b) % 4;

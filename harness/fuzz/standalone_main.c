@@ -22,6 +22,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "harness/plugin.h"
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 typedef struct {
@@ -72,6 +74,7 @@ static char pf_crash_path[4200];
 
 static const char *pf_cur_file; /* replaying: the file the input came from */
 static char pf_replay_flags[512];  /* " --driver D [--fault F] [--backend cuda]" for the replay line */
+static char pf_kernels_flags[4096]; /* " --kernels LIB" per $PRECFUZZ_KERNELS library */
 
 static void pf_on_abort(int sig) {
   if (pf_cur_file) {
@@ -91,8 +94,10 @@ static void pf_on_abort(int sig) {
       off += (size_t)w;
     }
     close(fd);
-    const char m1[] = "precfuzz standalone: the input is saved; replay with: precfuzz replay";
+    const char m1[] = "precfuzz standalone: the input is saved; replay with: precfuzz";
     (void)!write(2, m1, sizeof m1 - 1);
+    (void)!write(2, pf_kernels_flags, strlen(pf_kernels_flags));
+    (void)!write(2, " replay", 7);
     (void)!write(2, pf_replay_flags, strlen(pf_replay_flags));
     (void)!write(2, " ", 1);
     (void)!write(2, pf_crash_path, strlen(pf_crash_path));
@@ -261,6 +266,11 @@ int main(int argc, char **argv) {
   snprintf(pf_replay_flags, sizeof pf_replay_flags, " --driver %s%s%s%s%s", slash ? slash + 1 : argv[0],
            fault && *fault ? " --fault " : "", fault && *fault ? fault : "", be && *be ? " --backend " : "",
            be && *be ? be : "");
+  if (pf_plugins_load_env()) {
+    fprintf(stderr, "PRECFUZZ_KERNELS: %s\n", pf_error_message());
+    return 2;
+  }
+  snprintf(pf_kernels_flags, sizeof pf_kernels_flags, "%s", pf_plugins_flags());
   signal(SIGABRT, pf_on_abort);
   for (size_t i = 0; i < ncorpus; i++) {
     pf_cur_file = corpus[i].path;

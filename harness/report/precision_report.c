@@ -11,11 +11,13 @@
 #include "harness/case.h"
 #include "harness/cli/cli.h"
 #include "harness/cli/sweep.h"
+#include "harness/plugin.h"
 #include "harness/report/report.h"
 
 static void help(void) {
   printf("usage: precision-report [-i results.json] [-o OUT] [--format html|md|json] [--save-results FILE]\n"
-         "                        [--cases N] [--points G] [--seed N] [--jobs N] [--quick] [--backend cpu|cuda]\n\n"
+         "                        [--cases N] [--points G] [--seed N] [--jobs N] [--quick] [--backend cpu|cuda]\n"
+         "                        [--kernels LIB.so]...\n\n"
          "Writes the precision report of a sweep: one self-contained HTML page (inline CSS and SVG plots, no\n"
          "script, no external asset: it opens offline), a Markdown summary for CI logs, or a JSON summary.\n"
          "  -i FILE            the results of precfuzz sweep; without it the sweep runs first (with the\n"
@@ -23,6 +25,8 @@ static void help(void) {
          "  -o OUT             where to write (default precision-report.html for html, standard output\n"
          "                     for md and json; - for standard output)\n"
          "  --save-results F   also write the sweep's results (when it ran)\n"
+         "  --kernels LIB.so   a user's kernel variants (also $PRECFUZZ_KERNELS; precfuzz --help): the\n"
+         "                     sweep includes those of the operations it covers\n"
          "Exit status: 0 written, 2 bad usage, unreadable or malformed results, or a failure to write.\n");
 }
 
@@ -42,7 +46,7 @@ int main(int argc, char **argv) {
       continue;
     }
     static const char *const valued[] = {"-i", "-o", "--format", "--save-results", "--cases", "--points", "--seed", "--jobs",
-                                         "--backend", NULL};
+                                         "--backend", "--kernels", NULL};
     int known = 0;
     for (int k = 0; valued[k]; k++) known |= strcmp(a, valued[k]) == 0;
     if (!known) return usage_error("unknown option '%s' (see precision-report --help)", a);
@@ -50,7 +54,9 @@ int main(int argc, char **argv) {
     const char *v = argv[++i];
     uint64_t u = 0;
     if (strcmp(a, "-i") == 0) in = v;
-    else if (strcmp(a, "--backend") == 0) backend = v;
+    else if (strcmp(a, "--kernels") == 0) {
+      if (pf_plugin_load(v)) return usage_error("--kernels: %s", pf_error_message());
+    } else if (strcmp(a, "--backend") == 0) backend = v;
     else if (strcmp(a, "-o") == 0) out = v;
     else if (strcmp(a, "--save-results") == 0) save = v;
     else if (strcmp(a, "--format") == 0) {
@@ -70,6 +76,7 @@ int main(int argc, char **argv) {
       so.jobs = (int)u;
     }
   }
+  if (pf_plugins_load_env()) return usage_error("PRECFUZZ_KERNELS: %s", pf_error_message());
   if (in && save) return usage_error("--save-results: the sweep does not run when -i is given");
   if (in && backend) return usage_error("--backend: the sweep does not run when -i is given");
   if (!in) {

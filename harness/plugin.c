@@ -1,0 +1,66 @@
+/* Loading a user's kernels (plugin.h). */
+#include "harness/plugin.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kernel.h"
+
+static char pf_flags[4096]; /* " --kernels PATH" per library loaded */
+
+const char *pf_plugins_flags(void) { return pf_flags; }
+
+pf_status pf_plugin_load(const char *path) {
+  if (!path || !*path) return pf_error(PF_ERR_ARG, "an empty library path");
+  char buf[4096];
+  if (snprintf(buf, sizeof buf, "%s%s", strchr(path, '/') ? "" : "./", path) >= (int)sizeof buf)
+    return pf_error(PF_ERR_ARG, "library path too long");
+  dlerror();
+  void *h = dlopen(buf, RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    const char *e = dlerror();
+    /* dlerror's text can span lines; the message stays on one */
+    char one[512];
+    snprintf(one, sizeof one, "%s", e ? e : "unknown error");
+    for (char *p = one; *p; p++)
+      if (*p == '\n') *p = ' ';
+    return pf_error(PF_ERR_ARG, "cannot load %s: %s", path, one);
+  }
+  pf_status (*init)(void);
+  *(void **)&init = dlsym(h, "pf_plugin_init");
+  if (!init) {
+    dlclose(h);
+    return pf_error(PF_ERR_ARG, "%s has no pf_plugin_init (see harness/plugin.h)", path);
+  }
+  const size_t before = pf_kernel_count();
+  pf_status st = init();
+  if (st) {
+    /* registered kernels point into the library: it stays loaded */
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", pf_error_message());
+    return pf_error(st, "%s: pf_plugin_init failed: %s", path, msg);
+  }
+  if (pf_kernel_count() == before) {
+    dlclose(h);
+    return pf_error(PF_ERR_ARG, "%s registered no kernel", path);
+  }
+  const size_t at = strlen(pf_flags);
+  snprintf(pf_flags + at, sizeof pf_flags - at, " --kernels %s", path);
+  return PF_OK; /* the library stays loaded for the process's life */
+}
+
+pf_status pf_plugins_load_env(void) {
+  static int done;
+  if (done) return PF_OK;
+  done = 1;
+  const char *e = getenv("PRECFUZZ_KERNELS");
+  if (!e || !*e) return PF_OK;
+  char *list = strdup(e), *save = NULL;
+  if (!list) return pf_error(PF_ERR_NOMEM, "out of memory");
+  pf_status st = PF_OK;
+  for (char *p = strtok_r(list, ":", &save); p && !st; p = strtok_r(NULL, ":", &save)) st = pf_plugin_load(p);
+  free(list);
+  return st;
+}

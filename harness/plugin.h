@@ -1,0 +1,26 @@
+/* A user's kernels from shared objects: each library defines
+ *
+ *   pf_status pf_plugin_init(void);
+ *
+ * which registers its kernel variants with pf_kernel_register (kernels/kernel.h): variants of
+ * a built-in operation (judged by its MPFR oracle) or operations of its own. The library
+ * calls back into precfuzz (the executables export their symbols), e.g. pf_kernel_find to
+ * reuse a built-in variant's bound and domain. examples/softmax_exp2/ is one. */
+#ifndef PF_PLUGIN_H
+#define PF_PLUGIN_H
+
+#include "harness/status.h"
+
+/* Loads one library and runs its pf_plugin_init; PF_ERR_ARG with one line when the file
+ * cannot be loaded, has no pf_plugin_init, registers nothing or fails. A path without a '/'
+ * is taken relative to the current directory (not the system's library path). */
+pf_status pf_plugin_load(const char *path);
+
+/* Loads every library named in $PRECFUZZ_KERNELS (':'-separated), once per process. */
+pf_status pf_plugins_load_env(void);
+
+/* " --kernels PATH" for every library loaded so far ("" for none): the replay commands
+ * printed with findings put it after "precfuzz". */
+const char *pf_plugins_flags(void);
+
+#endif

@@ -1,0 +1,87 @@
+#!/bin/bash
+# A user's kernels from shared libraries (precfuzz --kernels, $PRECFUZZ_KERNELS): the example
+# plugin examples/softmax_fast_exp/ is listed, judged, fuzzed and swept like a built-in
+# variant, with outputs derived by hand; libraries that cannot work are refused with exit 2
+# and one line.
+# usage: tests/plugin.sh PRECFUZZ LIBDIR FUZZBINDIR
+P=$1 L=$2 F=$3
+LIB=$L/softmax_fast_exp.so
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+n=0 failed=0
+fail() { echo "FAIL: $*"; failed=$((failed + 1)); }
+
+n=$((n + 1))
+out=$("$P" --kernels "$LIB" list 2>&1) && echo "$out" | grep -q "^softmax *fast-exp *fp32,fp16,bf16 *fp32 " || fail "list: $out"
+n=$((n + 1))
+out=$("$P" --kernels "$LIB" list --json 2>&1) && echo "$out" | tr -d ' \t\n' | grep -q '"variant":"fast-exp"' || fail "list --json: $out"
+
+# x = (0, -1) in fp32, derived apart (Python, every operation rounded to binary32): y =
+# fl32(-fl32(log2 e)) = -0x1.715476p0, k = -2, f = 0x1.1d5714p-1, the cubic gives
+# p = 0x1.78ade0p0, e = p/4, sum = fl32(1 + e); the outputs 1/sum = 0x1.764f52p-1 and
+# e/sum = 0x1.13615ep-2 are 257 and 514 ulps from the correctly rounded 0x1.764d50p-1 and
+# 0x1.136562p-2 (e^-1/(1 + e^-1) = 0.26894142...): inaccurate.
+cat >"$T/case.json" <<'JSON'
+{"format": "precfuzz-case/1", "kernel": "softmax", "variant": "fast-exp", "dtype": "fp32", "accum": "fp32",
+ "shape": [1, 2], "inputs": {"x": {"values": ["0x0p+0", "-0x1p+0"]}}}
+JSON
+n=$((n + 1))
+out=$("$P" --kernels "$LIB" replay --json "$T/case.json" 2>&1); rc=$?
+flat=$(echo "$out" | tr -d ' \t\n')
+[ $rc -eq 1 ] && echo "$flat" | grep -q '"y":"0x1.764f52p-1",[^}]*"rounded":"0x1.764d5p-1","ulps":257' &&
+  echo "$flat" | grep -q '"y":"0x1.13615ep-2",[^}]*"rounded":"0x1.136562p-2","ulps":514' ||
+  fail "replay (0, -1) -> exit $rc: $out"
+# equal scores: exp(0) = 2^0 = p(0) = 1 exactly, every output 1/4: ok
+n=$((n + 1))
+out=$(PRECFUZZ_KERNELS="$LIB" "$P" run -k softmax -v fast-exp -t fp32 --shape 2x4 --input x:value=3 --cases 2 2>&1) ||
+  fail "equal scores (PRECFUZZ_KERNELS) -> exit $?: $out"
+n=$((n + 1))
+out=$(PRECFUZZ_KERNELS="$LIB" "$P" run -k softmax -v fast-exp -t bf16 --cases 20 2>&1); rc=$?
+[ $rc -eq 1 ] && echo "$out" | grep -q "findings 20 (0 outside" || fail "bf16, 20 cases -> exit $rc: $out"
+# a name without a slash is a file in the current directory, not one on the library path
+n=$((n + 1))
+out=$(cd "$L" && "$P" --kernels softmax_fast_exp.so list 2>&1) && echo "$out" | grep -q "fast-exp" || fail "relative name: $out"
+
+# the sweep (and so the report) takes the user's variant in
+n=$((n + 1))
+out=$("$P" --kernels "$LIB" sweep --quick --kernel softmax -o "$T/r.json" 2>&1) && tr -d ' \t\n' <"$T/r.json" | grep -q '"variant":"fast-exp"' ||
+  fail "sweep: $out"
+# the softmax driver picks it among the variants, and finds it
+n=$((n + 1))
+out=$(cd "$T" && PF_FINDINGS_DIR="$T" PRECFUZZ_KERNELS="$LIB" "$F/softmax_fuzzer" -runs=3000 -seed=1 "$F/../../corpora/softmax_fuzzer" 2>&1)
+echo "$out" | grep -q "^precfuzz finding: softmax_fuzzer softmax/fast-exp " || fail "softmax_fuzzer: $(echo "$out" | tail -3)"
+# the printed replay commands load the library: they give the finding again
+n=$((n + 1))
+line=$(echo "$out" | sed -n 's/^reproduce with: //p' | head -1)
+case "$line" in "precfuzz --kernels $LIB replay "*) ;; *) fail "driver's replay line: '$line'" ;; esac
+out=$("$P" ${line#precfuzz } 2>&1); rc=$?
+# the saved case records its verdict ("expect"): replayed, it is as expected (exit 0)
+[ $rc -eq 0 ] && echo "$out" | grep -q "softmax/fast-exp .*: inaccurate (.*\[as expected\]" || fail "$line -> exit $rc: $out"
+n=$((n + 1))
+line=$("$P" --kernels "$LIB" run -k softmax -v fast-exp -t fp32 --cases 1 2>&1 | sed -n 's/^  reproduce with: //p' | head -1)
+out=$("$P" ${line#precfuzz } 2>&1); rc=$?
+[ $rc -eq 1 ] && case "$line" in "precfuzz --kernels $LIB run -k softmax -v fast-exp "*) true ;; *) false ;; esac ||
+  fail "run's reproduce line '$line' -> exit $rc: $out"
+
+expect2() { # what-the-line-says, then the command's arguments
+  local want=$1
+  shift
+  n=$((n + 1))
+  local out rc
+  out=$("$@" 2>&1); rc=$?
+  [ $rc -eq 2 ] && [ "$(echo "$out" | wc -l)" -eq 1 ] && echo "$out" | grep -qF -- "$want" || fail "$* -> exit $rc: $out"
+}
+expect2 "--kernels: cannot load $T/none.so" "$P" --kernels "$T/none.so" list
+expect2 "has no pf_plugin_init" "$P" --kernels "$L/bad_plugin_no_init.so" list
+expect2 "registered no kernel" "$P" --kernels "$L/bad_plugin_empty.so" list
+expect2 "pf_plugin_init failed: kernel registration: incomplete kernel or ABI 99 (expected 1)" "$P" --kernels "$L/bad_plugin_abi.so" list
+expect2 "pf_plugin_init failed: this library refuses to register" "$P" --kernels "$L/bad_plugin_fails.so" list
+expect2 "kernel softmax/fast-exp is already registered" "$P" --kernels "$LIB" --kernels "$LIB" list
+expect2 "--kernels needs a shared library" "$P" --kernels
+expect2 "PRECFUZZ_KERNELS: cannot load $T/none.so" env PRECFUZZ_KERNELS="$T/none.so" "$P" list
+expect2 "takes alpha = 1 and mask none only" "$P" --kernels "$LIB" run -k softmax -v fast-exp --param alpha=0.5
+expect2 "unknown variant 'fast-exp' of kernel softmax (precfuzz list; a user's kernel loads with --kernels)" "$P" replay "$T/case.json"
+expect2 "PRECFUZZ_KERNELS: cannot load" env PRECFUZZ_KERNELS="$T/none.so" "$F/softmax_fuzzer" "$F/../../corpora/softmax_fuzzer"
+
+echo "plugin: $((n - failed))/$n checks passed"
+[ $failed -eq 0 ]
