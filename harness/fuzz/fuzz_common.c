@@ -73,10 +73,11 @@ static uint64_t pf_fnv(const char *s) {
  * (on the GPU backend: copies, launch and synchronisation included), the oracle, and the
  * rest (generating the inputs, the bound, the comparison). A driver is launch-bound only
  * where the kernel's share is large. */
-static unsigned long long pf_fuzz_in, pf_fuzz_out;
+static unsigned long long pf_fuzz_in, pf_fuzz_out, pf_fuzz_refused;
 static double pf_fuzz_secs_kernel, pf_fuzz_secs_oracle, pf_fuzz_secs_all;
 static void pf_fuzz_stats(void) {
-  fprintf(stderr, "precfuzz stats: %llu cases judged inside the domain, %llu outside\n", pf_fuzz_in, pf_fuzz_out);
+  fprintf(stderr, "precfuzz stats: %llu cases judged inside the domain, %llu outside, %llu refused by their variant\n",
+          pf_fuzz_in, pf_fuzz_out, pf_fuzz_refused);
   if (!pf_fuzz_in) return;
   const double us = 1e6 / (double)pf_fuzz_in;
   fprintf(stderr,
@@ -122,7 +123,7 @@ void pf_fuzz_run_case(const char *driver, pf_case *c) {
    * allow, a user's kernel above all: what it refuses is skipped, not a decoder's bug. */
   const pf_kernel *k = pf_case_kernel(c);
   if (!pf_kernel_accepts(k, c->dtype, c->accum) || (k->check && k->check(c))) {
-    pf_fuzz_out++;
+    pf_fuzz_refused++;
     return;
   }
   pf_oracle_opts o;
