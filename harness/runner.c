@@ -19,10 +19,9 @@ static double pf_now(void) {
 }
 
 void pf_oracle_opts_default(pf_oracle_opts *o) {
+  memset(o, 0, sizeof *o); /* every field, backend (PF_BACKEND_CPU) included */
   o->prec = 256;
   o->prec_max = 16384;
-  o->keep_hex = 0;
-  o->domain_only = 0;
 }
 
 const char *pf_fe_str(unsigned fe, char buf[48]) {

@@ -5,6 +5,7 @@
 # and one line.
 # usage: tests/plugin.sh PRECFUZZ LIBDIR FUZZBINDIR
 P=$1 L=$2 F=$3
+C=$(cd "$(dirname "$0")/.." && pwd)/corpora
 LIB=$L/softmax_fast_exp.so
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
@@ -48,7 +49,7 @@ out=$("$P" --kernels "$LIB" sweep --quick --kernel softmax -o "$T/r.json" 2>&1) 
   fail "sweep: $out"
 # the softmax driver picks it among the variants, and finds it
 n=$((n + 1))
-out=$(cd "$T" && PF_FINDINGS_DIR="$T" PRECFUZZ_KERNELS="$LIB" "$F/softmax_fuzzer" -runs=3000 -seed=1 "$F/../../corpora/softmax_fuzzer" 2>&1)
+out=$(cd "$T" && PF_FINDINGS_DIR="$T" PRECFUZZ_KERNELS="$LIB" "$F/softmax_fuzzer" -runs=3000 -seed=1 "$C/softmax_fuzzer" 2>&1)
 echo "$out" | grep -q "^precfuzz finding: softmax_fuzzer softmax/fast-exp " || fail "softmax_fuzzer: $(echo "$out" | tail -3)"
 # the printed replay commands load the library: they give the finding again
 n=$((n + 1))
@@ -81,7 +82,7 @@ expect2 "--kernels needs a shared library" "$P" --kernels
 expect2 "PRECFUZZ_KERNELS: cannot load $T/none.so" env PRECFUZZ_KERNELS="$T/none.so" "$P" list
 expect2 "takes alpha = 1 and mask none only" "$P" --kernels "$LIB" run -k softmax -v fast-exp --param alpha=0.5
 expect2 "unknown variant 'fast-exp' of kernel softmax (precfuzz list; a user's kernel loads with --kernels)" "$P" replay "$T/case.json"
-expect2 "PRECFUZZ_KERNELS: cannot load" env PRECFUZZ_KERNELS="$T/none.so" "$F/softmax_fuzzer" "$F/../../corpora/softmax_fuzzer"
+expect2 "PRECFUZZ_KERNELS: cannot load" env PRECFUZZ_KERNELS="$T/none.so" "$F/softmax_fuzzer" "$C/softmax_fuzzer"
 
 echo "plugin: $((n - failed))/$n checks passed"
 [ $failed -eq 0 ]

@@ -35,6 +35,18 @@ static void test_backend_names(void **state) {
 /* bitwise: 1 = 1 and NaN = NaN; +0 and -0 differ in bits but are 0 ulps apart; 1 and
  * 1 + 2^-10 are 1 fp16 ulp apart but 2^13 fp32 ulps; 65504 and inf are adjacent in fp16;
  * NaN against a number is INT64_MAX. */
+/* The default options say the CPU whatever the memory held before (an uninitialised backend
+ * sent test_loss_scale's runs to CUDA in an ASan build). */
+static void test_default_options_are_the_cpu(void **state) {
+  pf_oracle_opts o;
+  memset(&o, 0xff, sizeof o);
+  pf_oracle_opts_default(&o);
+  assert_int_equal(o.backend, PF_BACKEND_CPU);
+  assert_int_equal(o.domain_only, 0);
+  assert_int_equal(o.keep_hex, 0);
+  assert_int_equal(o.prec, 256);
+}
+
 static void test_backend_diff(void **state) {
   const double a[5] = {1, NAN, 0.0, 1, 65504}, b[5] = {1, NAN, -0.0, 1 + 0x1p-10, INFINITY};
   size_t eq;
@@ -290,6 +302,7 @@ static void test_batched_runs_match_single_runs(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_backend_names),
+      cmocka_unit_test(test_default_options_are_the_cpu),
       cmocka_unit_test(test_backend_diff),
       cmocka_unit_test(test_no_device_is_a_clear_error),
       cmocka_unit_test(test_kernel_without_cuda),

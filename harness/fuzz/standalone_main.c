@@ -207,35 +207,32 @@ static int pf_flag(const char *arg, const char *name, long long lo, long long hi
   return 1;
 }
 
-int main(int argc, char **argv) {
-  long long runs = -1, max_time = -1, seed = 0, max_len = 4096;
-  const char *prefix = "";
+static void pf_free_corpus(pf_input *corpus, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    free(corpus[i].data);
+    free(corpus[i].path);
+  }
+  free(corpus);
+}
+
+/* Every file named, and every file in every directory named, each directory's in name
+ * order; 0, or 2 after one line on stderr. */
+static int pf_load_corpus(int argc, char **argv, pf_input **out, size_t *nout) {
   pf_input *corpus = NULL;
   size_t ncorpus = 0, cap = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
-    if (a[0] == '-') {
-      if (pf_flag(a, "-runs", 0, (long long)1 << 40, &runs) || pf_flag(a, "-max_total_time", 0, 1 << 30, &max_time) ||
-          pf_flag(a, "-seed", 0, (long long)UINT32_MAX, &seed) || pf_flag(a, "-max_len", 1, 1 << 24, &max_len))
-        continue;
-      if (strncmp(a, "-artifact_prefix=", 17) == 0) {
-        prefix = a + 17;
-        continue;
-      }
-      fprintf(stderr, "%s: unknown flag (this build replays and mutates: -runs, -max_total_time, -seed, -max_len, "
-                      "-artifact_prefix)\n", a);
-      return 2;
-    }
+    if (a[0] == '-') continue; /* a flag */
     struct stat sb;
     if (stat(a, &sb) != 0) {
       fprintf(stderr, "%s: no such file or directory\n", a);
-      return 2;
+      goto fail;
     }
     size_t first = ncorpus;
     DIR *d = S_ISDIR(sb.st_mode) ? opendir(a) : NULL;
     if (S_ISDIR(sb.st_mode) && !d) {
       fprintf(stderr, "%s: cannot open the directory\n", a);
-      return 2;
+      goto fail;
     }
     struct dirent *e = NULL;
     do {
@@ -252,25 +249,57 @@ int main(int argc, char **argv) {
         pf_input *nc = realloc(corpus, cap * sizeof *corpus);
         if (!nc) {
           fprintf(stderr, "out of memory reading the corpus\n");
-          return 2;
+          if (d) closedir(d);
+          goto fail;
         }
         corpus = nc;
       }
-      if (pf_read_file(p, &corpus[ncorpus])) return 2;
+      if (pf_read_file(p, &corpus[ncorpus])) {
+        if (d) closedir(d);
+        goto fail;
+      }
       ncorpus++;
     } while (d);
     if (d) closedir(d);
     qsort(corpus + first, ncorpus - first, sizeof *corpus, pf_by_path); /* readdir's order is the file system's */
   }
-  const char *slash = strrchr(argv[0], '/'), *fault = getenv("PF_FUZZ_FAULT"), *be = getenv("PF_FUZZ_BACKEND");
-  snprintf(pf_replay_flags, sizeof pf_replay_flags, " --driver %s%s%s%s%s", slash ? slash + 1 : argv[0],
-           fault && *fault ? " --fault " : "", fault && *fault ? fault : "", be && *be ? " --backend " : "",
-           be && *be ? be : "");
+  *out = corpus;
+  *nout = ncorpus;
+  return 0;
+fail:
+  pf_free_corpus(corpus, ncorpus);
+  return 2;
+}
+
+int main(int argc, char **argv) {
+  long long runs = -1, max_time = -1, seed = 0, max_len = 4096;
+  const char *prefix = "";
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (a[0] != '-') continue;
+    if (pf_flag(a, "-runs", 0, (long long)1 << 40, &runs) || pf_flag(a, "-max_total_time", 0, 1 << 30, &max_time) ||
+        pf_flag(a, "-seed", 0, (long long)UINT32_MAX, &seed) || pf_flag(a, "-max_len", 1, 1 << 24, &max_len))
+      continue;
+    if (strncmp(a, "-artifact_prefix=", 17) == 0) {
+      prefix = a + 17;
+      continue;
+    }
+    fprintf(stderr, "%s: unknown flag (this build replays and mutates: -runs, -max_total_time, -seed, -max_len, "
+                    "-artifact_prefix)\n", a);
+    return 2;
+  }
   if (pf_plugins_load_env()) {
     fprintf(stderr, "PRECFUZZ_KERNELS: %s\n", pf_error_message());
     return 2;
   }
   snprintf(pf_kernels_flags, sizeof pf_kernels_flags, "%s", pf_plugins_flags());
+  const char *slash = strrchr(argv[0], '/'), *fault = getenv("PF_FUZZ_FAULT"), *be = getenv("PF_FUZZ_BACKEND");
+  snprintf(pf_replay_flags, sizeof pf_replay_flags, " --driver %s%s%s%s%s", slash ? slash + 1 : argv[0],
+           fault && *fault ? " --fault " : "", fault && *fault ? fault : "", be && *be ? " --backend " : "",
+           be && *be ? be : "");
+  pf_input *corpus = NULL;
+  size_t ncorpus = 0;
+  if (pf_load_corpus(argc, argv, &corpus, &ncorpus)) return 2;
   signal(SIGABRT, pf_on_abort);
   for (size_t i = 0; i < ncorpus; i++) {
     pf_cur_file = corpus[i].path;
@@ -279,18 +308,17 @@ int main(int argc, char **argv) {
   pf_cur_file = NULL;
   if (runs < 0 && max_time < 0) {
     printf("replayed %zu inputs, no finding\n", ncorpus);
+    pf_free_corpus(corpus, ncorpus);
     return 0;
   }
-  if (!ncorpus) {
-    fprintf(stderr, "mutation needs at least one input to start from (a corpus file or directory)\n");
+  uint8_t *buf = ncorpus ? malloc((size_t)max_len) : NULL;
+  if (!buf) {
+    fprintf(stderr, ncorpus ? "out of memory\n"
+                            : "mutation needs at least one input to start from (a corpus file or directory)\n");
+    pf_free_corpus(corpus, ncorpus);
     return 2;
   }
   pf_rng_state = (uint64_t)seed;
-  uint8_t *buf = malloc((size_t)max_len);
-  if (!buf) {
-    fprintf(stderr, "out of memory\n");
-    return 2;
-  }
   const double t0 = pf_now();
   long long done = 0;
   for (; runs < 0 || done < runs; done++) {
@@ -308,10 +336,6 @@ int main(int argc, char **argv) {
   printf("replayed %zu inputs, then %lld mutated inputs in %.1f s (%.0f/s, seed %lld), no finding\n", ncorpus, done,
          secs, secs > 0 ? (double)done / secs : 0.0, seed);
   free(buf);
-  for (size_t i = 0; i < ncorpus; i++) {
-    free(corpus[i].data);
-    free(corpus[i].path);
-  }
-  free(corpus);
+  pf_free_corpus(corpus, ncorpus);
   return 0;
 }
