@@ -7,7 +7,7 @@ FUZZ_JOBS    ?= 1
 FUZZ_SEED    ?=
 JOBS         ?= $(shell nproc)
 
-.PHONY: all deps configure test test-quick fuzz fuzz-build fuzz-faults fuzz-merge report survey clean
+.PHONY: all deps configure test test-quick test-asan fuzz fuzz-build fuzz-faults fuzz-merge report survey clean
 
 all: configure
 	cmake --build $(BUILD) -j $(JOBS)
@@ -25,6 +25,14 @@ test: all
 # Everything but the tests labelled exhaustive.
 test-quick: all
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE exhaustive
+
+# The suite (but the exhaustive and gpu tests) built with ASan and UBSan, without CUDA: memory
+# errors, leaks and undefined behaviour fail it.
+ASAN_BUILD ?= $(BUILD)/asan
+test-asan: deps
+	@test -f $(ASAN_BUILD)/CMakeCache.txt || cmake -S . -B $(ASAN_BUILD) -DPF_SANITIZE=ON -DPF_ENABLE_CUDA=OFF
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS) -LE 'exhaustive|gpu'
 
 # clang + libFuzzer + ASan + UBSan build of the drivers (and of precfuzz itself).
 fuzz-build: deps
