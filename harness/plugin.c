@@ -10,6 +10,20 @@
 
 static char pf_flags[4096]; /* " --kernels PATH" per library loaded */
 
+/* which library registered which kernel */
+#define PF_MAX_PLUGIN_KERNELS 256
+static struct {
+  const pf_kernel *k;
+  const char *path;
+} pf_origin[PF_MAX_PLUGIN_KERNELS];
+static size_t pf_norigin;
+
+const char *pf_plugin_of(const pf_kernel *k) {
+  for (size_t i = 0; i < pf_norigin; i++)
+    if (pf_origin[i].k == k) return pf_origin[i].path;
+  return NULL;
+}
+
 const char *pf_plugins_flags(void) { return pf_flags; }
 
 pf_status pf_plugin_load(const char *path) {
@@ -46,6 +60,9 @@ pf_status pf_plugin_load(const char *path) {
     dlclose(h);
     return pf_error(PF_ERR_ARG, "%s registered no kernel", path);
   }
+  char *kept = strdup(path);
+  for (size_t i = before; i < pf_kernel_count() && pf_norigin < PF_MAX_PLUGIN_KERNELS && kept; i++)
+    pf_origin[pf_norigin].k = pf_kernel_at(i), pf_origin[pf_norigin++].path = kept;
   const size_t at = strlen(pf_flags);
   snprintf(pf_flags + at, sizeof pf_flags - at, " --kernels %s", path);
   return PF_OK; /* the library stays loaded for the process's life */

@@ -19,6 +19,10 @@ pf_status pf_plugin_load(const char *path);
 /* Loads every library named in $PRECFUZZ_KERNELS (':'-separated), once per process. */
 pf_status pf_plugins_load_env(void);
 
+/* The library (as named when loaded) that registered k; NULL for a built-in kernel. */
+struct pf_kernel;
+const char *pf_plugin_of(const struct pf_kernel *k);
+
 /* " --kernels PATH" for every library loaded so far ("" for none): the replay commands
  * printed with findings put it after "precfuzz". */
 const char *pf_plugins_flags(void);

@@ -15,7 +15,11 @@ fail() { echo "FAIL: $*"; failed=$((failed + 1)); }
 n=$((n + 1))
 out=$("$P" --kernels "$LIB" list 2>&1) && echo "$out" | grep -q "^softmax *fast-exp *fp32,fp16,bf16 *fp32 " || fail "list: $out"
 n=$((n + 1))
-out=$("$P" --kernels "$LIB" list --json 2>&1) && echo "$out" | tr -d ' \t\n' | grep -q '"variant":"fast-exp"' || fail "list --json: $out"
+out=$("$P" --kernels "$LIB" list --json 2>&1) && echo "$out" | tr -d ' \t\n' | grep -q '"variant":"fast-exp",[^}]*"library":"'"$LIB"'"' ||
+  fail "list --json: $out"
+n=$((n + 1))
+out=$("$P" --kernels "$LIB" list 2>&1) && echo "$out" | grep -q "fast-exp .*(an example plugin) \[from $LIB\]$" &&
+  [ "$(echo "$out" | grep -c '\[from ')" -eq 1 ] || fail "list names the library of the user's variant only: $out"
 
 # x = (0, -1) in fp32, derived apart (Python, every operation rounded to binary32): y =
 # fl32(-fl32(log2 e)) = -0x1.715476p0, k = -2, f = 0x1.1d5714p-1, the cubic gives

@@ -38,6 +38,7 @@ static cJSON *kernel_to_cjson(const pf_kernel *k) {
   cJSON_AddStringToObject(o, "kernel", k->op->name);
   cJSON_AddStringToObject(o, "variant", k->variant);
   cJSON_AddStringToObject(o, "summary", k->summary);
+  if (pf_plugin_of(k)) cJSON_AddStringToObject(o, "library", pf_plugin_of(k));
   cJSON_AddBoolToObject(o, "cuda", k->run_cuda != NULL);
   cJSON *dt = cJSON_AddArrayToObject(o, "dtypes");
   for (int t = 0; t < PF_NDTYPES; t++)
@@ -103,8 +104,9 @@ static int cmd_list(int argc, char **argv) {
       if (k->accums & PF_DT(t)) { strcat(acs, acs[0] ? "," : ""); strcat(acs, pf_dtype_name((pf_dtype)t)); }
     if (k->accums & PF_ACCUM_STORAGE) strcat(acs, acs[0] ? ",storage" : "storage");
     for (int f = 0; k->faults[f]; f++) { strcat(fs, fs[0] ? "," : ""); strncat(fs, k->faults[f], 60); }
-    printf("%-10s %-13s %-15s %-13s %-5s %-32s %s\n", k->op->name, k->variant, dts, acs, k->run_cuda ? "yes" : "-",
-           fs[0] ? fs : "-", k->summary);
+    printf("%-10s %-13s %-15s %-13s %-5s %-32s %s%s%s%s\n", k->op->name, k->variant, dts, acs, k->run_cuda ? "yes" : "-",
+           fs[0] ? fs : "-", k->summary, pf_plugin_of(k) ? " [from " : "", pf_plugin_of(k) ? pf_plugin_of(k) : "",
+           pf_plugin_of(k) ? "]" : "");
   }
   printf("\nparameters (--param NAME=VALUE):\n");
   const pf_op *seen[64];
