@@ -60,27 +60,10 @@ diff_rc=$?
 # Each driver replays its corpus and then fuzzes by blind mutation (the gcc build's standalone
 # main: libFuzzer's flags, no coverage feedback) for PF_GPU_FUZZ_SECONDS on the GPU backend.
 FS=${PF_GPU_FUZZ_SECONDS:-20}
-mkdir -p "$B/findings"
 echo "== the fuzz drivers on the CUDA backend: corpus, then ${FS} s of mutation each (inputs/s; per judged case, in"
 echo "   microseconds: all, kernel = copies + launches + synchronisation, oracle: launch-bound where kernel ~ all)"
-printf '%-22s %7s %9s %8s %10s %9s %9s %9s\n' driver corpus mutated seconds inputs/s all_us kernel_us oracle_us
-drv_rc=0
-for d in "$B"/bin/*_fuzzer; do
-  name=$(basename "$d")
-  [ -d "corpora/$name" ] || continue
-  ml=$(sed -n 's/^max_len *= *//p' "corpora/$name.options" 2>/dev/null)
-  PF_FUZZ_STATS=1 PF_FUZZ_BACKEND=cuda PF_FINDINGS_DIR="$B/findings" "$d" -max_total_time="$FS" -seed=1 \
-    ${ml:+-max_len=$ml} -artifact_prefix="$B/findings/$name-" "corpora/$name" >"$B/$name.cuda.log" 2>&1 ||
-    { echo "$name: FAILED (log $B/$name.cuda.log)"; grep -m2 "^precfuzz" "$B/$name.cuda.log"; drv_rc=1; }
-  # "replayed C inputs, then M mutated inputs in S s (R/s, seed 1), no finding" and
-  # "precfuzz time per judged case: A us: kernel K us (P%), oracle O us (Q%), rest R us"
-  runs=$(sed -n 's/^replayed \([0-9]*\) inputs, then \([0-9]*\) mutated inputs in \([0-9.]*\) s.*/\1 \2 \3/p' "$B/$name.cuda.log")
-  per=$(awk '/^precfuzz time per judged case/ { print $6, $9, $13 }' "$B/$name.cuda.log")
-  awk -v d="$name" -v runs="${runs:-- - -}" -v per="${per:-- - -}" 'BEGIN {
-    split(runs, r, " "); split(per, p, " ")
-    printf "%-22s %7s %9s %8s %10s %9s %9s %9s\n", d, r[1], r[2], r[3], (r[3] > 0 ? sprintf("%.0f", r[2] / r[3]) : "-"),
-      p[1], p[2], p[3] }'
-done
+scripts/fuzz-drivers.sh "$B/bin" "$B/fuzz-cuda" "$FS" cuda
+drv_rc=$?
 echo "== the precision report on the GPU (precision-report --backend cuda)"
 "$B/bin/precision-report" --backend cuda -o "$B/precision-report-cuda.html" --save-results "$B/results-cuda.json" &&
   "$B/bin/precision-report" -i "$B/results-cuda.json" --format md | head -60
