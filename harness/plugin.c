@@ -74,10 +74,13 @@ pf_status pf_plugins_load_env(void) {
   done = 1;
   const char *e = getenv("PRECFUZZ_KERNELS");
   if (!e || !*e) return PF_OK;
-  char *list = strdup(e), *save = NULL;
+  char *list = strdup(e);
   if (!list) return pf_error(PF_ERR_NOMEM, "out of memory");
   pf_status st = PF_OK;
-  for (char *p = strtok_r(list, ":", &save); p && !st; p = strtok_r(NULL, ":", &save)) st = pf_plugin_load(p);
+  for (char *p = list, *end; p && !st; p = end ? end + 1 : NULL) {
+    if ((end = strchr(p, ':'))) *end = 0;
+    st = *p ? pf_plugin_load(p) : pf_error(PF_ERR_ARG, "an empty entry in '%s' (libraries are ':'-separated)", e);
+  }
   free(list);
   return st;
 }

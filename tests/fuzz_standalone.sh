@@ -36,6 +36,13 @@ out=$("$P" ${line#precfuzz } 2>&1); rc=$?
 n=$((n + 1))
 grep -q "^precfuzz finding: softmax_fuzzer .* fault softmax-no-max: overflow" "$T/a.log" || fail "no finding line: $(cat "$T/a.log")"
 
+# an artifact prefix that cannot be written to is said, not passed over
+n=$((n + 1))
+out=$(cd "$T" && PF_FINDINGS_DIR="$T" PF_FUZZ_FAULT=softmax-no-max "$B/softmax_fuzzer" -runs=100000 -seed=5 \
+  -artifact_prefix="$T/no/such/dir/" "$T/one" 2>&1)
+echo "$out" | grep -q "^precfuzz standalone: cannot save the input as $T/no/such/dir/crash-160f40cf63bb0aeb (see -artifact_prefix)$" ||
+  fail "unwritable prefix: $(echo "$out" | tail -2)"
+
 # a corpus input that is itself a finding is named, not saved again
 n=$((n + 1))
 out=$(cd "$T" && PF_FINDINGS_DIR="$T" PF_FUZZ_FAULT=softmax-no-max "$B/softmax_fuzzer" -runs=10 "$T/a/$ca" 2>&1)

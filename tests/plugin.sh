@@ -84,6 +84,7 @@ expect2 "pf_plugin_init failed: this library refuses to register" "$P" --kernels
 expect2 "kernel softmax/fast-exp is already registered" "$P" --kernels "$LIB" --kernels "$LIB" list
 expect2 "--kernels needs a shared library" "$P" --kernels
 expect2 "PRECFUZZ_KERNELS: cannot load $T/none.so" env PRECFUZZ_KERNELS="$T/none.so" "$P" list
+expect2 "PRECFUZZ_KERNELS: an empty entry in '$LIB::$LIB'" env PRECFUZZ_KERNELS="$LIB::$LIB" "$P" list
 expect2 "takes alpha = 1 and mask none only" "$P" --kernels "$LIB" run -k softmax -v fast-exp --param alpha=0.5
 expect2 "unknown variant 'fast-exp' of kernel softmax (precfuzz list; a user's kernel loads with --kernels)" "$P" replay "$T/case.json"
 expect2 "PRECFUZZ_KERNELS: cannot load" env PRECFUZZ_KERNELS="$T/none.so" "$F/softmax_fuzzer" "$C/softmax_fuzzer"

@@ -104,9 +104,9 @@ static int cmd_list(int argc, char **argv) {
       if (k->accums & PF_DT(t)) { strcat(acs, acs[0] ? "," : ""); strcat(acs, pf_dtype_name((pf_dtype)t)); }
     if (k->accums & PF_ACCUM_STORAGE) strcat(acs, acs[0] ? ",storage" : "storage");
     for (int f = 0; k->faults[f]; f++) { strcat(fs, fs[0] ? "," : ""); strncat(fs, k->faults[f], 60); }
+    const char *lib = pf_plugin_of(k);
     printf("%-10s %-13s %-15s %-13s %-5s %-32s %s%s%s%s\n", k->op->name, k->variant, dts, acs, k->run_cuda ? "yes" : "-",
-           fs[0] ? fs : "-", k->summary, pf_plugin_of(k) ? " [from " : "", pf_plugin_of(k) ? pf_plugin_of(k) : "",
-           pf_plugin_of(k) ? "]" : "");
+           fs[0] ? fs : "-", k->summary, lib ? " [from " : "", lib ? lib : "", lib ? "]" : "");
   }
   printf("\nparameters (--param NAME=VALUE):\n");
   const pf_op *seen[64];

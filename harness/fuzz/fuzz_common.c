@@ -76,7 +76,7 @@ static uint64_t pf_fnv(const char *s) {
 static unsigned long long pf_fuzz_in, pf_fuzz_out, pf_fuzz_refused;
 static double pf_fuzz_secs_kernel, pf_fuzz_secs_oracle, pf_fuzz_secs_all;
 static void pf_fuzz_stats(void) {
-  fprintf(stderr, "precfuzz stats: %llu cases judged inside the domain, %llu outside, %llu refused by their variant\n",
+  fprintf(stderr, "precfuzz stats: %llu cases judged inside the domain, %llu outside, %llu refused by a user's variant\n",
           pf_fuzz_in, pf_fuzz_out, pf_fuzz_refused);
   if (!pf_fuzz_in) return;
   const double us = 1e6 / (double)pf_fuzz_in;
@@ -119,10 +119,11 @@ void pf_fuzz_run_case(const char *driver, pf_case *c) {
     pf_fuzz_out++;
     return;
   }
-  /* A variant's own checks (kernel.h: check) may take less than its operation's tables
-   * allow, a user's kernel above all: what it refuses is skipped, not a decoder's bug. */
+  /* A user's kernel (--kernels) may take less than its operation's tables allow, which the
+   * decoders cannot know: what it refuses is skipped. A built-in variant refusing a decoded
+   * case is the decoder's bug (pf_run_case's error below). */
   const pf_kernel *k = pf_case_kernel(c);
-  if (!pf_kernel_accepts(k, c->dtype, c->accum) || (k->check && k->check(c))) {
+  if (pf_plugin_of(k) && (!pf_kernel_accepts(k, c->dtype, c->accum) || (k->check && k->check(c)))) {
     pf_fuzz_refused++;
     return;
   }

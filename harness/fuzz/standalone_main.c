@@ -86,14 +86,19 @@ static void pf_on_abort(int sig) {
     return;
   }
   int fd = open(pf_crash_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd >= 0) {
-    size_t off = 0;
-    while (off < pf_cur_n) {
-      ssize_t w = write(fd, pf_cur_data + off, pf_cur_n - off);
-      if (w <= 0) break;
-      off += (size_t)w;
-    }
-    close(fd);
+  size_t off = 0;
+  while (fd >= 0 && off < pf_cur_n) {
+    ssize_t w = write(fd, pf_cur_data + off, pf_cur_n - off);
+    if (w <= 0) break;
+    off += (size_t)w;
+  }
+  if (fd >= 0) close(fd);
+  if (fd < 0 || off < pf_cur_n) {
+    const char m2[] = "precfuzz standalone: cannot save the input as ";
+    (void)!write(2, m2, sizeof m2 - 1);
+    (void)!write(2, pf_crash_path, strlen(pf_crash_path));
+    (void)!write(2, " (see -artifact_prefix)\n", 24);
+  } else {
     const char m1[] = "precfuzz standalone: the input is saved; replay with: precfuzz";
     (void)!write(2, m1, sizeof m1 - 1);
     (void)!write(2, pf_kernels_flags, strlen(pf_kernels_flags));

@@ -280,7 +280,7 @@ static pf_status pf_schedule_steps(const pf_case *c, const pf_tensor *in, double
         for (size_t i = 0; i < n && status == PF_LS_APPLIED; i++) {
           const int finite = g[i] - g[i] == 0;
           g[i] = pf_mul(F, g[i], inv, fe);
-          if (finite && !(g[i] - g[i] == 0))
+          if (rg && finite && !(g[i] - g[i] == 0))
             pf_sched_range_note(rg, t, "the unscaled gradient fl32(h fl32(1/S)) (a loss scale below 1)");
         }
       }
@@ -297,9 +297,11 @@ static pf_status pf_schedule_steps(const pf_case *c, const pf_tensor *in, double
           }
           double sumsq = 0;
           for (size_t k = 0; k < K; k++) sumsq = pf_add(F, sumsq, part[k], fe);
-          int finite = 1;
-          for (size_t i = 0; i < n; i++) finite &= g[i] - g[i] == 0;
-          if (finite && !(sumsq - sumsq == 0)) pf_sched_range_note(rg, t, "the clipping norm's fp32 sum of squares");
+          if (rg && !(sumsq - sumsq == 0)) { /* only the domain's run asks */
+            int finite = 1;
+            for (size_t i = 0; i < n; i++) finite &= g[i] - g[i] == 0;
+            if (finite) pf_sched_range_note(rg, t, "the clipping norm's fp32 sum of squares");
+          }
           const double norm = pf_round(F, sqrt(sumsq));
           const double coef = pf_div(F, pf_round(F, c->params[PF_SP_MAXNORM]), pf_add(F, norm, pf_round(F, 1e-6), fe), fe);
           if (coef < 1)
@@ -312,7 +314,7 @@ static pf_status pf_schedule_steps(const pf_case *c, const pf_tensor *in, double
         const pf_sched_step_hyper sh = pf_sched_step_hyper_of(c, &sched, &h, applied); /* once per step */
         for (size_t i = 0; i < n; i++) {
           step[t * n + i] = pf_sched_least_step(&sh, pm[i], g[i], m[i], v[i]);
-          const int finite = g[i] - g[i] == 0 && m[i] - m[i] == 0 && v[i] - v[i] == 0 && pm[i] - pm[i] == 0;
+          const int finite = rg && g[i] - g[i] == 0 && m[i] - m[i] == 0 && v[i] - v[i] == 0 && pm[i] - pm[i] == 0;
           unsigned afe = 0; /* this element's Adam step alone */
           if (lowp) {
             pf_adam_step(PF_ADAM_TORCH, PF_ADAM_MODE_ADAMW, D, D, &h, &p[i], g[i], &m[i], &v[i], &afe);
