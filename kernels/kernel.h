@@ -16,7 +16,7 @@
 #include "harness/tensor.h"
 #include "harness/verdict.h"
 
-#define PF_KERNEL_ABI 1
+#define PF_KERNEL_ABI 2
 
 typedef enum { PF_PARAM_REAL, PF_PARAM_INT, PF_PARAM_CHOICE } pf_param_type;
 
@@ -147,6 +147,13 @@ struct pf_kernel {
   /* CUDA: same signature as run_cpu; NULL when the build has no CUDA. PF_ERR_NODEVICE
    * (with a clear message) when no GPU can be used. */
   pf_status (*run_cuda)(const pf_case *c, const pf_tensor *in, double *out, unsigned *fe);
+  /* Which algorithm of the operation this variant is (the operation's PF_<OP>_* value): the
+   * bound, the domain and the oracle read it, never the variant's name, so that a copy of a
+   * built-in variant under another name behaves exactly as that variant. */
+  int algo;
+  /* The built-in variant whose contract (algo, bound, domain) this one reuses; NULL for a
+   * built-in variant. pf_kernel_like() fills a user's kernel from it. */
+  const char *like;
 };
 
 #define PF_DT(t) (1u << (t))
@@ -161,6 +168,12 @@ const pf_op *pf_op_find(const char *op);
 int pf_kernel_accepts(const pf_kernel *k, pf_dtype dtype, pf_dtype accum);
 int pf_kernel_has_fault(const pf_kernel *k, const char *fault);
 int pf_op_param_index(const pf_op *op, const char *name);
+/* The algorithm of the case's variant (pf_kernel.algo); 0 if the variant is unknown. */
+int pf_case_algo(const pf_case *c);
+/* Copies into k the contract of op's built-in variant `like`: algo, bound, domain, variant
+ * checks, the contract's text, dtypes and accumulations, and sets k->like. The caller then
+ * sets its own name, summary and run functions. PF_ERR_UNKNOWN if there is no such variant. */
+pf_status pf_kernel_like(pf_kernel *k, const char *op, const char *like);
 
 pf_status pf_oracle_result_alloc(pf_oracle_result *r, size_t n, int keep_hex);
 void pf_oracle_result_free(pf_oracle_result *r);

@@ -77,6 +77,28 @@ int pf_kernel_has_fault(const pf_kernel *k, const char *fault) {
   return 0;
 }
 
+int pf_case_algo(const pf_case *c) {
+  const pf_kernel *k = pf_kernel_find(c->kernel, c->variant);
+  return k ? k->algo : 0;
+}
+
+pf_status pf_kernel_like(pf_kernel *k, const char *op, const char *like) {
+  const pf_kernel *b = pf_kernel_find(op, like);
+  if (!b || b->like) /* a user's variant is no contract to copy: its own may differ */
+    return pf_error(PF_ERR_UNKNOWN, "like: %s has no built-in variant '%s' (see precfuzz list)", op, like);
+  k->abi = PF_KERNEL_ABI;
+  k->op = b->op;
+  k->algo = b->algo;
+  k->bound = b->bound;
+  k->in_domain = b->in_domain;
+  k->check = b->check;
+  k->contract = b->contract;
+  k->dtypes = b->dtypes;
+  k->accums = b->accums;
+  k->like = b->variant;
+  return PF_OK;
+}
+
 int pf_op_param_index(const pf_op *op, const char *name) {
   for (int i = 0; i < op->nparams; i++)
     if (strcmp(op->params[i].name, name) == 0) return i;

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/adam/adam_math.h" /* the variants' PF_ADAM_* values */
 #include "kernels/kernel.h"
 #include "oracles/oracle_util.h"
 
@@ -62,10 +63,11 @@ pf_status pf_adam_step_mpfr(const pf_case *c, const pf_tensor *in, const pf_orac
   const size_t n = c->shape[0];
   const int master = out->n == 4 * n;
   const int l2 = pf_case_param(c, "mode") == 1;
-  const int eps_inside = strcmp(c->variant, "eps-inside") == 0;
-  const int nobc = strcmp(c->variant, "no-bias-correction") == 0;
-  const int torch = strcmp(c->variant, "torch") == 0;
-  const pf_dtype st = torch || strcmp(c->variant, "state-lowp") == 0 ? c->dtype : PF_FP32;
+  const int algo = pf_case_algo(c);
+  const int eps_inside = algo == PF_ADAM_EPS_INSIDE;
+  const int nobc = algo == PF_ADAM_NO_BIAS_CORRECTION;
+  const int torch = algo == PF_ADAM_TORCH;
+  const pf_dtype st = torch || algo == PF_ADAM_STATE_LOWP ? c->dtype : PF_FP32;
   const pf_dtype pt = master ? PF_FP32 : c->dtype;
   const double lr = pf_case_param(c, "lr"), b1 = pf_case_param(c, "beta1"), b2 = pf_case_param(c, "beta2"),
                eps = pf_case_param(c, "eps"), wd = pf_case_param(c, "wd");

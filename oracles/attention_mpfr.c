@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/attention/attention_math.h" /* the variants' PF_ATTN_* values */
 #include "kernels/kernel.h"
 #include "oracles/oracle_util.h"
 
@@ -79,7 +80,7 @@ pf_status pf_attention_fwd_mpfr(const pf_case *c, const pf_tensor *in, const pf_
   const size_t no = heads * Lq * d, ns = heads * Lq * Lk;
   const int mask = (int)pf_case_param(c, "mask");
   const double sentinel = pf_at_sentinel((int)pf_case_param(c, "mask_value"), c->dtype);
-  const double Lstore = strcmp(c->variant, "layer-scaled") == 0 ? pf_case_param(c, "layer") : 1.0;
+  const double Lstore = pf_case_algo(c) == PF_ATTN_LAYER_SCALED ? pf_case_param(c, "layer") : 1.0;
   const size_t off = Lk >= Lq ? Lk - Lq : 0;
   const long prec0 = opts->prec < 64 ? 64 : opts->prec;
   const pf_mpfr_range saved = pf_mpfr_range_widen();

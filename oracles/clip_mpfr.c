@@ -6,14 +6,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/clip/clip_math.h" /* the variants' PF_CLIP_* values */
 #include "kernels/kernel.h"
 #include "oracles/oracle_util.h"
 
 pf_status pf_clip_mpfr(const pf_case *c, const pf_tensor *in, const pf_oracle_opts *opts, pf_oracle_result *out) {
   const size_t kn = c->shape[0] * c->shape[1];
   const double *g = in[0].data;
-  const int inf_norm = strcmp(c->variant, "inf") == 0;
-  const pf_dtype norm_t = strcmp(c->variant, "torch") == 0 ? c->dtype : PF_FP32;
+  const int inf_norm = pf_case_algo(c) == PF_CLIP_INF;
+  const pf_dtype norm_t = pf_case_algo(c) == PF_CLIP_TORCH ? c->dtype : PF_FP32;
   const double max_norm = pf_case_param(c, "max_norm");
   for (size_t x = 0; x < kn; x++)
     if (!isfinite(g[x])) {

@@ -179,6 +179,47 @@ static void test_softmax_contracts_hold_on_generated_cases(void **state) {
   printf("%d cases, no element outside its bound\n", cases);
 }
 
+/* A variant's behaviour comes from its data (pf_kernel.algo), never its name: a copy of naive
+ * registered under another name, and a kernel made with pf_kernel_like("naive"), both run,
+ * bound and judge exactly as naive. x = (12, 0) in fp16 with fp16 accumulation: naive
+ * computes e^12 = 162754.79... > 65504 (fp16's largest finite), so its sum overflows and the
+ * outputs are inf/inf = NaN and 1/inf = 0 (verdict overflow) and the case lies outside naive's domain
+ * (the largest score must stay below ln(65504/2) = 10.397); safe computes e^0 and e^-12 and
+ * is ok. Under name-based dispatch the copies ran safe's algorithm and gave ok. */
+static void test_softmax_variant_behaviour_comes_from_data(void **state) {
+  static pf_kernel copy, like;
+  const pf_kernel *naive = pf_kernel_find("softmax", "naive");
+  assert_non_null(naive);
+  copy = *naive;
+  copy.variant = "copy-of-naive";
+  assert_int_equal(pf_kernel_register(&copy), PF_OK);
+  assert_int_equal(pf_kernel_like(&like, "softmax", "naive"), PF_OK);
+  like.variant = "like-naive";
+  like.summary = "naive's contract, a user's name";
+  like.faults = naive->faults;
+  like.run_cpu = naive->run_cpu;
+  assert_string_equal(like.like, "naive");
+  assert_int_equal(pf_kernel_register(&like), PF_OK);
+  /* a user's variant is no contract to copy */
+  pf_kernel other;
+  assert_int_equal(pf_kernel_like(&other, "softmax", "like-naive"), PF_ERR_UNKNOWN);
+  assert_int_equal(pf_kernel_like(&other, "softmax", "no-such"), PF_ERR_UNKNOWN);
+
+  const double x[2] = {12.0, 0.0};
+  const char *names[] = {"naive", "copy-of-naive", "like-naive"};
+  for (int v = 0; v < 3; v++) {
+    pf_run r;
+    assert_int_equal(run_values(&r, names[v], PF_FP16, PF_FP16, 1, 2, x, NULL, NULL), PF_V_OVERFLOW);
+    assert_false(r.in_domain);
+    assert_non_null(strstr(r.why, "naive needs the largest score"));
+    assert_true(isnan(r.out[0]) && r.out[1] == 0);
+    pf_run_free(&r);
+  }
+  pf_run r;
+  assert_int_equal(run_values(&r, "safe", PF_FP16, PF_FP16, 1, 2, x, NULL, NULL), PF_V_OK);
+  pf_run_free(&r);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_softmax_equal_inputs_give_exact_halves),
@@ -189,6 +230,7 @@ int main(void) {
       cmocka_unit_test(test_softmax_causal_mask),
       cmocka_unit_test(test_softmax_undefined_rows_are_range),
       cmocka_unit_test(test_softmax_contracts_hold_on_generated_cases),
+      cmocka_unit_test(test_softmax_variant_behaviour_comes_from_data),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

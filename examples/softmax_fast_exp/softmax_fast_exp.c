@@ -10,7 +10,7 @@
  * value lies within 1e-4 of a rounding midpoint. Build: examples/softmax_fast_exp/ is part of
  * the CMake build (a MODULE library); a kernel of your own needs only kernels/kernel.h and
  * harness/dtype_math.h (header-only arithmetic in a dtype), and calls back into precfuzz for
- * pf_kernel_find, pf_kernel_register, pf_case_param and pf_error. */
+ * pf_kernel_like, pf_kernel_register, pf_case_param and pf_error. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,16 +65,14 @@ static const char *const no_faults[] = {NULL};
 static pf_kernel fast_exp_kernel;
 
 pf_status pf_plugin_init(void) {
-  const pf_kernel *safe = pf_kernel_find("softmax", "safe");
-  if (!safe) return pf_error(PF_ERR_ARG, "softmax/safe is not registered");
-  fast_exp_kernel = *safe; /* its operation (oracle), bound and domain */
+  /* safe's contract: its operation (oracle), algorithm, bound and domain */
+  pf_status st = pf_kernel_like(&fast_exp_kernel, "softmax", "safe");
+  if (st) return st;
   fast_exp_kernel.variant = "fast-exp";
   fast_exp_kernel.summary = "safe softmax with exp = 2^k times a cubic for 2^f (an example plugin)";
   fast_exp_kernel.accums = PF_DT(PF_FP32);
   fast_exp_kernel.faults = no_faults;
-  fast_exp_kernel.contract = "safe's bound and domain";
   fast_exp_kernel.run_cpu = fast_exp_softmax_cpu;
   fast_exp_kernel.check = fast_exp_check;
-  fast_exp_kernel.run_cuda = NULL;
   return pf_kernel_register(&fast_exp_kernel);
 }

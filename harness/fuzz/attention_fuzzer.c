@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "harness/fuzz/fuzz_common.h"
+#include "kernels/attention/attention_math.h"
 #include "kernels/kernel.h"
 
 int pf_decode_attention_fuzzer(const uint8_t *data, size_t size, pf_case *out) {
@@ -21,7 +22,7 @@ int pf_decode_attention_fuzzer(const uint8_t *data, size_t size, pf_case *out) {
   pf_bytes b = {data, size, 0};
   pf_case c;
   const pf_kernel *k = pf_fuzz_begin("attention", &b, &c);
-  const int flash = strcmp(k->variant, "flash") == 0, layered = strcmp(k->variant, "layer-scaled") == 0;
+  const int flash = k->algo == PF_ATTN_FLASH, layered = k->algo == PF_ATTN_LAYER_SCALED;
   c.dtype = (pf_dtype)(pf_bytes_u8(&b) % PF_NDTYPES);
   const uint8_t flags = pf_bytes_u8(&b);
   c.accum = (flags & 1) && pf_kernel_accepts(k, c.dtype, c.dtype) ? c.dtype : PF_FP32;

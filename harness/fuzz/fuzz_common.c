@@ -31,11 +31,21 @@ const pf_kernel *pf_fuzz_begin(const char *op, pf_bytes *b, pf_case *c) {
     exit(2);
   }
   const char *fault = pf_fuzz_fault();
+  /* $PF_FUZZ_VARIANT aims the driver at one variant (a user's kernel gets every input) */
+  const char *only = getenv("PF_FUZZ_VARIANT");
+  if (only && !*only) only = NULL;
   const pf_kernel *cands[64];
   size_t nc = 0;
   for (size_t i = 0; i < pf_kernel_count() && nc < 64; i++) {
     const pf_kernel *k = pf_kernel_at(i);
-    if (strcmp(k->op->name, op) == 0 && (!fault || pf_kernel_has_fault(k, fault))) cands[nc++] = k;
+    if (strcmp(k->op->name, op) == 0 && (!fault || pf_kernel_has_fault(k, fault)) &&
+        (!only || strcmp(k->variant, only) == 0))
+      cands[nc++] = k;
+  }
+  if (!nc && only) {
+    fprintf(stderr, "fuzz driver: PF_FUZZ_VARIANT=%s names no variant of %s%s%s (precfuzz list)\n", only, op,
+            fault ? " with fault " : "", fault ? fault : "");
+    exit(2);
   }
   if (!nc) {
     fprintf(stderr, "fuzz driver: PF_FUZZ_FAULT=%s names no fault of %s\n", fault ? fault : "", op);

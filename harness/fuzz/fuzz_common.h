@@ -23,7 +23,8 @@ size_t pf_bytes_left(const pf_bytes *b);
 const char *pf_fuzz_fault(void);
 
 /* Starts a case of operation op: the next byte picks a variant among those honouring
- * $PF_FUZZ_FAULT (all when unset), whose fault switch is then set. Aborts when the fault
+ * $PF_FUZZ_FAULT (all when unset) and named $PF_FUZZ_VARIANT (any when unset; exit 2 when it
+ * names none), whose fault switch is then set. Aborts when the fault
  * names none of op's variants (a misconfigured run, not a finding). */
 const pf_kernel *pf_fuzz_begin(const char *op, pf_bytes *b, pf_case *c);
 

@@ -40,12 +40,7 @@ static const pf_param_desc pf_adam_params[] = {
     {"mode", PF_PARAM_CHOICE, 0, 0, 1, pf_adam_modes, "adamw: decoupled decay; l2: wd p added to g (not torch)", 0},
 };
 
-static int pf_adam_variant(const pf_case *c) {
-  static const char *const names[] = {"fused", "torch", "no-master", "state-lowp", "eps-inside", "no-bias-correction"};
-  for (int i = 0; i < 6; i++)
-    if (strcmp(c->variant, names[i]) == 0) return i;
-  return PF_ADAM_FUSED;
-}
+static int pf_adam_variant(const pf_case *c) { return pf_case_algo(c); }
 static int pf_adam_has_master(int var) { return var != PF_ADAM_TORCH && var != PF_ADAM_NO_MASTER; }
 static pf_dtype pf_adam_pdt(const pf_case *c) { return pf_adam_has_master(pf_adam_variant(c)) ? PF_FP32 : c->dtype; }
 static pf_dtype pf_adam_sdt(const pf_case *c) {
@@ -303,20 +298,20 @@ int pf_adam_in_domain(const pf_case *c, const pf_tensor *in, char *why, size_t l
 
 #define PF_ADAM_DTYPES (PF_DT(PF_FP32) | PF_DT(PF_FP16) | PF_DT(PF_BF16))
 static const char *const pf_adam_no_faults[] = {NULL};
-#define PF_ADAM_KERNEL(var, summary, contract)                                                                   \
+#define PF_ADAM_KERNEL(var, algo, summary, contract)                                                                 \
   {PF_KERNEL_ABI, &pf_adam_op, var, summary, PF_ADAM_DTYPES, PF_DT(PF_FP32),                       \
-   pf_adam_no_faults, contract, pf_adam_step_cpu, pf_adam_bound, pf_adam_in_domain, pf_adam_check, PF_ADAM_RUN_CUDA}
+   pf_adam_no_faults, contract, pf_adam_step_cpu, pf_adam_bound, pf_adam_in_domain, pf_adam_check, PF_ADAM_RUN_CUDA, algo, NULL}
 
 static const pf_kernel pf_adam_kernels_tab[] = {
-    PF_ADAM_KERNEL("fused", "FusedAdam: fp32 math, fp32 master and state, parameter written back to T",
+    PF_ADAM_KERNEL("fused", PF_ADAM_FUSED, "FusedAdam: fp32 math, fp32 master and state, parameter written back to T",
                    "each output within the running error bound of its fp32 operation sequence (errbound.h): "
                    "every op adds u|z| + s/2 and propagates its operands' bounds; domain: finite bound, g^2 in range"),
-    PF_ADAM_KERNEL("torch", "PyTorch AdamW (foreach): decay first, lerp; state and gradient in T, no master",
+    PF_ADAM_KERNEL("torch", PF_ADAM_TORCH, "PyTorch AdamW (foreach): decay first, lerp; state and gradient in T, no master",
                    "as fused, over PyTorch's order with every tensor op stored in T"),
-    PF_ADAM_KERNEL("no-master", "FusedAdam math, the parameter kept in T (no fp32 master)", "as fused"),
-    PF_ADAM_KERNEL("state-lowp", "FusedAdam with m and v stored in T", "as fused"),
-    PF_ADAM_KERNEL("eps-inside", "FusedAdam with denom = sqrt(v/bc2 + eps)", "as fused"),
-    PF_ADAM_KERNEL("no-bias-correction", "FusedAdam with bc1 = bc2 = 1", "as fused"),
+    PF_ADAM_KERNEL("no-master", PF_ADAM_NO_MASTER, "FusedAdam math, the parameter kept in T (no fp32 master)", "as fused"),
+    PF_ADAM_KERNEL("state-lowp", PF_ADAM_STATE_LOWP, "FusedAdam with m and v stored in T", "as fused"),
+    PF_ADAM_KERNEL("eps-inside", PF_ADAM_EPS_INSIDE, "FusedAdam with denom = sqrt(v/bc2 + eps)", "as fused"),
+    PF_ADAM_KERNEL("no-bias-correction", PF_ADAM_NO_BIAS_CORRECTION, "FusedAdam with bc1 = bc2 = 1", "as fused"),
 };
 const pf_kernel *const pf_adam_kernels[] = {&pf_adam_kernels_tab[0], &pf_adam_kernels_tab[1], &pf_adam_kernels_tab[2],
                                             &pf_adam_kernels_tab[3], &pf_adam_kernels_tab[4], &pf_adam_kernels_tab[5],

@@ -44,12 +44,7 @@ static const pf_param_desc pf_attn_params[] = {
     {"block", PF_PARAM_INT, 64, 1, 4096, NULL, "key block size (flash only)", 0},
 };
 
-static int pf_attn_algo(const pf_case *c) {
-  if (strcmp(c->variant, "inward") == 0) return PF_ATTN_INWARD;
-  if (strcmp(c->variant, "layer-scaled") == 0) return PF_ATTN_LAYER_SCALED;
-  if (strcmp(c->variant, "flash") == 0) return PF_ATTN_FLASH;
-  return PF_ATTN_POST_SCALE;
-}
+static int pf_attn_algo(const pf_case *c) { return pf_case_algo(c); }
 
 static size_t pf_attn_heads(const pf_case *c) { return c->shape[D_B] * c->shape[D_H]; }
 static size_t pf_attn_o_count(const pf_case *c) { return pf_attn_heads(c) * c->shape[D_LQ] * c->shape[D_D]; }
@@ -509,24 +504,24 @@ static const pf_kernel pf_attention_post_scale = {
     "scores: |S - alpha QK^T| <= E((1+g_d)(1+u_A)^2 - 1) + alpha d s_A, E = alpha sum|q k|, g_d = (1+u_A)^d - 1; "
     "probabilities: safe softmax bound times e^(2 Delta); output: rho W + a V1 + g_L (W(1+rho) + a V1); "
     "domain: accumulator and stored scores finite, softmax bound finite",
-    pf_attention_fwd_cpu, pf_attention_bound, pf_attention_in_domain, pf_attn_check, PF_ATTN_RUN_CUDA};
+    pf_attention_fwd_cpu, pf_attention_bound, pf_attention_in_domain, pf_attn_check, PF_ATTN_RUN_CUDA, .algo = PF_ATTN_POST_SCALE};
 static const pf_kernel pf_attention_inward = {
     PF_KERNEL_ABI, &pf_attention_op, "inward", "Q and K each times d^-1/4 and rounded before the GEMM",
     PF_ATTN_DTYPES, PF_ATTN_ACCUMS, pf_attn_faults,
     "as post-scale with two more roundings of each operand ((1+u_T)^2 on E) and their subnormal floor; same domain",
-    pf_attention_fwd_cpu, pf_attention_bound, pf_attention_in_domain, pf_attn_check, PF_ATTN_RUN_CUDA};
+    pf_attention_fwd_cpu, pf_attention_bound, pf_attention_in_domain, pf_attn_check, PF_ATTN_RUN_CUDA, .algo = PF_ATTN_INWARD};
 static const pf_kernel pf_attention_layer_scaled = {
     PF_KERNEL_ABI, &pf_attention_op, "layer-scaled", "scores stored L times smaller; softmax multiplies by L in fp32",
     PF_ATTN_DTYPES, PF_ATTN_ACCUMS, pf_attn_faults,
     "as post-scale with alpha' = 1/(sqrt(d) L) and one more fp32 rounding (L S) in the softmax; the stored "
     "scores' range is L times larger",
-    pf_attention_fwd_cpu, pf_attention_bound, pf_attention_in_domain, pf_attn_check, PF_ATTN_RUN_CUDA};
+    pf_attention_fwd_cpu, pf_attention_bound, pf_attention_in_domain, pf_attn_check, PF_ATTN_RUN_CUDA, .algo = PF_ATTN_LAYER_SCALED};
 static const pf_kernel pf_attention_flash = {
     PF_KERNEL_ABI, &pf_attention_op, "flash", "key blocks, running max and sum, rescaled fp32 output accumulator",
     PF_ATTN_DTYPES, PF_ATTN_ACCUMS, pf_flash_faults,
     "output: (e^(2 Delta) - 1) W + e^(2 Delta) W kappa + floors, kappa from the per-term factors (expf, P to T, "
     "block GEMM, R_b rescales, fp32 adds); domain: accumulator and fp32 scores finite",
-    pf_attention_fwd_cpu, pf_attention_bound, pf_attention_in_domain, pf_attn_check, PF_ATTN_RUN_CUDA};
+    pf_attention_fwd_cpu, pf_attention_bound, pf_attention_in_domain, pf_attn_check, PF_ATTN_RUN_CUDA, .algo = PF_ATTN_FLASH};
 
 const pf_kernel *const pf_attention_kernels[] = {&pf_attention_post_scale, &pf_attention_inward,
                                                  &pf_attention_layer_scaled, &pf_attention_flash, NULL};

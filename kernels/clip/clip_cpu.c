@@ -27,11 +27,7 @@ static const pf_param_desc pf_clip_params[] = {
     {"max_norm", PF_PARAM_REAL, 1.0, 0, 0x1p100, NULL, "clip when the global norm exceeds it", 0},
 };
 
-static int pf_clip_variant(const pf_case *c) {
-  if (strcmp(c->variant, "torch") == 0) return PF_CLIP_TORCH;
-  if (strcmp(c->variant, "inf") == 0) return PF_CLIP_INF;
-  return PF_CLIP_MEGATRON;
-}
+static int pf_clip_variant(const pf_case *c) { return pf_case_algo(c); }
 static pf_dtype pf_clip_norm_dtype(const pf_case *c) { return pf_clip_variant(c) == PF_CLIP_TORCH ? c->dtype : PF_FP32; }
 static size_t pf_clip_input_count(const pf_case *c, int i) { return c->shape[0] * c->shape[1]; }
 static size_t pf_clip_output_count(const pf_case *c) { return 1 + c->shape[0] * c->shape[1]; }
@@ -160,16 +156,16 @@ int pf_clip_in_domain(const pf_case *c, const pf_tensor *in, char *why, size_t l
   return 1;
 }
 
-#define PF_CLIP_KERNEL(var, summary, accums)                                                                      \
+#define PF_CLIP_KERNEL(var, algo, summary, accums)                                                                    \
   {PF_KERNEL_ABI, &pf_clip_op, var, summary, PF_DT(PF_FP32) | PF_DT(PF_FP16) | PF_DT(PF_BF16), accums,            \
    pf_clip_no_faults, "norm and clipped gradients within the running error bound of their sequence (errbound.h); " \
    "domain: finite gradients, no overflow on the way",                                                            \
-   pf_clip_cpu, pf_clip_bound, pf_clip_in_domain, NULL, PF_CLIP_RUN_CUDA}
+   pf_clip_cpu, pf_clip_bound, pf_clip_in_domain, NULL, PF_CLIP_RUN_CUDA, algo, NULL}
 static const char *const pf_clip_no_faults[] = {NULL};
 static const pf_kernel pf_clip_tab[] = {
-    PF_CLIP_KERNEL("megatron", "per-tensor sums of squares (in fp32 or the gradient dtype), summed in fp32, sqrt",
+    PF_CLIP_KERNEL("megatron", PF_CLIP_MEGATRON, "per-tensor sums of squares (in fp32 or the gradient dtype), summed in fp32, sqrt",
                    PF_DT(PF_FP32) | PF_ACCUM_STORAGE),
-    PF_CLIP_KERNEL("torch", "PyTorch clip_grad_norm_: per-tensor norms in the gradient dtype, their norm", PF_DT(PF_FP32)),
-    PF_CLIP_KERNEL("inf", "infinity norm: max |g|", PF_DT(PF_FP32)),
+    PF_CLIP_KERNEL("torch", PF_CLIP_TORCH, "PyTorch clip_grad_norm_: per-tensor norms in the gradient dtype, their norm", PF_DT(PF_FP32)),
+    PF_CLIP_KERNEL("inf", PF_CLIP_INF, "infinity norm: max |g|", PF_DT(PF_FP32)),
 };
 const pf_kernel *const pf_clip_kernels[] = {&pf_clip_tab[0], &pf_clip_tab[1], &pf_clip_tab[2], NULL};

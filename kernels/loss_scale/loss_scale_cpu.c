@@ -34,12 +34,7 @@ static const pf_param_desc pf_ls_params[] = {
     {"nonfinite_from", PF_PARAM_INT, 0, 0, 1e9, NULL, "from this step (from 1) on the true gradients are inf; 0: never", 0},
 };
 
-static int pf_ls_variant(const pf_case *c) {
-  if (strcmp(c->variant, "megatron") == 0) return PF_LS_MEGATRON;
-  if (strcmp(c->variant, "pytorch") == 0) return PF_LS_PYTORCH;
-  if (strcmp(c->variant, "static") == 0) return PF_LS_STATIC;
-  return PF_LS_DEEPSPEED;
-}
+static int pf_ls_variant(const pf_case *c) { return pf_case_algo(c); }
 
 /* The scaler's starting state: the case's constants, or the variant's defaults. */
 static pf_ls_state pf_ls_init(const pf_case *c) {
@@ -218,18 +213,18 @@ int pf_loss_scale_in_domain(const pf_case *c, const pf_tensor *in, char *why, si
 }
 
 static const char *const pf_ls_faults[] = {"loss-scale-no-skip", NULL};
-#define PF_LS_KERNEL(var, summary)                                                                               \
+#define PF_LS_KERNEL(var, algo, summary)                                                                             \
   {PF_KERNEL_ABI, &pf_loss_scale_op, var, summary, PF_DT(PF_FP16) | PF_DT(PF_BF16) | PF_DT(PF_FP32),             \
    PF_DT(PF_FP32), pf_ls_faults,                                                                                  \
    "applied gradients within (1+u_T)(1+2^-24)(1+|fl32(1/S) S - 1|) - 1 relative of the true ones; skips, "        \
    "scales and stops exactly as the reference scaler; a stopped run is divergent. Domain: finite gradients that " \
    "fit T at the smallest scale, applied scaled gradients normal in T",                                           \
-   pf_loss_scale_cpu, pf_loss_scale_bound, pf_loss_scale_in_domain, NULL, PF_LS_RUN_CUDA}
+   pf_loss_scale_cpu, pf_loss_scale_bound, pf_loss_scale_in_domain, NULL, PF_LS_RUN_CUDA, algo, NULL}
 
 static const pf_kernel pf_ls_tab[] = {
-    PF_LS_KERNEL("deepspeed", "DeepSpeed DynamicLossScaler: hysteresis, window, error at the minimum scale"),
-    PF_LS_KERNEL("megatron", "Megatron DynamicGradScaler: hysteresis, growth interval, keeps skipping at the minimum"),
-    PF_LS_KERNEL("pytorch", "PyTorch GradScaler: backoff 0.5, growth 2 every 2000 clean steps, fp32 scale"),
-    PF_LS_KERNEL("static", "a fixed scale; overflowed steps skipped"),
+    PF_LS_KERNEL("deepspeed", PF_LS_DEEPSPEED, "DeepSpeed DynamicLossScaler: hysteresis, window, error at the minimum scale"),
+    PF_LS_KERNEL("megatron", PF_LS_MEGATRON, "Megatron DynamicGradScaler: hysteresis, growth interval, keeps skipping at the minimum"),
+    PF_LS_KERNEL("pytorch", PF_LS_PYTORCH, "PyTorch GradScaler: backoff 0.5, growth 2 every 2000 clean steps, fp32 scale"),
+    PF_LS_KERNEL("static", PF_LS_STATIC, "a fixed scale; overflowed steps skipped"),
 };
 const pf_kernel *const pf_loss_scale_kernels[] = {&pf_ls_tab[0], &pf_ls_tab[1], &pf_ls_tab[2], &pf_ls_tab[3], NULL};

@@ -18,6 +18,9 @@ enum {
 /* Output layout for T steps of n parameters: status[T], scale[T], step[T][n], master[T][n],
  * params[T][n]. step: the step Adam was asked to take, computed in binary64 from the run's
  * own state and gradient (what exact arithmetic would move the value by from there). */
+/* The variants' algorithms (pf_kernel.algo). */
+enum { PF_SCHED_FP32_STATE = 0, PF_SCHED_LOWP_STATE = 1 };
+
 #define PF_SCHED_STATUS(T) ((size_t)0)
 #define PF_SCHED_SCALE(T) ((size_t)(T))
 #define PF_SCHED_STEP(T) (2 * (size_t)(T))

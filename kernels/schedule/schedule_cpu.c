@@ -64,7 +64,7 @@ static const pf_param_desc pf_sched_params[PF_SCHED_NPARAMS] = {
 static size_t pf_sched_input_count(const pf_case *c, int i) { return i == 2 ? c->shape[0] * c->shape[1] : c->shape[1]; }
 static pf_dtype pf_sched_input_dtype(const pf_case *c, int i) { return PF_FP32; }
 static size_t pf_sched_output_count(const pf_case *c) { return 2 * c->shape[0] + 3 * c->shape[0] * c->shape[1]; }
-static int pf_sched_lowp(const pf_case *c) { return strcmp(c->variant, "lowp-state") == 0; }
+static int pf_sched_lowp(const pf_case *c) { return pf_case_algo(c) == PF_SCHED_LOWP_STATE; }
 
 pf_dtype pf_schedule_master_dtype(const pf_case *c) { return pf_sched_lowp(c) ? c->dtype : PF_FP32; }
 
@@ -517,11 +517,11 @@ static const pf_kernel pf_sched_tab[] = {
      PF_DT(PF_FP32) | PF_DT(PF_FP16) | PF_DT(PF_BF16), PF_DT(PF_FP32), pf_sched_faults,
      "every step's master and parameter within tolerance (|p_exact| + lr) of the exact trajectory, no update lost, "
      "no stop, no non-finite step applied",
-     pf_schedule_cpu, pf_schedule_bound, pf_schedule_in_domain, pf_sched_check, NULL},
+     pf_schedule_cpu, pf_schedule_bound, pf_schedule_in_domain, pf_sched_check, NULL, PF_SCHED_FP32_STATE, NULL},
     {PF_KERNEL_ABI, &pf_schedule_op, "lowp-state", "PyTorch AdamW with gradient, state and parameter in T",
      PF_DT(PF_FP32) | PF_DT(PF_FP16) | PF_DT(PF_BF16), PF_DT(PF_FP32), pf_sched_faults,
      "every step's parameter within tolerance (|p_exact| + lr) of the exact trajectory, no update lost, no stop, "
      "no non-finite step applied",
-     pf_schedule_cpu, pf_schedule_bound, pf_schedule_in_domain, pf_sched_check, NULL},
+     pf_schedule_cpu, pf_schedule_bound, pf_schedule_in_domain, pf_sched_check, NULL, PF_SCHED_LOWP_STATE, NULL},
 };
 const pf_kernel *const pf_schedule_kernels[] = {&pf_sched_tab[0], &pf_sched_tab[1], NULL};

@@ -57,11 +57,7 @@ const pf_op pf_softmax_op = {
     .input_dims = pf_softmax_input_dims,
 };
 
-static int pf_softmax_algo(const pf_case *c) {
-  int algo = strcmp(c->variant, "naive") == 0 ? PF_SOFTMAX_NAIVE
-             : strcmp(c->variant, "online") == 0 ? PF_SOFTMAX_ONLINE : PF_SOFTMAX_SAFE;
-  return algo;
-}
+static int pf_softmax_algo(const pf_case *c) { return pf_case_algo(c); }
 
 pf_status pf_softmax_fwd_cpu(const pf_case *c, const pf_tensor *in, double *out, unsigned *fe) {
   const size_t rows = c->shape[0], cols = c->shape[1];
@@ -250,18 +246,18 @@ static const pf_kernel pf_softmax_naive = {
     PF_SOFTMAX_DTYPES, PF_SOFTMAX_ACCUMS, pf_no_faults,
     "rel = e^tau (1+eps_e)(1+u_d) / (e^-tau (1-eps_e)(1-u)^(n-1) - n a (1+u)^(n-1)) - 1, "
     "a = (2^-148 + s) e^-max(t), abs = a (1+u_d) / (...) + s/2; domain: ln(min normal) < max(t) < ln(max/n)",
-    pf_softmax_fwd_cpu, pf_softmax_bound, pf_softmax_in_domain, NULL, PF_SOFTMAX_RUN_CUDA};
+    pf_softmax_fwd_cpu, pf_softmax_bound, pf_softmax_in_domain, NULL, PF_SOFTMAX_RUN_CUDA, .algo = PF_SOFTMAX_NAIVE};
 static const pf_kernel pf_softmax_safe = {
     PF_KERNEL_ABI, &pf_softmax_op, "safe", "two passes: row max, then exp(t - max) / sum",
     PF_SOFTMAX_DTYPES, PF_SOFTMAX_ACCUMS, pf_softmax_faults,
     "as naive with tau -> eta = 2 tau + 2u(X + tau) and a = 2^-148 + s (the shifted sum is >= 1); "
     "domain: |alpha x| <= max finite of the accumulation dtype",
-    pf_softmax_fwd_cpu, pf_softmax_bound, pf_softmax_in_domain, NULL, PF_SOFTMAX_RUN_CUDA};
+    pf_softmax_fwd_cpu, pf_softmax_bound, pf_softmax_in_domain, NULL, PF_SOFTMAX_RUN_CUDA, .algo = PF_SOFTMAX_SAFE};
 static const pf_kernel pf_softmax_online = {
     PF_KERNEL_ABI, &pf_softmax_op, "online", "one pass: running max, running sum rescaled when the max grows",
     PF_SOFTMAX_DTYPES, PF_SOFTMAX_ACCUMS, pf_softmax_faults,
     "rel = e^eta (1+eps_e)(1+u_d) / (G_lo - A) - 1, G_lo = e^-eta (1-eps_e) (e^-r (1-eps_e)(1-u))^R (1-u)^(n-1), "
     "r = 2u(X + tau), R = running-max increases, A = (n + R(n+1)) (2^-148 + s) G_hi; domain as safe",
-    pf_softmax_fwd_cpu, pf_softmax_bound, pf_softmax_in_domain, NULL, PF_SOFTMAX_RUN_CUDA};
+    pf_softmax_fwd_cpu, pf_softmax_bound, pf_softmax_in_domain, NULL, PF_SOFTMAX_RUN_CUDA, .algo = PF_SOFTMAX_ONLINE};
 
 const pf_kernel *const pf_softmax_kernels[] = {&pf_softmax_naive, &pf_softmax_safe, &pf_softmax_online, NULL};

@@ -569,6 +569,6 @@ static const pf_kernel pf_tp_tab[] = {
      PF_DT(PF_BF16) | PF_DT(PF_FP16), PF_DT(PF_FP32), pf_tp_faults,
      "replicated parameters and tied copies bitwise equal across ranks after every step; TP=1 and gathered TP=2 "
      "master, parameter, m and v inside the set every summation order of the norm allows",
-     pf_tp_cpu, pf_tp_bound, pf_tp_in_domain, pf_tp_check, NULL},
+     pf_tp_cpu, pf_tp_bound, pf_tp_in_domain, pf_tp_check, NULL, 0, NULL},
 };
 const pf_kernel *const pf_tp_kernels[] = {&pf_tp_tab[0], NULL};
