@@ -1,3 +1,4 @@
+#define _XOPEN_SOURCE 700 /* realpath */
 #include "case.h"
 
 #include <cjson/cJSON.h>
@@ -9,6 +10,7 @@
 
 #include "kernels/kernel.h"
 #include "rng.h"
+#include "tensorfile.h"
 #include "verdict.h"
 
 #define PF_CASE_FORMAT "precfuzz-case/1"
@@ -215,6 +217,12 @@ cJSON *pf_case_to_cjson(const pf_case *c) {
   for (int i = 0; i < c->ninputs; i++) {
     const pf_gen *g = &c->inputs[i];
     cJSON *o = cJSON_AddObjectToObject(inputs, op->input_names[i]);
+    if (pf_gen_from_file(g)) {
+      cJSON_AddStringToObject(o, "file", g->file);
+      if (g->tensor) cJSON_AddStringToObject(o, "tensor", g->tensor);
+      cJSON_AddStringToObject(o, "sha256", g->sha256);
+      continue;
+    }
     if (g->dist == PF_DIST_VALUES) {
       cJSON *vals = cJSON_AddArrayToObject(o, "values");
       for (size_t v = 0; v < g->nvalues; v++) {
@@ -306,11 +314,58 @@ static pf_status pf_unknown_keys(const cJSON *o, const char *const *known, const
   return PF_OK;
 }
 
+/* The directory relative file paths in the case being parsed are taken from (pf_case_load). */
+static _Thread_local const char *pf_case_base_dir;
+
+/* {"file": PATH, "tensor": NAME, "sha256": HEX}: the values of a tensor file; the hash, when
+ * given, must still be the file's. */
+static pf_status pf_gen_file_from_cjson(pf_gen *g, const cJSON *o, const char *what, const char *name) {
+  char where[96];
+  snprintf(where, sizeof where, " in input '%s'", name);
+  static const char *const known[] = {"file", "tensor", "sha256", NULL};
+  pf_status st = pf_unknown_keys(o, known, what, where);
+  if (st) return st;
+  const char *file, *tensor = NULL, *sha = NULL;
+  if ((st = pf_json_string(o, "file", what, &file))) return st;
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "tensor");
+  if (v && (!cJSON_IsString(v) || !*v->valuestring))
+    return pf_error(PF_ERR_PARSE, "%s: 'tensor' of input '%s' must be a tensor's name", what, name);
+  if (v) tensor = v->valuestring;
+  if ((v = cJSON_GetObjectItemCaseSensitive(o, "sha256"))) {
+    if (!cJSON_IsString(v) || strlen(v->valuestring) != 64 || strspn(v->valuestring, "0123456789abcdef") != 64)
+      return pf_error(PF_ERR_PARSE, "%s: 'sha256' of input '%s' must be 64 lower-case hex digits", what, name);
+    sha = v->valuestring;
+  }
+  if (!*file) return pf_error(PF_ERR_PARSE, "%s: 'file' of input '%s' is empty", what, name);
+  char path[4096];
+  const char *base = pf_case_base_dir && file[0] != '/' ? pf_case_base_dir : NULL;
+  if (snprintf(path, sizeof path, "%s%s%s", base ? base : "", base ? "/" : "", file) >= (int)sizeof path)
+    return pf_error(PF_ERR_PARSE, "%s: input '%s': path too long", what, name);
+  pf_tensorfile t;
+  if ((st = pf_tensorfile_read(path, tensor, &t))) {
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", pf_error_message());
+    return pf_error(st, "%s: input '%s': %s", what, name, msg);
+  }
+  if (sha && strcmp(sha, t.sha256) != 0) {
+    pf_tensorfile_free(&t);
+    return pf_error(PF_ERR_ARG, "%s: input '%s': %s changed since the case was written (sha256 %.12s..., recorded %.12s...)",
+                    what, name, path, t.sha256, sha);
+  }
+  char *abs = realpath(path, NULL);
+  st = pf_gen_set_file(g, &t, abs ? abs : path, tensor);
+  /* the file's shape and dtype are checked against the case once it is complete */
+  free(abs);
+  pf_tensorfile_free(&t);
+  return st;
+}
+
 static pf_status pf_gen_from_cjson(pf_gen *g, const cJSON *o, const char *what, const char *name) {
   char where[96];
   snprintf(where, sizeof where, " in input '%s'", name);
   pf_gen_default(g);
   if (!cJSON_IsObject(o)) return pf_error(PF_ERR_PARSE, "%s: input '%s' must be an object", what, name);
+  if (cJSON_GetObjectItemCaseSensitive(o, "file")) return pf_gen_file_from_cjson(g, o, what, name);
   const cJSON *vals = cJSON_GetObjectItemCaseSensitive(o, "values");
   if (vals) {
     static const char *const known[] = {"values", NULL};
@@ -450,6 +505,8 @@ pf_status pf_case_from_cjson(pf_case *c, const cJSON *j, const char *what) {
     c->ninputs = i + 1;
     if ((st = pf_gen_from_cjson(&c->inputs[i], o, what, op->input_names[i]))) return st;
   }
+  for (int i = 0; i < op->ninputs; i++)
+    if (c->inputs[i].file && (st = pf_case_check_file_input(c, i, what))) return st;
   st = pf_case_validate(c);
   if (st) {
     char msg[512];
@@ -504,9 +561,46 @@ pf_status pf_case_load(pf_case *c, const char *path) {
   pf_status st = pf_read_file(path, &text, &len);
   if (st) return st;
   if (strlen(text) != len) { free(text); return pf_error(PF_ERR_PARSE, "%s: not a JSON case (binary data)", path); }
+  /* tensor files named relative to the case file */
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%s", path);
+  char *slash = strrchr(dir, '/');
+  if (slash) *slash = 0;
+  else snprintf(dir, sizeof dir, ".");
+  pf_case_base_dir = dir;
   st = pf_case_from_json(c, text, path);
+  pf_case_base_dir = NULL;
   free(text);
   return st;
+}
+
+pf_status pf_case_check_file_input(const pf_case *c, int i, const char *what) {
+  const pf_op *op = pf_op_find(c->kernel);
+  const pf_gen *g = &c->inputs[i];
+  const pf_dtype want = op->input_dtype ? op->input_dtype(c, i) : c->dtype;
+  const char *name = op->input_names[i];
+  if (g->file_dtype != want)
+    return pf_error(PF_ERR_ARG, "%s: input '%s': %s holds %s values, the case needs %s", what, name, g->file,
+                    pf_dtype_name(g->file_dtype), pf_dtype_name(want));
+  /* the input's dimensions; leading dimensions of the file may be flattened into the first */
+  int dims[PF_MAX_DIMS];
+  const int nd = op->input_dims ? op->input_dims(c, i, dims) : 0;
+  const size_t n = op->input_count(c, i);
+  char got[160] = "", need[160] = "";
+  for (int d = 0; d < g->file_ndims; d++)
+    snprintf(got + strlen(got), sizeof got - strlen(got), d ? "x%zu" : "%zu", g->file_shape[d]);
+  for (int d = 0; d < nd; d++)
+    snprintf(need + strlen(need), sizeof need - strlen(need), d ? "x%zu" : "%zu", c->shape[dims[d]]);
+  if (!got[0]) snprintf(got, sizeof got, "a scalar");
+  int ok = g->nvalues == n;
+  if (ok && nd > 0) {
+    ok = g->file_ndims >= nd;
+    for (int d = 1; ok && d < nd; d++) ok = g->file_shape[g->file_ndims - nd + d] == c->shape[dims[d]];
+  }
+  if (!ok)
+    return pf_error(PF_ERR_ARG, "%s: input '%s': %s has shape %s, the case needs %s%s", what, name, g->file, got,
+                    nd ? need : "", nd ? "" : "its element count");
+  return PF_OK;
 }
 
 pf_status pf_case_save(const pf_case *c, const char *path) {

@@ -53,6 +53,9 @@ char *pf_case_to_json(const pf_case *c);
 pf_status pf_case_from_json(pf_case *c, const char *text, const char *what);
 pf_status pf_case_load(pf_case *c, const char *path);
 pf_status pf_case_save(const pf_case *c, const char *path);
+/* Input i read from a tensor file: its dtype and shape fit the case (the file's leading
+ * dimensions may be flattened into the input's first). PF_ERR_ARG naming the file otherwise. */
+pf_status pf_case_check_file_input(const pf_case *c, int i, const char *what);
 /* A whole file, NUL-terminated (binary files too: len is the byte count). */
 pf_status pf_read_file(const char *path, char **out, size_t *len);
 

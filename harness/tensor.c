@@ -1,6 +1,8 @@
 #include "tensor.h"
+#include "tensorfile.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,19 +29,63 @@ void pf_gen_default(pf_gen *g) {
 
 void pf_gen_free(pf_gen *g) {
   free(g->values);
+  free(g->file);
+  free(g->tensor);
   g->values = NULL;
   g->nvalues = 0;
+  g->file = g->tensor = NULL;
+  g->sha256[0] = 0;
 }
 
 pf_status pf_gen_copy(pf_gen *dst, const pf_gen *src) {
   *dst = *src;
   dst->values = NULL;
+  dst->file = dst->tensor = NULL;
   if (src->nvalues) {
     dst->values = malloc(src->nvalues * sizeof(double));
     if (!dst->values) return PF_ERR_NOMEM;
     memcpy(dst->values, src->values, src->nvalues * sizeof(double));
   }
+  if ((src->file && !(dst->file = strdup(src->file))) || (src->tensor && !(dst->tensor = strdup(src->tensor)))) {
+    pf_gen_free(dst);
+    return PF_ERR_NOMEM;
+  }
   return PF_OK;
+}
+
+uint64_t pf_values_sum(const double *v, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; i++) {
+    uint64_t b;
+    memcpy(&b, &v[i], 8);
+    for (int k = 0; k < 8; k++) h = (h ^ ((b >> (8 * k)) & 0xff)) * 1099511628211ull;
+  }
+  return h;
+}
+
+pf_status pf_gen_set_file(pf_gen *g, pf_tensorfile *t, const char *file, const char *tensor) {
+  pf_gen_free(g);
+  pf_gen_default(g);
+  g->dist = PF_DIST_VALUES;
+  g->file = strdup(file);
+  g->tensor = tensor ? strdup(tensor) : NULL;
+  if (!g->file || (tensor && !g->tensor)) {
+    pf_gen_free(g);
+    return PF_ERR_NOMEM;
+  }
+  g->values = t->data;
+  g->nvalues = t->n;
+  t->data = NULL;
+  snprintf(g->sha256, sizeof g->sha256, "%s", t->sha256);
+  g->file_dtype = t->dtype;
+  g->file_ndims = t->ndims;
+  memcpy(g->file_shape, t->shape, sizeof g->file_shape);
+  g->values_sum = pf_values_sum(g->values, g->nvalues);
+  return PF_OK;
+}
+
+int pf_gen_from_file(const pf_gen *g) {
+  return g->dist == PF_DIST_VALUES && g->file && pf_values_sum(g->values, g->nvalues) == g->values_sum;
 }
 
 pf_status pf_tensor_alloc(pf_tensor *t, pf_dtype dtype, size_t n) {

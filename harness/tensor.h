@@ -29,6 +29,16 @@ typedef struct {
   double special_rate;   /* probability that an element becomes a special value */
   double *values;        /* PF_DIST_VALUES: nvalues values, owned */
   size_t nvalues;
+  /* PF_DIST_VALUES read from a tensor file (pf_gen_set_file): a case file then names the file
+   * and its hash instead of listing the values, as long as the values are still the ones read
+   * (values_sum; the minimizer and boundary searches change them) */
+  char *file;            /* the path as a case file names it (absolute, or relative to it) */
+  char *tensor;          /* safetensors: the tensor's name; NULL for .npy */
+  char sha256[65];       /* the file's hash when it was read */
+  uint64_t values_sum;   /* pf_values_sum of the values read */
+  pf_dtype file_dtype;   /* as read, for pf_case_check_file_input */
+  int file_ndims;
+  size_t file_shape[8];
 } pf_gen;
 
 typedef struct {
@@ -42,6 +52,13 @@ pf_status pf_dist_parse(const char *s, pf_dist *out);
 void pf_gen_default(pf_gen *g);
 void pf_gen_free(pf_gen *g);
 pf_status pf_gen_copy(pf_gen *dst, const pf_gen *src);
+/* A checksum of n values' bits (FNV-1a). */
+uint64_t pf_values_sum(const double *v, size_t n);
+/* Takes over t's values as explicit values read from file (tensor: its name or NULL). */
+struct pf_tensorfile;
+pf_status pf_gen_set_file(pf_gen *g, struct pf_tensorfile *t, const char *file, const char *tensor);
+/* 1 when g's values are still those read from its file. */
+int pf_gen_from_file(const pf_gen *g);
 
 pf_status pf_tensor_alloc(pf_tensor *t, pf_dtype dtype, size_t n);
 void pf_tensor_free(pf_tensor *t);

@@ -10,6 +10,7 @@ PACKAGES=(
   build-essential cmake pkg-config make
   libmpfr-dev libgmp-dev        # the oracle
   libcjson-dev                  # case files and --json
+  nettle-dev                    # SHA-256 of tensor files
   libcmocka-dev                 # unit tests
   clang libclang-rt-14-dev      # libFuzzer, ASan, UBSan for the fuzz drivers
   python3 python3-mpmath        # independent check of the oracle's values

@@ -1,8 +1,10 @@
+#define _XOPEN_SOURCE 700 /* realpath */
 /* What precfuzz's commands share (cli.h). */
 #include "harness/cli/cli.h"
 #include "harness/backend.h"
 #include "harness/boundary.h"
 #include "harness/plugin.h"
+#include "harness/tensorfile.h"
 
 #include <errno.h>
 #include <math.h>
@@ -97,10 +99,118 @@ int apply_params(pf_case *c, const run_opts *o) {
   return 0;
 }
 
+/* "NAME:file=PATH[,tensor=T]": the input's index, path and tensor (NULL), or -1 when the spec
+ * names no file; an exit status (< -1 as -status) on a malformed one. */
+static int file_spec(const char *spec, const pf_op *op, char *path, size_t plen, char *tensor, size_t tlen) {
+  const char *colon = strchr(spec, ':');
+  if (!colon || (strncmp(colon + 1, "file=", 5) != 0 && !strstr(colon + 1, ",file=") )) return -1;
+  char name[64];
+  snprintf(name, sizeof name, "%.*s", (int)(colon - spec), spec);
+  int t = -1;
+  for (int i = 0; i < op->ninputs; i++)
+    if (strcmp(op->input_names[i], name) == 0) t = i;
+  if (t < 0) return -usage_error("--input: kernel %s has no input '%s'", op->name, name);
+  path[0] = tensor[0] = 0;
+  char buf[4096];
+  if (snprintf(buf, sizeof buf, "%s", colon + 1) >= (int)sizeof buf) return -usage_error("--input %s: too long", name);
+  for (char *save = NULL, *f = strtok_r(buf, ",", &save); f; f = strtok_r(NULL, ",", &save)) {
+    if (strncmp(f, "file=", 5) == 0 && f[5] && !path[0]) snprintf(path, plen, "%s", f + 5);
+    else if (strncmp(f, "tensor=", 7) == 0 && f[7] && !tensor[0]) snprintf(tensor, tlen, "%s", f + 7);
+    else return -usage_error("--input %s: file= takes only tensor=NAME beside it, got '%s'", name, f);
+  }
+  if (!path[0]) return -usage_error("--input %s: file= needs a path", name);
+  return t;
+}
+
+int load_input_files(run_opts *o, const pf_op *op) {
+  int all = op->ninputs > 0, covered[PF_MAX_INPUTS] = {0};
+  for (int k = 0; k < o->ninput_specs; k++) {
+    char path[4096], tensor[256];
+    const int t = file_spec(o->input_spec[k], op, path, sizeof path, tensor, sizeof tensor);
+    if (t < -1) return -t;
+    if (t < 0) continue;
+    pf_tensorfile *f = calloc(1, sizeof *f);
+    if (!f) return usage_error("--input: out of memory");
+    if (pf_tensorfile_read(path, tensor[0] ? tensor : NULL, f)) {
+      free(f);
+      return usage_error("--input %s: %s", op->input_names[t], pf_error_message());
+    }
+    o->files[k] = f;
+    o->file_paths[k] = realpath(path, NULL);
+    covered[t] = 1;
+    pf_case c;
+    if (!o->have_dtype) o->dtype = f->dtype, o->have_dtype = 1;
+    if (!o->have_shape && op->input_dims) {
+      /* the shape from the file: the input's dimensions, leading file dimensions flattened */
+      const pf_kernel *kk = NULL;
+      for (size_t i = 0; i < pf_kernel_count() && !kk; i++)
+        if (pf_kernel_at(i)->op == op) kk = pf_kernel_at(i);
+      int dims[PF_MAX_DIMS];
+      if (kk && pf_case_init(&c, op->name, kk->variant, 0) == PF_OK) {
+        const int nd = op->input_dims(&c, t, dims);
+        for (int d = 0; d < op->ndims; d++) o->shape[d] = c.shape[d];
+        pf_case_free(&c);
+        if (nd > 0 && f->ndims >= nd) {
+          size_t lead = 1;
+          for (int d = 0; d <= f->ndims - nd; d++) lead *= f->shape[d];
+          o->shape[dims[0]] = lead;
+          for (int d = 1; d < nd; d++) o->shape[dims[d]] = f->shape[f->ndims - nd + d];
+          o->have_shape = 1;
+        }
+      }
+    }
+  }
+  for (int i = 0; i < op->ninputs; i++) all &= covered[i];
+  if (all && !o->cases_given) o->cases = 1; /* nothing left to draw: every case would be the same */
+  return 0;
+}
+
+void free_input_files(run_opts *o) {
+  for (int k = 0; k < 16; k++) {
+    if (o->files[k]) pf_tensorfile_free(o->files[k]);
+    free(o->files[k]);
+    free(o->file_paths[k]);
+    o->files[k] = NULL;
+    o->file_paths[k] = NULL;
+  }
+}
+
+/* Input t from the file of --input spec k (read once by load_input_files, else now). */
+static int apply_file_input(pf_case *c, const run_opts *o, int k, int t, const char *path, const char *tensor) {
+  const pf_op *op = pf_op_find(c->kernel);
+  pf_tensorfile f;
+  if (o->files[k]) {
+    f = *o->files[k];
+    f.data = malloc((f.n ? f.n : 1) * sizeof(double));
+    if (!f.data) return usage_error("--input: out of memory");
+    memcpy(f.data, o->files[k]->data, f.n * sizeof(double));
+  } else if (pf_tensorfile_read(path, tensor[0] ? tensor : NULL, &f)) {
+    return usage_error("--input %s: %s", op->input_names[t], pf_error_message());
+  }
+  char *abs = o->file_paths[k] ? NULL : realpath(path, NULL);
+  const char *p = o->file_paths[k] ? o->file_paths[k] : abs ? abs : path;
+  pf_status st = pf_gen_set_file(&c->inputs[t], &f, p, tensor[0] ? tensor : NULL);
+  free(abs);
+  pf_tensorfile_free(&f);
+  if (st) return usage_error("--input: out of memory");
+  char what[80];
+  snprintf(what, sizeof what, "--input");
+  if (pf_case_check_file_input(c, t, what)) return usage_error("%s", pf_error_message());
+  return 0;
+}
+
 /* Applies --input NAME:FIELD=VALUE[,FIELD=VALUE...] to the case's input generators. */
 int apply_input_specs(pf_case *c, const run_opts *o) {
   const pf_op *op = pf_op_find(c->kernel);
   for (int k = 0; k < o->ninput_specs; k++) {
+    char path[4096], tensor[256];
+    const int ft = file_spec(o->input_spec[k], op, path, sizeof path, tensor, sizeof tensor);
+    if (ft < -1) return -ft;
+    if (ft >= 0) {
+      const int rc = apply_file_input(c, o, k, ft, path, tensor);
+      if (rc) return rc;
+      continue;
+    }
     char buf[512];
     snprintf(buf, sizeof buf, "%s", o->input_spec[k]);
     char *colon = strchr(buf, ':');
@@ -150,7 +260,7 @@ int apply_input_specs(pf_case *c, const run_opts *o) {
         for (size_t i = 0; i < cnt; i++) g->values[i] = d;
         g->nvalues = cnt;
       } else {
-        return usage_error("--input %s: unknown field '%s' (dist, scale, exp, outliers, outlier_magnitude, special_rate, value)", buf, f);
+        return usage_error("--input %s: unknown field '%s' (dist, scale, exp, outliers, outlier_magnitude, special_rate, value, file)", buf, f);
       }
     }
   }
@@ -222,6 +332,7 @@ int case_option(int ch, char *arg, run_opts *o, const char **shape_arg, const ch
     case 'v': o->variant = arg; break;
     case 't':
       if (pf_dtype_parse(arg, &o->dtype)) return usage_error("-t: unknown dtype '%s' (fp32, fp16, bf16)", arg);
+      o->have_dtype = 1;
       break;
     case 'a':
       if (pf_dtype_parse(arg, &o->accum)) return usage_error("-a: unknown accumulation dtype '%s' (fp32, fp16, bf16)", arg);
@@ -240,6 +351,7 @@ int case_option(int ch, char *arg, run_opts *o, const char **shape_arg, const ch
     case O_CASES:
       if (parse_u64(arg, &o->cases) || o->cases < 1 || o->cases > 1000000000)
         return usage_error("--cases: '%s' is not an integer in [1, 1000000000]", arg);
+      o->cases_given = 1;
       break;
     case O_FAULT: o->fault = arg; break;
     case O_BACKEND: *backend = arg; break;

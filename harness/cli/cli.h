@@ -24,6 +24,7 @@ int parse_shape(const char *s, const pf_op *op, size_t *shape);
 
 typedef struct {
   const char *kernel, *variant, *fault, *save_dir;
+  const char *tensors; /* --tensors npy|safetensors: findings also as tensor files */
   pf_dtype dtype, accum;
   int have_shape;
   size_t shape[PF_MAX_DIMS];
@@ -39,12 +40,15 @@ typedef struct {
   const char *input_spec[16]; /* --input NAME:FIELD=VALUE,... */
   int backend;                /* PF_BACKEND_* (backend_setup) */
   char device[256];           /* the device's description */
+  int have_dtype, cases_given; /* -t and --cases were given */
+  struct pf_tensorfile *files[16]; /* --input NAME:file=...: read once (load_input_files) */
+  char *file_paths[16];       /* their absolute paths */
 } run_opts;
 
 /* Options of the commands that build cases (getopt_long values). */
 enum { O_SHAPE = 256, O_SCALE, O_DIST, O_SEED, O_CASES, O_FAULT, O_BACKEND, O_JSON, O_SAVE, O_PARAM,
        O_OUTLIERS, O_OUTMAG, O_SPECIAL, O_EXPRANGE, O_PREC, O_MAXPRINT, O_INPUT,
-       O_ALONG, O_FROM, O_TO, O_FAIL, O_POINTS, O_FORMAT, O_REFINE };
+       O_ALONG, O_FROM, O_TO, O_FAIL, O_POINTS, O_FORMAT, O_REFINE, O_TENSORS };
 #define PF_CASE_LONGOPTS                                                                                 \
   {"kernel", required_argument, 0, 'k'}, {"variant", required_argument, 0, 'v'},                          \
       {"dtype", required_argument, 0, 't'}, {"accum", required_argument, 0, 'a'},                         \
@@ -63,6 +67,11 @@ void run_opts_init(run_opts *o, uint64_t cases);
 /* Returns 0 when handled, an exit status on a bad value, -1 when ch is not a shared option. */
 int case_option(int ch, char *arg, run_opts *o, const char **shape_arg, const char **backend);
 int apply_params(pf_case *c, const run_opts *o);
+/* Reads the tensor files that --input names (once), and where -t or --shape was not given
+ * takes the dtype and the shape from the first file (through the input's dimensions); with
+ * every input from a file and no --cases, runs one case. An exit status on a bad file. */
+int load_input_files(run_opts *o, const pf_op *op);
+void free_input_files(run_opts *o);
 int apply_input_specs(pf_case *c, const run_opts *o);
 /* The case of seed `seed` as the options say; an exit status on a bad option (c freed). */
 int build_case(const pf_kernel *k, const run_opts *o, uint64_t seed, pf_case *c);

@@ -20,6 +20,7 @@
 #include "harness/cli/sweep.h"
 #include "harness/plugin.h"
 #include "harness/runner.h"
+#include "harness/tensorfile.h"
 #include "kernels/kernel.h"
 
 int pf_cmd_boundary(int argc, char **argv);
@@ -161,20 +162,85 @@ static void print_help_run(void) {
       "      --oracle-prec BITS   starting MPFR precision (default 256; raised when needed)\n"
       "      --json               results as JSON, with per-element outputs and exact values\n"
       "      --save-findings DIR  write every finding as a case file (replay with precfuzz replay)\n"
+      "      --tensors npy|safetensors  with --save-findings: also the finding's inputs, output and\n"
+      "                           correctly rounded result as tensor files the case names\n"
       "      --input NAME:F=V,... one input's generator differently: F is dist, scale, exp (LO:HI),\n"
       "                           outliers, outlier_magnitude, special_rate, or value (every element =\n"
-      "                           V), e.g. --input g:scale=0x1p-20 --input m:value=0\n"
+      "                           V), e.g. --input g:scale=0x1p-20 --input m:value=0; or a tensor\n"
+      "                           file: x:file=logits.npy, x:file=ckpt.safetensors,tensor=NAME (fp32,\n"
+      "                           fp16, bf16); -t and --shape then default to the file's, --cases to 1\n"
       "      --max-print N        finding lines printed per variant (default 10)\n\n"
       "Exit status: 0 no finding, 1 findings, 2 bad usage or input.\n");
 }
 
-static int save_finding(const pf_case *c, const pf_run *r, const char *dir, uint64_t seed, char *path, size_t len) {
+/* The shape of input t (its dimensions in the case), or 1-D. */
+static int input_shape(const pf_case *c, const pf_op *op, int t, size_t n, size_t *shape) {
+  int dims[PF_MAX_DIMS];
+  const int nd = op->input_dims ? op->input_dims(c, t, dims) : 0;
+  size_t m = 1;
+  for (int d = 0; d < nd; d++) m *= (shape[d] = c->shape[dims[d]]);
+  if (nd > 0 && m == n) return nd;
+  shape[0] = n;
+  return 1;
+}
+
+/* A finding's tensors beside its case file (base, without extension): every input, the
+ * kernel's output and the correctly rounded exact result ("expected"), as .npy files or one
+ * safetensors file; the case then names its inputs' files. */
+static pf_status save_finding_tensors(pf_case *k, const pf_run *r, const char *base, const char *format) {
+  const pf_op *op = r->kernel->op;
+  size_t shapes[PF_MAX_INPUTS + 2][PF_MAX_DIMS];
+  pf_tensor_view v[PF_MAX_INPUTS + 2];
+  int nv = 0;
+  for (int t = 0; t < r->ninputs; t++, nv++)
+    v[nv] = (pf_tensor_view){op->input_names[t], r->in[t].dtype, input_shape(k, op, t, r->in[t].n, shapes[nv]), shapes[nv],
+                             r->in[t].data};
+  /* one output stage laid out as input 0 (softmax): its shape; otherwise flat */
+  int nd = 1;
+  shapes[nv][0] = r->nout;
+  if (!op->stages && r->ninputs && r->in[0].n == r->nout) nd = input_shape(k, op, 0, r->nout, shapes[nv]);
+  memcpy(shapes[nv + 1], shapes[nv], sizeof shapes[nv]);
+  v[nv] = (pf_tensor_view){"output", k->dtype, nd, shapes[nv], r->out};
+  v[nv + 1] = (pf_tensor_view){"expected", k->dtype, nd, shapes[nv + 1], r->oracle.rounded};
+  nv += 2;
+  const char *slash = strrchr(base, '/');
+  const char *file = slash ? slash + 1 : base;
+  char path[1200], rel[1200];
+  pf_status st = PF_OK;
+  if (strcmp(format, "safetensors") == 0) {
+    snprintf(path, sizeof path, "%s.safetensors", base);
+    snprintf(rel, sizeof rel, "%s.safetensors", file);
+    st = pf_safetensors_write(path, v, (size_t)nv);
+  }
+  for (int t = 0; t < nv && !st; t++) {
+    if (strcmp(format, "npy") == 0) {
+      snprintf(path, sizeof path, "%s.%s.npy", base, v[t].name);
+      snprintf(rel, sizeof rel, "%s.%s.npy", file, v[t].name);
+      st = pf_npy_write(path, &v[t]);
+    }
+    if (st || t >= r->ninputs) continue;
+    /* the case names the file it was written to, relative to itself */
+    pf_gen *g = &k->inputs[t];
+    pf_gen_free(g);
+    pf_gen_default(g);
+    pf_tensorfile f;
+    if ((st = pf_tensorfile_read(path, strcmp(format, "npy") ? v[t].name : NULL, &f))) break;
+    st = pf_gen_set_file(g, &f, rel, strcmp(format, "npy") ? v[t].name : NULL);
+    pf_tensorfile_free(&f);
+  }
+  return st;
+}
+
+static int save_finding(const pf_case *c, const pf_run *r, const run_opts *o, uint64_t seed, char *path, size_t len) {
   pf_case k;
   if (pf_case_copy(&k, c)) return -1;
   snprintf(k.expect, sizeof k.expect, "%s", pf_verdict_name(r->cmp.verdict));
-  snprintf(path, len, "%s/%s-%s-%s-%s-seed%llu-%s.json", dir, c->kernel, c->variant, pf_dtype_name(c->dtype),
+  snprintf(path, len, "%s/%s-%s-%s-%s-seed%llu-%s", o->save_dir, c->kernel, c->variant, pf_dtype_name(c->dtype),
            pf_dtype_name(c->accum), (unsigned long long)seed, pf_verdict_name(r->cmp.verdict));
-  pf_status st = pf_case_save(&k, path);
+  pf_status st = o->tensors ? save_finding_tensors(&k, r, path, o->tensors) : PF_OK;
+  const size_t used = strlen(path);
+  snprintf(path + used, len - used, ".json");
+  if (!st) st = pf_case_save(&k, path);
   pf_case_free(&k);
   if (st) fprintf(stderr, "%s: %s\n", prog, pf_error_message());
   return st ? -1 : 0;
@@ -224,7 +290,7 @@ static int run_variant(const pf_kernel *k, const run_opts *o, cJSON *jcases, int
         findings++;
         outside += !r.in_domain;
         *any_finding = 1;
-        if (o->save_dir) save_finding(&c, &r, o->save_dir, seed, saved, sizeof saved);
+        if (o->save_dir && save_finding(&c, &r, o, seed, saved, sizeof saved)) saved[0] = 0;
       }
       if (jcases) {
         cJSON *jr = pf_run_to_cjson(&c, &r, 1);
@@ -264,6 +330,8 @@ static int run_variant(const pf_kernel *k, const run_opts *o, cJSON *jcases, int
   return 0;
 }
 
+static int run_command(run_opts *o);
+
 static int cmd_run(int argc, char **argv) {
   run_opts o;
   run_opts_init(&o, 100);
@@ -271,6 +339,7 @@ static int cmd_run(int argc, char **argv) {
   const char *shape_arg = NULL, *backend = "cpu";
   static const struct option longopts[] = {PF_CASE_LONGOPTS,
                                            {"save-findings", required_argument, 0, O_SAVE},
+                                           {"tensors", required_argument, 0, O_TENSORS},
                                            {"max-print", required_argument, 0, O_MAXPRINT},
                                            {0, 0, 0, 0}};
   opterr = 0;
@@ -283,6 +352,11 @@ static int cmd_run(int argc, char **argv) {
     }
     switch (ch) {
     case O_SAVE: o.save_dir = optarg; break;
+    case O_TENSORS:
+      if (strcmp(optarg, "npy") && strcmp(optarg, "safetensors"))
+        return usage_error("--tensors: '%s' is not npy or safetensors", optarg);
+      o.tensors = optarg;
+      break;
     case O_MAXPRINT:
       if (parse_u64(optarg, &o.max_print)) return usage_error("--max-print: '%s' is not a count", optarg);
       break;
@@ -292,6 +366,7 @@ static int cmd_run(int argc, char **argv) {
     }
   }
   if (optind < argc) return usage_error("run: unexpected argument '%s'", argv[optind]);
+  if (o.tensors && !o.save_dir) return usage_error("--tensors needs --save-findings DIR");
   if (!o.kernel) return usage_error("run: -k KERNEL is required (see precfuzz list)");
   const pf_op *op = pf_op_find(o.kernel);
   if (!op) return usage_error("-k: unknown kernel '%s' (see precfuzz list)", o.kernel);
@@ -302,6 +377,19 @@ static int cmd_run(int argc, char **argv) {
     o.have_shape = 1;
   }
   if ((rc = backend_setup(backend, o.kernel, o.variant, &o.backend, o.device, sizeof o.device))) return rc;
+  if ((rc = load_input_files(&o, op))) {
+    free_input_files(&o);
+    return rc;
+  }
+  rc = run_command(&o);
+  free_input_files(&o);
+  return rc;
+}
+
+/* run, after its options: every variant asked for, over o->cases cases. */
+static int run_command(run_opts *op_) {
+  run_opts o = *op_;
+  int rc;
   if (o.save_dir) {
     struct stat sb;
     if (stat(o.save_dir, &sb) != 0 && mkdir(o.save_dir, 0777) != 0)
