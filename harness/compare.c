@@ -90,6 +90,34 @@ pf_status pf_compare(pf_dtype t, const double *y, size_t n, const pf_oracle_resu
   return PF_OK;
 }
 
+pf_status pf_compare_ulps(pf_dtype t, const double *y, size_t n, const pf_oracle_result *o, long ulps,
+                          pf_comparison *cmp) {
+  /* a bound of zero allows the correctly rounded value (and the other one at a tie) ... */
+  pf_bound *b = calloc(n ? n : 1, sizeof *b);
+  if (!b) return pf_error(PF_ERR_NOMEM, "cannot allocate %zu bounds", n);
+  pf_status st = pf_compare(t, y, n, o, b, 0, cmp);
+  free(b);
+  if (st) return st;
+  /* ... then ulps steps either way over the values of t */
+  memset(cmp->counts, 0, sizeof cmp->counts);
+  cmp->verdict = PF_V_OK;
+  cmp->first_bad = 0;
+  for (size_t i = 0; i < n; i++) {
+    const pf_dtype ti = o->dtype && o->dtype[i] < PF_NDTYPES ? (pf_dtype)o->dtype[i] : t;
+    pf_verdict v = cmp->elem[i];
+    if (o->status[i] != PF_ORACLE_UNDEFINED && !isinf(o->rounded[i])) {
+      const double a = fmin(o->rounded[i], o->rounded_alt[i]), z = fmax(o->rounded[i], o->rounded_alt[i]);
+      const double lo = pf_from_ordinal(ti, pf_ordinal(ti, a) - ulps), hi = pf_from_ordinal(ti, pf_ordinal(ti, z) + ulps);
+      v = pf_element_verdict(ti, y[i], o->status[i], o->rounded[i], lo, hi, 0);
+      cmp->allowed[i] = ulps;
+    }
+    cmp->elem[i] = v;
+    cmp->counts[v]++;
+    if (v > cmp->verdict) cmp->verdict = v, cmp->first_bad = i;
+  }
+  return PF_OK;
+}
+
 void pf_comparison_free(pf_comparison *cmp) {
   free(cmp->elem);
   free(cmp->ulps);

@@ -26,6 +26,10 @@ typedef struct {
 pf_status pf_compare(pf_dtype t, const double *y, size_t n, const pf_oracle_result *o, const pf_bound *b,
                      unsigned fe, pf_comparison *cmp);
 void pf_comparison_free(pf_comparison *cmp);
+/* As pf_compare, with the contract "within ulps units in the last place of t of the correctly
+ * rounded result" (no floating-point events known: outputs made elsewhere). */
+pf_status pf_compare_ulps(pf_dtype t, const double *y, size_t n, const pf_oracle_result *o, long ulps,
+                          pf_comparison *cmp);
 
 /* One element's verdict: exposed for tests. lo, hi: the allowed interval in t. */
 pf_verdict pf_element_verdict(pf_dtype t, double y, unsigned char ostatus, double rounded, double lo,

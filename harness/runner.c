@@ -1,6 +1,7 @@
 #include "runner.h"
 
 #include "backend.h"
+#include "tensorfile.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -216,6 +217,96 @@ pf_status pf_run_cases(const pf_case *cs, size_t n, const pf_oracle_opts *opts, 
     if ((st = pf_run_judge(&cs[i], opts, &rs[i]))) return st;
   }
   return PF_OK;
+}
+
+pf_status pf_outputs_from_tensors(const pf_case *c, const pf_tensorfile *ts, size_t nt, double *out, size_t nout,
+                                  unsigned char *given) {
+  const pf_op *op = pf_op_find(c->kernel);
+  pf_stage st[PF_MAX_STAGES];
+  const int ns = op->stages ? op->stages(c, st) : 1;
+  if (!op->stages) st[0] = (pf_stage){"output", 0, nout, 0};
+  char names[256] = "";
+  for (int s = 0; s < ns; s++)
+    snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s[%zu]", s ? ", " : "", st[s].name, st[s].count);
+  unsigned char have[PF_MAX_STAGES] = {0};
+  for (size_t k = 0; k < nt; k++) {
+    const pf_tensorfile *t = &ts[k];
+    int s = -1;
+    if (!t->name[0] || nt == 1) {
+      /* one tensor: every output, or the final output stage */
+      if (t->n == nout) {
+        for (int x = 0; x < ns; x++) have[x] = 1;
+        if (!op->stages && t->dtype != c->dtype)
+          return pf_error(PF_ERR_ARG, "outputs are %s, the case's dtype is %s", pf_dtype_name(t->dtype), pf_dtype_name(c->dtype));
+        memcpy(out, t->data, nout * sizeof(double));
+        break;
+      }
+      for (int x = 0; x < ns; x++)
+        if (strcmp(st[x].name, "output") == 0) s = x;
+      if (s < 0 || t->n != st[s].count)
+        return pf_error(PF_ERR_ARG, "outputs%s%s%s: %zu values, the case has %zu outputs (%s)", t->name[0] ? " '" : "", t->name,
+                        t->name[0] ? "'" : "", t->n, nout, names);
+    } else {
+      for (int x = 0; x < ns; x++)
+        if (strcmp(st[x].name, t->name) == 0) s = x;
+      if (s < 0) return pf_error(PF_ERR_ARG, "outputs: tensor '%s' is no output of %s (%s)", t->name, c->kernel, names);
+      if (t->n != st[s].count)
+        return pf_error(PF_ERR_ARG, "outputs: tensor '%s' has %zu values, the stage has %zu", t->name, t->n, st[s].count);
+    }
+    if (have[s]) return pf_error(PF_ERR_ARG, "outputs: stage '%s' given twice", st[s].name);
+    if (!op->stages && t->dtype != c->dtype)
+      return pf_error(PF_ERR_ARG, "outputs are %s, the case's dtype is %s", pf_dtype_name(t->dtype), pf_dtype_name(c->dtype));
+    have[s] = 1;
+    memcpy(out + st[s].offset, t->data, st[s].count * sizeof(double));
+  }
+  for (int s = 0; s < ns; s++) {
+    if (!have[s] && !given) return pf_error(PF_ERR_ARG, "outputs: stage '%s' missing (%s)", st[s].name, names);
+    if (given) memset(given + st[s].offset, have[s], st[s].count);
+  }
+  return PF_OK;
+}
+
+pf_status pf_judge_outputs(const pf_case *c, const pf_kernel *like, long ulps, const pf_tensorfile *ts, size_t nt,
+                           const pf_oracle_opts *opts, pf_run *r, size_t *judged) {
+  pf_oracle_opts o = *opts;
+  o.domain_only = 0;
+  pf_status st = pf_run_setup(c, &o, r);
+  if (st) return st;
+  if (like) {
+    if (like->op != r->kernel->op)
+      return pf_error(PF_ERR_ARG, "--like: %s/%s is not a variant of %s", like->op->name, like->variant, c->kernel);
+    if (!pf_kernel_accepts(like, c->dtype, c->accum))
+      return pf_error(PF_ERR_UNSUPPORTED, "--like: %s/%s does not take dtype %s with accumulation %s", like->op->name,
+                      like->variant, pf_dtype_name(c->dtype), pf_dtype_name(c->accum));
+    r->kernel = like;
+    r->in_domain = like->in_domain(c, r->in, r->why, sizeof r->why);
+  }
+  unsigned char *given = calloc(r->nout ? r->nout : 1, 1);
+  if (!given) return pf_error(PF_ERR_NOMEM, "cannot allocate %zu outputs", r->nout);
+  st = pf_outputs_from_tensors(c, ts, nt, r->out, r->nout, given);
+  if (!st && like) st = pf_run_judge(c, &o, r);
+  if (!st && !like) {
+    /* the correctly rounded result within ulps units of the output dtype */
+    const double t1 = pf_now();
+    st = pf_oracle_result_alloc(&r->oracle, r->nout, o.keep_hex);
+    if (!st) st = r->kernel->op->oracle(c, r->in, &o, &r->oracle);
+    r->seconds_oracle = pf_now() - t1;
+    if (!st) st = pf_compare_ulps(c->dtype, r->out, r->nout, &r->oracle, ulps, &r->cmp);
+    snprintf(r->note, sizeof r->note, "judged against the correctly rounded result within %ld ulp%s", ulps, ulps == 1 ? "" : "s");
+  }
+  size_t n = 0;
+  for (size_t i = 0; !st && i < r->nout; i++) {
+    n += given[i];
+    if (!given[i]) { /* a stage not given: the exact result stands in, and is not judged */
+      r->out[i] = r->oracle.rounded[i];
+      pf_run_set_verdict(r, i, PF_V_OK);
+      r->cmp.ulps[i] = 0;
+    }
+  }
+  if (!st) pf_run_settle_verdict(r);
+  free(given);
+  *judged = n;
+  return st;
 }
 
 void pf_run_settle_verdict(pf_run *r) {

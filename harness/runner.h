@@ -41,6 +41,23 @@ void pf_run_free(pf_run *r);
 pf_status pf_run_cases(const pf_case *cs, size_t n, const pf_oracle_opts *opts, pf_run *rs);
 void pf_oracle_opts_default(pf_oracle_opts *o);
 
+/* Outputs made elsewhere (a framework's, a kernel process's) as named tensors -> the case's
+ * output layout. Either one unnamed tensor (.npy) or a tensor per output stage, named by the
+ * stage ("output" for an operation of one stage): one tensor of all the outputs, or of the
+ * stage "output" only; stages not given are marked 0 in given (NULL: all must be given).
+ * Values must be of the case's dtype where the operation has one output stage. PF_ERR_ARG with
+ * one line naming the tensor otherwise. */
+struct pf_tensorfile;
+pf_status pf_outputs_from_tensors(const pf_case *c, const struct pf_tensorfile *ts, size_t nt, double *out, size_t nout,
+                                  unsigned char *given);
+
+/* Judges outputs made elsewhere: the case's inputs, the oracle, and the contract (bound and
+ * domain) of `like` (a variant of the case's operation), or, with like NULL, the correctly
+ * rounded result within `ulps` units in the last place. Elements whose stage was not given are
+ * set to the correctly rounded value and counted ok; *judged says how many were given. */
+pf_status pf_judge_outputs(const pf_case *c, const pf_kernel *like, long ulps, const struct pf_tensorfile *ts,
+                           size_t nt, const pf_oracle_opts *opts, pf_run *r, size_t *judged);
+
 /* The floating-point events as text ("overflow,underflow" or "none"). */
 const char *pf_fe_str(unsigned fe, char buf[48]);
 

@@ -535,6 +535,133 @@ static int cmd_replay(int argc, char **argv) {
   return failed ? EXIT_FINDINGS : 0;
 }
 
+/* ---- judge ------------------------------------------------------------------------------ */
+
+static void print_help_judge(void) {
+  printf("usage: precfuzz judge CASE --outputs FILE [--tensor NAME] [--like VARIANT | --ulps N] [--json]\n\n"
+         "Judges outputs computed elsewhere (PyTorch, JAX, Triton, your own kernel) on the inputs of\n"
+         "the case file CASE: the oracle computes the exact result and every given output element\n"
+         "gets a verdict, ulps and relative error, as a built-in kernel's would.\n\n"
+         "  --outputs FILE   a .npy file, or a safetensors file with one tensor per output stage\n"
+         "                   (named as the stages: 'output' for single-output kernels; precfuzz list)\n"
+         "  --tensor NAME    judge only this tensor of a safetensors file\n"
+         "  --like VARIANT   the contract (bound and domain) of this variant of the case's kernel\n"
+         "  --ulps N         without --like: within N units in the last place of the correctly\n"
+         "                   rounded result (default 1)\n"
+         "  --json           the result as JSON, with per-element values\n\n"
+         "Exit status: 0 within the contract, 1 findings, 2 bad usage or input.\n");
+}
+
+static int cmd_judge(int argc, char **argv) {
+  const char *case_path = NULL, *outputs = NULL, *tensor = NULL, *like_name = NULL;
+  long ulps = -1;
+  int json = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) { print_help_judge(); return 0; }
+    if (strcmp(a, "--json") == 0) { json = 1; continue; }
+    if (strcmp(a, "--outputs") == 0 || strcmp(a, "--tensor") == 0 || strcmp(a, "--like") == 0 || strcmp(a, "--ulps") == 0) {
+      if (i + 1 >= argc) return usage_error("judge: %s needs a value", a);
+      const char *v = argv[++i];
+      if (a[2] == 'o') outputs = v;
+      else if (a[2] == 't') tensor = v;
+      else if (a[2] == 'l') like_name = v;
+      else {
+        uint64_t u;
+        if (parse_u64(v, &u) || u > 1000000) return usage_error("--ulps: '%s' is not an integer in [0, 1000000]", v);
+        ulps = (long)u;
+      }
+      continue;
+    }
+    if (a[0] == '-' && a[1]) return usage_error("judge: unknown option '%s' (see precfuzz judge --help)", a);
+    if (case_path) return usage_error("judge: one CASE at a time ('%s' and '%s')", case_path, a);
+    case_path = a;
+  }
+  if (!case_path) return usage_error("judge: no CASE given (see precfuzz judge --help)");
+  if (!outputs) return usage_error("judge: --outputs FILE is required");
+  if (like_name && ulps >= 0) return usage_error("judge: --like and --ulps are two different contracts: give one");
+  if (ulps < 0) ulps = 1;
+  pf_case c;
+  if (pf_case_load(&c, case_path)) {
+    pf_case_free(&c);
+    return usage_error("%s", pf_error_message());
+  }
+  const pf_kernel *like = NULL;
+  if (like_name && !(like = pf_kernel_find(c.kernel, like_name))) {
+    pf_case_free(&c);
+    return usage_error("--like: %s has no variant '%s' (see precfuzz list)", c.kernel, like_name);
+  }
+  /* one tensor (a .npy file, or the one named), or every tensor of a safetensors file */
+  pf_tensorfile ts[PF_MAX_STAGES];
+  size_t nt = 0;
+  pf_status st = pf_tensorfile_read(outputs, tensor, &ts[0]);
+  if (st == PF_ERR_ARG && !tensor && strstr(pf_error_message(), "name one with tensor=")) {
+    /* several tensors: one per stage */
+    char *buf = NULL;
+    size_t len = 0;
+    st = pf_read_file(outputs, &buf, &len);
+    const pf_op *op = pf_op_find(c.kernel);
+    pf_stage stg[PF_MAX_STAGES];
+    const int ns = op->stages ? op->stages(&c, stg) : 0;
+    for (int s = 0; s < ns && !st; s++) {
+      pf_tensorfile t;
+      if (pf_tensorfile_parse((const unsigned char *)buf, len, stg[s].name, outputs, &t) == PF_OK) ts[nt++] = t;
+    }
+    free(buf);
+    if (!st && !nt) st = pf_error(PF_ERR_ARG, "%s: no tensor is named as an output of %s (--tensor NAME)", outputs, c.kernel);
+  } else if (!st) {
+    nt = 1;
+    if (!tensor) ts[0].name[0] = 0; /* the file's one tensor, whatever its name */
+  }
+  if (st) {
+    pf_case_free(&c);
+    for (size_t k = 0; k < nt; k++) pf_tensorfile_free(&ts[k]);
+    return usage_error("--outputs: %s", pf_error_message());
+  }
+  pf_oracle_opts oo;
+  pf_oracle_opts_default(&oo);
+  oo.keep_hex = json;
+  pf_run r;
+  size_t judged = 0;
+  st = pf_judge_outputs(&c, like, ulps, ts, nt, &oo, &r, &judged);
+  for (size_t k = 0; k < nt; k++) pf_tensorfile_free(&ts[k]);
+  if (st) {
+    pf_run_free(&r);
+    pf_case_free(&c);
+    return usage_error("%s: %s", outputs, pf_error_message());
+  }
+  char contract[96];
+  if (like) snprintf(contract, sizeof contract, "the contract of %s/%s", c.kernel, like->variant);
+  else snprintf(contract, sizeof contract, "the correctly rounded result within %ld ulp%s", ulps, ulps == 1 ? "" : "s");
+  const int finding = pf_verdict_is_finding(r.cmp.verdict);
+  if (json) {
+    cJSON *j = pf_run_to_cjson(&c, &r, 1);
+    cJSON_AddStringToObject(j, "outputs", outputs);
+    cJSON_AddStringToObject(j, "judged_against", contract);
+    cJSON_AddNumberToObject(j, "judged_elements", (double)judged);
+    char *s = cJSON_Print(j);
+    puts(s);
+    free(s);
+    cJSON_Delete(j);
+  } else {
+    char d[1024] = "";
+    if (r.cmp.verdict != PF_V_OK) pf_run_describe(&c, &r, d, sizeof d);
+    printf("%s: %s %s/%s %s/%s, %zu of %zu outputs judged against %s: %s%s%s%s\n", outputs, case_path, c.kernel,
+           c.variant, pf_dtype_name(c.dtype), pf_dtype_name(c.accum), judged, r.nout, contract,
+           pf_verdict_name(r.cmp.verdict), d[0] ? " (" : "", d, d[0] ? ")" : "");
+    printf("  max ulps %lld, max rel error %.3g\n", (long long)r.cmp.max_ulps, r.cmp.max_rel);
+    if (like && !r.in_domain) printf("  outside the contract's domain (its bound does not apply): %s\n", r.why);
+    char tol[32] = "";
+    if (!like && ulps != 1) snprintf(tol, sizeof tol, " --ulps %ld", ulps);
+    if (finding)
+      printf("  reproduce with: precfuzz%s judge %s --outputs %s%s%s%s%s%s\n", pf_plugins_flags(), case_path, outputs,
+             tensor ? " --tensor " : "", tensor ? tensor : "", like ? " --like " : "", like ? like->variant : "", tol);
+  }
+  pf_run_free(&r);
+  pf_case_free(&c);
+  return finding ? EXIT_FINDINGS : 0;
+}
+
 /* ---- diff-tp: run -k tp_diff with its defaults ------------------------------------------- */
 
 static int cmd_diff_tp(int argc, char **argv) {
@@ -575,6 +702,7 @@ static void print_help(void) {
          "  list      the kernels, variants, dtypes, parameters, faults and contracts\n"
          "  run       run generated cases of a kernel against the MPFR oracle\n"
          "  replay    run case files again (findings, regressions)\n"
+         "  judge     judge outputs computed elsewhere (.npy, safetensors) on a case's inputs\n"
          "  diff-tp   TP=1 against TP=2 optimizer steps: replicated copies and rounding sets\n"
          "  diff-backend  the same cases on the CPU emulation and the GPU, compared bit for bit\n"
          "  boundary  where along one value, scale, parameter or dimension a variant starts to fail\n"
@@ -612,10 +740,11 @@ int main(int argc, char **argv) {
   if (strcmp(cmd, "list") == 0) return cmd_list(argc - 1, argv + 1);
   if (strcmp(cmd, "run") == 0) return cmd_run(argc - 1, argv + 1);
   if (strcmp(cmd, "replay") == 0) return cmd_replay(argc - 1, argv + 1);
+  if (strcmp(cmd, "judge") == 0) return cmd_judge(argc - 1, argv + 1);
   if (strcmp(cmd, "diff-tp") == 0) return cmd_diff_tp(argc - 1, argv + 1);
   if (strcmp(cmd, "boundary") == 0) return pf_cmd_boundary(argc - 1, argv + 1);
   if (strcmp(cmd, "sweep") == 0) return pf_cmd_sweep(argc - 1, argv + 1);
   if (strcmp(cmd, "diff-backend") == 0) return pf_cmd_diff_backend(argc - 1, argv + 1);
   if (strcmp(cmd, "minimize") == 0) return pf_cmd_minimize(argc - 1, argv + 1);
-  return usage_error("unknown command '%s' (list, run, replay, diff-tp, diff-backend, boundary, sweep, minimize, version; see precfuzz --help)", cmd);
+  return usage_error("unknown command '%s' (list, run, replay, judge, diff-tp, diff-backend, boundary, sweep, minimize, version; see precfuzz --help)", cmd);
 }
