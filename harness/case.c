@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "kernels/kernel.h"
 #include "rng.h"
@@ -532,6 +533,11 @@ pf_status pf_case_from_json(pf_case *c, const char *text, const char *what) {
 pf_status pf_read_file(const char *path, char **out, size_t *len) {
   FILE *f = fopen(path, "rb");
   if (!f) return pf_error(PF_ERR_IO, "%s: cannot open (%s)", path, strerror(errno));
+  struct stat sb; /* not a device or a pipe: /dev/zero would fill memory, a FIFO would block */
+  if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    fclose(f);
+    return pf_error(PF_ERR_IO, "%s: not a regular file", path);
+  }
   size_t cap = 1 << 16, n = 0;
   char *buf = malloc(cap + 1);
   if (!buf) { fclose(f); return PF_ERR_NOMEM; }
