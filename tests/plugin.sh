@@ -9,8 +9,7 @@ C=$(cd "$(dirname "$0")/.." && pwd)/corpora
 LIB=$L/softmax_fast_exp.so
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-n=0 failed=0
-fail() { echo "FAIL: $*"; failed=$((failed + 1)); }
+. "$(dirname "$0")/check.sh"
 
 n=$((n + 1))
 out=$("$P" --kernels "$LIB" list 2>&1) && echo "$out" | grep -q "^softmax *fast-exp *fp32,fp16,bf16 *fp32 " || fail "list: $out"
@@ -68,14 +67,6 @@ out=$("$P" ${line#precfuzz } 2>&1); rc=$?
 [ $rc -eq 1 ] && case "$line" in "precfuzz --kernels $LIB run -k softmax -v fast-exp "*) true ;; *) false ;; esac ||
   fail "run's reproduce line '$line' -> exit $rc: $out"
 
-expect2() { # what-the-line-says, then the command's arguments
-  local want=$1
-  shift
-  n=$((n + 1))
-  local out rc
-  out=$("$@" 2>&1); rc=$?
-  [ $rc -eq 2 ] && [ "$(echo "$out" | wc -l)" -eq 1 ] && echo "$out" | grep -qF -- "$want" || fail "$* -> exit $rc: $out"
-}
 expect2 "--kernels: cannot load $T/none.so" "$P" --kernels "$T/none.so" list
 expect2 "has no pf_plugin_init" "$P" --kernels "$L/bad_plugin_no_init.so" list
 expect2 "registered no kernel" "$P" --kernels "$L/bad_plugin_empty.so" list

@@ -8,8 +8,7 @@ P=$(realpath "$1")
 D=$(cd "$(dirname "$0")" && pwd)/data/tensors
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-n=0 failed=0
-fail() { echo "FAIL: $*"; failed=$((failed + 1)); }
+. "$(dirname "$0")/check.sh"
 
 # the per-element results (input values, outputs, exact values, verdicts) of a run or replay --json
 elements() {
@@ -81,14 +80,6 @@ out=$("$P" judge "$D/logits_fp16.values.json" --outputs "$D/softmax_3ulps.npy" -
 n=$((n + 1))
 out=$("$P" judge "$D/logits_fp16.values.json" --outputs "$D/softmax_rn.npy" --like online 2>&1) || fail "judge rn --like online -> $?: $out"
 
-expect2() { # what-the-line-says, then the command's arguments
-  local want=$1
-  shift
-  n=$((n + 1))
-  local out rc
-  out=$("$@" 2>&1); rc=$?
-  [ $rc -eq 2 ] && [ "$(echo "$out" | wc -l)" -eq 1 ] && echo "$out" | grep -qF -- "$want" || fail "$* -> exit $rc: $out"
-}
 head -c 150 "$D/logits_fp16.npy" >"$T/trunc.npy"
 head -c 60 "$D/logits_fp16.npy" >"$T/trunc-header.npy"
 { cat "$D/logits_fp16.npy"; printf 'X'; } >"$T/trailing.npy"
