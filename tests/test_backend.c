@@ -136,7 +136,7 @@ static void test_softmax_launch_translation(void **state) {
 }
 
 /* clip: the launch carries the case as the emulation reads it; loss_scale: the scalers'
- * starting states are SEMANTICS.md section 2's defaults (DeepSpeed 2^32, minimum 1, window
+ * starting states are the frameworks' defaults (DeepSpeed 2^32, minimum 1, window
  * 1000, hysteresis 2; PyTorch 2^16, no minimum, window 2000, hysteresis 1), and the shared
  * element steps give hand-derived values: fl16(1 * 65520) = inf (an overflow), fl16(0.5 *
  * 1024) = 512, unscaled by fl32(1/1024) = 2^-10 back to 0.5; a skipped step gives 0. */

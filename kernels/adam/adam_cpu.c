@@ -1,6 +1,8 @@
 /* Adam / AdamW, one optimizer step over n elements: CPU emulation, contracts, variant table.
  *
- * Variants (../shared/SEMANTICS.md section 3), T the case's dtype (the parameter's):
+ * Variants, from apex's FusedAdam (apex/optimizers/fused_adam.py, csrc/multi_tensor_adam.cu; DeepSpeed
+ * uses the same kernel) and PyTorch's AdamW (torch/optim/adamw.py over torch/optim/adam.py's
+ * _multi_tensor_adam), T the case's dtype (the parameter's):
  *   fused             FusedAdam (apex, DeepSpeed): fp32 math, fp32 master p and state,
  *                     the parameter written back as fl_T(master); mode adamw or l2
  *   torch             PyTorch AdamW (foreach): decay first, lerp, sqrt(v)/sqrt(bc2) + eps;

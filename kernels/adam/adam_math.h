@@ -1,5 +1,6 @@
 /* One Adam / AdamW step for one element, shared by the C emulation and CUDA.
- * ../shared/SEMANTICS.md section 3. Every operation rounds to the dtype named (fp32 math for
+ * Sources: apex csrc/multi_tensor_adam.cu (FusedAdam), torch/optim/adam.py _multi_tensor_adam
+ * (AdamW). Every operation rounds to the dtype named (fp32 math for
  * FusedAdam; the parameter's dtype after every tensor operation for PyTorch's foreach
  * AdamW, whose arithmetic runs in fp32 "opmath" and stores each result in the tensor's
  * dtype). Hyperparameters arrive as the kernel receives them (pf_adam_hyper). */

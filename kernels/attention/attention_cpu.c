@@ -3,7 +3,8 @@
  *   O = softmax(Q K^T / sqrt(d) + mask) V     per batch and head; shape [batch, heads,
  *   q_len, k_len, head_dim]; Q is q_len x d, K and V are k_len x d.
  *
- * Variants (../shared/SEMANTICS.md section 4):
+ * Variants (Megatron-LM's core attention, megatron/core/transformer/dot_product_attention.py with
+ * its fused scaled-masked softmax; FlashAttention-2, Dao 2023, for the blocked online softmax):
  *   post-scale    S = fl_T(fl_A(alpha * QK^T)), alpha = fl_A(1/sqrt d) (the cuBLAS/Megatron baseline)
  *   inward        Q' = fl_T(Q c), K' = fl_T(K c), c = fl32(d^-1/4); S = fl_T(Q' K'^T)
  *   layer-scaled  S = fl_T(fl_A(alpha' * QK^T)), alpha' = fl_A(1/(sqrt(d) L)); the softmax

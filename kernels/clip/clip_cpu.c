@@ -1,5 +1,6 @@
 /* Gradient clipping by global norm over k tensors of n elements: CPU emulation, contract,
- * variant table (../shared/SEMANTICS.md section 1, steps 4-5).
+ * variant table (Megatron: megatron/core/optimizer/clip_grads.py get_grad_norm_fp32 and
+ * clip_grad_by_total_norm_fp32; PyTorch: torch/nn/utils/clip_grad.py clip_grad_norm_).
  *
  *   megatron  sum of squares of each tensor accumulated in A (fp32, or the gradient dtype T),
  *             the tensors' sums added in fp32, norm = fl32(sqrt(total))

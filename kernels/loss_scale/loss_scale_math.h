@@ -1,5 +1,7 @@
 /* Dynamic loss scaling, shared by the C emulation and CUDA: the scaler's state and its update
- * after one step (../shared/SEMANTICS.md section 2). */
+ * after one step (DeepSpeed deepspeed/runtime/fp16/loss_scaler.py DynamicLossScaler; Megatron
+ * megatron/core/optimizer/grad_scaler.py DynamicGradScaler; PyTorch torch/amp/grad_scaler.py
+ * GradScaler.update, which calls _amp_update_scale_). */
 #ifndef PF_LOSS_SCALE_MATH_H
 #define PF_LOSS_SCALE_MATH_H
 
@@ -17,7 +19,7 @@ typedef struct {
 } pf_ls_state;
 
 /* The scaler's starting state from a case's constants; 0 picks the variant's default
- * (SEMANTICS.md section 2: initial 2^32 for deepspeed and megatron, 2^16 for pytorch and
+ * (the frameworks' defaults: initial 2^32 for deepspeed and megatron, 2^16 for pytorch and
  * static; minimum 1, pytorch none; window 1000, pytorch 2000; hysteresis 2, pytorch 1). */
 PF_HD pf_ls_state pf_ls_start(int variant, double scale0, double min_scale, long window, long hysteresis) {
   pf_ls_state s;

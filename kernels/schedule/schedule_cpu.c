@@ -5,7 +5,8 @@
  * input "curv"), so the true gradient is g_i = h_i p_i + noise_{t,i} (input "noise", one row
  * per step, shaped by the gradient-stream parameters: decay, a spike on some tensors, tiny
  * values, non-finite values from a step on). The n parameters form `tensors` tensors.
- * Each step (../shared/SEMANTICS.md sections 1-3): the gradient from the parameter the model
+ * Each step (the loss scaler, clipping and Adam of kernels/loss_scale, kernels/clip and
+ * kernels/adam, whose comments name their framework sources): the gradient from the parameter the model
  * holds; with a loss scaler the backward pass holds fl_T(S g), an inf or NaN anywhere skips
  * the step and the scaler reacts (kernels/loss_scale), else it is unscaled in fp32; clip by
  * global norm (per-tensor sums of squares in fp32); one Adam step (kernels/adam) with the

@@ -1,7 +1,8 @@
 /* The tensor-parallel differential (issue 5): a parameter set shaped like one transformer
  * layer and its embeddings, its gradients, and the layout of the operation's outputs — shared
  * by the rank simulation (tp_cpu.c) and the oracle (oracles/tp_mpfr.c).
- * ../shared/SEMANTICS.md sections 1 and 5. */
+ * Sources: DeepSpeed deepspeed/runtime/bf16_optimizer.py and deepspeed/runtime/utils.py (the
+ * global norm over deduplicated parameters), Megatron megatron/core/optimizer/clip_grads.py. */
 #ifndef PF_KERNELS_TP_H
 #define PF_KERNELS_TP_H
 

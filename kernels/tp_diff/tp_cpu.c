@@ -1,12 +1,13 @@
 /* The tensor-parallel differential (issue 5): the mixed-precision optimizer step of
- * ../shared/SEMANTICS.md section 1 on a parameter set shaped like a transformer layer and its
+ * DeepSpeed's BF16_Optimizer / Megatron (fp32 gradient buffers, the fp32 norm of the
+ * deduplicated parameters, clipping, FusedAdam) on a parameter set shaped like a transformer layer and its
  * embeddings, run as TP=1 and as TP=2 (both with PP=2 when the embedding is tied to the LM
  * head: its two copies on two stages), one thread per simulated rank, with a harness all-reduce that sums in fp32 in rank
  * order. Several steps per case. Outputs: the copy checks (replicated elements on TP rank 1
  * against rank 0, the tied copy on stage 1 against stage 0: bitwise) and both runs' master,
  * parameter and Adam state; the oracle (oracles/tp_mpfr.c) gives for every value the set a
  * correct run may produce.
- * Faults (section 5): tp-replicated-unclipped, norm-no-dedup, norm-not-allreduced,
+ * Faults (bugs the frameworks had; README "Tensor-parallel differential"): tp-replicated-unclipped, norm-no-dedup, norm-not-allreduced,
  * tied-grad-unreduced. */
 #include <math.h>
 #include <pthread.h>
