@@ -73,16 +73,30 @@ static pf_status pf_run_kernel(const pf_kernel *k, const pf_case *c, const pf_te
   return k->run_cuda(c, in, out, fe);
 }
 
+/* The exact result; outputs made elsewhere (given: NULL for a kernel's own) must be values of
+ * their element's dtype, and those not given are set to the correctly rounded result. */
+static pf_status pf_run_oracle(const pf_case *c, const pf_oracle_opts *opts, pf_run *r, const unsigned char *given) {
+  pf_status st;
+  const double t1 = pf_now();
+  if ((st = pf_oracle_result_alloc(&r->oracle, r->nout, opts->keep_hex))) return st;
+  if ((st = r->kernel->op->oracle(c, r->in, opts, &r->oracle))) return st;
+  r->seconds_oracle = pf_now() - t1;
+  for (size_t i = 0; given && i < r->nout; i++) {
+    const pf_dtype t = r->oracle.dtype[i] < PF_NDTYPES ? (pf_dtype)r->oracle.dtype[i] : c->dtype;
+    if (!given[i]) r->out[i] = r->oracle.rounded[i];
+    else if (!pf_dtype_holds(t, r->out[i]))
+      return pf_error(PF_ERR_ARG, "output %zu (%a) is not a %s value, the dtype that output is stored in", i, r->out[i],
+                      pf_dtype_name(t));
+  }
+  return PF_OK;
+}
+
 /* The oracle, the bound, the comparison and the operation's own word on the outputs. */
-static pf_status pf_run_judge(const pf_case *c, const pf_oracle_opts *opts, pf_run *r) {
+static pf_status pf_run_judge(const pf_case *c, const pf_oracle_opts *opts, pf_run *r, const unsigned char *given) {
   const pf_kernel *k = r->kernel;
   const pf_op *op = k->op;
   pf_status st;
-  double t1 = pf_now();
-  if ((st = pf_oracle_result_alloc(&r->oracle, r->nout, opts->keep_hex))) return st;
-  if ((st = op->oracle(c, r->in, opts, &r->oracle))) return st;
-  double t2 = pf_now();
-  r->seconds_oracle = t2 - t1;
+  if ((st = pf_run_oracle(c, opts, r, given))) return st;
   k->bound(c, r->in, r->bound);
   if ((st = pf_compare(c->dtype, r->out, r->nout, &r->oracle, r->bound, r->fe, &r->cmp))) return st;
   if (op->refine) {
@@ -127,7 +141,7 @@ pf_status pf_run_case(const pf_case *c, const pf_oracle_opts *opts, pf_run *r) {
   const double t0 = pf_now();
   if ((st = pf_run_kernel(r->kernel, c, r->in, opts, r->out, &r->fe))) return st;
   r->seconds_kernel = pf_now() - t0;
-  return pf_run_judge(c, opts, r);
+  return pf_run_judge(c, opts, r, NULL);
 }
 
 /* Cases that may run as one: the same kernel, variant, dtypes, fault and parameters, and the
@@ -214,7 +228,7 @@ pf_status pf_run_cases(const pf_case *cs, size_t n, const pf_oracle_opts *opts, 
       if ((st = pf_run_kernel(k, &cs[i], rs[i].in, opts, rs[i].out, &rs[i].fe))) return st;
       rs[i].seconds_kernel = pf_now() - t1;
     }
-    if ((st = pf_run_judge(&cs[i], opts, &rs[i]))) return st;
+    if ((st = pf_run_judge(&cs[i], opts, &rs[i], NULL))) return st;
   }
   return PF_OK;
 }
@@ -231,33 +245,27 @@ pf_status pf_outputs_from_tensors(const pf_case *c, const pf_tensorfile *ts, siz
   unsigned char have[PF_MAX_STAGES] = {0};
   for (size_t k = 0; k < nt; k++) {
     const pf_tensorfile *t = &ts[k];
+    /* where the tensor goes: every output (one tensor of them all), or the stage it names (one
+     * unnamed tensor: the stage "output") */
     int s = -1;
-    if (!t->name[0] || nt == 1) {
-      /* one tensor: every output, or the final output stage */
-      if (t->n == nout) {
-        for (int x = 0; x < ns; x++) have[x] = 1;
-        if (!op->stages && t->dtype != c->dtype)
-          return pf_error(PF_ERR_ARG, "outputs are %s, the case's dtype is %s", pf_dtype_name(t->dtype), pf_dtype_name(c->dtype));
-        memcpy(out, t->data, nout * sizeof(double));
-        break;
-      }
-      for (int x = 0; x < ns; x++)
-        if (strcmp(st[x].name, "output") == 0) s = x;
-      if (s < 0 || t->n != st[s].count)
-        return pf_error(PF_ERR_ARG, "outputs%s%s%s: %zu values, the case has %zu outputs (%s)", t->name[0] ? " '" : "", t->name,
-                        t->name[0] ? "'" : "", t->n, nout, names);
-    } else {
-      for (int x = 0; x < ns; x++)
-        if (strcmp(st[x].name, t->name) == 0) s = x;
-      if (s < 0) return pf_error(PF_ERR_ARG, "outputs: tensor '%s' is no output of %s (%s)", t->name, c->kernel, names);
-      if (t->n != st[s].count)
-        return pf_error(PF_ERR_ARG, "outputs: tensor '%s' has %zu values, the stage has %zu", t->name, t->n, st[s].count);
-    }
-    if (have[s]) return pf_error(PF_ERR_ARG, "outputs: stage '%s' given twice", st[s].name);
+    size_t offset = 0, count = nout;
+    const int whole = nt == 1 && t->n == nout;
+    const char *want = nt == 1 || !t->name[0] ? "output" : t->name;
+    for (int x = 0; x < ns && !whole; x++)
+      if (strcmp(st[x].name, want) == 0) s = x, offset = st[x].offset, count = st[x].count;
+    if (nt == 1 && (s < 0 ? !whole : t->n != count))
+      return pf_error(PF_ERR_ARG, "outputs: %zu values, the case has %zu outputs (%s)", t->n, nout, names);
+    if (!whole && s < 0) return pf_error(PF_ERR_ARG, "outputs: tensor '%s' is no output of %s (%s)", t->name, c->kernel, names);
+    if (t->n != count)
+      return pf_error(PF_ERR_ARG, "outputs: tensor '%s' has %zu values, the stage has %zu", t->name, t->n, count);
     if (!op->stages && t->dtype != c->dtype)
       return pf_error(PF_ERR_ARG, "outputs are %s, the case's dtype is %s", pf_dtype_name(t->dtype), pf_dtype_name(c->dtype));
-    have[s] = 1;
-    memcpy(out + st[s].offset, t->data, st[s].count * sizeof(double));
+    for (int x = 0; x < ns; x++)
+      if (whole || x == s) {
+        if (have[x]) return pf_error(PF_ERR_ARG, "outputs: stage '%s' given twice", st[x].name);
+        have[x] = 1;
+      }
+    memcpy(out + offset, t->data, count * sizeof(double));
   }
   for (int s = 0; s < ns; s++) {
     if (!have[s] && !given) return pf_error(PF_ERR_ARG, "outputs: stage '%s' missing (%s)", st[s].name, names);
@@ -270,6 +278,7 @@ pf_status pf_judge_outputs(const pf_case *c, const pf_kernel *like, long ulps, c
                            const pf_oracle_opts *opts, pf_run *r, size_t *judged) {
   pf_oracle_opts o = *opts;
   o.domain_only = 0;
+  *judged = 0;
   pf_status st = pf_run_setup(c, &o, r);
   if (st) return st;
   if (like) {
@@ -284,28 +293,12 @@ pf_status pf_judge_outputs(const pf_case *c, const pf_kernel *like, long ulps, c
   unsigned char *given = calloc(r->nout ? r->nout : 1, 1);
   if (!given) return pf_error(PF_ERR_NOMEM, "cannot allocate %zu outputs", r->nout);
   st = pf_outputs_from_tensors(c, ts, nt, r->out, r->nout, given);
-  if (!st && like) st = pf_run_judge(c, &o, r);
-  if (!st && !like) {
-    /* the correctly rounded result within ulps units of the output dtype */
-    const double t1 = pf_now();
-    st = pf_oracle_result_alloc(&r->oracle, r->nout, o.keep_hex);
-    if (!st) st = r->kernel->op->oracle(c, r->in, &o, &r->oracle);
-    r->seconds_oracle = pf_now() - t1;
-    if (!st) st = pf_compare_ulps(c->dtype, r->out, r->nout, &r->oracle, ulps, &r->cmp);
-    snprintf(r->note, sizeof r->note, "judged against the correctly rounded result within %ld ulp%s", ulps, ulps == 1 ? "" : "s");
-  }
-  size_t n = 0;
-  for (size_t i = 0; !st && i < r->nout; i++) {
-    n += given[i];
-    if (!given[i]) { /* a stage not given: the exact result stands in, and is not judged */
-      r->out[i] = r->oracle.rounded[i];
-      pf_run_set_verdict(r, i, PF_V_OK);
-      r->cmp.ulps[i] = 0;
-    }
-  }
-  if (!st) pf_run_settle_verdict(r);
+  if (!st && like) st = pf_run_judge(c, &o, r, given);
+  /* or the correctly rounded result within ulps units of the output dtype */
+  if (!st && !like) st = pf_run_oracle(c, &o, r, given);
+  if (!st && !like) st = pf_compare_ulps(c->dtype, r->out, r->nout, &r->oracle, ulps, &r->cmp);
+  for (size_t i = 0; !st && i < r->nout; i++) *judged += given[i];
   free(given);
-  *judged = n;
   return st;
 }
 

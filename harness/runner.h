@@ -54,7 +54,9 @@ pf_status pf_outputs_from_tensors(const pf_case *c, const struct pf_tensorfile *
 /* Judges outputs made elsewhere: the case's inputs, the oracle, and the contract (bound and
  * domain) of `like` (a variant of the case's operation), or, with like NULL, the correctly
  * rounded result within `ulps` units in the last place. Elements whose stage was not given are
- * set to the correctly rounded value and counted ok; *judged says how many were given. */
+ * set to the correctly rounded value before the bound, the comparison and the operation's
+ * review see them; *judged says how many were given. A given value that is not a value of its
+ * element's dtype is PF_ERR_ARG. */
 pf_status pf_judge_outputs(const pf_case *c, const pf_kernel *like, long ulps, const struct pf_tensorfile *ts,
                            size_t nt, const pf_oracle_opts *opts, pf_run *r, size_t *judged);
 

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "case.h"
@@ -402,7 +403,10 @@ pf_status pf_write_file_atomic(const char *path, const void *buf, size_t len) {
     free(tmp);
     return st;
   }
-  FILE *f = fdopen(fd, "wb");
+  /* mkstemp's 0600, widened to what the umask allows, as fopen would have made it */
+  const mode_t mask = umask(0);
+  umask(mask);
+  FILE *f = fchmod(fd, 0666 & ~mask) == 0 ? fdopen(fd, "wb") : NULL;
   int ok = f && fwrite(buf, 1, len, f) == len;
   int err = errno;
   if (f) {

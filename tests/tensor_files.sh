@@ -80,6 +80,48 @@ out=$("$P" judge "$D/logits_fp16.values.json" --outputs "$D/softmax_3ulps.npy" -
 n=$((n + 1))
 out=$("$P" judge "$D/logits_fp16.values.json" --outputs "$D/softmax_rn.npy" --like online 2>&1) || fail "judge rn --like online -> $?: $out"
 
+# safetensors written here: st FILE NAME:DTYPE:VALUE,VALUE... ... (F32, F16 from Python floats; I32)
+st() {
+  python3 - "$@" <<'PY'
+import json, struct, sys
+tensors, data = {}, b""
+for spec in sys.argv[2:]:
+    name, dt, vals = spec.split(":")
+    vals = [float(v) for v in vals.split(",")]
+    raw = b"".join(struct.pack({"F32": "<f", "F16": "<e", "I32": "<i"}[dt], int(v) if dt == "I32" else v) for v in vals)
+    tensors[name] = {"dtype": dt, "shape": [len(vals)], "data_offsets": [len(data), len(data) + len(raw)]}
+    data += raw
+h = json.dumps(tensors).encode()
+h += b" " * (-len(h) % 8)
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(h)) + h + data)
+PY
+}
+
+# judge by stage name: a finding exported as safetensors (x, output, expected) is judged on its
+# "output" tensor: the same NaN at [0,0], now "nan" (outputs made elsewhere carry no
+# floating-point events, so nothing says an overflow made it)
+n=$((n + 1))
+c=$(ls "$T/f-safetensors"/*.json | head -1)
+out=$("$P" judge "$c" --outputs "${c%.json}.safetensors" --like naive 2>&1); rc=$?
+[ $rc -eq 1 ] && echo "$out" | grep -q "1024 of 1024 outputs judged against the contract of softmax/naive: nan (nan at \[0,0\]: got nan" ||
+  fail "judge the exported finding's output tensor -> $rc: $out"
+# tensor files are written with the umask's permissions, not mkstemp's 0600
+n=$((n + 1))
+m=$(cd "$T" && umask 022 && "$P" run -k softmax -v naive -t fp16 -a fp16 --scale 16 --cases 1 --save-findings perm --tensors npy >/dev/null 2>&1; stat -c %a perm/*.x.npy)
+[ "$m" = 644 ] || fail "a written .npy has mode $m, not 644 under umask 022"
+# the case's dtype is not taken from Adam's fp32 master: without -t it stays the default fp16
+python3 -c 'import struct,sys; h=b"{\x27descr\x27: \x27<f4\x27, \x27fortran_order\x27: False, \x27shape\x27: (20,), }"; h+=b" "*(117-len(h))+b"\n"; sys.stdout.buffer.write(b"\x93NUMPY\x01\x00"+struct.pack("<H",len(h))+h+struct.pack("<20f",*[0.5]*20))' >"$T/master.npy"
+n=$((n + 1))
+out=$("$P" run -k adam -v fused --input p:file="$T/master.npy" 2>&1) && echo "$out" | grep -q "^adam/fused fp16/fp32: 100 cases" ||
+  fail "adam with an fp32 master file: $out"
+# an Adam (torch, fp16) case judged by stage tensors: values that are not fp16, a stage in I32
+cat >"$T/adam.json" <<'JSON'
+{"format": "precfuzz-case/1", "kernel": "adam", "variant": "torch", "dtype": "fp16", "accum": "fp32", "shape": [2],
+ "inputs": {"p": {"values": ["0x1p+0", "-0x1p-1"]}, "g": {"values": ["0x1p-4", "0x1p-3"]},
+            "m": {"values": ["0x0p+0", "0x0p+0"]}, "v": {"values": ["0x0p+0", "0x0p+0"]}}}
+JSON
+st "$T/adam-f32.safetensors" m:F32:0.1,0.1 v:F32:0,0 param:F32:1,-0.5
+st "$T/adam-i32.safetensors" m:I32:0,0 v:F16:0,0
 head -c 150 "$D/logits_fp16.npy" >"$T/trunc.npy"
 head -c 60 "$D/logits_fp16.npy" >"$T/trunc-header.npy"
 { cat "$D/logits_fp16.npy"; printf 'X'; } >"$T/trailing.npy"
@@ -111,6 +153,8 @@ expect2 "outputs are fp32, the case's dtype is fp16" "$P" judge "$D/logits_fp16.
 expect2 "outputs: 48 values, the case has 32 outputs" "$P" judge "$D/logits_fp16.values.json" --outputs "$D/logits_bf16.npy"
 expect2 "--like: softmax has no variant 'nope'" "$P" judge "$D/logits_fp16.values.json" --outputs "$D/softmax_rn.npy" --like nope
 expect2 "judge: --like and --ulps are two different contracts" "$P" judge "$D/logits_fp16.values.json" --outputs "$D/softmax_rn.npy" --like safe --ulps 2
+expect2 "output 0 (0x1.99999ap-4) is not a fp16 value" "$P" judge "$T/adam.json" --outputs "$T/adam-f32.safetensors"
+expect2 "tensor 'm' is I32, not F32, F16 or BF16" "$P" judge "$T/adam.json" --outputs "$T/adam-i32.safetensors"
 expect2 "judge: --outputs FILE is required" "$P" judge "$D/logits_fp16.values.json"
 
 echo "tensor_files: $((n - failed))/$n checks passed"

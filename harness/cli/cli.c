@@ -139,7 +139,8 @@ int load_input_files(run_opts *o, const pf_op *op) {
     o->file_paths[k] = realpath(path, NULL);
     covered[t] = 1;
     pf_case c;
-    if (!o->have_dtype) o->dtype = f->dtype, o->have_dtype = 1;
+    /* the case's dtype from the file only where the input is held in it (not Adam's fp32 master) */
+    if (!o->have_dtype && !op->input_dtype) o->dtype = f->dtype, o->have_dtype = 1;
     if (!o->have_shape && op->input_dims) {
       /* the shape from the file: the input's dimensions, leading file dimensions flattened */
       const pf_kernel *kk = NULL;
@@ -193,9 +194,7 @@ static int apply_file_input(pf_case *c, const run_opts *o, int k, int t, const c
   free(abs);
   pf_tensorfile_free(&f);
   if (st) return usage_error("--input: out of memory");
-  char what[80];
-  snprintf(what, sizeof what, "--input");
-  if (pf_case_check_file_input(c, t, what)) return usage_error("%s", pf_error_message());
+  if (pf_case_check_file_input(c, t, "--input")) return usage_error("%s", pf_error_message());
   return 0;
 }
 

@@ -591,28 +591,30 @@ static int cmd_judge(int argc, char **argv) {
     pf_case_free(&c);
     return usage_error("--like: %s has no variant '%s' (see precfuzz list)", c.kernel, like_name);
   }
-  /* one tensor (a .npy file, or the one named), or every tensor of a safetensors file */
+  /* one tensor (a .npy file, the one named, or a safetensors file's only one), or else a
+   * safetensors file's tensors named as the output stages */
   pf_tensorfile ts[PF_MAX_STAGES];
   size_t nt = 0;
-  pf_status st = pf_tensorfile_read(outputs, tensor, &ts[0]);
-  if (st == PF_ERR_ARG && !tensor && strstr(pf_error_message(), "name one with tensor=")) {
-    /* several tensors: one per stage */
-    char *buf = NULL;
-    size_t len = 0;
-    st = pf_read_file(outputs, &buf, &len);
-    const pf_op *op = pf_op_find(c.kernel);
-    pf_stage stg[PF_MAX_STAGES];
-    const int ns = op->stages ? op->stages(&c, stg) : 0;
-    for (int s = 0; s < ns && !st; s++) {
-      pf_tensorfile t;
-      if (pf_tensorfile_parse((const unsigned char *)buf, len, stg[s].name, outputs, &t) == PF_OK) ts[nt++] = t;
-    }
-    free(buf);
-    if (!st && !nt) st = pf_error(PF_ERR_ARG, "%s: no tensor is named as an output of %s (--tensor NAME)", outputs, c.kernel);
-  } else if (!st) {
+  char *buf = NULL;
+  size_t len = 0;
+  pf_status st = pf_read_file(outputs, &buf, &len);
+  if (!st) st = pf_tensorfile_parse((const unsigned char *)buf, len, tensor, outputs, &ts[0]);
+  if (!st) {
     nt = 1;
     if (!tensor) ts[0].name[0] = 0; /* the file's one tensor, whatever its name */
+  } else if (st == PF_ERR_ARG && !tensor) { /* several tensors (a malformed file is PF_ERR_PARSE) */
+    const pf_op *op = pf_op_find(c.kernel);
+    pf_stage stg[PF_MAX_STAGES] = {{"output", 0, 0, 0}}; /* one stage: "output" */
+    const int ns = op->stages ? op->stages(&c, stg) : 1;
+    st = PF_OK;
+    for (int s = 0; s < ns && !st; s++) {
+      st = pf_tensorfile_parse((const unsigned char *)buf, len, stg[s].name, outputs, &ts[nt]);
+      if (!st) nt++;
+      else if (st == PF_ERR_ARG) st = PF_OK; /* no tensor of that name */
+    }
+    if (!st && !nt) st = pf_error(PF_ERR_ARG, "%s: no tensor is named as an output of %s (--tensor NAME)", outputs, c.kernel);
   }
+  free(buf);
   if (st) {
     pf_case_free(&c);
     for (size_t k = 0; k < nt; k++) pf_tensorfile_free(&ts[k]);
