@@ -8,6 +8,7 @@
 
 #include "dtype.h"
 #include "status.h"
+#include "tensorfile.h"
 
 typedef enum {
   PF_DIST_NORMAL,     /* N(0, 1) * scale */
@@ -38,7 +39,7 @@ typedef struct {
   uint64_t values_sum;   /* pf_values_sum of the values read */
   pf_dtype file_dtype;   /* as read, for pf_case_check_file_input */
   int file_ndims;
-  size_t file_shape[8];
+  size_t file_shape[PF_TF_MAX_DIMS];
 } pf_gen;
 
 typedef struct {
@@ -55,8 +56,7 @@ pf_status pf_gen_copy(pf_gen *dst, const pf_gen *src);
 /* A checksum of n values' bits (FNV-1a). */
 uint64_t pf_values_sum(const double *v, size_t n);
 /* Takes over t's values as explicit values read from file (tensor: its name or NULL). */
-struct pf_tensorfile;
-pf_status pf_gen_set_file(pf_gen *g, struct pf_tensorfile *t, const char *file, const char *tensor);
+pf_status pf_gen_set_file(pf_gen *g, pf_tensorfile *t, const char *file, const char *tensor);
 /* 1 when g's values are still those read from its file. */
 int pf_gen_from_file(const pf_gen *g);
 
