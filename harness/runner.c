@@ -201,13 +201,11 @@ pf_status pf_run_cases(const pf_case *cs, size_t n, const pf_oracle_opts *opts, 
   if (!st) {
     /* each stage of the merged outputs holds the cases' slices in order */
     pf_stage ms[PF_MAX_STAGES], cs_st[PF_MAX_STAGES];
-    const int nst = op->stages ? op->stages(&m, ms) : 1;
-    if (!op->stages) ms[0] = (pf_stage){"output", 0, nout, 0};
+    const int nst = pf_case_stages(&m, ms);
     size_t done[PF_MAX_STAGES] = {0};
     for (size_t i = 0; i < n; i++) {
       if (rs[i].skipped) continue;
-      if (op->stages) op->stages(&cs[i], cs_st);
-      else cs_st[0] = (pf_stage){"output", 0, rs[i].nout, 0};
+      pf_case_stages(&cs[i], cs_st);
       for (int s = 0; s < nst; s++) {
         memcpy(rs[i].out + cs_st[s].offset, mout + ms[s].offset + done[s], cs_st[s].count * sizeof(double));
         done[s] += cs_st[s].count;
@@ -234,11 +232,10 @@ pf_status pf_run_cases(const pf_case *cs, size_t n, const pf_oracle_opts *opts, 
 }
 
 pf_status pf_outputs_from_tensors(const pf_case *c, const pf_tensorfile *ts, size_t nt, double *out, size_t nout,
-                                  unsigned char *given) {
+                                  unsigned char *given, int exact_shape) {
   const pf_op *op = pf_op_find(c->kernel);
   pf_stage st[PF_MAX_STAGES];
-  const int ns = op->stages ? op->stages(c, st) : 1;
-  if (!op->stages) st[0] = (pf_stage){"output", 0, nout, 0};
+  const int ns = pf_case_stages(c, st);
   char names[256] = "";
   for (int s = 0; s < ns; s++)
     snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s[%zu]", s ? ", " : "", st[s].name, st[s].count);
@@ -260,6 +257,21 @@ pf_status pf_outputs_from_tensors(const pf_case *c, const pf_tensorfile *ts, siz
       return pf_error(PF_ERR_ARG, "outputs: tensor '%s' has %zu values, the stage has %zu", t->name, t->n, count);
     if (!op->stages && t->dtype != c->dtype)
       return pf_error(PF_ERR_ARG, "outputs are %s, the case's dtype is %s", pf_dtype_name(t->dtype), pf_dtype_name(c->dtype));
+    if (s >= 0 && pf_stage_dtype(c, &st[s]) != PF_NDTYPES && t->dtype != pf_stage_dtype(c, &st[s]))
+      return pf_error(PF_ERR_ARG, "outputs: '%s' is %s, the stage holds %s values", st[s].name, pf_dtype_name(t->dtype),
+                      pf_dtype_name(pf_stage_dtype(c, &st[s])));
+    if (s >= 0 && exact_shape) {
+      size_t want_shape[PF_MAX_DIMS];
+      const int nd = pf_stage_shape(c, &st[s], want_shape);
+      int same = nd == t->ndims;
+      for (int d = 0; same && d < nd; d++) same = want_shape[d] == t->shape[d];
+      if (!same) {
+        char a[96] = "", b[96] = "";
+        for (int d = 0; d < t->ndims; d++) snprintf(a + strlen(a), sizeof a - strlen(a), d ? ",%zu" : "%zu", t->shape[d]);
+        for (int d = 0; d < nd; d++) snprintf(b + strlen(b), sizeof b - strlen(b), d ? ",%zu" : "%zu", want_shape[d]);
+        return pf_error(PF_ERR_ARG, "outputs: '%s' has shape [%s], the stage's is [%s]", st[s].name, a, b);
+      }
+    }
     for (int x = 0; x < ns; x++)
       if (whole || x == s) {
         if (have[x]) return pf_error(PF_ERR_ARG, "outputs: stage '%s' given twice", st[x].name);
@@ -292,7 +304,7 @@ pf_status pf_judge_outputs(const pf_case *c, const pf_kernel *like, long ulps, c
   }
   unsigned char *given = calloc(r->nout ? r->nout : 1, 1);
   if (!given) return pf_error(PF_ERR_NOMEM, "cannot allocate %zu outputs", r->nout);
-  st = pf_outputs_from_tensors(c, ts, nt, r->out, r->nout, given);
+  st = pf_outputs_from_tensors(c, ts, nt, r->out, r->nout, given, 0);
   if (!st && like) st = pf_run_judge(c, &o, r, given);
   /* or the correctly rounded result within ulps units of the output dtype */
   if (!st && !like) st = pf_run_oracle(c, &o, r, given);

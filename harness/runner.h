@@ -45,11 +45,12 @@ void pf_oracle_opts_default(pf_oracle_opts *o);
  * output layout. Either one unnamed tensor (.npy) or a tensor per output stage, named by the
  * stage ("output" for an operation of one stage): one tensor of all the outputs, or of the
  * stage "output" only; stages not given are marked 0 in given (NULL: all must be given).
- * Values must be of the case's dtype where the operation has one output stage. PF_ERR_ARG with
- * one line naming the tensor otherwise. */
+ * A stage's tensor must be of the stage's dtype (pf_stage_dtype), and with exact_shape of its
+ * shape (pf_stage_shape; else any shape of as many values). PF_ERR_ARG with one line naming
+ * the tensor otherwise. */
 struct pf_tensorfile;
 pf_status pf_outputs_from_tensors(const pf_case *c, const struct pf_tensorfile *ts, size_t nt, double *out, size_t nout,
-                                  unsigned char *given);
+                                  unsigned char *given, int exact_shape);
 
 /* Judges outputs made elsewhere: the case's inputs, the oracle, and the contract (bound and
  * domain) of `like` (a variant of the case's operation), or, with like NULL, the correctly

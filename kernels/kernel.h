@@ -16,7 +16,7 @@
 #include "harness/tensor.h"
 #include "harness/verdict.h"
 
-#define PF_KERNEL_ABI 2
+#define PF_KERNEL_ABI 3
 
 typedef enum { PF_PARAM_REAL, PF_PARAM_INT, PF_PARAM_CHOICE } pf_param_type;
 
@@ -78,7 +78,12 @@ typedef struct {
   size_t offset, count;
   int internal; /* an intermediate the kernel chose to store (attention's scores), not a
                    result: an exact value beyond its dtype is then an overflow, not range */
+  int held;     /* PF_HELD(t): its values are of dtype t; 0: of the case's dtype;
+                   PF_STAGE_MIXED: of several (each element's is the oracle's word) */
+  int ndims;    /* the case dimensions that index it, outermost first (0: a vector) */
+  int dims[PF_MAX_DIMS];
 } pf_stage;
+#define PF_STAGE_MIXED (-1)
 
 struct pf_run;
 
@@ -168,6 +173,14 @@ const pf_op *pf_op_find(const char *op);
 int pf_kernel_accepts(const pf_kernel *k, pf_dtype dtype, pf_dtype accum);
 int pf_kernel_has_fault(const pf_kernel *k, const char *fault);
 int pf_op_param_index(const pf_op *op, const char *name);
+/* The stages of c's outputs: op->stages, or the one stage "output" laid out as input 0 when it
+ * has input 0's size (softmax), else as a vector. Returns how many. */
+int pf_case_stages(const pf_case *c, pf_stage *out);
+/* A stage's dtype (PF_NDTYPES for PF_STAGE_MIXED) and shape (returns its number of dimensions). */
+pf_dtype pf_stage_dtype(const pf_case *c, const pf_stage *s);
+int pf_stage_shape(const pf_case *c, const pf_stage *s, size_t *shape);
+/* The shape of input t of c holding n values: its dimensions in the case, or a vector. */
+int pf_input_shape(const pf_case *c, int t, size_t n, size_t *shape);
 /* The algorithm of the case's variant (pf_kernel.algo); 0 if the variant is unknown. */
 int pf_case_algo(const pf_case *c);
 /* Copies into k the contract of op's built-in variant `like`: algo, bound, domain, variant

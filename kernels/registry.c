@@ -105,6 +105,40 @@ int pf_op_param_index(const pf_op *op, const char *name) {
   return -1;
 }
 
+int pf_case_stages(const pf_case *c, pf_stage *out) {
+  const pf_op *op = pf_op_find(c->kernel);
+  if (op->stages) return op->stages(c, out);
+  memset(out, 0, sizeof *out);
+  out->name = "output";
+  out->count = op->output_count(c);
+  if (op->input_dims && op->input_count(c, 0) == out->count) out->ndims = op->input_dims(c, 0, out->dims);
+  return 1;
+}
+
+pf_dtype pf_stage_dtype(const pf_case *c, const pf_stage *s) {
+  return s->held == PF_STAGE_MIXED ? PF_NDTYPES : s->held > 0 ? (pf_dtype)(s->held - 1) : c->dtype;
+}
+
+/* dims over the case's shape, when they hold n values; else a vector of n */
+static int pf_dims_shape(const pf_case *c, const int *dims, int nd, size_t n, size_t *shape) {
+  size_t m = 1;
+  for (int d = 0; d < nd; d++) m *= (shape[d] = c->shape[dims[d]]);
+  if (nd > 0 && m == n) return nd;
+  shape[0] = n;
+  return 1;
+}
+
+int pf_stage_shape(const pf_case *c, const pf_stage *s, size_t *shape) {
+  return pf_dims_shape(c, s->dims, s->ndims, s->count, shape);
+}
+
+int pf_input_shape(const pf_case *c, int t, size_t n, size_t *shape) {
+  const pf_op *op = pf_op_find(c->kernel);
+  int dims[PF_MAX_DIMS];
+  const int nd = op->input_dims ? op->input_dims(c, t, dims) : 0;
+  return pf_dims_shape(c, dims, nd, n, shape);
+}
+
 pf_status pf_oracle_result_alloc(pf_oracle_result *r, size_t n, int keep_hex) {
   memset(r, 0, sizeof *r);
   r->n = n;

@@ -173,36 +173,32 @@ static void print_help_run(void) {
       "Exit status: 0 no finding, 1 findings, 2 bad usage or input.\n");
 }
 
-/* The shape of input t (its dimensions in the case), or 1-D. */
-static int input_shape(const pf_case *c, const pf_op *op, int t, size_t n, size_t *shape) {
-  int dims[PF_MAX_DIMS];
-  const int nd = op->input_dims ? op->input_dims(c, t, dims) : 0;
-  size_t m = 1;
-  for (int d = 0; d < nd; d++) m *= (shape[d] = c->shape[dims[d]]);
-  if (nd > 0 && m == n) return nd;
-  shape[0] = n;
-  return 1;
-}
-
 /* A finding's tensors beside its case file (base, without extension): every input, the
- * kernel's output and the correctly rounded exact result ("expected"), as .npy files or one
+ * kernel's outputs and the correctly rounded exact result, per stage in its dtype and shape
+ * ("output" and "expected" for an operation of one stage, else "<stage>" and
+ * "expected.<stage>"; stages of several dtypes are left out), as .npy files or one
  * safetensors file; the case then names its inputs' files. */
 static pf_status save_finding_tensors(pf_case *k, const pf_run *r, const char *base, const char *format) {
   const pf_op *op = r->kernel->op;
-  size_t shapes[PF_MAX_INPUTS + 2][PF_MAX_DIMS];
-  pf_tensor_view v[PF_MAX_INPUTS + 2];
+  size_t shapes[PF_MAX_INPUTS + 2 * PF_MAX_STAGES][PF_MAX_DIMS];
+  pf_tensor_view v[PF_MAX_INPUTS + 2 * PF_MAX_STAGES];
+  char names[PF_MAX_STAGES][80];
   int nv = 0;
   for (int t = 0; t < r->ninputs; t++, nv++)
-    v[nv] = (pf_tensor_view){op->input_names[t], r->in[t].dtype, input_shape(k, op, t, r->in[t].n, shapes[nv]), shapes[nv],
+    v[nv] = (pf_tensor_view){op->input_names[t], r->in[t].dtype, pf_input_shape(k, t, r->in[t].n, shapes[nv]), shapes[nv],
                              r->in[t].data};
-  /* one output stage laid out as input 0 (softmax): its shape; otherwise flat */
-  int nd = 1;
-  shapes[nv][0] = r->nout;
-  if (!op->stages && r->ninputs && r->in[0].n == r->nout) nd = input_shape(k, op, 0, r->nout, shapes[nv]);
-  memcpy(shapes[nv + 1], shapes[nv], sizeof shapes[nv]);
-  v[nv] = (pf_tensor_view){"output", k->dtype, nd, shapes[nv], r->out};
-  v[nv + 1] = (pf_tensor_view){"expected", k->dtype, nd, shapes[nv + 1], r->oracle.rounded};
-  nv += 2;
+  pf_stage stg[PF_MAX_STAGES];
+  const int ns = pf_case_stages(k, stg);
+  for (int s = 0; s < ns; s++) {
+    const pf_dtype dt = pf_stage_dtype(k, &stg[s]);
+    if (dt == PF_NDTYPES) continue;
+    const int nd = pf_stage_shape(k, &stg[s], shapes[nv]);
+    memcpy(shapes[nv + 1], shapes[nv], sizeof shapes[nv]);
+    snprintf(names[s], sizeof names[s], "expected.%s", stg[s].name);
+    v[nv] = (pf_tensor_view){op->stages ? stg[s].name : "output", dt, nd, shapes[nv], r->out + stg[s].offset};
+    v[nv + 1] = (pf_tensor_view){op->stages ? names[s] : "expected", dt, nd, shapes[nv + 1], r->oracle.rounded + stg[s].offset};
+    nv += 2;
+  }
   const char *slash = strrchr(base, '/');
   const char *file = slash ? slash + 1 : base;
   char path[1200], rel[1200];
@@ -603,9 +599,8 @@ static int cmd_judge(int argc, char **argv) {
     nt = 1;
     if (!tensor) ts[0].name[0] = 0; /* the file's one tensor, whatever its name */
   } else if (st == PF_ERR_ARG && !tensor) { /* several tensors (a malformed file is PF_ERR_PARSE) */
-    const pf_op *op = pf_op_find(c.kernel);
-    pf_stage stg[PF_MAX_STAGES] = {{"output", 0, 0, 0}}; /* one stage: "output" */
-    const int ns = op->stages ? op->stages(&c, stg) : 1;
+    pf_stage stg[PF_MAX_STAGES];
+    const int ns = pf_case_stages(&c, stg);
     st = PF_OK;
     for (int s = 0; s < ns && !st; s++) {
       st = pf_tensorfile_parse((const unsigned char *)buf, len, stg[s].name, outputs, &ts[nt]);
