@@ -13,10 +13,12 @@
 
 /* Loads one library and runs its pf_plugin_init; PF_ERR_ARG with one line when the file
  * cannot be loaded, has no pf_plugin_init, registers nothing or fails. A path without a '/'
- * is taken relative to the current directory (not the system's library path). */
+ * is taken relative to the current directory (not the system's library path).
+ * "exec:CMD" starts a kernel process instead (harness/exec_kernel.h). */
 pf_status pf_plugin_load(const char *path);
 
-/* Loads every library named in $PRECFUZZ_KERNELS (':'-separated), once per process. */
+/* Loads every library named in $PRECFUZZ_KERNELS (':'-separated; an "exec:CMD" entry takes
+ * the rest of the list), once per process. */
 pf_status pf_plugins_load_env(void);
 
 /* The library (as named when loaded) that registered k; NULL for a built-in kernel. */

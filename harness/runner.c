@@ -73,6 +73,20 @@ static pf_status pf_run_kernel(const pf_kernel *k, const pf_case *c, const pf_te
   return k->run_cuda(c, in, out, fe);
 }
 
+/* The kernel on r's inputs. A kernel process that failed on the case (PF_ERR_KERNEL) gives a
+ * verdict, not an error: no outputs (NaN), every element "failed" and why in the note. */
+static pf_status pf_run_kernel_into(pf_run *r, const pf_case *c, const pf_oracle_opts *opts) {
+  const double t0 = pf_now();
+  pf_status st = pf_run_kernel(r->kernel, c, r->in, opts, r->out, &r->fe);
+  r->seconds_kernel = pf_now() - t0;
+  if (st != PF_ERR_KERNEL) return st;
+  r->failed = 1;
+  snprintf(r->note, sizeof r->note, "%s", pf_error_message());
+  for (size_t i = 0; i < r->nout; i++) r->out[i] = NAN;
+  r->fe = 0;
+  return PF_OK;
+}
+
 /* The exact result; outputs made elsewhere (given: NULL for a kernel's own) must be values of
  * their element's dtype, and those not given are set to the correctly rounded result. */
 static pf_status pf_run_oracle(const pf_case *c, const pf_oracle_opts *opts, pf_run *r, const unsigned char *given) {
@@ -99,6 +113,10 @@ static pf_status pf_run_judge(const pf_case *c, const pf_oracle_opts *opts, pf_r
   if ((st = pf_run_oracle(c, opts, r, given))) return st;
   k->bound(c, r->in, r->bound);
   if ((st = pf_compare(c->dtype, r->out, r->nout, &r->oracle, r->bound, r->fe, &r->cmp))) return st;
+  if (r->failed) { /* nothing to refine or review */
+    for (size_t i = 0; i < r->nout; i++) pf_run_set_verdict(r, i, PF_V_FAILED);
+    return PF_OK;
+  }
   if (op->refine) {
     for (size_t i = 0; i < r->nout; i++)
       pf_run_set_verdict(r, i, op->refine(c, r->in, i, r->out[i], r->cmp.elem[i], r->oracle.rounded[i], r->bound[i]));
@@ -138,9 +156,7 @@ static pf_status pf_run_judge(const pf_case *c, const pf_oracle_opts *opts, pf_r
 pf_status pf_run_case(const pf_case *c, const pf_oracle_opts *opts, pf_run *r) {
   pf_status st = pf_run_setup(c, opts, r);
   if (st || r->skipped) return st;
-  const double t0 = pf_now();
-  if ((st = pf_run_kernel(r->kernel, c, r->in, opts, r->out, &r->fe))) return st;
-  r->seconds_kernel = pf_now() - t0;
+  if ((st = pf_run_kernel_into(r, c, opts))) return st;
   return pf_run_judge(c, opts, r, NULL);
 }
 
@@ -198,7 +214,11 @@ pf_status pf_run_cases(const pf_case *cs, size_t n, const pf_oracle_opts *opts, 
   const double t0 = pf_now();
   if (!st) st = pf_run_kernel(k, &m, min, opts, mout, &fe);
   const double secs = pf_now() - t0;
-  if (!st) {
+  /* a kernel process that failed on the batch: each case again on its own, so that the
+   * failure is reported with the case that caused it */
+  const int one_by_one = st == PF_ERR_KERNEL || fe;
+  if (st == PF_ERR_KERNEL) st = PF_OK;
+  if (!st && !one_by_one) {
     /* each stage of the merged outputs holds the cases' slices in order */
     pf_stage ms[PF_MAX_STAGES], cs_st[PF_MAX_STAGES];
     const int nst = pf_case_stages(&m, ms);
@@ -220,11 +240,9 @@ pf_status pf_run_cases(const pf_case *cs, size_t n, const pf_oracle_opts *opts, 
    * again one by one, so that each case's events are its own. */
   for (size_t i = 0; i < n; i++) {
     if (rs[i].skipped) continue;
-    if (fe) {
+    if (one_by_one) {
       rs[i].fe = 0;
-      const double t1 = pf_now();
-      if ((st = pf_run_kernel(k, &cs[i], rs[i].in, opts, rs[i].out, &rs[i].fe))) return st;
-      rs[i].seconds_kernel = pf_now() - t1;
+      if ((st = pf_run_kernel_into(&rs[i], &cs[i], opts))) return st;
     }
     if ((st = pf_run_judge(&cs[i], opts, &rs[i], NULL))) return st;
   }
@@ -246,7 +264,7 @@ pf_status pf_outputs_from_tensors(const pf_case *c, const pf_tensorfile *ts, siz
      * unnamed tensor: the stage "output") */
     int s = -1;
     size_t offset = 0, count = nout;
-    const int whole = nt == 1 && t->n == nout;
+    const int whole = nt == 1 && t->n == nout && ns > 1;
     const char *want = nt == 1 || !t->name[0] ? "output" : t->name;
     for (int x = 0; x < ns && !whole; x++)
       if (strcmp(st[x].name, want) == 0) s = x, offset = st[x].offset, count = st[x].count;
@@ -375,6 +393,10 @@ static void pf_index_str(const pf_case *c, const pf_op *op, size_t i, char *buf,
 }
 
 void pf_run_describe(const pf_case *c, const pf_run *r, char *buf, size_t len) {
+  if (r->cmp.verdict == PF_V_FAILED) {
+    snprintf(buf, len, "failed: %s", r->note);
+    return;
+  }
   const size_t i = r->born ? r->born_at : r->cmp.first_bad;
   char at[96], y[40], e[40], fe[48];
   pf_index_str(c, r->kernel->op, i, at, sizeof at);

@@ -23,7 +23,9 @@ typedef struct pf_run {
   pf_bound *bound;
   pf_comparison cmp;
   double seconds_kernel, seconds_oracle;
-  char note[320];       /* the operation's review: why the reported finding is one ("" if none) */
+  char note[320];       /* the operation's review: why the reported finding is one ("" if none);
+                           a failed kernel: what went wrong */
+  int failed;           /* the kernel gave no outputs (PF_ERR_KERNEL): every verdict is "failed" */
 } pf_run;
 
 /* Sets element i's verdict, keeping the counts and the case's verdict in step. */

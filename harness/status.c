@@ -2,6 +2,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 static _Thread_local char pf_errbuf[512];
 
@@ -17,15 +18,19 @@ const char *pf_status_str(pf_status s) {
   case PF_ERR_CUDA: return "CUDA error";
   case PF_ERR_NODEVICE: return "no CUDA device";
   case PF_ERR_ORACLE: return "oracle undecided";
+  case PF_ERR_KERNEL: return "kernel failed";
   }
   return "unknown status";
 }
 
 pf_status pf_error(pf_status s, const char *fmt, ...) {
+  /* through a copy: the message may quote the previous one (pf_error_message()) */
+  char buf[sizeof pf_errbuf];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(pf_errbuf, sizeof pf_errbuf, fmt, ap);
+  vsnprintf(buf, sizeof buf, fmt, ap);
   va_end(ap);
+  memcpy(pf_errbuf, buf, sizeof buf);
   return s;
 }
 

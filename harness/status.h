@@ -18,6 +18,8 @@ typedef enum {
   PF_ERR_CUDA = -7,     /* a CUDA, cuBLAS or cuRAND call failed */
   PF_ERR_NODEVICE = -8, /* --backend cuda with no usable GPU */
   PF_ERR_ORACLE = -9,   /* the oracle could not decide within its precision limit */
+  PF_ERR_KERNEL = -10,  /* a kernel process failed on a case (crashed, hung, broke the protocol, gave
+                           outputs of another dtype or shape): the runner's verdict "failed" */
 } pf_status;
 
 const char *pf_status_str(pf_status s);

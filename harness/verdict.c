@@ -3,7 +3,7 @@
 #include <string.h>
 
 static const char *const pf_verdict_names[PF_NVERDICTS] = {
-    "ok", "range", "inaccurate", "underflow", "overflow", "nan", "divergent"};
+    "ok", "range", "inaccurate", "underflow", "overflow", "nan", "divergent", "failed"};
 
 const char *pf_verdict_name(pf_verdict v) {
   return (unsigned)v < PF_NVERDICTS ? pf_verdict_names[v] : "?";

@@ -13,6 +13,8 @@ typedef enum {
   PF_V_OVERFLOW,   /* +-inf where the exact result rounds to a finite number, or NaN caused by an overflow */
   PF_V_NAN,        /* NaN where the exact result is a number */
   PF_V_DIVERGENT,  /* trajectories and differential modes */
+  PF_V_FAILED,     /* the kernel gave no outputs to judge: its process crashed, hung, broke the
+                      protocol or answered with another dtype or shape (pf_run.note says which) */
   PF_NVERDICTS
 } pf_verdict;
 

@@ -96,6 +96,8 @@ pf_status pf_kernel_like(pf_kernel *k, const char *op, const char *like) {
   k->dtypes = b->dtypes;
   k->accums = b->accums;
   k->like = b->variant;
+  static const char *const no_faults[] = {NULL}; /* a user's variant honours none of the built-in's */
+  k->faults = no_faults;
   return PF_OK;
 }
 

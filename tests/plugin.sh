@@ -17,7 +17,7 @@ n=$((n + 1))
 out=$("$P" --kernels "$LIB" list --json 2>&1) && echo "$out" | tr -d ' \t\n' | grep -q '"variant":"fast-exp",[^}]*"library":"'"$LIB"'"' ||
   fail "list --json: $out"
 n=$((n + 1))
-out=$("$P" --kernels "$LIB" list 2>&1) && echo "$out" | grep -q "fast-exp .*(an example plugin) \[from $LIB\]$" &&
+out=$("$P" --kernels "$LIB" list 2>&1) && echo "$out" | grep -q "fast-exp .*(an example plugin) (contract of safe) \[from $LIB\]$" &&
   [ "$(echo "$out" | grep -c '\[from ')" -eq 1 ] || fail "list names the library of the user's variant only: $out"
 
 # x = (0, -1) in fp32, derived apart (Python, every operation rounded to binary32): y =

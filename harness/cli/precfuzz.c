@@ -40,6 +40,7 @@ static cJSON *kernel_to_cjson(const pf_kernel *k) {
   cJSON_AddStringToObject(o, "variant", k->variant);
   cJSON_AddStringToObject(o, "summary", k->summary);
   if (pf_plugin_of(k)) cJSON_AddStringToObject(o, "library", pf_plugin_of(k));
+  if (k->like) cJSON_AddStringToObject(o, "like", k->like);
   cJSON_AddBoolToObject(o, "cuda", k->run_cuda != NULL);
   cJSON *dt = cJSON_AddArrayToObject(o, "dtypes");
   for (int t = 0; t < PF_NDTYPES; t++)
@@ -74,7 +75,7 @@ static cJSON *kernel_to_cjson(const pf_kernel *k) {
     cJSON_AddItemToArray(ps, x);
   }
   cJSON *fs = cJSON_AddArrayToObject(o, "faults");
-  for (int i = 0; k->faults[i]; i++) cJSON_AddItemToArray(fs, cJSON_CreateString(k->faults[i]));
+  for (int i = 0; k->faults && k->faults[i]; i++) cJSON_AddItemToArray(fs, cJSON_CreateString(k->faults[i]));
   cJSON_AddStringToObject(o, "contract", k->contract);
   return o;
 }
@@ -104,10 +105,12 @@ static int cmd_list(int argc, char **argv) {
     for (int t = 0; t < PF_NDTYPES; t++)
       if (k->accums & PF_DT(t)) { strcat(acs, acs[0] ? "," : ""); strcat(acs, pf_dtype_name((pf_dtype)t)); }
     if (k->accums & PF_ACCUM_STORAGE) strcat(acs, acs[0] ? ",storage" : "storage");
-    for (int f = 0; k->faults[f]; f++) { strcat(fs, fs[0] ? "," : ""); strncat(fs, k->faults[f], 60); }
+    for (int f = 0; k->faults && k->faults[f]; f++) { strcat(fs, fs[0] ? "," : ""); strncat(fs, k->faults[f], 60); }
     const char *lib = pf_plugin_of(k);
-    printf("%-10s %-13s %-15s %-13s %-5s %-32s %s%s%s%s\n", k->op->name, k->variant, dts, acs, k->run_cuda ? "yes" : "-",
-           fs[0] ? fs : "-", k->summary, lib ? " [from " : "", lib ? lib : "", lib ? "]" : "");
+    char like[96] = "";
+    if (k->like) snprintf(like, sizeof like, " (contract of %s)", k->like);
+    printf("%-10s %-13s %-15s %-13s %-5s %-32s %s%s%s%s%s\n", k->op->name, k->variant, dts, acs, k->run_cuda ? "yes" : "-",
+           fs[0] ? fs : "-", k->summary, like, lib ? " [from " : "", lib ? lib : "", lib ? "]" : "");
   }
   printf("\nparameters (--param NAME=VALUE):\n");
   const pf_op *seen[64];

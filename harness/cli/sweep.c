@@ -520,7 +520,7 @@ static void pf_job_tp(pf_job *jb, const pf_sweep_opts *so) {
     cJSON_AddItemToArray(clean, e);
   }
   cJSON *faults = cJSON_AddArrayToObject(j, "faults");
-  for (int f = 0; k->faults[f]; f++) {
+  for (int f = 0; k->faults && k->faults[f]; f++) {
     run_opts r;
     pf_sweep_opts_for(&r, k, PF_BF16, PF_FP32, NULL, NULL, NULL, so->seed);
     r.fault = k->faults[f];
@@ -634,7 +634,7 @@ cJSON *pf_sweep_run(const pf_sweep_opts *o) {
         }
         if (strcmp(sp->kernel, "schedule") == 0) jobs[n++] = (pf_job){J_TRAJECTORY, sp, k, (pf_dtype)t, PF_FP32, NULL, NULL, 0, ""};
       }
-      for (int f = 0; k->faults[f]; f++)
+      for (int f = 0; k->faults && k->faults[f]; f++)
         jobs[n++] = (pf_job){J_FAULT, sp, k, PF_FP16, PF_FP32, k->faults[f], NULL, 0, ""};
     }
   }

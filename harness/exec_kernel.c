@@ -1,0 +1,552 @@
+/* Kernel processes (exec_kernel.h; the protocol: docs/kernel-protocol.md).
+ *
+ * Every message, both ways, is one frame: "PFK1", the header's length (u32, little-endian), a
+ * JSON header, then the .npy bytes of the tensors the header lists under "tensors" (name,
+ * nbytes), back to back. The process says hello first; precfuzz then sends one case at a time
+ * and waits for its result (or error) under a deadline; it closes the process's input at exit. */
+#define _GNU_SOURCE
+#include "harness/exec_kernel.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "harness/runner.h"
+#include "harness/tensorfile.h"
+#include "kernels/kernel.h"
+
+extern char **environ;
+
+#define PF_EXEC_MAGIC "PFK1"
+#define PF_EXEC_MAX_HEADER ((size_t)1 << 24)
+#define PF_EXEC_MAX_PROCS 8
+#define PF_EXEC_MAX_KERNELS 64
+#define PF_EXEC_MAX_TENSORS 16
+
+typedef struct {
+  char *cmd;
+  pid_t pid; /* 0: not running; the next case starts it again */
+  int to, from; /* our ends of its standard input and output */
+  unsigned long long id; /* of the last case sent */
+  pthread_mutex_t mu;    /* one case at a time (sweep --jobs runs threads) */
+} pf_proc;
+
+static pf_proc pf_procs[PF_EXEC_MAX_PROCS];
+static int pf_nprocs;
+
+typedef struct {
+  pf_kernel k; /* registered: the registry keeps this address */
+  pf_proc *p;
+  char variant[64];
+  char summary[200];
+} pf_exec_kernel;
+static pf_exec_kernel pf_ek[PF_EXEC_MAX_KERNELS];
+static int pf_nek;
+
+pf_status pf_exec_timeout(double *seconds) {
+  const char *e = getenv("PRECFUZZ_KERNEL_TIMEOUT");
+  *seconds = 60;
+  if (!e) return PF_OK;
+  char *end;
+  errno = 0;
+  const double v = strtod(e, &end);
+  if (!*e || isspace((unsigned char)*e) || *end || errno || !(v > 0 && v <= 86400))
+    return pf_error(PF_ERR_ARG, "PRECFUZZ_KERNEL_TIMEOUT: '%s' is not a number of seconds in (0, 86400]", e);
+  *seconds = v;
+  return PF_OK;
+}
+
+static double pf_mono(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static double pf_deadline(void) {
+  double t;
+  if (pf_exec_timeout(&t)) t = 60; /* checked when the process was loaded */
+  return pf_mono() + t;
+}
+
+/* 1: fd is ready (or in error, which the read or write then reports); 0: the deadline passed */
+static int pf_wait_fd(int fd, short ev, double deadline) {
+  for (;;) {
+    const double left = deadline - pf_mono();
+    if (left <= 0) return 0;
+    struct pollfd q = {fd, ev, 0};
+    const int n = poll(&q, 1, left > 3600 ? 3600000 : (int)ceil(left * 1000));
+    if (n > 0 || (n < 0 && errno != EINTR)) return 1;
+  }
+}
+
+/* Ends the process: how it ended into how (NULL: not asked; it is killed at once). */
+static void pf_proc_end(pf_proc *p, char *how, size_t len) {
+  if (!p->pid) return;
+  int exited = 0;
+  siginfo_t si;
+  for (int i = 0; how && i < 100 && !exited; i++) { /* up to 1 s to end on its own */
+    memset(&si, 0, sizeof si);
+    exited = waitid(P_PID, (id_t)p->pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == p->pid;
+    if (!exited) nanosleep(&(struct timespec){0, 10000000}, NULL);
+  }
+  kill(-p->pid, SIGKILL); /* its process group: what the shell started too */
+  int ws = 0;
+  while (waitpid(p->pid, &ws, 0) < 0 && errno == EINTR) {
+  }
+  close(p->to);
+  close(p->from);
+  p->pid = 0;
+  p->to = p->from = -1;
+  if (!how) return;
+  if (!exited) snprintf(how, len, "stopped talking (killed)");
+  else if (WIFSIGNALED(ws)) snprintf(how, len, "was killed by signal %d (%s)", WTERMSIG(ws), strsignal(WTERMSIG(ws)));
+  else if (WEXITSTATUS(ws) > 128 && WEXITSTATUS(ws) < 128 + NSIG) /* the shell's word for a signal */
+    snprintf(how, len, "was killed by signal %d (%s; the shell's exit status %d)", WEXITSTATUS(ws) - 128,
+             strsignal(WEXITSTATUS(ws) - 128), WEXITSTATUS(ws));
+  else snprintf(how, len, "exited with status %d", WEXITSTATUS(ws));
+}
+
+/* The process failed (ended, hung): it is ended; the next case starts it again. */
+static pf_status pf_proc_fail(pf_proc *p, int timed_out, const char *when) {
+  char how[128];
+  if (timed_out) {
+    double t;
+    if (pf_exec_timeout(&t)) t = 60;
+    pf_proc_end(p, NULL, 0);
+    return pf_error(PF_ERR_KERNEL, "the kernel process timed out (%g s, PRECFUZZ_KERNEL_TIMEOUT) %s", t, when);
+  }
+  pf_proc_end(p, how, sizeof how);
+  return pf_error(PF_ERR_KERNEL, "the kernel process %s %s", how, when);
+}
+
+/* The process broke the protocol: what it sends next cannot be trusted, so it is ended. */
+static pf_status pf_proc_broke(pf_proc *p, const char *when, const char *what) {
+  pf_proc_end(p, NULL, 0);
+  return pf_error(PF_ERR_KERNEL, "the kernel process broke the protocol %s: %s", when, what);
+}
+
+static pf_status pf_proc_write(pf_proc *p, const void *buf, size_t len, double deadline) {
+  const char *b = buf;
+  while (len) {
+    if (!pf_wait_fd(p->to, POLLOUT, deadline)) return pf_proc_fail(p, 1, "reading the case");
+    const ssize_t w = write(p->to, b, len);
+    if (w < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+    if (w <= 0) return pf_proc_fail(p, 0, "before reading the whole case");
+    b += w, len -= (size_t)w;
+  }
+  return PF_OK;
+}
+
+static pf_status pf_proc_read(pf_proc *p, void *buf, size_t len, double deadline, const char *when) {
+  char *b = buf;
+  while (len) {
+    if (!pf_wait_fd(p->from, POLLIN, deadline)) return pf_proc_fail(p, 1, when);
+    const ssize_t r = read(p->from, b, len);
+    if (r < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+    if (r <= 0) return pf_proc_fail(p, 0, when);
+    b += r, len -= (size_t)r;
+  }
+  return PF_OK;
+}
+
+typedef struct {
+  cJSON *head;
+  pf_tensorfile t[PF_EXEC_MAX_TENSORS];
+  size_t nt;
+} pf_frame;
+
+static void pf_frame_free(pf_frame *f) {
+  cJSON_Delete(f->head);
+  for (size_t i = 0; i < f->nt; i++) pf_tensorfile_free(&f->t[i]);
+  memset(f, 0, sizeof *f);
+}
+
+/* One frame; its tensors may hold max_bytes in all. A malformed tensor leaves the stream in
+ * step (it was read whole): the process is kept. */
+static pf_status pf_frame_read(pf_proc *p, double deadline, size_t max_bytes, pf_frame *f, const char *when) {
+  memset(f, 0, sizeof *f);
+  unsigned char h8[8];
+  pf_status st = pf_proc_read(p, h8, 8, deadline, when);
+  if (st) return st;
+  if (memcmp(h8, PF_EXEC_MAGIC, 4)) {
+    char got[40] = "";
+    for (int i = 0; i < 8; i++) snprintf(got + strlen(got), sizeof got - strlen(got), "%02x", h8[i]);
+    const int text = isprint(h8[0]) && isprint(h8[1]) && isprint(h8[2]);
+    char what[160];
+    snprintf(what, sizeof what, "a frame starts with \"PFK1\", got bytes %s%s", got,
+             text ? " (text: does the kernel print to its standard output?)" : "");
+    return pf_proc_broke(p, when, what);
+  }
+  const size_t hl = (size_t)h8[4] | (size_t)h8[5] << 8 | (size_t)h8[6] << 16 | (size_t)h8[7] << 24;
+  if (!hl || hl > PF_EXEC_MAX_HEADER) return pf_proc_broke(p, when, "a header of 0 bytes or over 16 MiB");
+  char *h = malloc(hl);
+  if (!h) return pf_error(PF_ERR_NOMEM, "out of memory");
+  if ((st = pf_proc_read(p, h, hl, deadline, when))) {
+    free(h);
+    return st;
+  }
+  f->head = cJSON_ParseWithLength(h, hl);
+  free(h);
+  if (!cJSON_IsObject(f->head)) {
+    pf_frame_free(f);
+    return pf_proc_broke(p, when, "the header is not a JSON object");
+  }
+  const cJSON *ts = cJSON_GetObjectItemCaseSensitive(f->head, "tensors");
+  if (ts && (!cJSON_IsArray(ts) || cJSON_GetArraySize(ts) > PF_EXEC_MAX_TENSORS)) {
+    pf_frame_free(f);
+    return pf_proc_broke(p, when, "\"tensors\" is not a list of at most 16");
+  }
+  /* every size first: the bytes that follow are then known before any is read */
+  size_t sizes[PF_EXEC_MAX_TENSORS], total = 0, n = 0;
+  const cJSON *e;
+  cJSON_ArrayForEach(e, ts) {
+    const cJSON *nm = cJSON_GetObjectItemCaseSensitive(e, "name"), *nb = cJSON_GetObjectItemCaseSensitive(e, "nbytes");
+    const double v = cJSON_IsNumber(nb) ? nb->valuedouble : -1;
+    if (!cJSON_IsString(nm) || !*nm->valuestring || strlen(nm->valuestring) >= PF_TF_NAME_LEN || !(v >= 0) ||
+        v != floor(v) || v > (double)(max_bytes - total)) {
+      char what[200];
+      snprintf(what, sizeof what, "tensor %zu needs a name (1 to %d characters) and nbytes (at most %zu here)", n,
+               PF_TF_NAME_LEN - 1, max_bytes - total);
+      pf_frame_free(f);
+      return pf_proc_broke(p, when, what);
+    }
+    total += (sizes[n++] = (size_t)v);
+  }
+  pf_status bad = PF_OK; /* a tensor that does not parse: reported once all bytes are read */
+  char badmsg[300] = "";
+  n = 0;
+  cJSON_ArrayForEach(e, ts) {
+    const char *name = cJSON_GetObjectItemCaseSensitive(e, "name")->valuestring;
+    unsigned char *b = malloc(sizes[n] ? sizes[n] : 1);
+    if (!b) {
+      pf_frame_free(f);
+      return pf_error(PF_ERR_NOMEM, "out of memory");
+    }
+    if ((st = pf_proc_read(p, b, sizes[n], deadline, when))) {
+      free(b);
+      pf_frame_free(f);
+      return st;
+    }
+    char what[160];
+    snprintf(what, sizeof what, "tensor '%s'", name);
+    if (!bad && (bad = pf_tensorfile_parse(b, sizes[n], NULL, what, &f->t[f->nt])) == PF_OK)
+      snprintf(f->t[f->nt++].name, PF_TF_NAME_LEN, "%s", name);
+    else if (bad && !badmsg[0])
+      snprintf(badmsg, sizeof badmsg, "%s", pf_error_message());
+    free(b);
+    n++;
+  }
+  if (bad) {
+    pf_frame_free(f);
+    return pf_error(PF_ERR_KERNEL, "the kernel process answered %s: %s", when, badmsg);
+  }
+  return PF_OK;
+}
+
+static pf_status pf_frame_write(pf_proc *p, const cJSON *head, unsigned char *const *blobs, const size_t *lens, size_t n,
+                                double deadline) {
+  char *h = cJSON_PrintUnformatted(head);
+  if (!h) return pf_error(PF_ERR_NOMEM, "out of memory");
+  const size_t hl = strlen(h);
+  unsigned char h8[8] = {'P', 'F', 'K', '1', (unsigned char)hl, (unsigned char)(hl >> 8), (unsigned char)(hl >> 16),
+                         (unsigned char)(hl >> 24)};
+  pf_status st = pf_proc_write(p, h8, 8, deadline);
+  if (!st) st = pf_proc_write(p, h, hl, deadline);
+  free(h);
+  for (size_t i = 0; i < n && !st; i++) st = pf_proc_write(p, blobs[i], lens[i], deadline);
+  return st;
+}
+
+static pf_status pf_proc_start(pf_proc *p) {
+  int in[2] = {-1, -1}, out[2] = {-1, -1};
+  if (pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC)) {
+    const int e = errno;
+    for (int i = 0; i < 2; i++)
+      if (in[i] >= 0) close(in[i]);
+    return pf_error(PF_ERR_ARG, "cannot make pipes: %s", strerror(e));
+  }
+  posix_spawn_file_actions_t fa;
+  posix_spawnattr_t at;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+  posix_spawnattr_init(&at);
+  /* its own process group (a timeout kills all it started); SIGPIPE as by default, which
+   * precfuzz itself ignores to see a closed pipe as an error */
+  sigset_t def;
+  sigemptyset(&def);
+  sigaddset(&def, SIGPIPE);
+  posix_spawnattr_setsigdefault(&at, &def);
+  posix_spawnattr_setpgroup(&at, 0);
+  posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF);
+  char *argv[] = {"sh", "-c", p->cmd, NULL};
+  fflush(NULL);
+  const int rc = posix_spawn(&p->pid, "/bin/sh", &fa, &at, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&at);
+  close(in[0]);
+  close(out[1]);
+  if (rc) {
+    close(in[1]);
+    close(out[0]);
+    p->pid = 0;
+    return pf_error(PF_ERR_ARG, "cannot start /bin/sh: %s", strerror(rc));
+  }
+  p->to = in[1], p->from = out[0];
+  fcntl(p->to, F_SETFL, fcntl(p->to, F_GETFL) | O_NONBLOCK);
+  fcntl(p->from, F_SETFL, fcntl(p->from, F_GETFL) | O_NONBLOCK);
+  return PF_OK;
+}
+
+static int pf_variant_name_ok(const char *s) {
+  if (!s || !*s || strlen(s) >= 64 || *s == '-') return 0;
+  for (; *s; s++)
+    if (!isalnum((unsigned char)*s) && !strchr("._+-", *s)) return 0;
+  return 1;
+}
+
+/* dtype names in a hello's list -> a mask within what `like` takes */
+static pf_status pf_hello_dtypes(const cJSON *list, unsigned allowed, int accum, unsigned *mask, const char *who) {
+  if (!list) {
+    *mask = allowed;
+    return PF_OK;
+  }
+  *mask = 0;
+  if (!cJSON_IsArray(list) || !cJSON_GetArraySize(list))
+    return pf_error(PF_ERR_ARG, "%s: \"%s\" is not a list of names", who, accum ? "accums" : "dtypes");
+  const cJSON *e;
+  cJSON_ArrayForEach(e, list) {
+    pf_dtype t;
+    unsigned bit;
+    if (!cJSON_IsString(e)) return pf_error(PF_ERR_ARG, "%s: \"%s\" holds a non-string", who, accum ? "accums" : "dtypes");
+    if (accum && strcmp(e->valuestring, "storage") == 0) bit = PF_ACCUM_STORAGE;
+    else if (!pf_dtype_parse(e->valuestring, &t)) bit = PF_DT(t);
+    else return pf_error(PF_ERR_ARG, "%s: '%s' is not fp32, fp16, bf16%s", who, e->valuestring, accum ? " or storage" : "");
+    if (!(allowed & bit))
+      return pf_error(PF_ERR_ARG, "%s: %s '%s' is not one the variant it is like takes", who, accum ? "accumulation" : "dtype",
+                      e->valuestring);
+    *mask |= bit;
+  }
+  return PF_OK;
+}
+
+static pf_status pf_exec_run(const pf_case *c, const pf_tensor *in, double *out, unsigned *fe);
+
+/* Registers the kernels of a hello (the process's first start): all of them, or none. */
+static pf_status pf_hello_register(pf_proc *p, const cJSON *kernels) {
+  if (!cJSON_IsArray(kernels) || !cJSON_GetArraySize(kernels))
+    return pf_error(PF_ERR_ARG, "the hello's \"kernels\" is not a list of at least one kernel");
+  if (pf_nek + cJSON_GetArraySize(kernels) > PF_EXEC_MAX_KERNELS)
+    return pf_error(PF_ERR_ARG, "more than %d kernels from processes", PF_EXEC_MAX_KERNELS);
+  const cJSON *e;
+  int i = 0;
+  cJSON_ArrayForEach(e, kernels) {
+    char who[120];
+    snprintf(who, sizeof who, "kernel %d of the hello", i++);
+    const cJSON *op = cJSON_GetObjectItemCaseSensitive(e, "op"), *var = cJSON_GetObjectItemCaseSensitive(e, "variant"),
+                *like = cJSON_GetObjectItemCaseSensitive(e, "like"), *sum = cJSON_GetObjectItemCaseSensitive(e, "summary");
+    if (!cJSON_IsString(op) || !cJSON_IsString(var) || !cJSON_IsString(like))
+      return pf_error(PF_ERR_ARG, "%s needs \"op\", \"variant\" and \"like\" (strings)", who);
+    if (!pf_variant_name_ok(var->valuestring))
+      return pf_error(PF_ERR_ARG, "%s: variant '%.80s' is not 1 to 63 letters, digits or ._+- (not starting with -)", who,
+                      var->valuestring);
+    if (sum && (!cJSON_IsString(sum) || strlen(sum->valuestring) >= sizeof pf_ek[0].summary))
+      return pf_error(PF_ERR_ARG, "%s: \"summary\" is not a string of at most %zu characters", who, sizeof pf_ek[0].summary - 1);
+    if (!pf_op_find(op->valuestring)) return pf_error(PF_ERR_ARG, "%s: no operation '%.80s' (precfuzz list)", who, op->valuestring);
+    int dup = pf_kernel_find(op->valuestring, var->valuestring) != NULL;
+    for (int j = pf_nek; j < pf_nek + i - 1; j++)
+      dup |= strcmp(pf_ek[j].variant, var->valuestring) == 0 && pf_ek[j].k.op == pf_op_find(op->valuestring);
+    if (dup) return pf_error(PF_ERR_ARG, "%s: %s/%s is already registered", who, op->valuestring, var->valuestring);
+    pf_exec_kernel *ek = &pf_ek[pf_nek + i - 1];
+    memset(ek, 0, sizeof *ek);
+    if (pf_kernel_like(&ek->k, op->valuestring, like->valuestring))
+      return pf_error(PF_ERR_ARG, "%s: %s", who, pf_error_message());
+    unsigned dt, ac;
+    snprintf(who, sizeof who, "kernel %s/%s", op->valuestring, var->valuestring);
+    pf_status st = pf_hello_dtypes(cJSON_GetObjectItemCaseSensitive(e, "dtypes"), ek->k.dtypes, 0, &dt, who);
+    if (!st) st = pf_hello_dtypes(cJSON_GetObjectItemCaseSensitive(e, "accums"), ek->k.accums, 1, &ac, who);
+    if (st) return st;
+    ek->k.dtypes = dt, ek->k.accums = ac;
+    snprintf(ek->variant, sizeof ek->variant, "%s", var->valuestring);
+    snprintf(ek->summary, sizeof ek->summary, "%s", sum ? sum->valuestring : p->cmd);
+    ek->k.variant = ek->variant;
+    ek->k.summary = ek->summary;
+    ek->k.run_cpu = pf_exec_run;
+    ek->p = p;
+  }
+  for (int j = 0; j < i; j++) {
+    pf_status st = pf_kernel_register(&pf_ek[pf_nek].k);
+    if (st) return st; /* the registry is full: those registered stay valid */
+    pf_nek++;
+  }
+  return PF_OK;
+}
+
+/* The hello: on the first start the kernels it names are registered (reg). */
+static pf_status pf_proc_hello(pf_proc *p, int reg) {
+  pf_frame f;
+  pf_status st = pf_frame_read(p, pf_deadline(), 0, &f, "before its hello");
+  if (st) return st;
+  const cJSON *type = cJSON_GetObjectItemCaseSensitive(f.head, "type"),
+              *proto = cJSON_GetObjectItemCaseSensitive(f.head, "protocol");
+  if (!cJSON_IsString(type) || strcmp(type->valuestring, "hello"))
+    st = pf_proc_broke(p, "in its hello", "the first frame's \"type\" is not \"hello\"");
+  else if (!cJSON_IsNumber(proto) || proto->valuedouble != PF_EXEC_PROTOCOL) {
+    pf_proc_end(p, NULL, 0);
+    st = pf_error(PF_ERR_KERNEL, "the kernel process speaks protocol %g, precfuzz %d",
+                  cJSON_IsNumber(proto) ? proto->valuedouble : -1.0, PF_EXEC_PROTOCOL);
+  } else if (reg)
+    st = pf_hello_register(p, cJSON_GetObjectItemCaseSensitive(f.head, "kernels"));
+  pf_frame_free(&f);
+  return st;
+}
+
+pf_status pf_exec_load(const char *cmd) {
+  double t;
+  pf_status st = pf_exec_timeout(&t);
+  if (st) return st;
+  if (!cmd || !*cmd) return pf_error(PF_ERR_ARG, "exec: needs a command (exec:\"python3 my_kernel.py\")");
+  if (pf_nprocs == PF_EXEC_MAX_PROCS) return pf_error(PF_ERR_ARG, "exec:%s: more than %d kernel processes", cmd, PF_EXEC_MAX_PROCS);
+  signal(SIGPIPE, SIG_IGN); /* a process that went away is an error of a write, not our end */
+  pf_proc *p = &pf_procs[pf_nprocs];
+  memset(p, 0, sizeof *p);
+  p->to = p->from = -1;
+  if (!(p->cmd = strdup(cmd))) return pf_error(PF_ERR_NOMEM, "out of memory");
+  pthread_mutex_init(&p->mu, NULL);
+  const int before = pf_nek;
+  if (!(st = pf_proc_start(p))) st = pf_proc_hello(p, 1);
+  if (st) {
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", pf_error_message());
+    pf_proc_end(p, NULL, 0);
+    if (pf_nek > before) pf_nprocs++; /* its kernels were registered: the slot stays theirs */
+    return pf_error(PF_ERR_ARG, "exec:%s: %s", cmd, msg);
+  }
+  pf_nprocs++;
+  return PF_OK;
+}
+
+/* The case as the process sees it: everything but the inputs' generators (the inputs come as
+ * tensors) and the expected verdict; what to answer with. */
+static cJSON *pf_case_header(const pf_case *c, unsigned long long id) {
+  cJSON *h = cJSON_CreateObject();
+  cJSON_AddStringToObject(h, "type", "case");
+  cJSON_AddNumberToObject(h, "id", (double)id);
+  cJSON *cj = pf_case_to_cjson(c);
+  cJSON_DeleteItemFromObjectCaseSensitive(cj, "inputs");
+  cJSON_DeleteItemFromObjectCaseSensitive(cj, "expect");
+  cJSON_AddItemToObject(h, "case", cj);
+  cJSON *outs = cJSON_AddArrayToObject(h, "outputs");
+  pf_stage st[PF_MAX_STAGES];
+  const int ns = pf_case_stages(c, st);
+  for (int s = 0; s < ns; s++) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "name", st[s].name);
+    const pf_dtype t = pf_stage_dtype(c, &st[s]);
+    cJSON_AddStringToObject(o, "dtype", t == PF_NDTYPES ? "mixed" : pf_dtype_name(t));
+    size_t shape[PF_MAX_DIMS];
+    const int nd = pf_stage_shape(c, &st[s], shape);
+    cJSON *sh = cJSON_AddArrayToObject(o, "shape");
+    for (int d = 0; d < nd; d++) cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)shape[d]));
+    cJSON_AddItemToArray(outs, o);
+  }
+  return h;
+}
+
+static pf_status pf_exec_case(pf_proc *p, const pf_case *c, const pf_tensor *in, double *out, unsigned *fe) {
+  pf_status st;
+  if (!p->pid && ((st = pf_proc_start(p)) || (st = pf_proc_hello(p, 0)))) {
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", pf_error_message());
+    pf_proc_end(p, NULL, 0);
+    return pf_error(PF_ERR_KERNEL, "could not start the kernel process again: %s", msg);
+  }
+  const pf_op *op = pf_op_find(c->kernel);
+  unsigned char *blobs[PF_MAX_INPUTS] = {0};
+  size_t lens[PF_MAX_INPUTS] = {0};
+  cJSON *h = pf_case_header(c, ++p->id);
+  cJSON *ts = cJSON_AddArrayToObject(h, "tensors");
+  st = PF_OK;
+  for (int t = 0; t < op->ninputs && !st; t++) {
+    size_t shape[PF_MAX_DIMS];
+    const pf_tensor_view v = {op->input_names[t], in[t].dtype, pf_input_shape(c, t, in[t].n, shape), shape, in[t].data};
+    if ((st = pf_npy_encode(&v, &blobs[t], &lens[t]))) break;
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "name", op->input_names[t]);
+    cJSON_AddNumberToObject(o, "nbytes", (double)lens[t]);
+    cJSON_AddItemToArray(ts, o);
+  }
+  const double deadline = pf_deadline();
+  if (!st) st = pf_frame_write(p, h, blobs, lens, (size_t)op->ninputs, deadline);
+  cJSON_Delete(h);
+  for (int t = 0; t < op->ninputs; t++) free(blobs[t]);
+  if (st) return st;
+  /* the answer may hold each stage once, 4 bytes a value and a header each at most */
+  pf_stage stg[PF_MAX_STAGES];
+  const int ns = pf_case_stages(c, stg);
+  size_t max_bytes = 0;
+  for (int s = 0; s < ns; s++) max_bytes += 4 * stg[s].count + 4096;
+  pf_frame f;
+  if ((st = pf_frame_read(p, deadline, max_bytes, &f, "before answering the case"))) return st;
+  const cJSON *type = cJSON_GetObjectItemCaseSensitive(f.head, "type"), *id = cJSON_GetObjectItemCaseSensitive(f.head, "id");
+  const int is_error = cJSON_IsString(type) && strcmp(type->valuestring, "error") == 0;
+  if (!cJSON_IsString(type) || (!is_error && strcmp(type->valuestring, "result")) || !cJSON_IsNumber(id) ||
+      id->valuedouble != (double)p->id) {
+    pf_frame_free(&f);
+    return pf_proc_broke(p, "answering the case", "the answer is not {\"type\": \"result\" or \"error\", \"id\": the case's id}");
+  }
+  if (is_error) {
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(f.head, "message");
+    char msg[400];
+    snprintf(msg, sizeof msg, "%s", cJSON_IsString(m) ? m->valuestring : "(no message)");
+    for (char *q = msg; *q; q++)
+      if (*q == '\n' || *q == '\r') *q = ' ';
+    pf_frame_free(&f);
+    return pf_error(PF_ERR_KERNEL, "the kernel raised an error on the case: %s", msg);
+  }
+  /* every tensor named as a stage; pf_outputs_from_tensors takes one tensor of any name as
+   * the stage "output" */
+  for (size_t i = 0; i < f.nt && !st; i++) {
+    int known = 0;
+    for (int s = 0; s < ns; s++) known |= strcmp(f.t[i].name, stg[s].name) == 0;
+    if (!known) st = pf_error(PF_ERR_ARG, "outputs: tensor '%s' is no output of %s", f.t[i].name, c->kernel);
+  }
+  if (!st) st = pf_outputs_from_tensors(c, f.t, f.nt, out, op->output_count(c), NULL, 1);
+  *fe = 0;
+  const cJSON *ev = cJSON_GetObjectItemCaseSensitive(f.head, "events"), *e;
+  cJSON_ArrayForEach(e, ev) {
+    if (!cJSON_IsString(e)) continue;
+    if (!strcmp(e->valuestring, "overflow")) *fe |= PF_FE_OVERFLOW;
+    else if (!strcmp(e->valuestring, "underflow")) *fe |= PF_FE_UNDERFLOW;
+    else if (!strcmp(e->valuestring, "invalid")) *fe |= PF_FE_INVALID;
+  }
+  pf_frame_free(&f);
+  if (st) return pf_error(PF_ERR_KERNEL, "the kernel answered with other outputs than the case's: %s", pf_error_message());
+  return PF_OK;
+}
+
+static pf_status pf_exec_run(const pf_case *c, const pf_tensor *in, double *out, unsigned *fe) {
+  const pf_kernel *k = pf_case_kernel(c);
+  pf_proc *p = NULL;
+  for (int i = 0; i < pf_nek && !p; i++)
+    if (&pf_ek[i].k == k) p = pf_ek[i].p;
+  if (!p) return pf_error(PF_ERR_ARG, "%s/%s is not a kernel process's", c->kernel, c->variant);
+  pthread_mutex_lock(&p->mu);
+  const pf_status st = pf_exec_case(p, c, in, out, fe);
+  pthread_mutex_unlock(&p->mu);
+  return st;
+}

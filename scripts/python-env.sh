@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The Python environment of precfuzz's kernel-protocol tests and examples: a virtual
+# environment (.venv, or $PRECFUZZ_VENV) with numpy and ml_dtypes, and with --torch PyTorch too.
+#   scripts/python-env.sh            make it (or check it is there); prints its python
+#   scripts/python-env.sh --torch    also PyTorch (tests labelled torch, examples/torch_*.py)
+#   scripts/python-env.sh --check [--torch]   exit 0 if it is there, else 1; installs nothing
+#
+# PyTorch comes from PyPI. Its wheel's dependencies include several GB of NVIDIA libraries; on
+# a machine with the CUDA toolkit's libraries on the loader's path (/usr/local/cuda/lib64 in
+# ld.so.conf, as here) the wheel is installed without them and with the few small ones it
+# cannot load without; if torch then does not import, the full dependency set is installed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+VENV=${PRECFUZZ_VENV:-.venv}
+TORCH_VERSION=2.15.0
+BASE=(numpy ml_dtypes)
+# what torch 2.15's wheel needs besides the NVIDIA libraries the toolkit provides
+TORCH_SMALL=(filelock typing_extensions sympy networkx jinja2 fsspec
+  "nvidia-cufile==1.17.1.22.*" "nvidia-cusparselt-cu13==0.8.1" "nvidia-nvshmem-cu13==3.7.2" "nvidia-nccl-cu13==2.30.7")
+
+torch=0 check=0
+for a in "$@"; do
+  case "$a" in
+    --torch) torch=1 ;;
+    --check) check=1 ;;
+    *) echo "python-env.sh: unknown option '$a' (--torch, --check)" >&2; exit 2 ;;
+  esac
+done
+
+py="$VENV/bin/python"
+have() { [ -x "$py" ] && "$py" -c "$1" >/dev/null 2>&1; }
+base_ok() { have "import numpy, ml_dtypes"; }
+torch_ok() { have "import torch; torch.softmax(torch.ones(2, dtype=torch.float16), 0)"; }
+
+if [ $check = 1 ]; then
+  base_ok && { [ $torch = 0 ] || torch_ok; } && exit 0
+  exit 1
+fi
+
+if ! base_ok; then
+  if [ ! -x "$py" ]; then
+    python3 -m venv "$VENV" || { echo "python-env.sh: python3 -m venv failed (Debian: apt-get install python3-venv)" >&2; exit 1; }
+  fi
+  "$py" -m pip install -q --disable-pip-version-check "${BASE[@]}" >&2
+fi
+if [ $torch = 1 ] && ! torch_ok; then
+  echo "python-env.sh: installing torch $TORCH_VERSION from PyPI into $VENV" >&2
+  "$py" -m pip install -q --disable-pip-version-check --no-deps "torch==$TORCH_VERSION" >&2
+  "$py" -m pip install -q --disable-pip-version-check "${TORCH_SMALL[@]}" >&2
+  if ! torch_ok; then
+    echo "python-env.sh: torch does not load with the system's CUDA libraries; installing its full dependencies" >&2
+    "$py" -m pip install -q --disable-pip-version-check "torch==$TORCH_VERSION" >&2
+  fi
+  torch_ok || { echo "python-env.sh: torch $TORCH_VERSION does not import in $VENV" >&2; exit 1; }
+fi
+echo "$py"

@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""A kernel process for tests/exec_kernel.sh: softmax computed in float64 and rounded once to
+the storage dtype (correct under any contract), or, by the first argument, a kernel that
+misbehaves on purpose:
+
+  ok            the correct softmax (variants np-softmax, like safe, and np-naive, like naive)
+  off-by-3      element [0, 1] moved 3 ulps up from the correct value
+  crash-at N    killed by SIGSEGV on its N-th case (the kernel process crashes)
+  exit-at N     exits with status 3 on its N-th case
+  hang-at N     sleeps forever on its N-th case (precfuzz's timeout)
+  wrong-dtype   answers fp16 cases with float32 outputs
+  wrong-shape   answers with the row's transpose (same number of values)
+  raise         raises ValueError on every case with a column count of 3
+  print         prints to standard output before answering (the module sends it to stderr)
+  garbage       writes text instead of a frame on its first case
+  bad-hello     a hello whose kernel names no operation
+  no-hello      exits before saying hello
+"""
+import os
+import signal
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+import numpy as np  # noqa: E402
+
+import precfuzz_kernel as pk  # noqa: E402
+
+mode = sys.argv[1] if len(sys.argv) > 1 else "ok"
+at = int(sys.argv[2]) if len(sys.argv) > 2 else 1
+cases = 0
+
+if mode == "no-hello":
+    sys.exit(4)
+
+
+def softmax64(case, x):
+    """softmax(alpha x) over the last dimension with the case's mask, in float64."""
+    t = x.astype(np.float64) * case.params.get("alpha", 1.0)
+    rows, cols = t.shape
+    if case.params.get("mask") == "causal":
+        for i in range(rows):
+            t[i, i + cols - rows + 1 :] = -np.inf
+    t = t - t.max(axis=1, keepdims=True)
+    e = np.exp(t)
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def kernel(case, x):
+    global cases
+    cases += 1
+    if mode == "crash-at" and cases == at:
+        os.kill(os.getpid(), signal.SIGSEGV)
+    if mode == "exit-at" and cases == at:
+        os._exit(3)
+    if mode == "hang-at" and cases == at:
+        time.sleep(3600)
+    if mode == "raise" and x.shape[1] == 3:
+        raise ValueError("three columns are not supported")
+    if mode == "print":
+        print("debug output a kernel might print")
+        os.write(1, b"and a write to file descriptor 1\n")
+    if mode == "garbage":
+        pk._channel.out.write(b"Traceback (most recent call last): not a frame\n")
+        pk._channel.out.flush()
+        time.sleep(3600)
+    y = softmax64(case, x).astype(case.np_dtype)
+    if mode == "off-by-3":
+        bits = y.view(np.uint16 if y.dtype.itemsize == 2 else np.uint32)
+        bits[0, 1] += 3
+    if mode == "wrong-dtype" and case.dtype == "fp16":
+        y = y.astype(np.float32)
+    if mode == "wrong-shape":
+        y = np.ascontiguousarray(y.T)
+    return y
+
+
+if mode == "bad-hello":
+    pk.kernel("no-such-op", variant="np-softmax", like="safe")(kernel)
+else:
+    pk.kernel("softmax", variant="np-softmax", like="safe", summary="softmax in float64, rounded once")(kernel)
+    pk.kernel("softmax", variant="np-naive", like="naive", dtypes=["fp32", "fp16"], accums=["fp32"])(kernel)
+sys.exit(pk.serve())
