@@ -7,7 +7,7 @@ FUZZ_JOBS    ?= 1
 FUZZ_SEED    ?=
 JOBS         ?= $(shell nproc)
 
-.PHONY: all deps configure test test-quick test-asan fuzz fuzz-build fuzz-faults fuzz-merge report survey clean
+.PHONY: all deps pyenv configure test test-quick test-asan fuzz fuzz-build fuzz-faults fuzz-merge report survey clean
 
 all: configure
 	cmake --build $(BUILD) -j $(JOBS)
@@ -15,21 +15,26 @@ all: configure
 deps:
 	@scripts/install-deps.sh --check 2>/dev/null || scripts/install-deps.sh
 
+# The Python environment (.venv) of the kernel-process tests: numpy and ml_dtypes, and PyTorch
+# where scripts/python-env.sh --torch installed it (the tests labelled torch skip without).
+pyenv:
+	@scripts/python-env.sh >/dev/null
+
 configure: deps
 	@test -f $(BUILD)/CMakeCache.txt || cmake -S . -B $(BUILD)
 
 # Every test, the exhaustive ones included.
-test: all
+test: all pyenv
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 # Everything but the tests labelled exhaustive.
-test-quick: all
+test-quick: all pyenv
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE exhaustive
 
 # The suite (but the exhaustive and gpu tests) built with ASan and UBSan, without CUDA: memory
 # errors, leaks and undefined behaviour fail it.
 ASAN_BUILD ?= $(BUILD)/asan
-test-asan: deps
+test-asan: deps pyenv
 	@test -f $(ASAN_BUILD)/CMakeCache.txt || cmake -S . -B $(ASAN_BUILD) -DPF_SANITIZE=ON -DPF_ENABLE_CUDA=OFF
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS) -LE 'exhaustive|gpu'

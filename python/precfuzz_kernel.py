@@ -84,12 +84,10 @@ def numpy_dtype(name):
 
 
 def _param(v):
-    """Case parameters: reals are exact hex strings ("0x1.8p-3"), choices their names."""
-    if isinstance(v, str):
-        try:
-            return float.fromhex(v)
-        except ValueError:
-            return v
+    """Case parameters: reals are exact hex strings ("0x1.8p-3"), choices their names ("-inf"
+    is a choice of the mask value, not a number)."""
+    if isinstance(v, str) and v.lstrip("-").startswith("0x"):
+        return float.fromhex(v)
     return v
 
 

@@ -14,6 +14,7 @@ PACKAGES=(
   libcmocka-dev                 # unit tests
   clang libclang-rt-14-dev      # libFuzzer, ASan, UBSan for the fuzz drivers
   python3 python3-mpmath        # independent check of the oracle's values
+  python3-venv                  # scripts/python-env.sh: numpy (and PyTorch) for kernel processes
 )
 if [ "${1:-}" = "--chromium" ]; then
   PACKAGES=(chromium)

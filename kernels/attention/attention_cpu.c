@@ -38,7 +38,7 @@ static const char *const pf_attn_smacc_choices[] = {"fp32", "storage", NULL};
 
 static const pf_param_desc pf_attn_params[] = {
     {"layer", PF_PARAM_INT, 1, 1, 1024, NULL, "layer number L (layer-scaled only): scores stored L times smaller", 0},
-    {"mask", PF_PARAM_CHOICE, 0, 0, 1, pf_attn_mask_choices, "causal: query i sees keys j <= i + k_len - q_len", 0},
+    {"mask", PF_PARAM_CHOICE, 0, 0, 1, pf_attn_mask_choices, "causal: query i sees keys j <= i + max(k_len - q_len, 0)", 0},
     {"mask_value", PF_PARAM_CHOICE, 0, 0, 2, pf_attn_maskval_choices, "what a masked score holds", 0},
     {"softmax_accum", PF_PARAM_CHOICE, 0, 0, 1, pf_attn_smacc_choices,
      "softmax computed in fp32 or in the storage dtype (layer-scaled and flash: fp32 only)", 0},

@@ -34,16 +34,21 @@ if mode == "no-hello":
     sys.exit(4)
 
 
+LARGEST = {"fp32": float.fromhex("0x1.fffffep127"), "fp16": 65504.0, "bf16": float.fromhex("0x1.fep127")}
+
+
 def softmax64(case, x):
     """softmax(alpha x) over the last dimension with the case's mask, in float64."""
-    t = x.astype(np.float64) * case.params.get("alpha", 1.0)
+    t = x.astype(np.float64) * case.params["alpha"]
     rows, cols = t.shape
-    if case.params.get("mask") == "causal":
+    if case.params["mask"] == "causal":  # row i sees columns j <= i + max(cols - rows, 0)
+        sentinel = {"-inf": -np.inf, "-10000": -10000.0, "lowest": -LARGEST[case.dtype]}[case.params["mask_value"]]
         for i in range(rows):
-            t[i, i + cols - rows + 1 :] = -np.inf
-    t = t - t.max(axis=1, keepdims=True)
-    e = np.exp(t)
-    return e / e.sum(axis=1, keepdims=True)
+            t[i, i + max(cols - rows, 0) + 1 :] = sentinel
+    with np.errstate(all="ignore"):  # inf - inf: NaN, as the exact result is undefined there
+        t = t - t.max(axis=1, keepdims=True)
+        e = np.exp(t)
+        return e / e.sum(axis=1, keepdims=True)
 
 
 def kernel(case, x):

@@ -1,0 +1,112 @@
+#!/bin/bash
+# Kernel processes (--kernels exec:CMD) end to end, with tests/kernels/softmax_kernel.py: a
+# correct kernel is judged ok by run, fuzz driver, boundary and sweep; one moved 3 ulps is a
+# finding at the element moved; one that crashes, exits, hangs, raises, answers with another
+# dtype or shape, or writes garbage gets the verdict failed with the case and a replay line
+# that reproduces it, and precfuzz serves the next case; a bad command or hello is exit 2.
+# usage: tests/exec_kernel.sh PRECFUZZ SOFTMAX_FUZZER PYTHON
+P=$(realpath "$1")
+F=$(realpath "$2")
+PY=$3
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+if ! "$PY" -c "import numpy, ml_dtypes" 2>/dev/null; then
+  echo "skipped: no python with numpy and ml_dtypes at $PY (scripts/python-env.sh makes it)"
+  exit 77
+fi
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+. "$(dirname "$0")/check.sh"
+cd "$ROOT" || exit 1
+K="exec:$PY tests/kernels/softmax_kernel.py"
+
+# check WHAT COMMAND...: the command's output and status are in $out and $rc
+check() {
+  local what=$1
+  shift
+  n=$((n + 1))
+  out=$("$@" 2>&1)
+  rc=$?
+}
+
+# a correct kernel: listed with its contract and command, ok in every dtype
+check list "$P" --kernels "$K" list
+echo "$out" | grep -q "^softmax *np-softmax .*softmax in float64, rounded once (contract of safe) \[from $K\]$" ||
+  fail "list: $out"
+for t in fp32 fp16 bf16; do
+  check "run $t" "$P" --kernels "$K" run -k softmax -v np-softmax -t $t --shape 4x64 --cases 40
+  [ $rc -eq 0 ] && echo "$out" | grep -q "^softmax/np-softmax $t/fp32: 40 cases (seeds 1..40): ok 40 *$" || fail "run $t: $rc $out"
+done
+check "causal, mask values" "$P" --kernels "$K" run -k softmax -v np-softmax -t fp16 --shape 8x5 --param mask=causal --param mask_value=lowest --cases 20
+[ $rc -eq 0 ] || fail "causal lowest: $out"
+# the dtypes and accumulations a kernel takes are those its hello names
+expect2 "softmax/np-naive does not support dtype bf16" "$P" --kernels "$K" run -k softmax -v np-naive -t bf16 --cases 1
+
+# a kernel 3 ulps off at [0,1]: a finding there, replayable by the printed line
+check "off by 3" "$P" --kernels "$K off-by-3" run -k softmax -v np-softmax -t fp16 --shape 2x4 --cases 2 --save-findings "$T/f"
+[ $rc -eq 1 ] && echo "$out" | grep -q "^FINDING softmax/np-softmax fp16/fp32 seed 1: inaccurate at \[0,1\]: .* 3 ulps" ||
+  fail "off-by-3: $rc $out"
+line=$(echo "$out" | grep -m1 "reproduce with: precfuzz" | sed 's/^ *reproduce with: precfuzz//')
+n=$((n + 1))
+out2=$(eval "\"$P\" $line" 2>&1)
+[ $? -eq 0 ] && echo "$out2" | grep -q "inaccurate .*\[as expected\]" || fail "the printed replay line: $line: $out2"
+
+# failures of the process: the verdict failed, with the reason, and the next case is served
+check crash "$P" --kernels "$K crash-at 2" run -k softmax -v np-softmax -t fp16 --shape 2x4 --cases 3
+[ $rc -eq 1 ] && echo "$out" | grep -q "^FINDING .* seed 2: failed: the kernel process was killed by signal 11 (Segmentation fault" &&
+  echo "$out" | grep -q "3 cases (seeds 1..3): ok 2  failed 1" || fail "crash: $rc $out"
+check exit "$P" --kernels "$K exit-at 1" run -k softmax -v np-softmax -t fp16 --shape 2x4 --cases 1
+[ $rc -eq 1 ] && echo "$out" | grep -q "failed: the kernel process exited with status 3 before answering the case" || fail "exit: $out"
+start=$(date +%s)
+check hang env PRECFUZZ_KERNEL_TIMEOUT=1 "$P" --kernels "$K hang-at 2" run -k softmax -v np-softmax -t fp16 --shape 2x4 --cases 3
+[ $rc -eq 1 ] && echo "$out" | grep -q "seed 2: failed: the kernel process timed out (1 s, PRECFUZZ_KERNEL_TIMEOUT)" &&
+  echo "$out" | grep -q "ok 2  failed 1" && [ $(($(date +%s) - start)) -lt 20 ] || fail "hang: $out"
+check raise "$P" --kernels "$K raise" run -k softmax -v np-softmax -t fp32 --shape 2x3 --cases 1
+[ $rc -eq 1 ] && echo "$out" | grep -q "failed: the kernel raised an error on the case: ValueError: three columns are not supported" ||
+  fail "raise: $out"
+check "wrong dtype" "$P" --kernels "$K wrong-dtype" run -k softmax -v np-softmax -t fp16 --shape 2x3 --cases 1
+echo "$out" | grep -q "failed: the kernel answered with other outputs than the case's: outputs are fp32, the case's dtype is fp16" ||
+  fail "wrong dtype: $out"
+check "wrong shape" "$P" --kernels "$K wrong-shape" run -k softmax -v np-softmax -t fp16 --shape 2x3 --cases 1
+echo "$out" | grep -q "failed: .*'output' has shape \[3,2\], the stage's is \[2,3\]" || fail "wrong shape: $out"
+check garbage "$P" --kernels "$K garbage" run -k softmax -v np-softmax -t fp16 --shape 2x3 --cases 1
+echo "$out" | grep -q "failed: the kernel process broke the protocol .*does the kernel print to its standard output" ||
+  fail "garbage: $out"
+check print "$P" --kernels "$K print" run -k softmax -v np-softmax -t fp16 --shape 2x3 --cases 2
+[ $rc -eq 0 ] || fail "a kernel that prints: $out"
+# a failed case saved and replayed fails again
+check "replay failed" "$P" --kernels "$K crash-at 1" run -k softmax -v np-softmax -t fp16 --shape 2x3 --cases 1 --save-findings "$T/c"
+check "replay failed" "$P" --kernels "$K crash-at 1" replay "$T"/c/*.json
+[ $rc -eq 0 ] && echo "$out" | grep -q "failed (failed: the kernel process was killed .*) \[as expected\]" || fail "replay of failed: $out"
+
+# the fuzz driver, aimed at the kernel: clean on the correct one, stops at the crash
+check fuzz env PRECFUZZ_KERNELS="$K" PF_FUZZ_VARIANT=np-softmax "$F" -runs=500 -seed=1 "$ROOT/corpora/softmax_fuzzer"
+[ $rc -eq 0 ] && echo "$out" | grep -q "500 mutated inputs .* no finding" || fail "fuzz: $out"
+check "fuzz crash" env PRECFUZZ_KERNELS="$K crash-at 3" PF_FUZZ_VARIANT=np-softmax "$F" -runs=50 -seed=1 \
+  -artifact_prefix="$T/" "$ROOT/corpora/softmax_fuzzer"
+[ $rc -ne 0 ] && echo "$out" | grep -q "precfuzz finding: softmax_fuzzer softmax/np-softmax .*failed: the kernel process was killed" &&
+  echo "$out" | grep -q "reproduce with: precfuzz --kernels 'exec:.*crash-at 3' replay" || fail "fuzz crash: $out"
+rm -f finding-softmax_fuzzer-*.json
+
+# boundary and sweep take it like a built-in variant
+check boundary "$P" --kernels "$K" boundary -k softmax -v np-naive -t fp16 --along scale
+[ $rc -eq 0 ] && echo "$out" | grep -q "no boundary in the range: every grid point passes" || fail "boundary: $out"
+check sweep "$P" --kernels "$K" sweep --kernel softmax --quick -o "$T/sweep.json"
+[ $rc -eq 0 ] && grep -q '"variant":\s*"np-softmax"' "$T/sweep.json" || fail "sweep: $out"
+
+# a bad command, hello or setting: exit 2, one line
+expect2 "exec: needs a command" "$P" --kernels "exec:" list
+# (the shell's own complaint comes first: the process's standard error is precfuzz's)
+check "no such command" "$P" --kernels "exec:/nonexistent/kernel" list
+[ $rc -eq 2 ] && [ "$(echo "$out" | tail -1)" = "precfuzz: --kernels: exec:/nonexistent/kernel: the kernel process exited with status 127 before its hello" ] ||
+  fail "no such command: $out"
+expect2 "the kernel process exited with status 4 before its hello" "$P" --kernels "$K no-hello" list
+expect2 "kernel 0 of the hello: no operation 'no-such-op'" "$P" --kernels "$K bad-hello" list
+expect2 "PRECFUZZ_KERNEL_TIMEOUT: 'soon' is not a number of seconds" env PRECFUZZ_KERNEL_TIMEOUT=soon "$P" --kernels "$K" list
+expect2 "np-softmax is already registered" "$P" --kernels "$K" --kernels "$K" list
+# PRECFUZZ_KERNELS: an exec: entry takes the rest, ':' included
+n=$((n + 1))
+out=$(PRECFUZZ_KERNELS="exec:PATH=/usr/bin:/bin; $PY tests/kernels/softmax_kernel.py" "$P" list 2>&1) &&
+  echo "$out" | grep -q "np-softmax" || fail "PRECFUZZ_KERNELS with ':' in the command: $out"
+
+echo "exec_kernel: $((n - failed))/$n checks passed"
+[ $failed -eq 0 ]
