@@ -53,6 +53,11 @@ typedef struct {
   pf_proc *p;
   char variant[64];
   char summary[200];
+  pf_status (*like_check)(const pf_case *c); /* the contract's own checks */
+  /* what the hello's "params" narrows: choices (a bit per allowed one) or a range */
+  unsigned char narrowed[PF_MAX_PARAMS];
+  unsigned choices[PF_MAX_PARAMS];
+  double lo[PF_MAX_PARAMS], hi[PF_MAX_PARAMS];
 } pf_exec_kernel;
 static pf_exec_kernel pf_ek[PF_EXEC_MAX_KERNELS];
 static int pf_nek;
@@ -346,6 +351,73 @@ static pf_status pf_hello_dtypes(const cJSON *list, unsigned allowed, int accum,
 
 static pf_status pf_exec_run(const pf_case *c, const pf_tensor *in, double *out, unsigned *fe);
 
+static pf_exec_kernel *pf_exec_kernel_of(const pf_case *c) {
+  const pf_kernel *k = pf_case_kernel(c);
+  for (int i = 0; i < pf_nek; i++)
+    if (&pf_ek[i].k == k) return &pf_ek[i];
+  return NULL;
+}
+
+/* The contract's checks, then the parameters the hello narrowed. */
+static pf_status pf_exec_check(const pf_case *c) {
+  const pf_exec_kernel *ek = pf_exec_kernel_of(c);
+  if (!ek) return PF_OK;
+  if (ek->like_check) {
+    pf_status st = ek->like_check(c);
+    if (st) return st;
+  }
+  const pf_op *op = ek->k.op;
+  for (int i = 0; i < op->nparams; i++) {
+    const pf_param_desc *d = &op->params[i];
+    const double v = c->params[i];
+    if (!ek->narrowed[i]) continue;
+    if (d->type == PF_PARAM_CHOICE && !(ek->choices[i] & (1u << (int)v))) {
+      char names[160] = "";
+      for (int j = 0; d->choices[j]; j++)
+        if (ek->choices[i] & (1u << j))
+          snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", names[0] ? ", " : "", d->choices[j]);
+      return pf_error(PF_ERR_UNSUPPORTED, "%s/%s takes %s %s only (its hello), not %s", c->kernel, c->variant, d->name, names,
+                      d->choices[(int)v]);
+    }
+    if (d->type != PF_PARAM_CHOICE && !(v >= ek->lo[i] && v <= ek->hi[i]))
+      return pf_error(PF_ERR_UNSUPPORTED, "%s/%s takes %s in [%g, %g] only (its hello), not %g", c->kernel, c->variant, d->name,
+                      ek->lo[i], ek->hi[i], v);
+  }
+  return PF_OK;
+}
+
+/* The hello's "params": {"name": ["choice", ...]} or {"name": [min, max]}. */
+static pf_status pf_hello_params(pf_exec_kernel *ek, const cJSON *params, const char *who) {
+  if (!params) return PF_OK;
+  if (!cJSON_IsObject(params)) return pf_error(PF_ERR_ARG, "%s: \"params\" is not an object", who);
+  const pf_op *op = ek->k.op;
+  const cJSON *e;
+  cJSON_ArrayForEach(e, params) {
+    const int i = pf_op_param_index(op, e->string);
+    if (i < 0) return pf_error(PF_ERR_ARG, "%s: %s has no parameter '%.60s'", who, op->name, e->string);
+    const pf_param_desc *d = &op->params[i];
+    if (!cJSON_IsArray(e) || !cJSON_GetArraySize(e))
+      return pf_error(PF_ERR_ARG, "%s: params.%s is not a non-empty list", who, d->name);
+    ek->narrowed[i] = 1;
+    if (d->type == PF_PARAM_CHOICE) {
+      const cJSON *x;
+      cJSON_ArrayForEach(x, e) {
+        int found = -1;
+        for (int j = 0; d->choices[j] && cJSON_IsString(x); j++)
+          if (strcmp(d->choices[j], x->valuestring) == 0) found = j;
+        if (found < 0) return pf_error(PF_ERR_ARG, "%s: params.%s holds something not one of its choices", who, d->name);
+        ek->choices[i] |= 1u << found;
+      }
+      continue;
+    }
+    const cJSON *a = cJSON_GetArrayItem(e, 0), *b = cJSON_GetArrayItem(e, 1);
+    if (cJSON_GetArraySize(e) != 2 || !cJSON_IsNumber(a) || !cJSON_IsNumber(b) || !(a->valuedouble <= b->valuedouble))
+      return pf_error(PF_ERR_ARG, "%s: params.%s is not [min, max]", who, d->name);
+    ek->lo[i] = a->valuedouble, ek->hi[i] = b->valuedouble;
+  }
+  return PF_OK;
+}
+
 /* Registers the kernels of a hello (the process's first start): all of them, or none. */
 static pf_status pf_hello_register(pf_proc *p, const cJSON *kernels) {
   if (!cJSON_IsArray(kernels) || !cJSON_GetArraySize(kernels))
@@ -379,8 +451,11 @@ static pf_status pf_hello_register(pf_proc *p, const cJSON *kernels) {
     snprintf(who, sizeof who, "kernel %s/%s", op->valuestring, var->valuestring);
     pf_status st = pf_hello_dtypes(cJSON_GetObjectItemCaseSensitive(e, "dtypes"), ek->k.dtypes, 0, &dt, who);
     if (!st) st = pf_hello_dtypes(cJSON_GetObjectItemCaseSensitive(e, "accums"), ek->k.accums, 1, &ac, who);
+    if (!st) st = pf_hello_params(ek, cJSON_GetObjectItemCaseSensitive(e, "params"), who);
     if (st) return st;
     ek->k.dtypes = dt, ek->k.accums = ac;
+    ek->like_check = ek->k.check;
+    ek->k.check = pf_exec_check;
     snprintf(ek->variant, sizeof ek->variant, "%s", var->valuestring);
     snprintf(ek->summary, sizeof ek->summary, "%s", sum ? sum->valuestring : p->cmd);
     ek->k.variant = ek->variant;
@@ -540,10 +615,8 @@ static pf_status pf_exec_case(pf_proc *p, const pf_case *c, const pf_tensor *in,
 }
 
 static pf_status pf_exec_run(const pf_case *c, const pf_tensor *in, double *out, unsigned *fe) {
-  const pf_kernel *k = pf_case_kernel(c);
-  pf_proc *p = NULL;
-  for (int i = 0; i < pf_nek && !p; i++)
-    if (&pf_ek[i].k == k) p = pf_ek[i].p;
+  const pf_exec_kernel *ek = pf_exec_kernel_of(c);
+  pf_proc *p = ek ? ek->p : NULL;
   if (!p) return pf_error(PF_ERR_ARG, "%s/%s is not a kernel process's", c->kernel, c->variant);
   pthread_mutex_lock(&p->mu);
   const pf_status st = pf_exec_case(p, c, in, out, fe);

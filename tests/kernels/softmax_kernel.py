@@ -84,5 +84,6 @@ if mode == "bad-hello":
     pk.kernel("no-such-op", variant="np-softmax", like="safe")(kernel)
 else:
     pk.kernel("softmax", variant="np-softmax", like="safe", summary="softmax in float64, rounded once")(kernel)
-    pk.kernel("softmax", variant="np-naive", like="naive", dtypes=["fp32", "fp16"], accums=["fp32"])(kernel)
+    pk.kernel("softmax", variant="np-naive", like="naive", dtypes=["fp32", "fp16"], accums=["fp32"],
+              params={"mask": ["none"], "alpha": [0.5, 2]})(kernel)
 sys.exit(pk.serve())
