@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "kernels/kernel.h"
+#include "kernels/loss_scale/loss_scale_math.h"
 #include "oracles/oracle_util.h"
 
 typedef struct {
@@ -79,8 +80,9 @@ static void set_exact(pf_oracle_result *out, size_t i, double x, pf_dtype t, int
 
 pf_status pf_loss_scale_ref(const pf_case *c, const pf_tensor *in, const pf_oracle_opts *opts, pf_oracle_result *out) {
   const size_t T = c->shape[0], n = c->shape[1];
-  const char *v = c->variant;
-  const int ds = strcmp(v, "deepspeed") == 0, mg = strcmp(v, "megatron") == 0, pt = strcmp(v, "pytorch") == 0;
+  /* the variant's algorithm (its data, not its name: a user's copy of pytorch is pytorch) */
+  const int algo = pf_case_algo(c);
+  const int ds = algo == PF_LS_DEEPSPEED, mg = algo == PF_LS_MEGATRON, pt = algo == PF_LS_PYTORCH;
   const double scale0 = pf_case_param(c, "scale0"), min_scale = pf_case_param(c, "min_scale");
   const double window = pf_case_param(c, "window"), hyst = pf_case_param(c, "hysteresis");
   pf_ref_scaler r;

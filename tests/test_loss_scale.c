@@ -160,8 +160,33 @@ static void test_loss_scale_unscaling_past_fp32_is_outside_the_domain(void **sta
   }
 }
 
+/* A user's variant with pytorch's contract is judged as pytorch by the reference too (its
+ * defaults: scale 2^16, hysteresis 1): the first overflow (1 * 2^16 > 65504) halves the scale
+ * at once, and the stream is clean from then on. A reference that picked the defaults by name
+ * would keep 2^16 for one more (hysteresis 2) step and disagree at step 2. */
+static void test_loss_scale_variant_behaviour_comes_from_data(void **state) {
+  static pf_kernel like;
+  const pf_kernel *pt = pf_kernel_find("loss_scale", "pytorch");
+  assert_int_equal(pf_kernel_like(&like, "loss_scale", "pytorch"), PF_OK);
+  like.variant = "like-pytorch";
+  like.summary = "pytorch's contract, a user's name";
+  like.run_cpu = pt->run_cpu;
+  assert_int_equal(pf_kernel_register(&like), PF_OK);
+  const char *names[] = {"pytorch", "like-pytorch"};
+  for (int v = 0; v < 2; v++) {
+    pf_run r;
+    assert_int_equal(run_ls(&r, names[v], 4, 2, 1.0, 0, 0, NULL), PF_V_OK);
+    const size_t T = 4, n = 2;
+    assert_true(r.oracle.exact[T * n + 0] == 1 && r.oracle.exact[T * n + 1] == 0); /* skipped, then applied */
+    assert_true(r.oracle.exact[T * n + T + 0] == 32768 && r.oracle.exact[T * n + T + 1] == 32768);
+    assert_true(r.oracle.exact[1 * n] == 1.0); /* step 2's gradient applied, unscaled */
+    pf_run_free(&r);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_loss_scale_variant_behaviour_comes_from_data),
       cmocka_unit_test(test_loss_scale_deepspeed_stops_at_minimum),
       cmocka_unit_test(test_loss_scale_megatron_keeps_skipping),
       cmocka_unit_test(test_loss_scale_growth_and_no_skip_fault),

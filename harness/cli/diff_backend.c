@@ -1,5 +1,7 @@
-/* precfuzz diff-backend: the same cases on the CPU emulation and on the GPU, each judged by the
- * oracle, and the two outputs compared element by element. */
+/* precfuzz diff-backend: the same cases on the CPU emulation and on the GPU; precfuzz
+ * diff-variant: the same cases on a variant and on the one whose contract it has (a framework's
+ * kernel against precfuzz's emulation of it). Each run is judged by the oracle, and the two
+ * outputs are compared element by element. */
 #include <cjson/cJSON.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -10,7 +12,20 @@
 #include "harness/cli/cli.h"
 #include "harness/runner.h"
 
-static void help(void) {
+static void help(int by_variant) {
+  if (by_variant) {
+    printf("usage: precfuzz diff-variant -k KERNEL -v VARIANT [--against VARIANT] [-t DTYPE] [-a ACCUM]\n"
+           "                             [--cases N] [--seed N] [--shape ...] [--json] [run's case options]\n\n"
+           "Runs the same cases (seeds N, N+1, ...) on VARIANT and on the variant it is compared with\n"
+           "(default: the built-in one whose contract it has, precfuzz list), for every dtype and\n"
+           "accumulation both take (or the ones named), judges both against the oracle, and prints the\n"
+           "fraction of bitwise-equal outputs, the largest difference between them in ulps, each one's\n"
+           "findings, and VARIANT's largest distance from the correctly rounded result. Given a\n"
+           "framework's kernel (--kernels exec:...), it measures how faithful the emulation of it is.\n"
+           "Default: 20 cases.\n"
+           "Exit status: 0 no finding on either, 1 findings, 2 bad usage.\n");
+    return;
+  }
   printf("usage: precfuzz diff-backend [-k KERNEL] [-v VARIANT] [-t DTYPE] [-a ACCUM] [--cases N] [--seed N]\n"
          "                             [--shape ...] [--json] [run's case options]\n\n"
          "Runs the same cases (seeds N, N+1, ...) on the CPU emulation and on the GPU for every variant\n"
@@ -23,7 +38,7 @@ static void help(void) {
 
 typedef struct {
   size_t elems, equal, cases, findings[2];
-  int64_t max_ulps;
+  int64_t max_ulps, max_ulps_exact; /* between the two; of the first from the correctly rounded */
 } pf_diff_row;
 
 /* Runs case c on one backend; 0 or an exit status. */
@@ -35,42 +50,60 @@ static int run_on(const pf_case *c, int backend, pf_run *r) {
   return 0;
 }
 
-int pf_cmd_diff_backend(int argc, char **argv) {
+/* against: NULL compares backends (diff-backend), else the variant named (diff-variant) */
+static int diff(int argc, char **argv, int by_variant) {
+  const char *cmd = by_variant ? "diff-variant" : "diff-backend";
   run_opts o;
   run_opts_init(&o, 20);
-  const char *shape_arg = NULL, *backend = "cuda";
+  const char *shape_arg = NULL, *backend = by_variant ? "cpu" : "cuda", *against = NULL;
   int have_t = 0, have_a = 0;
-  static const struct option longopts[] = {PF_CASE_LONGOPTS, {0, 0, 0, 0}};
+  enum { O_AGAINST = 1000 };
+  static const struct option longopts[] = {PF_CASE_LONGOPTS, {"against", required_argument, 0, O_AGAINST}, {0, 0, 0, 0}};
   opterr = 0;
   optind = 1;
   int ch, rc;
   while ((ch = getopt_long(argc, argv, ":k:v:t:a:h", longopts, NULL)) != -1) {
     have_t |= ch == 't', have_a |= ch == 'a';
     if (ch == 'h') {
-      help();
+      help(by_variant);
       return 0;
+    }
+    if (ch == O_AGAINST && by_variant) {
+      against = optarg;
+      continue;
     }
     if ((rc = case_option(ch, optarg, &o, &shape_arg, &backend)) >= 0) {
       if (rc) return rc;
       continue;
     }
-    if (ch == ':') return usage_error("diff-backend: %s needs a value", argv[optind - 1]);
-    return usage_error("diff-backend: unknown option '%s' (see precfuzz diff-backend --help)", argv[optind - 1]);
+    if (ch == ':') return usage_error("%s: %s needs a value", cmd, argv[optind - 1]);
+    return usage_error("%s: unknown option '%s' (see precfuzz %s --help)", cmd, argv[optind - 1], cmd);
   }
-  if (optind < argc) return usage_error("diff-backend: unexpected argument '%s'", argv[optind]);
-  if (strcmp(backend, "cuda") != 0) return usage_error("diff-backend: --backend is not an option here (it runs both)");
+  if (optind < argc) return usage_error("%s: unexpected argument '%s'", cmd, argv[optind]);
+  if (strcmp(backend, by_variant ? "cpu" : "cuda") != 0)
+    return usage_error("%s: --backend is not an option here%s", cmd, by_variant ? "" : " (it runs both)");
   if (o.kernel && !pf_op_find(o.kernel)) return usage_error("-k: unknown kernel '%s' (see precfuzz list)", o.kernel);
-  if (o.variant && !o.kernel) return usage_error("diff-backend: -v needs -k");
+  if (o.variant && !o.kernel) return usage_error("%s: -v needs -k", cmd);
   if (o.variant && !pf_kernel_find(o.kernel, o.variant))
     return usage_error("-v: unknown variant '%s' of kernel %s (see precfuzz list)", o.variant, o.kernel);
-  if (o.fault) return usage_error("diff-backend: --fault is not an option here (it compares correct variants)");
+  if (o.fault) return usage_error("%s: --fault is not an option here (it compares correct variants)", cmd);
   if (shape_arg) {
-    if (!o.kernel) return usage_error("diff-backend: --shape needs -k");
+    if (!o.kernel) return usage_error("%s: --shape needs -k", cmd);
     if ((rc = parse_shape(shape_arg, pf_op_find(o.kernel), o.shape))) return rc;
     o.have_shape = 1;
   }
+  const pf_kernel *other = NULL; /* diff-variant: what the variant is compared with */
+  if (by_variant) {
+    if (!o.variant) return usage_error("diff-variant: -k KERNEL -v VARIANT are required");
+    const pf_kernel *k = pf_kernel_find(o.kernel, o.variant);
+    if (!against && !k->like)
+      return usage_error("diff-variant: %s/%s is a built-in variant: name the one to compare it with (--against)", o.kernel, o.variant);
+    if (!against) against = k->like;
+    if (!(other = pf_kernel_find(o.kernel, against)))
+      return usage_error("--against: unknown variant '%s' of kernel %s (see precfuzz list)", against, o.kernel);
+  }
   /* which kernels: those named, with a CUDA implementation */
-  int any = 0;
+  int any = by_variant;
   for (size_t i = 0; i < pf_kernel_count(); i++) {
     const pf_kernel *k = pf_kernel_at(i);
     if ((o.kernel && strcmp(k->op->name, o.kernel)) || (o.variant && strcmp(k->variant, o.variant))) continue;
@@ -79,13 +112,17 @@ int pf_cmd_diff_backend(int argc, char **argv) {
   if (!any)
     return usage_error("diff-backend: %s%s%s has no CUDA implementation%s", o.kernel ? o.kernel : "no kernel",
                        o.variant ? "/" : "", o.variant ? o.variant : "", pf_cuda_missing_hint());
-  char device[256];
-  if (pf_cuda_describe(device, sizeof device)) return usage_error("%s", pf_error_message());
+  char device[256] = "cpu";
+  if (!by_variant && pf_cuda_describe(device, sizeof device)) return usage_error("%s", pf_error_message());
   cJSON *root = o.json ? cJSON_CreateObject() : NULL, *rows = NULL;
   if (root) {
     cJSON_AddStringToObject(root, "precfuzz", PF_VERSION);
-    cJSON_AddStringToObject(root, "device", device);
+    if (by_variant) cJSON_AddStringToObject(root, "against", against);
+    else cJSON_AddStringToObject(root, "device", device);
     rows = cJSON_AddArrayToObject(root, "variants");
+  } else if (by_variant) {
+    printf("%-10s %-16s %-13s %-13s %6s %10s %9s %9s %9s %9s %9s\n", "kernel", "variant", "against", "dtype/accum", "cases",
+           "elements", "bitwise=", "ulps-apart", "findings", "find-vs", "max-ulps");
   } else {
     printf("device: %s\n%-10s %-13s %-13s %6s %10s %9s %9s %9s %9s\n", device, "kernel", "variant", "dtype/accum", "cases",
            "elements", "bitwise=", "max-ulps", "find-cpu", "find-gpu");
@@ -93,29 +130,37 @@ int pf_cmd_diff_backend(int argc, char **argv) {
   int findings = 0;
   for (size_t i = 0; i < pf_kernel_count(); i++) {
     const pf_kernel *k = pf_kernel_at(i);
-    if (!k->run_cuda || (o.kernel && strcmp(k->op->name, o.kernel)) || (o.variant && strcmp(k->variant, o.variant))) continue;
+    if ((!by_variant && !k->run_cuda) || (o.kernel && strcmp(k->op->name, o.kernel)) || (o.variant && strcmp(k->variant, o.variant)))
+      continue;
     for (int t = 0; t < PF_NDTYPES; t++)
       for (int s = 0; s < 2; s++) {
         const pf_dtype dt = (pf_dtype)t, acc = s ? dt : PF_FP32;
-        if ((s && t == PF_FP32) || !pf_kernel_accepts(k, dt, acc)) continue;
+        if ((s && t == PF_FP32) || !pf_kernel_accepts(k, dt, acc) || (other && !pf_kernel_accepts(other, dt, acc))) continue;
         if ((have_t && dt != o.dtype) || (have_a && acc != o.accum)) continue;
         run_opts ro = o;
         ro.dtype = dt, ro.accum = acc;
         pf_diff_row row = {0};
         for (uint64_t c = 0; c < o.cases; c++) {
-          pf_case cs;
+          pf_case cs, co;
           if ((rc = build_case(k, &ro, o.seed + c, &cs))) return rc;
-          pf_run a, b;
-          if ((rc = run_on(&cs, PF_BACKEND_CPU, &a)) || (rc = run_on(&cs, PF_BACKEND_CUDA, &b))) {
+          if (other && (rc = build_case(other, &ro, o.seed + c, &co))) {
             pf_case_free(&cs);
+            return rc;
+          }
+          pf_run a, b;
+          if ((rc = run_on(&cs, PF_BACKEND_CPU, &a)) || (rc = other ? run_on(&co, PF_BACKEND_CPU, &b) : run_on(&cs, PF_BACKEND_CUDA, &b))) {
+            pf_case_free(&cs);
+            if (other) pf_case_free(&co);
             cJSON_Delete(root);
             return rc;
           }
+          if (other) pf_case_free(&co);
           size_t eq;
           int64_t mu;
           pf_backend_diff(cs.dtype, a.oracle.dtype, a.out, b.out, a.nout, &eq, &mu);
           row.elems += a.nout, row.equal += eq, row.cases++;
           if (mu > row.max_ulps) row.max_ulps = mu;
+          if (a.cmp.max_ulps > row.max_ulps_exact) row.max_ulps_exact = a.cmp.max_ulps;
           row.findings[0] += a.in_domain && pf_verdict_is_finding(a.cmp.verdict);
           row.findings[1] += b.in_domain && pf_verdict_is_finding(b.cmp.verdict);
           pf_run_free(&a);
@@ -130,15 +175,21 @@ int pf_cmd_diff_backend(int argc, char **argv) {
           cJSON *r = cJSON_CreateObject();
           cJSON_AddStringToObject(r, "kernel", k->op->name);
           cJSON_AddStringToObject(r, "variant", k->variant);
+          if (other) cJSON_AddStringToObject(r, "against", other->variant);
           cJSON_AddStringToObject(r, "dtype", pf_dtype_name(dt));
           cJSON_AddStringToObject(r, "accum", s ? "storage" : "fp32");
           cJSON_AddNumberToObject(r, "cases", (double)row.cases);
           cJSON_AddNumberToObject(r, "elements", (double)row.elems);
           cJSON_AddNumberToObject(r, "bitwise_equal", frac);
           cJSON_AddNumberToObject(r, "max_ulps", (double)row.max_ulps);
-          cJSON_AddNumberToObject(r, "findings_cpu", (double)row.findings[0]);
-          cJSON_AddNumberToObject(r, "findings_gpu", (double)row.findings[1]);
+          cJSON_AddNumberToObject(r, other ? "findings" : "findings_cpu", (double)row.findings[0]);
+          cJSON_AddNumberToObject(r, other ? "findings_against" : "findings_gpu", (double)row.findings[1]);
+          if (other) cJSON_AddNumberToObject(r, "max_ulps_from_exact", (double)row.max_ulps_exact);
           cJSON_AddItemToArray(rows, r);
+        } else if (other) {
+          printf("%-10s %-16s %-13s %-13s %6zu %10zu %8.2f%% %10lld %9zu %9zu %9lld\n", k->op->name, k->variant, other->variant, ta,
+                 row.cases, row.elems, 100 * frac, (long long)row.max_ulps, row.findings[0], row.findings[1],
+                 (long long)row.max_ulps_exact);
         } else {
           printf("%-10s %-13s %-13s %6zu %10zu %8.2f%% %9lld %9zu %9zu\n", k->op->name, k->variant, ta, row.cases, row.elems,
                  100 * frac, (long long)row.max_ulps, row.findings[0], row.findings[1]);
@@ -153,3 +204,6 @@ int pf_cmd_diff_backend(int argc, char **argv) {
   }
   return findings ? EXIT_FINDINGS : 0;
 }
+
+int pf_cmd_diff_backend(int argc, char **argv) { return diff(argc, argv, 0); }
+int pf_cmd_diff_variant(int argc, char **argv) { return diff(argc, argv, 1); }

@@ -25,6 +25,7 @@
 
 int pf_cmd_boundary(int argc, char **argv);
 int pf_cmd_diff_backend(int argc, char **argv);
+int pf_cmd_diff_variant(int argc, char **argv);
 
 /* ---- list ------------------------------------------------------------------------------- */
 
@@ -705,6 +706,7 @@ static void print_help(void) {
          "  judge     judge outputs computed elsewhere (.npy, safetensors) on a case's inputs\n"
          "  diff-tp   TP=1 against TP=2 optimizer steps: replicated copies and rounding sets\n"
          "  diff-backend  the same cases on the CPU emulation and the GPU, compared bit for bit\n"
+         "  diff-variant  the same cases on two variants (a framework's kernel and its emulation), bit for bit\n"
          "  boundary  where along one value, scale, parameter or dimension a variant starts to fail\n"
          "  sweep     every variant's boundaries and accuracy, for precision-report (results.json)\n"
          "  minimize  shrink a finding (case file or raw driver input) to a small readable case\n"
@@ -745,6 +747,7 @@ int main(int argc, char **argv) {
   if (strcmp(cmd, "boundary") == 0) return pf_cmd_boundary(argc - 1, argv + 1);
   if (strcmp(cmd, "sweep") == 0) return pf_cmd_sweep(argc - 1, argv + 1);
   if (strcmp(cmd, "diff-backend") == 0) return pf_cmd_diff_backend(argc - 1, argv + 1);
+  if (strcmp(cmd, "diff-variant") == 0) return pf_cmd_diff_variant(argc - 1, argv + 1);
   if (strcmp(cmd, "minimize") == 0) return pf_cmd_minimize(argc - 1, argv + 1);
-  return usage_error("unknown command '%s' (list, run, replay, judge, diff-tp, diff-backend, boundary, sweep, minimize, version; see precfuzz --help)", cmd);
+  return usage_error("unknown command '%s' (list, run, replay, judge, diff-tp, diff-backend, diff-variant, boundary, sweep, minimize, version; see precfuzz --help)", cmd);
 }

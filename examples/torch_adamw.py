@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""PyTorch's AdamW under precfuzz: one torch.optim.AdamW step on a parameter held in the case's
+dtype, its gradient and state in the same dtype (no fp32 master), judged by the contract of
+precfuzz's adam/torch. Three of PyTorch's implementations, as three variants:
+
+  torch-adamw           foreach=False: the single-tensor loop (the CPU default)
+  torch-adamw-foreach   foreach=True: the _foreach_* ops (the CUDA default)
+  torch-adamw-fused     fused=True: one fused kernel (CPU and CUDA)
+
+  precfuzz --kernels exec:"python3 examples/torch_adamw.py" run -k adam -v torch-adamw -t bf16 --cases 200
+
+The case's step t is the optimizer's state step before this one plus one; m and v are its
+exp_avg and exp_avg_sq. AdamW decays decoupled only: the l2 mode is refused.
+PRECFUZZ_DEVICE=cuda runs it on the GPU (scripts/gpu-check.sh does)."""
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+import torch  # noqa: E402
+
+from precfuzz_kernel import kernel, serve, to_torch  # noqa: E402
+
+DEVICE = os.environ.get("PRECFUZZ_DEVICE", "cpu")
+ABOUT = f"torch {torch.__version__} on {DEVICE}"
+
+
+def adamw_step(case, p, g, m, v, **impl):
+    a = case.params
+    param = torch.nn.Parameter(to_torch(p, DEVICE))
+    param.grad = to_torch(g, DEVICE)
+    opt = torch.optim.AdamW([param], lr=a["lr"], betas=(a["beta1"], a["beta2"]), eps=a["eps"],
+                            weight_decay=a["wd"], **impl)
+    # the state as AdamW keeps it: step a float32 tensor (on the parameter's device when fused)
+    step_device = DEVICE if impl.get("fused") else "cpu"
+    opt.state[param] = {"step": torch.tensor(a["step"] - 1, dtype=torch.float32, device=step_device),
+                        "exp_avg": to_torch(m, DEVICE), "exp_avg_sq": to_torch(v, DEVICE)}
+    opt.step()
+    s = opt.state[param]
+    return {"m": s["exp_avg"], "v": s["exp_avg_sq"], "param": param.detach()}
+
+
+COMMON = dict(like="torch", accums=["fp32"], params={"mode": ["adamw"]})
+
+
+@kernel("adam", variant="torch-adamw", summary=f"torch.optim.AdamW(foreach=False), {ABOUT}", **COMMON)
+def adamw(case, p, g, m, v):
+    return adamw_step(case, p, g, m, v, foreach=False)
+
+
+@kernel("adam", variant="torch-adamw-foreach", summary=f"torch.optim.AdamW(foreach=True), {ABOUT}", **COMMON)
+def adamw_foreach(case, p, g, m, v):
+    return adamw_step(case, p, g, m, v, foreach=True)
+
+
+@kernel("adam", variant="torch-adamw-fused", summary=f"torch.optim.AdamW(fused=True), {ABOUT}", **COMMON)
+def adamw_fused(case, p, g, m, v):
+    return adamw_step(case, p, g, m, v, fused=True)
+
+
+if __name__ == "__main__":
+    sys.exit(serve())

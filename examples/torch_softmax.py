@@ -1,0 +1,43 @@
+#!/usr/bin/env python3
+"""PyTorch's softmax under precfuzz: torch.softmax(x, dim=-1) on fp32, fp16 and bf16 rows,
+judged by the contract of precfuzz's softmax/safe (max subtracted, fp32 accumulation, which is
+what ATen's softmax kernels do for every dtype).
+
+  precfuzz --kernels exec:"python3 examples/torch_softmax.py" run -k softmax -v torch-softmax -t fp16 --cases 200
+
+The operation's scale and causal mask (parameters alpha and mask) are applied the way a
+caller of torch.softmax applies them: x * alpha in fp32 (alpha rounded to fp32), masked
+positions set to the mask value, then torch.softmax in fp32 and the result rounded to the
+storage dtype. Without them (alpha 1, no mask) torch.softmax runs on the tensor as it is.
+PRECFUZZ_DEVICE=cuda runs it on the GPU (scripts/gpu-check.sh does)."""
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+import torch  # noqa: E402
+
+from precfuzz_kernel import kernel, serve, to_torch  # noqa: E402
+
+DEVICE = os.environ.get("PRECFUZZ_DEVICE", "cpu")
+LOWEST = {"fp32": torch.finfo(torch.float32).min, "fp16": torch.finfo(torch.float16).min,
+          "bf16": torch.finfo(torch.bfloat16).min}
+
+
+@kernel("softmax", variant="torch-softmax", like="safe", accums=["fp32"],
+        summary=f"torch.softmax(x, -1), torch {torch.__version__} on {DEVICE}")
+def softmax(case, x):
+    t = to_torch(x, DEVICE)
+    alpha, mask = case.params["alpha"], case.params["mask"]
+    if alpha == 1 and mask == "none":
+        return torch.softmax(t, dim=-1)
+    s = t.float() * torch.tensor(alpha, dtype=torch.float32)
+    if mask == "causal":  # row i sees columns j <= i + max(cols - rows, 0)
+        rows, cols = s.shape
+        keep = torch.ones(rows, cols, dtype=torch.bool, device=DEVICE).tril(max(cols - rows, 0))
+        value = {"-inf": float("-inf"), "-10000": -10000.0, "lowest": LOWEST[case.dtype]}[case.params["mask_value"]]
+        s = s.masked_fill(~keep, value)
+    return torch.softmax(s, dim=-1).to(t.dtype)
+
+
+if __name__ == "__main__":
+    sys.exit(serve())
