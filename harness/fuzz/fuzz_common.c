@@ -24,6 +24,14 @@ const char *pf_fuzz_fault(void) {
   return f && *f ? f : NULL;
 }
 
+/* name is one of the comma-separated names in list */
+static int pf_fuzz_listed(const char *list, const char *name) {
+  const size_t n = strlen(name);
+  for (const char *p = list; p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+    if (strncmp(p, name, n) == 0 && (p[n] == ',' || p[n] == 0)) return 1;
+  return 0;
+}
+
 const pf_kernel *pf_fuzz_begin(const char *op, pf_bytes *b, pf_case *c) {
   /* $PRECFUZZ_KERNELS: a user's variants join the built-in ones the first byte picks from */
   if (pf_plugins_load_env()) {
@@ -31,7 +39,8 @@ const pf_kernel *pf_fuzz_begin(const char *op, pf_bytes *b, pf_case *c) {
     exit(2);
   }
   const char *fault = pf_fuzz_fault();
-  /* $PF_FUZZ_VARIANT aims the driver at one variant (a user's kernel gets every input) */
+  /* $PF_FUZZ_VARIANT aims the driver at one variant, or a comma-separated few (a user's
+   * kernels get every input) */
   const char *only = getenv("PF_FUZZ_VARIANT");
   if (only && !*only) only = NULL;
   const pf_kernel *cands[64];
@@ -39,7 +48,7 @@ const pf_kernel *pf_fuzz_begin(const char *op, pf_bytes *b, pf_case *c) {
   for (size_t i = 0; i < pf_kernel_count() && nc < 64; i++) {
     const pf_kernel *k = pf_kernel_at(i);
     if (strcmp(k->op->name, op) == 0 && (!fault || pf_kernel_has_fault(k, fault)) &&
-        (!only || strcmp(k->variant, only) == 0))
+        (!only || pf_fuzz_listed(only, k->variant)))
       cands[nc++] = k;
   }
   if (!nc && only) {

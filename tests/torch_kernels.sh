@@ -1,0 +1,63 @@
+#!/bin/bash
+# PyTorch's kernels through the kernel protocol (examples/torch_*.py), on the CPU: each is
+# judged ok on generated cases in fp32, fp16 and bf16; its bitwise agreement with precfuzz's
+# emulation is what was measured for torch 2.15.0 (where the emulation is exact: the scaler,
+# fp16/bf16 AdamW on the single-tensor path); the known deviation of fp32 AdamW (an intermediate
+# that underflows to a subnormal in addcdiv_) is still found; the softmax driver fuzzes
+# torch.softmax without a finding. Skipped without PyTorch (scripts/python-env.sh --torch).
+# usage: tests/torch_kernels.sh PRECFUZZ SOFTMAX_FUZZER PYTHON
+P=$(realpath "$1")
+F=$(realpath "$2")
+PY=$3
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+if ! "$PY" -c "import torch, numpy" 2>/dev/null; then
+  echo "skipped: no python with torch at $PY (scripts/python-env.sh --torch installs it)"
+  exit 77
+fi
+. "$(dirname "$0")/check.sh"
+cd "$ROOT" || exit 1
+ex() { echo "exec:$PY examples/$1.py"; }
+
+# NAME KERNEL VARIANT EXAMPLE CASES: ok on every case in each dtype
+for row in "softmax torch-softmax torch_softmax 100" "attention torch-sdpa torch_sdpa 20" \
+  "adam torch-adamw torch_adamw 30" "adam torch-adamw-foreach torch_adamw 30" "adam torch-adamw-fused torch_adamw 30" \
+  "clip torch-clip torch_clip 50" "loss_scale torch-gradscaler torch_grad_scaler 30"; do
+  set -- $row
+  for t in fp32 fp16 bf16; do
+    n=$((n + 1))
+    out=$("$P" --kernels "$(ex $3)" run -k $1 -v $2 -t $t --cases $4 2>&1)
+    [ $? -eq 0 ] && echo "$out" | grep -q "^$1/$2 $t/fp32: $4 cases (seeds 1..$4): ok $4 *$" || fail "$2 $t: $out"
+  done
+done
+# causal attention with q_len != k_len: the mask built for SDPA is the operation's
+n=$((n + 1))
+out=$("$P" --kernels "$(ex torch_sdpa)" run -k attention -v torch-sdpa -t fp16 --shape 1x2x8x16x8 --param mask=causal --cases 10 2>&1) ||
+  fail "sdpa causal 8x16: $out"
+
+# agree VARIANT EXAMPLE KERNEL DTYPE PERCENT: the share of outputs bitwise equal to the emulation
+agree() {
+  n=$((n + 1))
+  local out
+  out=$("$P" --kernels "$(ex $2)" diff-variant -k $3 -v $1 -t $4 --cases 20 2>&1)
+  echo "$out" | grep -q "^$3 *$1 .* $4/fp32 .* $5% " || fail "diff-variant $1 $4 (expected $5% bitwise): $out"
+}
+agree torch-gradscaler torch_grad_scaler loss_scale fp16 100.00
+agree torch-gradscaler torch_grad_scaler loss_scale bf16 100.00
+agree torch-adamw torch_adamw adam fp16 100.00
+agree torch-adamw torch_adamw adam bf16 100.00
+
+# fp32 AdamW with m subnormal: torch's addcdiv_ rounds lr/bc1 * m (a deeper subnormal) before
+# dividing by the denominator; 781 ulps where adam/torch's bound allows 18
+n=$((n + 1))
+out=$("$P" --kernels "$(ex torch_adamw)" replay tests/data/torch/adamw-fp32-subnormal-m.json 2>&1)
+[ $? -eq 0 ] && echo "$out" | grep -q "inaccurate, born in param at param\[0\]: .* 781 ulps, allowed 18.*\[as expected\]" ||
+  fail "the fp32 AdamW subnormal finding: $out"
+
+# the softmax driver on torch.softmax: no finding
+n=$((n + 1))
+out=$(PRECFUZZ_KERNELS="$(ex torch_softmax)" PF_FUZZ_VARIANT=torch-softmax "$F" -runs=2000 -seed=1 corpora/softmax_fuzzer 2>&1)
+[ $? -eq 0 ] && echo "$out" | grep -q "2000 mutated inputs .* no finding" || fail "fuzzing torch.softmax: $out"
+rm -f finding-softmax_fuzzer-*.json crash-*
+
+echo "torch_kernels: $((n - failed))/$n checks passed"
+[ $failed -eq 0 ]
