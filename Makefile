@@ -7,7 +7,7 @@ FUZZ_JOBS    ?= 1
 FUZZ_SEED    ?=
 JOBS         ?= $(shell nproc)
 
-.PHONY: all deps pyenv configure test test-quick test-asan fuzz fuzz-build fuzz-faults fuzz-merge report survey clean
+.PHONY: all deps pyenv configure test test-quick test-asan fuzz fuzz-build fuzz-faults fuzz-torch fuzz-merge report survey clean
 
 all: configure
 	cmake --build $(BUILD) -j $(JOBS)
@@ -53,6 +53,11 @@ fuzz: fuzz-build
 # Each fault switch under its driver, from an empty corpus: fails if one is not found.
 fuzz-faults: fuzz-build
 	FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_JOBS=$(FUZZ_JOBS) FUZZ_SEED=$(FUZZ_SEED) FUZZ_BUILD=$(FUZZ_BUILD) scripts/run-fuzzers.sh --faults
+
+# PyTorch's kernels (examples/torch_*.py) under the drivers of their operations, FUZZ_SECONDS each.
+fuzz-torch: fuzz-build
+	scripts/python-env.sh --torch >/dev/null
+	FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_JOBS=$(FUZZ_JOBS) FUZZ_SEED=$(FUZZ_SEED) FUZZ_BUILD=$(FUZZ_BUILD) scripts/run-fuzzers.sh --torch
 
 # Folds the inputs make fuzz found new coverage with into corpora/ (libFuzzer -merge=1).
 fuzz-merge: fuzz-build

@@ -7,6 +7,11 @@
 #                                    empty corpus: time and runs to the first finding; exit 1 if
 #                                    a fault is not found within FUZZ_SECONDS; each finding is
 #                                    minimized (precfuzz minimize) and the table says how far
+#   scripts/run-fuzzers.sh --torch   PyTorch's kernels (examples/torch_*.py, kernel processes
+#                                    from .venv) under the drivers of their operations, each
+#                                    aimed at them (PF_FUZZ_VARIANT) for FUZZ_SECONDS; exit 1 on
+#                                    a finding; needs scripts/python-env.sh --torch;
+#                                    FUZZ_TORCH_DRIVERS="softmax_fuzzer ..." runs only those
 #   scripts/run-fuzzers.sh --merge   folds the new inputs of the last make fuzz
 #                                    ($FUZZ_BUILD/corpus/<driver>) into corpora/<driver> with
 #                                    libFuzzer's -merge=1 (only inputs that add coverage)
@@ -26,8 +31,8 @@ if [ -n "${FUZZ_SEED:-}" ]; then
   case "$FUZZ_SEED" in *[!0-9]*) echo "run-fuzzers: FUZZ_SEED must be a positive integer, got '$FUZZ_SEED'" >&2; exit 2;; esac
   seed_opt=(-seed="$FUZZ_SEED")
 fi
-[ "$mode" = run ] || [ "$mode" = --faults ] || [ "$mode" = --merge ] ||
-  { echo "run-fuzzers: unknown argument '$mode' (--faults, --merge)" >&2; exit 2; }
+[ "$mode" = run ] || [ "$mode" = --faults ] || [ "$mode" = --merge ] || [ "$mode" = --torch ] ||
+  { echo "run-fuzzers: unknown argument '$mode' (--faults, --torch, --merge)" >&2; exit 2; }
 
 drivers=()
 for d in "$FUZZ_BUILD"/bin/*_fuzzer; do [ -x "$d" ] && drivers+=("$(basename "$d")"); done
@@ -99,6 +104,51 @@ driver_options() {
 }
 
 throttle() { while [ "$(jobs -rp | wc -l)" -ge "$FUZZ_JOBS" ]; do wait -n; done; }
+
+if [ "$mode" = --torch ]; then
+  scripts/python-env.sh --check --torch ||
+    { echo "run-fuzzers: no PyTorch in ${PRECFUZZ_VENV:-.venv} (scripts/python-env.sh --torch installs it)" >&2; exit 2; }
+  PY=${PRECFUZZ_VENV:-.venv}/bin/python
+  # driver, example, the variants it registers
+  targets=("softmax_fuzzer torch_softmax torch-softmax" "attention_fuzzer torch_sdpa torch-sdpa"
+    "adam_fuzzer torch_adamw torch-adamw,torch-adamw-foreach,torch-adamw-fused" "clip_fuzzer torch_clip torch-clip"
+    "loss_scale_fuzzer torch_grad_scaler torch-gradscaler")
+  keys=()
+  if [ -n "${FUZZ_TORCH_DRIVERS:-}" ]; then
+    chosen=()
+    for t in "${targets[@]}"; do
+      case " $FUZZ_TORCH_DRIVERS " in *" ${t%% *} "*) chosen+=("$t") ;; esac
+    done
+    [ ${#chosen[@]} -gt 0 ] || { echo "run-fuzzers: FUZZ_TORCH_DRIVERS names none of ${targets[*]%% *}" >&2; exit 2; }
+    targets=("${chosen[@]}")
+  fi
+  for t in "${targets[@]}"; do
+    set -- $t
+    work=$FUZZ_BUILD/corpus-torch/$1
+    mkdir -p "$work"
+    [ -d "corpora/$1" ] && cp -n corpora/"$1"/* "$work"/ 2>/dev/null
+    opts=()
+    mapfile -t opts < <(driver_options "$1")
+    keys+=("torch-$2")
+    throttle
+    (export PRECFUZZ_KERNELS="exec:$PY examples/$2.py" PF_FUZZ_VARIANT=$3; fuzz_one "torch-$2" "$1" "" "${opts[@]}" "$work") &
+  done
+  wait
+  printf '\n%-22s %-52s %10s %8s %9s\n' driver variants runs runs/s findings
+  total=0
+  for i in "${!targets[@]}"; do
+    set -- ${targets[$i]}
+    IFS=$'\t' read -r _ _ runs eps cov found confirmed secs <"$out/${keys[$i]}.row"
+    printf '%-22s %-52s %10s %8s %9s\n' "$1" "$3" "$runs" "$eps" "$found"
+    total=$((total + found))
+    if [ -f "$out/${keys[$i]}.artifact" ]; then
+      grep -E "^precfuzz finding|^reproduce with" "$out/${keys[$i]}.log" | head -2 | sed 's/^/  /'
+    fi
+  done
+  echo "logs: $out/torch-*.log"
+  [ $total -eq 0 ] || exit 1
+  exit 0
+fi
 
 if [ "$mode" = run ]; then
   for drv in "${drivers[@]}"; do

@@ -53,6 +53,13 @@ out=$("$P" --kernels "$(ex torch_adamw)" replay tests/data/torch/adamw-fp32-subn
 [ $? -eq 0 ] && echo "$out" | grep -q "inaccurate, born in param at param\[0\]: .* 781 ulps, allowed 18.*\[as expected\]" ||
   fail "the fp32 AdamW subnormal finding: $out"
 
+# fp16 clip_grad_norm_ with max_norm 2^-13: torch rounds its coefficient max_norm / (norm +
+# 1e-6) in fp16 step by step; 3 ulps where clip/torch's bound (an fp32 coefficient) allows 2
+n=$((n + 1))
+out=$("$P" --kernels "$(ex torch_clip)" replay tests/data/torch/clip-fp16-small-max-norm.json 2>&1)
+[ $? -eq 0 ] && echo "$out" | grep -q "inaccurate, born in grads at grads\[0\]: .* 3 ulps, allowed 2.*\[as expected\]" ||
+  fail "the fp16 clip finding: $out"
+
 # the softmax driver on torch.softmax: no finding
 n=$((n + 1))
 out=$(PRECFUZZ_KERNELS="$(ex torch_softmax)" PF_FUZZ_VARIANT=torch-softmax "$F" -runs=2000 -seed=1 corpora/softmax_fuzzer 2>&1)
