@@ -4,7 +4,9 @@
 # fraction, largest ulp difference, findings per variant), fuzz each driver on the CUDA backend
 # (PF_FUZZ_BACKEND=cuda; a gcc build has no libFuzzer, so each replays its corpus and then
 # mutates blindly for PF_GPU_FUZZ_SECONDS, default 20, with the standalone main), run
-# the rest of the suite but the exhaustive tests, print a summary, and write the full log to
+# PyTorch's own CUDA kernels through the kernel protocol (examples/torch_*.py: SDPA's flash
+# attention, fused AdamW, ...), the rest of the suite but the exhaustive tests, print a summary,
+# and write the full log to
 # build-gpu/gpu-check.log. Without a usable device it stops after the build with one line
 # (exit 1); a gpu test skipped although the device answered counts as a failure.
 #
@@ -68,8 +70,30 @@ echo "== the precision report on the GPU (precision-report --backend cuda)"
 "$B/bin/precision-report" --backend cuda -o "$B/precision-report-cuda.html" --save-results "$B/results-cuda.json" &&
   "$B/bin/precision-report" -i "$B/results-cuda.json" --format md | head -60
 report_rc=${PIPESTATUS[0]}
+echo "== PyTorch's CUDA kernels (examples/torch_*.py, PRECFUZZ_DEVICE=cuda): cases, verdicts, agreement with the emulation"
+# the project's .venv where it has torch, else the machine's python3 (the lent machines have one)
+TPY=""
+for py in "${PRECFUZZ_VENV:-.venv}/bin/python" python3; do
+  if "$py" -c "import torch, numpy; assert torch.cuda.is_available()" >/dev/null 2>&1; then TPY=$py; break; fi
+done
+torch_rc=0
+if [ -z "$TPY" ]; then
+  echo "no python with torch and a CUDA device: PyTorch's kernels not checked"
+else
+  "$TPY" -c "import torch; print('torch', torch.__version__, 'CUDA', torch.version.cuda, torch.cuda.get_device_name())"
+  for row in "softmax torch-softmax torch_softmax 200" "attention torch-sdpa torch_sdpa 50" "adam torch-adamw-foreach torch_adamw 100" \
+    "adam torch-adamw-fused torch_adamw 100" "clip torch-clip torch_clip 100" "loss_scale torch-gradscaler torch_grad_scaler 50"; do
+    set -- $row
+    for t in fp32 fp16 bf16; do
+      PRECFUZZ_DEVICE=cuda "$B/bin/precfuzz" --kernels "exec:$TPY examples/$3.py" run -k $1 -v $2 -t $t --cases $4 --max-print 2 2>&1 |
+        grep -E "^FINDING|^  reproduce|cases \(seeds|^  findings"
+      [ "${PIPESTATUS[0]}" = 2 ] && torch_rc=1
+    done
+    PRECFUZZ_DEVICE=cuda "$B/bin/precfuzz" --kernels "exec:$TPY examples/$3.py" diff-variant -k $1 -v $2 --cases 20 || true
+  done
+fi
 echo "== the rest of the suite (not exhaustive, not gpu) on this machine"
 (cd "$B" && ctest -LE 'exhaustive|gpu' --output-on-failure -j "$(nproc)") | tail -20
 rest_rc=${PIPESTATUS[0]}
-echo "== summary: gpu tests $([ "$gpu_rc" = 0 ] && echo passed || echo FAILED), diff-backend $([ "$diff_rc" = 0 ] && echo passed || echo FAILED), drivers on cuda $([ "$drv_rc" = 0 ] && echo passed || echo FAILED), report $([ "$report_rc" = 0 ] && echo written || echo FAILED), other tests $([ "$rest_rc" = 0 ] && echo passed || echo FAILED); log $LOG"
-[ "$gpu_rc" = 0 ] && [ "$diff_rc" = 0 ] && [ "$drv_rc" = 0 ] && [ "$report_rc" = 0 ] && [ "$rest_rc" = 0 ]
+echo "== summary: gpu tests $([ "$gpu_rc" = 0 ] && echo passed || echo FAILED), diff-backend $([ "$diff_rc" = 0 ] && echo passed || echo FAILED), drivers on cuda $([ "$drv_rc" = 0 ] && echo passed || echo FAILED), report $([ "$report_rc" = 0 ] && echo written || echo FAILED), torch on cuda $([ "$torch_rc" = 0 ] && echo ran || echo FAILED), other tests $([ "$rest_rc" = 0 ] && echo passed || echo FAILED); log $LOG"
+[ "$gpu_rc" = 0 ] && [ "$diff_rc" = 0 ] && [ "$drv_rc" = 0 ] && [ "$report_rc" = 0 ] && [ "$torch_rc" = 0 ] && [ "$rest_rc" = 0 ]
