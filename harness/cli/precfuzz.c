@@ -699,7 +699,7 @@ static int cmd_diff_tp(int argc, char **argv) {
 /* ---- main ---------------------------------------------------------------------------- */
 
 static void print_help(void) {
-  printf("usage: precfuzz [--kernels LIB.so]... COMMAND [options]   (precfuzz COMMAND --help for each)\n\n"
+  printf("usage: precfuzz [--kernels LIB.so|exec:CMD]... COMMAND [options]   (precfuzz COMMAND --help for each)\n\n"
          "  list      the kernels, variants, dtypes, parameters, faults and contracts\n"
          "  run       run generated cases of a kernel against the MPFR oracle\n"
          "  replay    run case files again (findings, regressions)\n"
@@ -712,8 +712,11 @@ static void print_help(void) {
          "  minimize  shrink a finding (case file or raw driver input) to a small readable case\n"
          "  version   versions of precfuzz, MPFR, GMP and cJSON\n\n"
          "--kernels LIB.so (repeatable; also $PRECFUZZ_KERNELS, ':'-separated) loads a user's kernel\n"
-         "variants from a shared library defining pf_plugin_init (harness/plugin.h); they are then\n"
-         "listed, run, fuzzed and swept like the built-in ones.\n\n"
+         "variants from a shared library defining pf_plugin_init (harness/plugin.h); --kernels\n"
+         "exec:CMD starts CMD (with /bin/sh) as a kernel process that answers case after case over\n"
+         "its standard input and output (docs/kernel-protocol.md; python/precfuzz_kernel.py writes\n"
+         "one in a few lines; $PRECFUZZ_KERNEL_TIMEOUT seconds per case, default 60). Either way\n"
+         "they are then listed, run, fuzzed and swept like the built-in ones.\n\n"
          "Exit status: 0 nothing found, 1 findings, 2 bad usage or input.\n");
 }
 
