@@ -17,7 +17,7 @@
 static void help(void) {
   printf("usage: precision-report [-i results.json] [-o OUT] [--format html|md|json] [--save-results FILE]\n"
          "                        [--cases N] [--points G] [--seed N] [--jobs N] [--quick] [--backend cpu|cuda]\n"
-         "                        [--kernels LIB.so]...\n\n"
+         "                        [--kernels LIB.so|exec:CMD]...\n\n"
          "Writes the precision report of a sweep: one self-contained HTML page (inline CSS and SVG plots, no\n"
          "script, no external asset: it opens offline), a Markdown summary for CI logs, or a JSON summary.\n"
          "  -i FILE            the results of precfuzz sweep; without it the sweep runs first (with the\n"
@@ -25,7 +25,8 @@ static void help(void) {
          "  -o OUT             where to write (default precision-report.html for html, standard output\n"
          "                     for md and json; - for standard output)\n"
          "  --save-results F   also write the sweep's results (when it ran)\n"
-         "  --kernels LIB.so   a user's kernel variants (also $PRECFUZZ_KERNELS; precfuzz --help): the\n"
+         "  --kernels LIB.so   a user's kernel variants, or exec:CMD a kernel process (also\n"
+         "                     $PRECFUZZ_KERNELS; precfuzz --help): the\n"
          "                     sweep includes those of the operations it covers\n"
          "Exit status: 0 written, 2 bad usage, unreadable or malformed results, or a failure to write.\n");
 }
