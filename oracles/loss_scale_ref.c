@@ -64,7 +64,10 @@ static int ref_pytorch(pf_ref_scaler *r, int found_inf) {
     return 1;
   }
   if (++r->growth_tracker == r->scale_window) {
-    r->cur_scale = (double)(float)(r->cur_scale * 2);
+    /* _amp_update_scale_ (ATen, AmpKernels.cu and its CPU twin): "Do not grow the scale past
+     * fp32 bounds to inf": a doubling that would overflow float leaves the scale as it is */
+    const float grown = (float)(r->cur_scale * 2);
+    if (isfinite(grown)) r->cur_scale = grown;
     r->growth_tracker = 0;
   }
   return 0;

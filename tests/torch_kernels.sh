@@ -37,12 +37,16 @@ out=$("$P" --kernels "$(ex torch_sdpa)" run -k attention -v torch-sdpa -t fp16 -
 # agree VARIANT EXAMPLE KERNEL DTYPE PERCENT: the share of outputs bitwise equal to the emulation
 agree() {
   n=$((n + 1))
-  local out
-  out=$("$P" --kernels "$(ex $2)" diff-variant -k $3 -v $1 -t $4 --cases 20 2>&1)
-  echo "$out" | grep -q "^$3 *$1 .* $4/fp32 .* $5% " || fail "diff-variant $1 $4 (expected $5% bitwise): $out"
+  local out v=$1 e=$2 k=$3 t=$4 pct=$5
+  shift 5
+  out=$("$P" --kernels "$(ex $e)" diff-variant -k $k -v $v -t $t --cases 20 "$@" 2>&1)
+  echo "$out" | grep -q "^$k *$v .* $t/fp32 .* $pct% " || fail "diff-variant $v $t $* (expected $pct% bitwise): $out"
 }
 agree torch-gradscaler torch_grad_scaler loss_scale fp16 100.00
 agree torch-gradscaler torch_grad_scaler loss_scale bf16 100.00
+# at the fp32 ceiling: _amp_update_scale_ keeps 2^127 rather than growing to inf
+agree torch-gradscaler torch_grad_scaler loss_scale fp32 100.00 --param scale0=0x1p64 --param window=1 --shape 70x2 \
+  --input g:value=0
 agree torch-adamw torch_adamw adam fp16 100.00
 agree torch-adamw torch_adamw adam bf16 100.00
 

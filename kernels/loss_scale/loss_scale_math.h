@@ -77,7 +77,9 @@ PF_HD int pf_ls_update(int variant, pf_ls_state *s, int overflow) {
       s->scale = pf_round(PF_FP32, s->scale * 0.5);
       s->growth_tracker = 0;
     } else if (++s->growth_tracker == s->window) {
-      s->scale = pf_round(PF_FP32, s->scale * 2);
+      /* _amp_update_scale_ never grows the scale to inf: at 2^127 it stays */
+      const double grown = pf_round(PF_FP32, s->scale * 2);
+      if (grown - grown == 0) s->scale = grown;
       s->growth_tracker = 0;
     }
     break;
