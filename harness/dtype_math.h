@@ -9,6 +9,7 @@
 #ifndef PF_DTYPE_MATH_H
 #define PF_DTYPE_MATH_H
 
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -160,6 +161,16 @@ PF_HD double pf_mul(pf_dtype t, double a, double b, unsigned *fe) {
 }
 PF_HD double pf_div(pf_dtype t, double a, double b, unsigned *fe) {
   return pf_round_fe(t, pf_nan_check(a / b, a, b, fe), fe);
+}
+/* fl32(a b + c) rounded once: a fused multiply-add in fp32, as vectorized CPU code (and CUDA)
+ * computes it; a, b, c are fp32 values. fmaf is correctly rounded (C99, CUDA). */
+PF_HD double pf_fma32(double a, double b, double c, unsigned *fe) {
+  const double r = (double)fmaf((float)a, (float)b, (float)c);
+  const double approx = a * b + c; /* only to tell the events */
+  if (r != r && approx == approx && a == a && b == b && c == c) *fe |= PF_FE_INVALID;
+  if (r - r != 0 && approx - approx == 0) *fe |= PF_FE_OVERFLOW;
+  else if (r == 0 && approx != 0) *fe |= PF_FE_UNDERFLOW;
+  return r;
 }
 
 #endif

@@ -5,7 +5,8 @@
  * _multi_tensor_adam), T the case's dtype (the parameter's):
  *   fused             FusedAdam (apex, DeepSpeed): fp32 math, fp32 master p and state,
  *                     the parameter written back as fl_T(master); mode adamw or l2
- *   torch             PyTorch AdamW (foreach): decay first, lerp, sqrt(v)/sqrt(bc2) + eps;
+ *   torch             PyTorch AdamW, single-tensor path (foreach=False, the CPU default): decay,
+ *                     lerp and addcmul as fmas, sqrt(v)/sqrt(bc2) + eps, p + fl(-ss m)/d;
  *                     no master copy, gradient and state in T, each tensor op stored in T
  *   no-master         FusedAdam math, fp32 state, the parameter kept in T only
  *   state-lowp        FusedAdam with fp32 master but m and v stored in T
@@ -208,7 +209,9 @@ static void pf_adam_elem_bound(const pf_case *c, const pf_adam_hyper *h, double 
     d = pf_eb_store(T, pf_eb_add(F, d, pf_eb_const(F, eps)));
     const double ssx = lr / bc1x;
     const pf_eb ss = (pf_eb){ssx, fabs(pf_round(F, h->t_step_size) - ssx) + ssx * 0x1p-48};
-    const pf_eb pn = pf_eb_sub(F, p1, pf_eb_mul(F, ss, pf_eb_div(F, ms, d)));
+    /* addcdiv_: p + fl(fl(-ss m) / d): the product is rounded first, so a subnormal m times
+     * a small step size loses its digits there (the bound's absolute term says how many) */
+    const pf_eb pn = pf_eb_sub(F, p1, pf_eb_div(F, pf_eb_mul(F, ss, ms), d));
     *bp = pf_eb_bound(pn);
     if (vals) {
       vals[0] = mn.v;
@@ -311,7 +314,7 @@ static const pf_kernel pf_adam_kernels_tab[] = {
     PF_ADAM_KERNEL("fused", PF_ADAM_FUSED, "FusedAdam: fp32 math, fp32 master and state, parameter written back to T",
                    "each output within the running error bound of its fp32 operation sequence (errbound.h): "
                    "every op adds u|z| + s/2 and propagates its operands' bounds; domain: finite bound, g^2 in range"),
-    PF_ADAM_KERNEL("torch", PF_ADAM_TORCH, "PyTorch AdamW (foreach): decay first, lerp; state and gradient in T, no master",
+    PF_ADAM_KERNEL("torch", PF_ADAM_TORCH, "PyTorch AdamW (single-tensor, the CPU default): decay, lerp; state and gradient in T, no master",
                    "as fused, over PyTorch's order with every tensor op stored in T"),
     PF_ADAM_KERNEL("no-master", PF_ADAM_NO_MASTER, "FusedAdam math, the parameter kept in T (no fp32 master)", "as fused"),
     PF_ADAM_KERNEL("state-lowp", PF_ADAM_STATE_LOWP, "FusedAdam with m and v stored in T", "as fused"),

@@ -54,20 +54,24 @@ PF_HD void pf_adam_step(int variant, int mode, pf_dtype pt, pf_dtype st, const p
                         double g, double *m, double *v, unsigned *fe) {
   const pf_dtype F = PF_FP32;
   if (variant == PF_ADAM_TORCH) {
-    /* p.mul_(1 - lr*wd); m.lerp_(g, 1-beta1); v.mul_(beta2).addcmul_(g, g, 1-beta2);
-     * denom = (v.sqrt() / sqrt(bc2)).add_(eps); p.addcdiv_(m, denom, -lr/bc1) */
+    /* torch/optim/adam.py _single_tensor_adam (torch 2.15), on ATen's CPU kernels: each op in
+     * opmath fp32 (scalars rounded to fp32), its result stored in T, measured bit for bit:
+     *   p.mul_(1 - lr*wd)
+     *   m.lerp_(g, w = 1-beta1)   lerp_vec (Lerp.h): fma(w, g - m, m), for w >= 0.5 fma(w - 1, g - m, g)
+     *   v.mul_(beta2).addcmul_(g, g, value=1-beta2)   fma(fl(c g), g, fl(beta2 v))
+     *   denom = (v.sqrt() / sqrt(bc2)).add_(eps)
+     *   p.addcdiv_(m, denom, value=-lr/bc1)   p + fl(fl(value m) / denom) */
     const double wdec = pf_round_fe(F, h->t_decay, fe);
     *p = pf_round_fe(pt, pf_mul(F, *p, wdec, fe), fe);
-    const double w = pf_round_fe(F, h->t_omb1, fe);
-    /* lerp with weight < 0.5: self + weight * (end - self), in opmath */
-    *m = pf_round_fe(st, pf_add(F, *m, pf_mul(F, w, pf_sub(F, g, *m, fe), fe), fe), fe);
+    const double w = pf_round_fe(F, h->t_omb1, fe), diff = pf_sub(F, g, *m, fe);
+    *m = pf_round_fe(st, w < 0.5 ? pf_fma32(w, diff, *m, fe) : pf_fma32(pf_sub(F, w, 1, fe), diff, g, fe), fe);
     *v = pf_round_fe(st, pf_mul(F, *v, pf_round_fe(F, h->t_beta2, fe), fe), fe);
-    *v = pf_round_fe(st, pf_add(F, *v, pf_mul(F, pf_round_fe(F, h->t_omb2, fe), pf_mul(F, g, g, fe), fe), fe), fe);
+    *v = pf_round_fe(st, pf_fma32(pf_mul(F, pf_round_fe(F, h->t_omb2, fe), g, fe), g, *v, fe), fe);
     double d = pf_round_fe(st, sqrt(*v), fe);
     d = pf_round_fe(st, pf_div(F, d, pf_round_fe(F, h->t_bc2_sqrt, fe), fe), fe);
     d = pf_round_fe(st, pf_add(F, d, pf_round_fe(F, h->t_eps, fe), fe), fe);
-    const double ss = pf_round_fe(F, h->t_step_size, fe);
-    *p = pf_round_fe(pt, pf_sub(F, *p, pf_mul(F, ss, pf_div(F, *m, d, fe), fe), fe), fe);
+    const double value = -pf_round_fe(F, h->t_step_size, fe);
+    *p = pf_round_fe(pt, pf_add(F, *p, pf_div(F, pf_mul(F, value, *m, fe), d, fe), fe), fe);
     return;
   }
   /* FusedAdam (apex / DeepSpeed multi_tensor_adam): all math in fp32 */
