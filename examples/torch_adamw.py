@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """PyTorch's AdamW under precfuzz: one torch.optim.AdamW step on a parameter held in the case's
-dtype, its gradient and state in the same dtype (no fp32 master), judged by the contract of
-precfuzz's adam/torch. Three of PyTorch's implementations, as three variants:
+dtype, its gradient and state in the same dtype (no fp32 master). Three of PyTorch's
+implementations, as three variants, each judged by the contract of precfuzz's emulation of it:
 
-  torch-adamw           foreach=False: the single-tensor loop (the CPU default)
-  torch-adamw-foreach   foreach=True: the _foreach_* ops (the CUDA default)
-  torch-adamw-fused     fused=True: one fused kernel (CPU and CUDA)
+  torch-adamw           foreach=False: the single-tensor loop (the CPU default); adam/torch
+  torch-adamw-foreach   foreach=True: the _foreach_* ops (the CUDA default); adam/torch-foreach
+  torch-adamw-fused     fused=True: one fused kernel (CPU and CUDA); adam/torch (no emulation
+                        of its own yet)
 
   precfuzz --kernels exec:"python3 examples/torch_adamw.py" run -k adam -v torch-adamw -t bf16 --cases 200
 
@@ -39,20 +40,21 @@ def adamw_step(case, p, g, m, v, **impl):
     return {"m": s["exp_avg"], "v": s["exp_avg_sq"], "param": param.detach()}
 
 
-COMMON = dict(like="torch", accums=["fp32"], params={"mode": ["adamw"]})
+COMMON = dict(accums=["fp32"], params={"mode": ["adamw"]})
 
 
-@kernel("adam", variant="torch-adamw", summary=f"torch.optim.AdamW(foreach=False), {ABOUT}", **COMMON)
+@kernel("adam", variant="torch-adamw", like="torch", summary=f"torch.optim.AdamW(foreach=False), {ABOUT}", **COMMON)
 def adamw(case, p, g, m, v):
     return adamw_step(case, p, g, m, v, foreach=False)
 
 
-@kernel("adam", variant="torch-adamw-foreach", summary=f"torch.optim.AdamW(foreach=True), {ABOUT}", **COMMON)
+@kernel("adam", variant="torch-adamw-foreach", like="torch-foreach", summary=f"torch.optim.AdamW(foreach=True), {ABOUT}",
+        **COMMON)
 def adamw_foreach(case, p, g, m, v):
     return adamw_step(case, p, g, m, v, foreach=True)
 
 
-@kernel("adam", variant="torch-adamw-fused", summary=f"torch.optim.AdamW(fused=True), {ABOUT}", **COMMON)
+@kernel("adam", variant="torch-adamw-fused", like="torch", summary=f"torch.optim.AdamW(fused=True), {ABOUT}", **COMMON)
 def adamw_fused(case, p, g, m, v):
     return adamw_step(case, p, g, m, v, fused=True)
 

@@ -66,7 +66,7 @@ pf_status pf_adam_step_mpfr(const pf_case *c, const pf_tensor *in, const pf_orac
   const int algo = pf_case_algo(c);
   const int eps_inside = algo == PF_ADAM_EPS_INSIDE;
   const int nobc = algo == PF_ADAM_NO_BIAS_CORRECTION;
-  const int torch = algo == PF_ADAM_TORCH;
+  const int torch = pf_adam_is_torch(algo);
   const pf_dtype st = torch || algo == PF_ADAM_STATE_LOWP ? c->dtype : PF_FP32;
   const pf_dtype pt = master ? PF_FP32 : c->dtype;
   const double lr = pf_case_param(c, "lr"), b1 = pf_case_param(c, "beta1"), b2 = pf_case_param(c, "beta2"),

@@ -12,7 +12,7 @@ PY=$(scripts/python-env.sh --torch) || exit 2
 echo "| PyTorch op (variant, contract) | dtype | cases | findings | max ulps | bitwise = emulation |"
 echo "|---|---|---|---|---|---|"
 for row in "softmax torch-softmax torch_softmax safe 200" "attention torch-sdpa torch_sdpa flash 50" \
-  "adam torch-adamw torch_adamw torch 100" "adam torch-adamw-foreach torch_adamw torch 100" \
+  "adam torch-adamw torch_adamw torch 100" "adam torch-adamw-foreach torch_adamw torch-foreach 100" \
   "adam torch-adamw-fused torch_adamw torch 100" "clip torch-clip torch_clip torch 100" \
   "loss_scale torch-gradscaler torch_grad_scaler pytorch 50"; do
   set -- $row

@@ -59,12 +59,15 @@ out=$("$P" --kernels "$(ex torch_adamw)" replay tests/data/torch/adamw-fp32-subn
 agree torch-adamw torch_adamw adam fp32 100.00 --input p:value=0x1.0802p-125 --input g:value=0x1.60585p-125 --input m:value=0 \
   --input v:value=0 --param step=514 --param beta2=0x1.ff7ced916872bp-1 --param eps=0x1.5798ee2308c3ap-27
 
-# fp16 clip_grad_norm_ with max_norm 2^-13: torch rounds its coefficient max_norm / (norm +
-# 1e-6) in fp16 step by step; 3 ulps where clip/torch's bound (an fp32 coefficient) allows 2
+# fp16 clip_grad_norm_ with max_norm 2^-13: torch rounds its coefficient (norm + 1e-6)
+# .reciprocal() * max_norm in fp16 step by step, as clip/torch now does: within the contract
 n=$((n + 1))
 out=$("$P" --kernels "$(ex torch_clip)" replay tests/data/torch/clip-fp16-small-max-norm.json 2>&1)
-[ $? -eq 0 ] && echo "$out" | grep -q "inaccurate, born in grads at grads\[0\]: .* 3 ulps, allowed 2.*\[as expected\]" ||
-  fail "the fp16 clip finding: $out"
+[ $? -eq 0 ] && echo "$out" | grep -q "clip/torch-clip fp16/fp32: ok \[as expected\]" || fail "the fp16 clip case: $out"
+agree torch-clip torch_clip clip fp16 100.00
+agree torch-clip torch_clip clip bf16 100.00
+agree torch-clip torch_clip clip fp16 100.00 --param max_norm=0x1p-13 --scale 16
+agree torch-adamw-foreach torch_adamw adam fp16 100.00 --param wd=0.1
 
 # the softmax driver on torch.softmax: no finding
 n=$((n + 1))

@@ -29,7 +29,7 @@ int pf_decode_adam_fuzzer(const uint8_t *data, size_t size, pf_case *out) {
   const pf_kernel *k = pf_fuzz_begin("adam", &b, &c);
   c.dtype = (pf_dtype)(pf_bytes_u8(&b) % PF_NDTYPES);
   const uint8_t mode = pf_bytes_u8(&b);
-  if (k->algo != PF_ADAM_TORCH) pf_case_set_param(&c, "mode", mode & 1);
+  if (!pf_adam_is_torch(k->algo)) pf_case_set_param(&c, "mode", mode & 1);
   c.shape[0] = 1 + pf_bytes_u8(&b) % 32;
   const unsigned step = 1u + ((unsigned)pf_bytes_u8(&b) << 8 | pf_bytes_u8(&b));
   pf_case_set_param(&c, "step", step);

@@ -44,16 +44,16 @@ static const pf_param_desc pf_adam_params[] = {
 };
 
 static int pf_adam_variant(const pf_case *c) { return pf_case_algo(c); }
-static int pf_adam_has_master(int var) { return var != PF_ADAM_TORCH && var != PF_ADAM_NO_MASTER; }
+static int pf_adam_has_master(int var) { return !pf_adam_is_torch(var) && var != PF_ADAM_NO_MASTER; }
 static pf_dtype pf_adam_pdt(const pf_case *c) { return pf_adam_has_master(pf_adam_variant(c)) ? PF_FP32 : c->dtype; }
 static pf_dtype pf_adam_sdt(const pf_case *c) {
   const int var = pf_adam_variant(c);
-  return var == PF_ADAM_TORCH || var == PF_ADAM_STATE_LOWP ? c->dtype : PF_FP32;
+  return pf_adam_is_torch(var) || var == PF_ADAM_STATE_LOWP ? c->dtype : PF_FP32;
 }
 
 static pf_dtype pf_adam_input_dtype(const pf_case *c, int i) {
   if (i == 0) return pf_adam_pdt(c);
-  if (i == 1) return pf_adam_variant(c) == PF_ADAM_TORCH ? c->dtype : PF_FP32;
+  if (i == 1) return pf_adam_is_torch(pf_adam_variant(c)) ? c->dtype : PF_FP32;
   return pf_adam_sdt(c);
 }
 static size_t pf_adam_input_count(const pf_case *c, int i) { return c->shape[0]; }
@@ -64,7 +64,7 @@ static int pf_adam_stages(const pf_case *c, pf_stage *st) {
   const size_t n = c->shape[0];
   const int var = pf_adam_variant(c);
   /* the state in the parameters' dtype for torch and state-lowp, else fp32 */
-  const int sh = PF_HELD(var == PF_ADAM_TORCH || var == PF_ADAM_STATE_LOWP ? c->dtype : PF_FP32);
+  const int sh = PF_HELD(pf_adam_is_torch(var) || var == PF_ADAM_STATE_LOWP ? c->dtype : PF_FP32);
   st[0] = (pf_stage){"m", 0, n, 0, sh, 1, {0}};
   st[1] = (pf_stage){"v", n, n, 0, sh, 1, {0}};
   st[2] = (pf_stage){pf_adam_has_master(var) ? "master" : "param", 2 * n, n, 0, PF_HELD(pf_adam_pdt(c)), 1, {0}};
@@ -122,7 +122,7 @@ const pf_op pf_adam_op = {
 };
 
 static pf_status pf_adam_check(const pf_case *c) {
-  if (pf_adam_variant(c) == PF_ADAM_TORCH && c->params[P_MODE] != PF_ADAM_MODE_ADAMW)
+  if (pf_adam_is_torch(pf_adam_variant(c)) && c->params[P_MODE] != PF_ADAM_MODE_ADAMW)
     return pf_error(PF_ERR_ARG, "torch (AdamW) has no l2 mode");
   return PF_OK;
 }
@@ -191,13 +191,15 @@ static void pf_adam_elem_bound(const pf_case *c, const pf_adam_hyper *h, double 
   /* exact bias corrections; the kernel's differ by the rounding of the host computation */
   const double bc1x = nobc ? 1 : -expm1(t * log(b1)), bc2x = nobc ? 1 : -expm1(t * log(b2)); /* 1 - b^t */
   const pf_eb p = pf_eb_exact(p0), g = pf_eb_exact(g0), m = pf_eb_exact(m0), v = pf_eb_exact(v0);
-  if (var == PF_ADAM_TORCH) {
+  if (pf_adam_is_torch(var)) {
     const pf_dtype T = c->dtype;
-    const pf_eb wdec = (pf_eb){1 - lr * wd, fabs(pf_round(F, h->t_decay) - (1 - lr * wd)) + 0x1p-52};
+    /* the foreach path's _foreach_mul_ scalars are rounded to T, the others to fp32 */
+    const pf_dtype S = var == PF_ADAM_TORCH_FOREACH ? T : F;
+    const pf_eb wdec = (pf_eb){1 - lr * wd, fabs(pf_round(S, h->t_decay) - (1 - lr * wd)) + 0x1p-52};
     const pf_eb p1 = pf_eb_store(T, pf_eb_mul(F, p, wdec));
     const pf_eb w = (pf_eb){1 - b1, fabs(pf_round(F, h->t_omb1) - (1 - b1)) + 0x1p-53};
     const pf_eb mn = pf_eb_add(F, m, pf_eb_mul(F, w, pf_eb_sub(F, g, m)));
-    const pf_eb vb = pf_eb_store(T, pf_eb_mul(F, v, pf_eb_const(F, b2)));
+    const pf_eb vb = pf_eb_store(T, pf_eb_mul(F, v, (pf_eb){b2, fabs(pf_round(S, h->t_beta2) - b2) + 0x1p-53}));
     const pf_eb omb2 = (pf_eb){1 - b2, fabs(pf_round(F, h->t_omb2) - (1 - b2)) + 0x1p-53};
     const pf_eb vn = pf_eb_add(F, vb, pf_eb_mul(F, omb2, pf_eb_mul(F, g, g)));
     *bm = pf_eb_bound(mn);
@@ -316,6 +318,9 @@ static const pf_kernel pf_adam_kernels_tab[] = {
                    "every op adds u|z| + s/2 and propagates its operands' bounds; domain: finite bound, g^2 in range"),
     PF_ADAM_KERNEL("torch", PF_ADAM_TORCH, "PyTorch AdamW (single-tensor, the CPU default): decay, lerp; state and gradient in T, no master",
                    "as fused, over PyTorch's order with every tensor op stored in T"),
+    PF_ADAM_KERNEL("torch-foreach", PF_ADAM_TORCH_FOREACH,
+                   "PyTorch AdamW (foreach, the CUDA default): as torch, but _foreach_mul_ rounds its scalars to T",
+                   "as torch"),
     PF_ADAM_KERNEL("no-master", PF_ADAM_NO_MASTER, "FusedAdam math, the parameter kept in T (no fp32 master)", "as fused"),
     PF_ADAM_KERNEL("state-lowp", PF_ADAM_STATE_LOWP, "FusedAdam with m and v stored in T", "as fused"),
     PF_ADAM_KERNEL("eps-inside", PF_ADAM_EPS_INSIDE, "FusedAdam with denom = sqrt(v/bc2 + eps)", "as fused"),
@@ -323,4 +328,4 @@ static const pf_kernel pf_adam_kernels_tab[] = {
 };
 const pf_kernel *const pf_adam_kernels[] = {&pf_adam_kernels_tab[0], &pf_adam_kernels_tab[1], &pf_adam_kernels_tab[2],
                                             &pf_adam_kernels_tab[3], &pf_adam_kernels_tab[4], &pf_adam_kernels_tab[5],
-                                            NULL};
+                                            &pf_adam_kernels_tab[6], NULL};

@@ -12,7 +12,9 @@
 #include "harness/dtype_math.h"
 
 enum { PF_ADAM_FUSED = 0, PF_ADAM_TORCH = 1, PF_ADAM_NO_MASTER = 2, PF_ADAM_STATE_LOWP = 3,
-       PF_ADAM_EPS_INSIDE = 4, PF_ADAM_NO_BIAS_CORRECTION = 5 };
+       PF_ADAM_EPS_INSIDE = 4, PF_ADAM_NO_BIAS_CORRECTION = 5, PF_ADAM_TORCH_FOREACH = 6 };
+/* PyTorch's AdamW: the single-tensor path or the foreach one (state and gradient in T, no master) */
+#define pf_adam_is_torch(variant) ((variant) == PF_ADAM_TORCH || (variant) == PF_ADAM_TORCH_FOREACH)
 enum { PF_ADAM_MODE_ADAMW = 0, PF_ADAM_MODE_L2 = 1 };
 
 typedef struct {
@@ -53,19 +55,22 @@ PF_HD pf_adam_hyper pf_adam_hyper_make(double lr, double b1, double b2, double e
 PF_HD void pf_adam_step(int variant, int mode, pf_dtype pt, pf_dtype st, const pf_adam_hyper *h, double *p,
                         double g, double *m, double *v, unsigned *fe) {
   const pf_dtype F = PF_FP32;
-  if (variant == PF_ADAM_TORCH) {
+  if (pf_adam_is_torch(variant)) {
     /* torch/optim/adam.py _single_tensor_adam (torch 2.15), on ATen's CPU kernels: each op in
      * opmath fp32 (scalars rounded to fp32), its result stored in T, measured bit for bit:
      *   p.mul_(1 - lr*wd)
      *   m.lerp_(g, w = 1-beta1)   lerp_vec (Lerp.h): fma(w, g - m, m), for w >= 0.5 fma(w - 1, g - m, g)
      *   v.mul_(beta2).addcmul_(g, g, value=1-beta2)   fma(fl(c g), g, fl(beta2 v))
      *   denom = (v.sqrt() / sqrt(bc2)).add_(eps)
-     *   p.addcdiv_(m, denom, value=-lr/bc1)   p + fl(fl(value m) / denom) */
-    const double wdec = pf_round_fe(F, h->t_decay, fe);
+     *   p.addcdiv_(m, denom, value=-lr/bc1)   p + fl(fl(value m) / denom)
+     * The foreach path (_multi_tensor_adam) is the same but for _foreach_mul_, which on the CPU
+     * rounds its scalar to the tensor's dtype: 1 - lr*wd to pt, beta2 to st. */
+    const int foreach = variant == PF_ADAM_TORCH_FOREACH;
+    const double wdec = pf_round_fe(foreach ? pt : F, h->t_decay, fe);
     *p = pf_round_fe(pt, pf_mul(F, *p, wdec, fe), fe);
     const double w = pf_round_fe(F, h->t_omb1, fe), diff = pf_sub(F, g, *m, fe);
     *m = pf_round_fe(st, w < 0.5 ? pf_fma32(w, diff, *m, fe) : pf_fma32(pf_sub(F, w, 1, fe), diff, g, fe), fe);
-    *v = pf_round_fe(st, pf_mul(F, *v, pf_round_fe(F, h->t_beta2, fe), fe), fe);
+    *v = pf_round_fe(st, pf_mul(F, *v, pf_round_fe(foreach ? st : F, h->t_beta2, fe), fe), fe);
     *v = pf_round_fe(st, pf_fma32(pf_mul(F, pf_round_fe(F, h->t_omb2, fe), g, fe), g, *v, fe), fe);
     double d = pf_round_fe(st, sqrt(*v), fe);
     d = pf_round_fe(st, pf_div(F, d, pf_round_fe(F, h->t_bc2_sqrt, fe), fe), fe);

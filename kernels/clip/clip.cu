@@ -20,7 +20,7 @@ __global__ void pf_clip_norm_kernel(pf_clip_launch L, const double *part, double
   unsigned fe = 0;
   const double norm = pf_clip_norm_of(L.variant, L.dtype, part, L.tensors, &fe);
   norm_coef[0] = norm;
-  norm_coef[1] = pf_clip_coef(L.max_norm, norm, &fe);
+  norm_coef[1] = pf_clip_coef(L.variant, L.dtype, L.max_norm, norm, &fe);
   if (fe) atomicOr(fe_out, fe);
 }
 
@@ -30,7 +30,7 @@ __global__ void pf_clip_apply_kernel(pf_clip_launch L, const double *g, const do
   if (x == 0) out[0] = norm_coef[0];
   if (x >= L.tensors * L.n) return;
   unsigned fe = 0;
-  out[1 + x] = pf_clip_apply(L.dtype, g[x], norm_coef[1], &fe);
+  out[1 + x] = pf_clip_apply(L.variant, L.dtype, g[x], norm_coef[1], &fe);
   if (fe) atomicOr(fe_out, fe);
 }
 

@@ -8,7 +8,8 @@
  *             those norms in fp32, stored in T ("norm of norms")
  *   inf       norm = max |g|
  * Then coef = fl32(max_norm / fl32(norm + 1e-6)); if coef < 1 every gradient becomes
- * fl_T(fl32(g coef)). Outputs: the norm (fp32 for megatron and inf, T for torch), then the k n
+ * fl_T(fl32(g coef)); torch: coef = (norm + 1e-6).reciprocal() * max_norm with each op stored
+ * in T, clamped to 1, and every gradient multiplied by it (pf_clip_coef, clip_math.h). Outputs: the norm (fp32 for megatron and inf, T for torch), then the k n
  * clipped gradients. */
 #include <math.h>
 #include <stdio.h>
@@ -74,9 +75,9 @@ pf_status pf_clip_cpu(const pf_case *c, const pf_tensor *in, double *out, unsign
     part[t] = pf_clip_tensor_part(L.variant, L.dtype, L.accum, in[0].data + t * L.n, L.n, fe);
   const double norm = pf_clip_norm_of(L.variant, L.dtype, part, L.tensors, fe);
   free(part);
-  const double coef = pf_clip_coef(L.max_norm, norm, fe);
+  const double coef = pf_clip_coef(L.variant, L.dtype, L.max_norm, norm, fe);
   out[0] = norm;
-  for (size_t x = 0; x < L.tensors * L.n; x++) out[1 + x] = pf_clip_apply(L.dtype, in[0].data[x], coef, fe);
+  for (size_t x = 0; x < L.tensors * L.n; x++) out[1 + x] = pf_clip_apply(L.variant, L.dtype, in[0].data[x], coef, fe);
   return PF_OK;
 }
 
@@ -121,7 +122,14 @@ static void pf_clip_eb(const pf_case *c, const pf_tensor *in, pf_eb *norm_out, p
   }
   *norm_out = norm;
   const pf_eb stored = pf_eb_store(pf_clip_norm_dtype(c), norm);
-  const pf_eb coef = pf_eb_div(F, pf_eb_const(F, c->params[0]), pf_eb_add(F, stored, pf_eb_const(F, 1e-6)));
+  pf_eb coef;
+  if (var == PF_CLIP_TORCH) { /* fl_T(norm + 1e-6), its reciprocal and times max_norm, each stored in T */
+    const pf_eb d = pf_eb_store(T, pf_eb_add(F, stored, pf_eb_const(F, 1e-6)));
+    const pf_eb r = pf_eb_store(T, pf_eb_div(F, pf_eb_exact(1), d));
+    coef = pf_eb_store(T, pf_eb_mul(F, r, pf_eb_const(F, c->params[0])));
+  } else {
+    coef = pf_eb_div(F, pf_eb_const(F, c->params[0]), pf_eb_add(F, stored, pf_eb_const(F, 1e-6)));
+  }
   *factor = (pf_eb){fmin(1.0, coef.v), coef.e};
 }
 

@@ -44,14 +44,23 @@ PF_HD double pf_clip_norm_of(int var, pf_dtype T, const double *part, size_t k, 
   return var == PF_CLIP_TORCH ? pf_round_fe(T, norm, fe) : norm;
 }
 
-/* coef = fl32(max_norm / fl32(norm + 1e-6)); clipping applies when coef < 1. */
-PF_HD double pf_clip_coef(double max_norm, double norm, unsigned *fe) {
+/* megatron and inf: coef = fl32(max_norm / fl32(norm + 1e-6)); clipping applies when coef < 1.
+ * torch (torch/nn/utils/clip_grad.py, 2.15): max_norm / (total_norm + 1e-6) on the norm held
+ * in T: fl_T(norm + 1e-6), then Tensor.__rtruediv__ = reciprocal() * max_norm, each op in fp32
+ * stored in T; clamp(max=1), where a NaN stays NaN. */
+PF_HD double pf_clip_coef(int var, pf_dtype T, double max_norm, double norm, unsigned *fe) {
   const pf_dtype F = PF_FP32;
-  return pf_div(F, pf_round(F, max_norm), pf_add(F, norm, pf_round(F, 1e-6), fe), fe);
+  if (var != PF_CLIP_TORCH) return pf_div(F, pf_round(F, max_norm), pf_add(F, norm, pf_round(F, 1e-6), fe), fe);
+  const double d = pf_round_fe(T, pf_add(F, norm, pf_round(F, 1e-6), fe), fe);
+  const double r = pf_round_fe(T, pf_div(F, 1.0, d, fe), fe);
+  const double coef = pf_round_fe(T, pf_mul(F, r, pf_round(F, max_norm), fe), fe);
+  return coef > 1 ? 1.0 : coef;
 }
 
-/* A clipped gradient: fl_T(fl32(g coef)) when coef < 1, else g itself. */
-PF_HD double pf_clip_apply(pf_dtype T, double g, double coef, unsigned *fe) {
+/* A clipped gradient: fl_T(fl32(g coef)) when coef < 1, else g itself; torch multiplies every
+ * gradient by the clamped coefficient (_foreach_mul_), so a NaN norm makes every one NaN. */
+PF_HD double pf_clip_apply(int var, pf_dtype T, double g, double coef, unsigned *fe) {
+  if (var == PF_CLIP_TORCH) return pf_round_fe(T, pf_mul(PF_FP32, g, coef, fe), fe);
   return coef < 1 ? pf_round_fe(T, pf_mul(PF_FP32, g, coef, fe), fe) : g;
 }
 
