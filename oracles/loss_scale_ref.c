@@ -45,14 +45,15 @@ static int ref_megatron(pf_ref_scaler *r, int found_inf) {
   if (found_inf) {
     r->growth_tracker = 0;
     r->cur_hysteresis--;
-    if (r->cur_hysteresis <= 0) r->cur_scale = fmax(r->cur_scale * 0.5, r->min_scale);
+    /* DynamicGradScaler keeps its scale in an fp32 tensor: torch.max(scale * backoff, min) */
+    if (r->cur_hysteresis <= 0) r->cur_scale = fmax((float)(r->cur_scale * 0.5), r->min_scale);
     return 1;
   }
   r->growth_tracker++;
   if (r->growth_tracker == r->scale_window) {
     r->growth_tracker = 0;
     r->cur_hysteresis = r->delayed_shift;
-    r->cur_scale *= 2;
+    r->cur_scale = (float)(r->cur_scale * 2); /* past 2^127 the fp32 tensor is inf, and stays inf */
   }
   return 0;
 }
@@ -105,7 +106,7 @@ pf_status pf_loss_scale_ref(const pf_case *c, const pf_tensor *in, const pf_orac
     int overflow = 0;
     for (size_t i = 0; i < n; i++) {
       const double g = in[0].data[t * n + i];
-      overflow |= !isfinite(g) || fabs(S * g) >= thr;
+      overflow |= !isfinite(g) || !(fabs(S * g) < thr); /* an inf scale times 0 is NaN: an overflow */
     }
     const int status = ds ? ref_deepspeed(&r, overflow) : mg ? ref_megatron(&r, overflow) : pt ? ref_pytorch(&r, overflow) : overflow;
     for (size_t i = 0; i < n; i++) {

@@ -184,9 +184,52 @@ static void test_loss_scale_variant_behaviour_comes_from_data(void **state) {
   }
 }
 
+/* At the fp32 ceiling, derived by hand: scale 2^64, growth every clean step (window 1), zero
+ * gradients (h = 0: no overflow while the scale is finite). After step t the scale is
+ * 2^(64+t), 2^127 after step 63. PyTorch's _amp_update_scale_ will not double 2^127 to inf:
+ * the scale stays 2^127 and every step applies. Megatron's scale is an fp32 tensor: step 64
+ * makes it inf; step 65's h = inf * 0 = NaN skips the step and backoff keeps inf * 0.5 = inf:
+ * every later step is skipped. The emulation and the reference agree on both. */
+static void test_loss_scale_fp32_ceiling(void **state) {
+  const char *names[] = {"pytorch", "megatron"};
+  for (int v = 0; v < 2; v++) {
+    pf_case c;
+    assert_int_equal(pf_case_init(&c, "loss_scale", names[v], 1), PF_OK);
+    c.dtype = PF_FP32;
+    c.shape[0] = 70;
+    c.shape[1] = 1;
+    assert_int_equal(pf_case_set_param(&c, "scale0", 0x1p64), PF_OK);
+    assert_int_equal(pf_case_set_param(&c, "window", 1), PF_OK);
+    assert_int_equal(pf_case_set_param(&c, "hysteresis", 1), PF_OK);
+    pf_gen_free(&c.inputs[0]);
+    c.inputs[0].dist = PF_DIST_VALUES;
+    c.inputs[0].nvalues = 70;
+    c.inputs[0].values = calloc(70, sizeof(double));
+    pf_oracle_opts o;
+    pf_oracle_opts_default(&o);
+    pf_run r;
+    if (pf_run_case(&c, &o, &r)) fail_msg("run failed: %s", pf_error_message());
+    const size_t T = 70, st = T, sc = 2 * T; /* n = 1: status at T, scale at 2T */
+    assert_true(r.out[sc + 62] == 0x1p127 && r.oracle.exact[sc + 62] == 0x1p127); /* after step 63 */
+    for (size_t t = 63; t < T; t++) {
+      if (v == 0) {
+        assert_true(r.out[sc + t] == 0x1p127 && r.oracle.exact[sc + t] == 0x1p127);
+        assert_true(r.out[st + t] == 0 && r.oracle.exact[st + t] == 0);
+      } else {
+        assert_true(isinf(r.out[sc + t]));
+        if (t >= 64) assert_true(r.out[st + t] == 1 && r.oracle.exact[st + t] == 1); /* skipped */
+      }
+    }
+    assert_false(pf_verdict_is_finding(r.cmp.verdict));
+    pf_run_free(&r);
+    pf_case_free(&c);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_loss_scale_variant_behaviour_comes_from_data),
+      cmocka_unit_test(test_loss_scale_fp32_ceiling),
       cmocka_unit_test(test_loss_scale_deepspeed_stops_at_minimum),
       cmocka_unit_test(test_loss_scale_megatron_keeps_skipping),
       cmocka_unit_test(test_loss_scale_growth_and_no_skip_fault),

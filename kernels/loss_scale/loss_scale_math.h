@@ -65,11 +65,14 @@ PF_HD int pf_ls_update(int variant, pf_ls_state *s, int overflow) {
     if (overflow) {
       s->growth_tracker = 0;
       s->cur_hysteresis -= 1;
-      if (s->cur_hysteresis <= 0) s->scale = s->scale / 2 > s->min_scale ? s->scale / 2 : s->min_scale;
+      if (s->cur_hysteresis <= 0) {
+        const double half = pf_round(PF_FP32, s->scale * 0.5);
+        s->scale = half > s->min_scale ? half : s->min_scale;
+      }
     } else if (++s->growth_tracker == s->window) {
       s->growth_tracker = 0;
       s->cur_hysteresis = s->hysteresis;
-      s->scale *= 2;
+      s->scale = pf_round(PF_FP32, s->scale * 2); /* an fp32 tensor: inf past 2^127, and inf stays */
     }
     break;
   case PF_LS_PYTORCH: /* GradScaler.update: the scale is an fp32 tensor */
