@@ -7,9 +7,9 @@ scores or probabilities).
 
   precfuzz --kernels exec:"python3 examples/torch_sdpa.py" run -k attention -v torch-sdpa -t bf16 --cases 50
 
-The operation's causal mask (query i sees keys j <= i + max(k_len - q_len, 0)) is SDPA's
-is_causal where q_len = k_len, and a boolean mask otherwise (SDPA's own is_causal is aligned
-to the top left). A masked score is -inf in SDPA: the other mask values are refused, as are
+The operation's mask=causal (query i sees keys j <= i + max(k_len - q_len, 0), aligned to the
+bottom right) is SDPA's is_causal where q_len = k_len and a boolean mask otherwise;
+mask=causal-top-left (j <= i) is SDPA's own is_causal=True. A masked score is -inf in SDPA: the other mask values are refused, as are
 layer-scaled scores (layer) and a storage-dtype softmax, which SDPA does not have.
 PRECFUZZ_DEVICE=cuda runs it on the GPU (scripts/gpu-check.sh does)."""
 import os
@@ -32,7 +32,7 @@ def sdpa(case, q, k, v):
     lq, lk = q.shape[2], k.shape[2]
     if case.params["mask"] == "none":
         return F.scaled_dot_product_attention(q, k, v)
-    if lq == lk:
+    if case.params["mask"] == "causal-top-left" or lq == lk:
         return F.scaled_dot_product_attention(q, k, v, is_causal=True)
     keep = torch.ones(lq, lk, dtype=torch.bool, device=DEVICE).tril(max(lk - lq, 0))
     return F.scaled_dot_product_attention(q, k, v, attn_mask=keep)

@@ -31,9 +31,9 @@ def softmax(case, x):
     if alpha == 1 and mask == "none":
         return torch.softmax(t, dim=-1)
     s = t.float() * torch.tensor(alpha, dtype=torch.float32)
-    if mask == "causal":  # row i sees columns j <= i + max(cols - rows, 0)
+    if mask != "none":  # causal: row i sees columns j <= i + max(cols - rows, 0); top-left: j <= i
         rows, cols = s.shape
-        keep = torch.ones(rows, cols, dtype=torch.bool, device=DEVICE).tril(max(cols - rows, 0))
+        keep = torch.ones(rows, cols, dtype=torch.bool, device=DEVICE).tril(max(cols - rows, 0) if mask == "causal" else 0)
         value = {"-inf": float("-inf"), "-10000": -10000.0, "lowest": LOWEST[case.dtype]}[case.params["mask_value"]]
         s = s.masked_fill(~keep, value)
     return torch.softmax(s, dim=-1).to(t.dtype)

@@ -81,7 +81,8 @@ pf_status pf_attention_fwd_mpfr(const pf_case *c, const pf_tensor *in, const pf_
   const int mask = (int)pf_case_param(c, "mask");
   const double sentinel = pf_at_sentinel((int)pf_case_param(c, "mask_value"), c->dtype);
   const double Lstore = pf_case_algo(c) == PF_ATTN_LAYER_SCALED ? pf_case_param(c, "layer") : 1.0;
-  const size_t off = Lk >= Lq ? Lk - Lq : 0;
+  /* causal (1): aligned bottom right; causal-top-left (2): j <= i */
+  const size_t off = mask == 1 && Lk >= Lq ? Lk - Lq : 0;
   const long prec0 = opts->prec < 64 ? 64 : opts->prec;
   const pf_mpfr_range saved = pf_mpfr_range_widen();
   pf_at_work w;
@@ -97,7 +98,7 @@ pf_status pf_attention_fwd_mpfr(const pf_case *c, const pf_tensor *in, const pf_
       int finite = finite_kv;
       for (size_t m = 0; m < d; m++) finite &= isfinite(q[m]);
       size_t any_visible = 0;
-      for (size_t j = 0; j < Lk; j++) any_visible += !(mask == 1 && j > i + off) || isfinite(sentinel);
+      for (size_t j = 0; j < Lk; j++) any_visible += !(mask >= 1 && j > i + off) || isfinite(sentinel);
       if (!finite || !any_visible) {
         for (size_t e = 0; e < d; e++) pf_oracle_set_undefined(out, (h * Lq + i) * d + e, opts->keep_hex);
         if (store_sp)
@@ -136,7 +137,7 @@ pf_status pf_attention_fwd_mpfr(const pf_case *c, const pf_tensor *in, const pf_
             mpfr_div_d(w.ohi, w.shi[j], Lstore, MPFR_RNDU);
             settled &= pf_oracle_settle(out, no + (h * Lq + i) * Lk + j, w.olo, w.ohi, c->dtype, final, opts->keep_hex);
           }
-          if (mask == 1 && j > i + off) { /* the softmax sees the sentinel here */
+          if (mask >= 1 && j > i + off) { /* the softmax sees the sentinel here */
             mpfr_set_d(w.slo[j], sentinel, MPFR_RNDN);
             mpfr_set_d(w.shi[j], sentinel, MPFR_RNDN);
           }

@@ -23,7 +23,9 @@ static pf_verdict run_values(pf_run *r, const char *variant, pf_dtype t, pf_dtyp
   c.shape[0] = rows;
   c.shape[1] = cols;
   if (fault) snprintf(c.fault, sizeof c.fault, "%s", fault);
-  if (mask) assert_int_equal(pf_case_set_param(&c, "mask", strcmp(mask, "causal") == 0), PF_OK);
+  if (mask)
+    assert_int_equal(pf_case_set_param(&c, "mask", strcmp(mask, "causal") == 0 ? 1 : strcmp(mask, "causal-top-left") == 0 ? 2 : 0),
+                     PF_OK);
   pf_gen_free(&c.inputs[0]);
   c.inputs[0].dist = PF_DIST_VALUES;
   c.inputs[0].values = malloc(rows * cols * sizeof(double));
@@ -220,6 +222,29 @@ static void test_softmax_variant_behaviour_comes_from_data(void **state) {
   pf_run_free(&r);
 }
 
+/* A 2x3 block of equal scores, by hand. causal (aligned bottom right, offset 3 - 2 = 1): row 0
+ * sees columns 0 and 1, row 1 all three: (1/2, 1/2, 0), (1/3, 1/3, 1/3). causal-top-left
+ * (PyTorch's is_causal): row 0 sees column 0, row 1 columns 0 and 1: (1, 0, 0), (1/2, 1/2, 0). */
+static void test_softmax_causal_alignments(void **state) {
+  const double x[6] = {0, 0, 0, 0, 0, 0};
+  const double third = 0x1.555556p-2; /* 1/3 rounded to fp32 */
+  const double bottom_right[6] = {0.5, 0.5, 0, third, third, third}, top_left[6] = {1, 0, 0, 0.5, 0.5, 0};
+  const char *masks[2] = {"causal", "causal-top-left"};
+  const double *want[2] = {bottom_right, top_left};
+  for (int m = 0; m < 2; m++) {
+    const char *variants[] = {"naive", "safe", "online"};
+    for (int v = 0; v < 3; v++) {
+      pf_run r;
+      assert_int_equal(run_values(&r, variants[v], PF_FP32, PF_FP32, 2, 3, x, NULL, masks[m]), PF_V_OK);
+      for (int j = 0; j < 6; j++) {
+        assert_true(r.out[j] == want[m][j]);
+        assert_true(r.oracle.rounded[j] == want[m][j]);
+      }
+      pf_run_free(&r);
+    }
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_softmax_equal_inputs_give_exact_halves),
@@ -231,6 +256,7 @@ int main(void) {
       cmocka_unit_test(test_softmax_undefined_rows_are_range),
       cmocka_unit_test(test_softmax_contracts_hold_on_generated_cases),
       cmocka_unit_test(test_softmax_variant_behaviour_comes_from_data),
+      cmocka_unit_test(test_softmax_causal_alignments),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -29,10 +29,15 @@ for row in "softmax torch-softmax torch_softmax 100" "attention torch-sdpa torch
     [ $? -eq 0 ] && echo "$out" | grep -q "^$1/$2 $t/fp32: $4 cases (seeds 1..$4): ok $4 *$" || fail "$2 $t: $out"
   done
 done
-# causal attention with q_len != k_len: the mask built for SDPA is the operation's
-n=$((n + 1))
-out=$("$P" --kernels "$(ex torch_sdpa)" run -k attention -v torch-sdpa -t fp16 --shape 1x2x8x16x8 --param mask=causal --cases 10 2>&1) ||
-  fail "sdpa causal 8x16: $out"
+# causal attention with q_len != k_len, both alignments: the mask built for SDPA is the
+# operation's (bottom right), and SDPA's own is_causal is causal-top-left
+for m in causal causal-top-left; do
+  for s in 1x2x8x16x8 1x2x16x8x8; do
+    n=$((n + 1))
+    out=$("$P" --kernels "$(ex torch_sdpa)" run -k attention -v torch-sdpa -t fp16 --shape $s --param mask=$m --cases 10 2>&1) ||
+      fail "sdpa $m $s: $out"
+  done
+done
 
 # agree VARIANT EXAMPLE KERNEL DTYPE PERCENT: the share of outputs bitwise equal to the emulation
 agree() {

@@ -1,7 +1,7 @@
 /* attention_fuzzer: bytes -> an attention case -> kernel vs oracle; aborts on a finding
  * inside the contract's domain.
  *
- * Layout: [variant][dtype][flags: accum, mask, mask value, softmax accum][batch*heads]
+ * Layout: [variant][dtype][flags: accum, mask, mask value, softmax accum, bit 7 top-left mask][batch*heads]
  *         [q_len][k_len][head_dim][block or layer][mode] then
  *   mode even: raw bit patterns of Q, K, V (2 bytes per fp16/bf16 element, 4 per fp32;
  *              missing ones are 0);
@@ -26,7 +26,7 @@ int pf_decode_attention_fuzzer(const uint8_t *data, size_t size, pf_case *out) {
   c.dtype = (pf_dtype)(pf_bytes_u8(&b) % PF_NDTYPES);
   const uint8_t flags = pf_bytes_u8(&b);
   c.accum = (flags & 1) && pf_kernel_accepts(k, c.dtype, c.dtype) ? c.dtype : PF_FP32;
-  pf_case_set_param(&c, "mask", (flags >> 1) & 1);
+  pf_case_set_param(&c, "mask", (flags >> 1) & 1 ? 1 + (flags >> 7) : 0); /* bit 7: causal-top-left */
   pf_case_set_param(&c, "mask_value", ((flags >> 2) & 3) % 3);
   if (!flash && !layered) pf_case_set_param(&c, "softmax_accum", (flags >> 4) & 1);
   const uint8_t bh = pf_bytes_u8(&b);

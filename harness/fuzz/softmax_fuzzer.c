@@ -1,6 +1,6 @@
 /* softmax_fuzzer: bytes -> a softmax case -> kernel vs oracle; aborts on a finding.
  *
- * Layout: [variant][dtype][flags: accum, mask, mask value][rows][cols][alpha][mode] then
+ * Layout: [variant][dtype][flags: accum, mask, mask value, bit 7 top-left mask][rows][cols][alpha][mode] then
  *   mode even: raw element bit patterns (2 bytes per fp16/bf16 element, 4 per fp32; missing
  *              ones are 0), so NaNs, infinities and subnormals occur;
  *   mode odd:  [seed: 8 bytes][dist][scale exponent][special rate] for the generator.
@@ -22,7 +22,7 @@ int pf_decode_softmax_fuzzer(const uint8_t *data, size_t size, pf_case *out) {
   c.dtype = (pf_dtype)(pf_bytes_u8(&b) % PF_NDTYPES);
   const uint8_t flags = pf_bytes_u8(&b);
   c.accum = (flags & 1) && pf_kernel_accepts(k, c.dtype, c.dtype) ? c.dtype : PF_FP32;
-  pf_case_set_param(&c, "mask", (flags >> 1) & 1);
+  pf_case_set_param(&c, "mask", (flags >> 1) & 1 ? 1 + (flags >> 7) : 0); /* bit 7: causal-top-left */
   pf_case_set_param(&c, "mask_value", ((flags >> 2) & 3) % 3);
   c.shape[0] = 1 + pf_bytes_u8(&b) % 4;
   c.shape[1] = 1 + pf_bytes_u8(&b) % 64;

@@ -32,13 +32,15 @@ enum { P_LAYER = 0, P_MASK, P_MASKVAL, P_SMACC, P_BLOCK };
 
 static const char *const pf_attn_dims[] = {"batch", "heads", "q_len", "k_len", "head_dim"};
 static const char *const pf_attn_inputs[] = {"q", "k", "v"};
-static const char *const pf_attn_mask_choices[] = {"none", "causal", NULL};
+static const char *const pf_attn_mask_choices[] = {"none", "causal", "causal-top-left", NULL};
 static const char *const pf_attn_maskval_choices[] = {"-inf", "-10000", "lowest", NULL};
 static const char *const pf_attn_smacc_choices[] = {"fp32", "storage", NULL};
 
 static const pf_param_desc pf_attn_params[] = {
     {"layer", PF_PARAM_INT, 1, 1, 1024, NULL, "layer number L (layer-scaled only): scores stored L times smaller", 0},
-    {"mask", PF_PARAM_CHOICE, 0, 0, 1, pf_attn_mask_choices, "causal: query i sees keys j <= i + max(k_len - q_len, 0)", 0},
+    {"mask", PF_PARAM_CHOICE, 0, 0, 2, pf_attn_mask_choices,
+     "causal: query i sees keys j <= i + max(k_len - q_len, 0) (aligned bottom right); causal-top-left: j <= i "
+     "(F.scaled_dot_product_attention's is_causal)", 0},
     {"mask_value", PF_PARAM_CHOICE, 0, 0, 2, pf_attn_maskval_choices, "what a masked score holds", 0},
     {"softmax_accum", PF_PARAM_CHOICE, 0, 0, 1, pf_attn_smacc_choices,
      "softmax computed in fp32 or in the storage dtype (layer-scaled and flash: fp32 only)", 0},

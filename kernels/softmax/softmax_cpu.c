@@ -19,14 +19,15 @@ pf_status pf_softmax_fwd_mpfr(const pf_case *c, const pf_tensor *in, const pf_or
 
 static const char *const pf_softmax_dims[] = {"rows", "cols"};
 static const char *const pf_softmax_inputs[] = {"x"};
-static const char *const pf_mask_choices[] = {"none", "causal", NULL};
+static const char *const pf_mask_choices[] = {"none", "causal", "causal-top-left", NULL};
 static const char *const pf_maskval_choices[] = {"-inf", "-10000", "lowest", NULL};
 
 enum { P_ALPHA = 0, P_MASK = 1, P_MASKVAL = 2 };
 static const pf_param_desc pf_softmax_params[] = {
     {"alpha", PF_PARAM_REAL, 1.0, 0.0, 0x1p64, NULL,
      "multiplies x before the softmax (attention's 1/sqrt(d)); rounded to the accumulation dtype by the kernel", 0},
-    {"mask", PF_PARAM_CHOICE, 0, 0, 1, pf_mask_choices, "causal: row i sees columns j <= i + max(cols - rows, 0)", 0},
+    {"mask", PF_PARAM_CHOICE, 0, 0, 2, pf_mask_choices,
+     "causal: row i sees columns j <= i + max(cols - rows, 0) (aligned bottom right); causal-top-left: j <= i", 0},
     {"mask_value", PF_PARAM_CHOICE, 0, 0, 2, pf_maskval_choices, "what a masked position holds", 0},
 };
 

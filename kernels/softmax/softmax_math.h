@@ -10,7 +10,7 @@
 #include "harness/dtype_math.h"
 
 enum { PF_SOFTMAX_NAIVE = 0, PF_SOFTMAX_SAFE = 1, PF_SOFTMAX_ONLINE = 2 };
-enum { PF_MASK_NONE = 0, PF_MASK_CAUSAL = 1 };
+enum { PF_MASK_NONE = 0, PF_MASK_CAUSAL = 1, PF_MASK_CAUSAL_TOP_LEFT = 2 };
 enum { PF_MASKVAL_NEG_INF = 0, PF_MASKVAL_NEG_10000 = 1, PF_MASKVAL_LOWEST = 2 };
 
 /* exp in the accumulation dtype: binary32 expf, rounded to acc (as hexp/bf16 exp do).
@@ -25,8 +25,10 @@ PF_HD double pf_softmax_exp(pf_dtype acc, double d, unsigned *fe) {
 }
 
 /* Causal: row i may see columns j <= i + (cols - rows) when cols >= rows (queries aligned
- * to the end of the keys), j <= i otherwise. */
+ * to the end of the keys, PyTorch's causal_lower_right), j <= i otherwise; causal-top-left:
+ * j <= i always (F.scaled_dot_product_attention's is_causal=True, torch.ones(L, S).tril()). */
 PF_HD int pf_softmax_masked(int mask, size_t i, size_t j, size_t rows, size_t cols) {
+  if (mask == PF_MASK_CAUSAL_TOP_LEFT) return j > i;
   if (mask != PF_MASK_CAUSAL) return 0;
   size_t off = cols >= rows ? cols - rows : 0;
   return j > i + off;
