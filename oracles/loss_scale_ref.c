@@ -20,7 +20,8 @@ typedef struct {
 } pf_ref_scaler;
 
 /* 0 applied, 1 skipped, 2 stopped */
-static int ref_deepspeed(pf_ref_scaler *r, int overflow) {
+/* v019: DeepSpeed 0.19.8's growth rule (stable_interval = cur_iter - last_overflow_iter - 1 > 0) */
+static int ref_deepspeed(pf_ref_scaler *r, int overflow, int v019) {
   if (r->dead) return 2;
   if (overflow) {
     if (r->delayed_shift == 1 || r->cur_hysteresis == 1) {
@@ -33,9 +34,12 @@ static int ref_deepspeed(pf_ref_scaler *r, int overflow) {
       r->cur_hysteresis--;
     }
     r->last_overflow_iter = r->cur_iter;
-  } else if ((r->cur_iter - r->last_overflow_iter) % r->scale_window == 0) {
-    r->cur_hysteresis = r->delayed_shift;
-    r->cur_scale *= 2;
+  } else {
+    const long stable = r->cur_iter - r->last_overflow_iter - (v019 ? 1 : 0);
+    if ((!v019 || stable > 0) && stable % r->scale_window == 0) {
+      r->cur_hysteresis = r->delayed_shift;
+      r->cur_scale *= 2;
+    }
   }
   r->cur_iter++;
   return overflow;
@@ -86,12 +90,13 @@ pf_status pf_loss_scale_ref(const pf_case *c, const pf_tensor *in, const pf_orac
   const size_t T = c->shape[0], n = c->shape[1];
   /* the variant's algorithm (its data, not its name: a user's copy of pytorch is pytorch) */
   const int algo = pf_case_algo(c);
-  const int ds = algo == PF_LS_DEEPSPEED, mg = algo == PF_LS_MEGATRON, pt = algo == PF_LS_PYTORCH;
+  const int ds019 = algo == PF_LS_DEEPSPEED_019;
+  const int ds = algo == PF_LS_DEEPSPEED || ds019, mg = algo == PF_LS_MEGATRON, pt = algo == PF_LS_PYTORCH;
   const double scale0 = pf_case_param(c, "scale0"), min_scale = pf_case_param(c, "min_scale");
   const double window = pf_case_param(c, "window"), hyst = pf_case_param(c, "hysteresis");
   pf_ref_scaler r;
   memset(&r, 0, sizeof r);
-  r.cur_scale = scale0 > 0 ? scale0 : (ds || mg ? 4294967296.0 : 65536.0);
+  r.cur_scale = scale0 > 0 ? scale0 : ((ds && !ds019) || mg ? 4294967296.0 : 65536.0);
   r.min_scale = min_scale > 0 ? min_scale : (pt ? 0 : 1);
   r.scale_window = window > 0 ? (long)window : (pt ? 2000 : 1000);
   r.delayed_shift = hyst > 0 ? (long)hyst : (pt ? 1 : 2);
@@ -108,7 +113,7 @@ pf_status pf_loss_scale_ref(const pf_case *c, const pf_tensor *in, const pf_orac
       const double g = in[0].data[t * n + i];
       overflow |= !isfinite(g) || !(fabs(S * g) < thr); /* an inf scale times 0 is NaN: an overflow */
     }
-    const int status = ds ? ref_deepspeed(&r, overflow) : mg ? ref_megatron(&r, overflow) : pt ? ref_pytorch(&r, overflow) : overflow;
+    const int status = ds ? ref_deepspeed(&r, overflow, ds019) : mg ? ref_megatron(&r, overflow) : pt ? ref_pytorch(&r, overflow) : overflow;
     for (size_t i = 0; i < n; i++) {
       const double g = in[0].data[t * n + i];
       if (status == 0 && !isfinite(g)) pf_oracle_set_undefined(out, t * n + i, opts->keep_hex);

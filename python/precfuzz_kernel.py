@@ -21,7 +21,9 @@ says which, in which dtype and shape. A torch tensor may be returned as it is; t
 gives the inputs as torch tensors. An exception is reported by precfuzz as the verdict
 "failed" with its message (and the traceback here, on standard error); the process serves on.
 
-Anything the kernel prints goes to standard error: standard output carries the protocol.
+Anything the kernel prints goes to standard error: standard output carries the protocol. This
+holds from the moment the module is imported (import it before libraries that print when they
+load).
 Needs numpy only (torch and ml_dtypes are imported when used). The protocol itself is
 described in docs/kernel-protocol.md.
 """
@@ -167,13 +169,22 @@ def _npy_array(b):
     return a
 
 
+def _take_stdout():
+    """The protocol gets the real standard output; print() and any C library's writes to file
+    descriptor 1 go to standard error from now on."""
+    sys.stdout.flush()
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return out
+
+
+_protocol_out = _take_stdout()
+
+
 class _Channel:
     def __init__(self):
-        # the protocol gets the real standard output; print() and any C library's writes to
-        # file descriptor 1 go to standard error from now on
-        self.out = os.fdopen(os.dup(1), "wb")
-        os.dup2(2, 1)
-        sys.stdout = sys.stderr
+        self.out = _protocol_out
         self.inp = sys.stdin.buffer
 
     def read_exactly(self, n):

@@ -3,7 +3,9 @@
 # environment (.venv, or $PRECFUZZ_VENV) with numpy and ml_dtypes, and with --torch PyTorch too.
 #   scripts/python-env.sh            make it (or check it is there); prints its python
 #   scripts/python-env.sh --torch    also PyTorch (tests labelled torch, examples/torch_*.py)
-#   scripts/python-env.sh --check [--torch]   exit 0 if it is there, else 1; installs nothing
+#   scripts/python-env.sh --frameworks   PyTorch and DeepSpeed 0.19.8 without its CUDA ops
+#                                    (DS_BUILD_OPS=0: examples/deepspeed_loss_scaler.py)
+#   scripts/python-env.sh --check [--torch|--frameworks]   exit 0 if it is there, else 1
 #
 # PyTorch comes from PyPI. Its wheel's dependencies include several GB of NVIDIA libraries; on
 # a machine with the CUDA toolkit's libraries on the loader's path (/usr/local/cuda/lib64 in
@@ -14,17 +16,21 @@ cd "$(dirname "$0")/.."
 
 VENV=${PRECFUZZ_VENV:-.venv}
 TORCH_VERSION=2.15.0
+DEEPSPEED_VERSION=0.19.8
+# DeepSpeed's own dependencies (pure Python) but torch, which is installed as above
+DEEPSPEED_DEPS=(wheel einops hjson msgpack ninja packaging psutil py-cpuinfo "pydantic>=2.0.0" tqdm)
 BASE=(numpy ml_dtypes)
 # what torch 2.15's wheel needs besides the NVIDIA libraries the toolkit provides
 TORCH_SMALL=(filelock typing_extensions sympy networkx jinja2 fsspec
   "nvidia-cufile==1.17.1.22.*" "nvidia-cusparselt-cu13==0.8.1" "nvidia-nvshmem-cu13==3.7.2" "nvidia-nccl-cu13==2.30.7")
 
-torch=0 check=0
+torch=0 check=0 frameworks=0
 for a in "$@"; do
   case "$a" in
     --torch) torch=1 ;;
+    --frameworks) torch=1 frameworks=1 ;;
     --check) check=1 ;;
-    *) echo "python-env.sh: unknown option '$a' (--torch, --check)" >&2; exit 2 ;;
+    *) echo "python-env.sh: unknown option '$a' (--torch, --frameworks, --check)" >&2; exit 2 ;;
   esac
 done
 
@@ -32,9 +38,10 @@ py="$VENV/bin/python"
 have() { [ -x "$py" ] && "$py" -c "$1" >/dev/null 2>&1; }
 base_ok() { have "import numpy, ml_dtypes"; }
 torch_ok() { have "import torch; torch.softmax(torch.ones(2, dtype=torch.float16), 0)"; }
+deepspeed_ok() { have "import deepspeed.runtime.fp16.loss_scaler"; }
 
 if [ $check = 1 ]; then
-  base_ok && { [ $torch = 0 ] || torch_ok; } && exit 0
+  base_ok && { [ $torch = 0 ] || torch_ok; } && { [ $frameworks = 0 ] || deepspeed_ok; } && exit 0
   exit 1
 fi
 
@@ -53,5 +60,12 @@ if [ $torch = 1 ] && ! torch_ok; then
     "$py" -m pip install -q --disable-pip-version-check "torch==$TORCH_VERSION" >&2
   fi
   torch_ok || { echo "python-env.sh: torch $TORCH_VERSION does not import in $VENV" >&2; exit 1; }
+fi
+if [ $frameworks = 1 ] && ! deepspeed_ok; then
+  echo "python-env.sh: installing deepspeed $DEEPSPEED_VERSION (DS_BUILD_OPS=0: no CUDA ops) into $VENV" >&2
+  "$py" -m pip install -q --disable-pip-version-check "${DEEPSPEED_DEPS[@]}" >&2
+  DS_BUILD_OPS=0 "$py" -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation \
+    "deepspeed==$DEEPSPEED_VERSION" >&2
+  deepspeed_ok || { echo "python-env.sh: deepspeed $DEEPSPEED_VERSION does not import in $VENV" >&2; exit 1; }
 fi
 echo "$py"

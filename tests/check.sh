@@ -11,3 +11,16 @@ expect2() { # what-the-line-says, then the command's arguments
   out=$("$@" 2>&1); rc=$?
   [ $rc -eq 2 ] && [ "$(echo "$out" | wc -l)" -eq 1 ] && echo "$out" | grep -qF -- "$want" || fail "$* -> exit $rc: $out"
 }
+
+# For the kernel-process scripts ($P precfuzz, $PY the python with the frameworks):
+# ex NAME: the --kernels spec of examples/NAME.py
+ex() { echo "exec:$PY examples/$1.py"; }
+# agree VARIANT EXAMPLE KERNEL DTYPE PERCENT [diff-variant options]: the share of the variant's
+# outputs bitwise equal to its emulation's on 20 cases (precfuzz diff-variant)
+agree() {
+  n=$((n + 1))
+  local out v=$1 e=$2 k=$3 t=$4 pct=$5
+  shift 5
+  out=$("$P" --kernels "$(ex $e)" diff-variant -k $k -v $v -t $t --cases 20 "$@" 2>&1)
+  echo "$out" | grep -q "^$k *$v .* $t/fp32 .* $pct% " || fail "diff-variant $v $t $* (expected $pct% bitwise): $out"
+}

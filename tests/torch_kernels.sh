@@ -16,7 +16,6 @@ if ! "$PY" -c "import torch, numpy" 2>/dev/null; then
 fi
 . "$(dirname "$0")/check.sh"
 cd "$ROOT" || exit 1
-ex() { echo "exec:$PY examples/$1.py"; }
 
 # NAME KERNEL VARIANT EXAMPLE CASES: ok on every case in each dtype
 for row in "softmax torch-softmax torch_softmax 100" "attention torch-sdpa torch_sdpa 20" \
@@ -39,14 +38,6 @@ for m in causal causal-top-left; do
   done
 done
 
-# agree VARIANT EXAMPLE KERNEL DTYPE PERCENT: the share of outputs bitwise equal to the emulation
-agree() {
-  n=$((n + 1))
-  local out v=$1 e=$2 k=$3 t=$4 pct=$5
-  shift 5
-  out=$("$P" --kernels "$(ex $e)" diff-variant -k $k -v $v -t $t --cases 20 "$@" 2>&1)
-  echo "$out" | grep -q "^$k *$v .* $t/fp32 .* $pct% " || fail "diff-variant $v $t $* (expected $pct% bitwise): $out"
-}
 agree torch-gradscaler torch_grad_scaler loss_scale fp16 100.00
 agree torch-gradscaler torch_grad_scaler loss_scale bf16 100.00
 # at the fp32 ceiling: _amp_update_scale_ keeps 2^127 rather than growing to inf

@@ -24,7 +24,7 @@ enum { P_SCALE0 = 0, P_MINSCALE, P_WINDOW, P_HYST, P_DECAY, P_SPIKE_STEP, P_SPIK
 static const char *const pf_ls_dims[] = {"steps", "n"};
 static const char *const pf_ls_inputs[] = {"g"};
 static const pf_param_desc pf_ls_params[] = {
-    {"scale0", PF_PARAM_REAL, 0, 0, 0x1p64, NULL, "initial scale; 0: the variant's (2^32 deepspeed and megatron, 2^16 pytorch and static)", PF_HELD(PF_FP32)},
+    {"scale0", PF_PARAM_REAL, 0, 0, 0x1p64, NULL, "initial scale; 0: the variant's (2^32 deepspeed and megatron, 2^16 pytorch, static and deepspeed-0.19)", PF_HELD(PF_FP32)},
     {"min_scale", PF_PARAM_REAL, 0, 0, 0x1p64, NULL, "smallest scale; 0: the variant's (1; pytorch has none)", PF_HELD(PF_FP32)},
     {"window", PF_PARAM_INT, 0, 0, 1e9, NULL, "steps without overflow before the scale doubles; 0: the variant's (1000; pytorch 2000)", 0},
     {"hysteresis", PF_PARAM_INT, 0, 0, 1e6, NULL, "overflows tolerated before the scale halves; 0: the variant's (2; pytorch 1)", 0},
@@ -227,5 +227,7 @@ static const pf_kernel pf_ls_tab[] = {
     PF_LS_KERNEL("megatron", PF_LS_MEGATRON, "Megatron DynamicGradScaler: hysteresis, growth interval, keeps skipping at the minimum"),
     PF_LS_KERNEL("pytorch", PF_LS_PYTORCH, "PyTorch GradScaler: backoff 0.5, growth 2 every 2000 clean steps, fp32 scale"),
     PF_LS_KERNEL("static", PF_LS_STATIC, "a fixed scale; overflowed steps skipped"),
+    PF_LS_KERNEL("deepspeed-0.19", PF_LS_DEEPSPEED_019,
+                 "DeepSpeed 0.19 DynamicLossScaler with its config's defaults (2^16, hysteresis 2): doubles after window + 1 clean steps"),
 };
-const pf_kernel *const pf_loss_scale_kernels[] = {&pf_ls_tab[0], &pf_ls_tab[1], &pf_ls_tab[2], &pf_ls_tab[3], NULL};
+const pf_kernel *const pf_loss_scale_kernels[] = {&pf_ls_tab[0], &pf_ls_tab[1], &pf_ls_tab[2], &pf_ls_tab[3], &pf_ls_tab[4], NULL};

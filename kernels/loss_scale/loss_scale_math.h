@@ -7,7 +7,7 @@
 
 #include "harness/dtype_math.h"
 
-enum { PF_LS_DEEPSPEED = 0, PF_LS_MEGATRON = 1, PF_LS_PYTORCH = 2, PF_LS_STATIC = 3 };
+enum { PF_LS_DEEPSPEED = 0, PF_LS_MEGATRON = 1, PF_LS_PYTORCH = 2, PF_LS_STATIC = 3, PF_LS_DEEPSPEED_019 = 4 };
 enum { PF_LS_APPLIED = 0, PF_LS_SKIPPED = 1, PF_LS_STOPPED = 2 };
 
 typedef struct {
@@ -23,6 +23,9 @@ typedef struct {
  * static; minimum 1, pytorch none; window 1000, pytorch 2000; hysteresis 2, pytorch 1). */
 PF_HD pf_ls_state pf_ls_start(int variant, double scale0, double min_scale, long window, long hysteresis) {
   pf_ls_state s;
+  /* deepspeed-0.19: what a DeepSpeed config gets by default (initial_scale_power 16,
+   * loss_scale_window 1000, hysteresis 2, min_loss_scale 1: deepspeed/runtime/fp16/loss_scaler.py
+   * CreateLossScaler with the config's dynamic_loss_args) */
   const int big = variant == PF_LS_DEEPSPEED || variant == PF_LS_MEGATRON;
   s.scale = scale0 > 0 ? scale0 : (big ? 0x1p32 : 0x1p16);
   s.min_scale = min_scale > 0 ? min_scale : (variant == PF_LS_PYTORCH ? 0 : 1);
@@ -44,6 +47,7 @@ PF_HD int pf_ls_update(int variant, pf_ls_state *s, int overflow) {
   int status = overflow ? PF_LS_SKIPPED : PF_LS_APPLIED;
   switch (variant) {
   case PF_LS_DEEPSPEED: /* DynamicLossScaler.update_scale, consecutive_hysteresis off */
+  case PF_LS_DEEPSPEED_019:
     if (overflow) {
       if (s->hysteresis == 1 || s->cur_hysteresis == 1) {
         if (s->scale == s->min_scale) {
@@ -55,7 +59,11 @@ PF_HD int pf_ls_update(int variant, pf_ls_state *s, int overflow) {
         s->cur_hysteresis -= 1;
       }
       s->last_overflow_iter = s->cur_iter;
-    } else if ((s->cur_iter - s->last_overflow_iter) % s->window == 0) {
+    } else if (variant == PF_LS_DEEPSPEED ? (s->cur_iter - s->last_overflow_iter) % s->window == 0
+                                          : s->cur_iter - s->last_overflow_iter - 1 > 0 &&
+                                                (s->cur_iter - s->last_overflow_iter - 1) % s->window == 0) {
+      /* DeepSpeed 0.19: stable_interval = cur_iter - last_overflow_iter - 1, doubled when it is a
+       * positive multiple of the window (window + 1 clean steps after an overflow) */
       s->cur_hysteresis = s->hysteresis;
       s->scale *= 2;
     }
