@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
-# The README's table of PyTorch's kernels under precfuzz: for each example (examples/torch_*.py)
-# and dtype, generated cases judged against the contract it names (findings, largest distance
-# from the correctly rounded result in ulps) and the share of its outputs bitwise equal to
-# precfuzz's emulation of that contract on the same cases (precfuzz diff-variant).
-#   scripts/torch-table.sh [PRECFUZZ]     (default build/bin/precfuzz; needs python-env.sh --torch)
+# The README's fidelity table: the frameworks' own kernels under precfuzz. For each example
+# (examples/torch_*.py, examples/deepspeed_loss_scaler.py) and dtype, generated cases judged
+# against the contract it names (findings, largest distance from the correctly rounded result
+# in ulps) and the share of its outputs bitwise equal to precfuzz's emulation of that contract
+# on the same cases (precfuzz diff-variant), with why the rest differs.
+#   scripts/fidelity-table.sh [PRECFUZZ]   (default build/bin/precfuzz; needs python-env.sh --frameworks)
 # PRECFUZZ_DEVICE=cuda measures PyTorch's CUDA kernels instead.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 P=${1:-build/bin/precfuzz}
-PY=$(scripts/python-env.sh --torch) || exit 2
+PY=$(scripts/python-env.sh --frameworks) || exit 2
+TV=$("$PY" -c "import torch; print(torch.__version__.split('+')[0])")
+DV=$("$PY" -c "import deepspeed; print(deepspeed.__version__)" 2>/dev/null | tail -1)
 # why a variant and dtype is not bit for bit what the emulation computes (measured, see README)
 why() {
   case "$1 $2" in
@@ -21,12 +24,13 @@ why() {
     *) echo "" ;;
   esac
 }
-echo "| PyTorch op (variant, contract) | dtype | cases | findings | max ulps | bitwise = emulation | why not all |"
-echo "|---|---|---|---|---|---|---|"
+echo "| framework op (variant, contract) | framework | dtype | cases | findings | max ulps | bitwise = emulation | why not all |"
+echo "|---|---|---|---|---|---|---|---|"
 for row in "softmax torch-softmax torch_softmax safe 200" "attention torch-sdpa torch_sdpa flash 50" \
   "adam torch-adamw torch_adamw torch 100" "adam torch-adamw-foreach torch_adamw torch-foreach 100" \
   "adam torch-adamw-fused torch_adamw torch 100" "clip torch-clip torch_clip torch 100" \
-  "loss_scale torch-gradscaler torch_grad_scaler pytorch 50"; do
+  "loss_scale torch-gradscaler torch_grad_scaler pytorch 50" \
+  "loss_scale ds-loss-scaler deepspeed_loss_scaler deepspeed-0.19 50"; do
   set -- $row
   K="exec:$PY examples/$3.py"
   diff=$("$P" --kernels "$K" diff-variant -k $1 -v $2 --cases $5 2>&1)
@@ -37,6 +41,8 @@ for row in "softmax torch-softmax torch_softmax safe 200" "attention torch-sdpa 
     eq=$(echo "$diff" | awk -v t="$t/fp32" '$4 == t {print $7}')
     reason=""
     [ "${eq:-?}" = 100.00% ] || reason=$(why $2 $t)
-    echo "| \`$2\` ($1/$4) | $t | $5 | ${findings:-?} | ${ulps:-?} | ${eq:-?} | $reason |"
+    fw="torch $TV"
+    [ "$3" = deepspeed_loss_scaler ] && fw="DeepSpeed $DV"
+    echo "| \`$2\` ($1/$4) | $fw | $t | $5 | ${findings:-?} | ${ulps:-?} | ${eq:-?} | $reason |"
   done
 done
