@@ -204,7 +204,7 @@ for p in "${pairs[@]}"; do
   fuzz_one "$drv-$fault" "$drv" "$fault" "${fopts[@]}" "$empty" &
 done
 wait
-printf '\n%-22s %-26s %12s %10s %6s %10s\n' driver fault runs-to-find seconds found minimized
+printf '\n%-22s %-32s %12s %10s %6s %10s\n' driver fault runs-to-find seconds found minimized
 missed=0
 for p in "${pairs[@]}"; do
   drv=${p%%$'\t'*}
@@ -217,7 +217,7 @@ for p in "${pairs[@]}"; do
     "$P" minimize "$art" -o "$art.min.json" >"$out/$drv-$fault.min" 2>&1 &&
       mini=$(sed -n 's/.*: \([0-9]*\) input elements -> \([0-9]*\) .*/\1->\2/p' "$out/$drv-$fault.min")
   fi
-  printf '%-22s %-26s %12s %10s %6s %10s\n' "$drv" "$fault" "$runs" "$secs" "$([ "$found" = 1 ] && echo yes || echo NO)" "${mini:--}"
+  printf '%-22s %-32s %12s %10s %6s %10s\n' "$drv" "$fault" "$runs" "$secs" "$([ "$found" = 1 ] && echo yes || echo NO)" "${mini:--}"
   [ "$found" = 1 ] || missed=$((missed + 1))
 done
 echo "minimized findings: $FUZZ_BUILD/findings/<driver>-<fault>/*.min.json (logs: $out/*.min)"

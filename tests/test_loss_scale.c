@@ -226,10 +226,42 @@ static void test_loss_scale_fp32_ceiling(void **state) {
   }
 }
 
+/* DeepSpeed's FP16_Optimizer order (fault loss-scale-unscale-after-update), by hand: scale 16,
+ * window 2, g = 1 (h = 16 in fp16). deepspeed-0.19 doubles after step 3 (stable interval 2
+ * = window): with the fault, step 3's gradient is unscaled by the new 1/32, 0.5 instead of 1. */
+static void test_loss_scale_unscale_after_update(void **state) {
+  for (int fault = 0; fault < 2; fault++) {
+    pf_case c;
+    assert_int_equal(pf_case_init(&c, "loss_scale", "deepspeed-0.19", 1), PF_OK);
+    c.dtype = PF_FP16;
+    c.shape[0] = 4;
+    c.shape[1] = 1;
+    assert_int_equal(pf_case_set_param(&c, "scale0", 16), PF_OK);
+    assert_int_equal(pf_case_set_param(&c, "window", 2), PF_OK);
+    if (fault) snprintf(c.fault, sizeof c.fault, "loss-scale-unscale-after-update");
+    pf_gen_free(&c.inputs[0]);
+    c.inputs[0].dist = PF_DIST_VALUES;
+    c.inputs[0].nvalues = 4;
+    c.inputs[0].values = malloc(4 * sizeof(double));
+    for (int i = 0; i < 4; i++) c.inputs[0].values[i] = 1;
+    pf_oracle_opts o;
+    pf_oracle_opts_default(&o);
+    pf_run r;
+    if (pf_run_case(&c, &o, &r)) fail_msg("run failed: %s", pf_error_message());
+    assert_true(r.out[0] == 1 && r.out[1] == 1 && r.out[3] == 1);
+    assert_true(r.out[2] == (fault ? 0.5 : 1));
+    assert_true(r.out[4 + 4 + 2] == 32); /* the scale after step 3 */
+    assert_int_equal(r.cmp.verdict, fault ? PF_V_INACCURATE : PF_V_OK);
+    pf_run_free(&r);
+    pf_case_free(&c);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_loss_scale_variant_behaviour_comes_from_data),
       cmocka_unit_test(test_loss_scale_fp32_ceiling),
+      cmocka_unit_test(test_loss_scale_unscale_after_update),
       cmocka_unit_test(test_loss_scale_deepspeed_stops_at_minimum),
       cmocka_unit_test(test_loss_scale_megatron_keeps_skipping),
       cmocka_unit_test(test_loss_scale_growth_and_no_skip_fault),

@@ -29,7 +29,7 @@ __global__ void pf_ls_steps_kernel(pf_ls_launch L, const double *g, double *out,
     __syncthreads(); /* every element's flag is in */
     if (threadIdx.x == 0) {
       const int status = pf_ls_update(L.variant, &s, overflow);
-      inv = pf_round(PF_FP32, 1.0 / S);
+      inv = pf_round(PF_FP32, 1.0 / (L.unscale_after ? s.scale : S));
       applied = status == PF_LS_APPLIED || (L.no_skip && status == PF_LS_SKIPPED);
       out[T * n + t] = status;
       out[T * n + T + t] = s.scale;

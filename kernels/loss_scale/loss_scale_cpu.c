@@ -111,6 +111,7 @@ pf_ls_launch pf_loss_scale_launch_of(const pf_case *c) {
   L.n = c->shape[1];
   L.variant = pf_ls_variant(c);
   L.no_skip = strcmp(c->fault, "loss-scale-no-skip") == 0;
+  L.unscale_after = strcmp(c->fault, "loss-scale-unscale-after-update") == 0;
   L.dtype = c->dtype;
   L.start = pf_ls_init(c);
   return L;
@@ -127,7 +128,9 @@ pf_status pf_loss_scale_cpu(const pf_case *c, const pf_tensor *in, double *out, 
     int overflow = 0;
     for (size_t i = 0; i < n; i++) h[i] = pf_ls_scale_elem(L.dtype, in[0].data[t * n + i], S, &overflow, fe);
     const int status = pf_ls_update(L.variant, &s, overflow);
-    const double inv = pf_round(PF_FP32, 1.0 / S);
+    /* the fault: DeepSpeed's FP16_Optimizer calls update_scale before it unscales, so on a
+     * step where the scale grows the gradients are divided by the doubled scale */
+    const double inv = pf_round(PF_FP32, 1.0 / (L.unscale_after ? s.scale : S));
     const int applied = status == PF_LS_APPLIED || (L.no_skip && status == PF_LS_SKIPPED);
     for (size_t i = 0; i < n; i++) out[t * n + i] = pf_ls_unscale_elem(h[i], inv, applied, fe);
     out[T * n + t] = status;
@@ -213,7 +216,7 @@ int pf_loss_scale_in_domain(const pf_case *c, const pf_tensor *in, char *why, si
   return ok;
 }
 
-static const char *const pf_ls_faults[] = {"loss-scale-no-skip", NULL};
+static const char *const pf_ls_faults[] = {"loss-scale-no-skip", "loss-scale-unscale-after-update", NULL};
 #define PF_LS_KERNEL(var, algo, summary)                                                                             \
   {PF_KERNEL_ABI, &pf_loss_scale_op, var, summary, PF_DT(PF_FP16) | PF_DT(PF_BF16) | PF_DT(PF_FP32),             \
    PF_DT(PF_FP32), pf_ls_faults,                                                                                  \

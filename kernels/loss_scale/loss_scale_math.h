@@ -116,6 +116,7 @@ PF_HD double pf_ls_unscale_elem(double h, double inv, int applied, unsigned *fe)
 typedef struct {
   size_t steps, n;
   int variant, no_skip;
+  int unscale_after; /* fault loss-scale-unscale-after-update: 1/S of the scale after the update */
   pf_dtype dtype;
   pf_ls_state start;
 } pf_ls_launch;
