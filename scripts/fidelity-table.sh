@@ -19,7 +19,6 @@ why() {
     "torch-sdpa "*) echo "the fused CPU kernel's blocking and exp are not modelled" ;;
     "torch-adamw fp32" | "torch-adamw-foreach fp32")
       echo "torch's CPU fp32 sqrt is not correctly rounded (1 ulp off on 19.8% of inputs in [0,4) here); the emulation's is" ;;
-    "torch-adamw-fused fp16" | "torch-adamw-fused bf16") echo "the fused kernel computes in fp32 and stores once: no emulation of its own yet" ;;
     "torch-clip fp32") echo "torch's fp32 norm is a vectorized reduction (order by vector width); the emulation sums in order" ;;
     *) echo "" ;;
   esac
@@ -28,7 +27,7 @@ echo "| framework op (variant, contract) | framework | dtype | cases | findings 
 echo "|---|---|---|---|---|---|---|---|"
 for row in "softmax torch-softmax torch_softmax safe 200" "attention torch-sdpa torch_sdpa flash 50" \
   "adam torch-adamw torch_adamw torch 100" "adam torch-adamw-foreach torch_adamw torch-foreach 100" \
-  "adam torch-adamw-fused torch_adamw torch 100" "clip torch-clip torch_clip torch 100" \
+  "adam torch-adamw-fused torch_adamw torch-fused 100" "clip torch-clip torch_clip torch 100" \
   "loss_scale torch-gradscaler torch_grad_scaler pytorch 50" \
   "loss_scale ds-loss-scaler deepspeed_loss_scaler deepspeed-0.19 50"; do
   set -- $row

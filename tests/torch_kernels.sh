@@ -64,6 +64,8 @@ agree torch-clip torch_clip clip fp16 100.00
 agree torch-clip torch_clip clip bf16 100.00
 agree torch-clip torch_clip clip fp16 100.00 --param max_norm=0x1p-13 --scale 16
 agree torch-adamw-foreach torch_adamw adam fp16 100.00 --param wd=0.1
+agree torch-adamw-fused torch_adamw adam fp16 100.00 --param wd=0.01 --param beta1=0.3 --param step=7
+agree torch-adamw-fused torch_adamw adam bf16 100.00
 
 # the softmax driver on torch.softmax: no finding
 n=$((n + 1))

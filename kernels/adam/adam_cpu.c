@@ -321,6 +321,8 @@ static const pf_kernel pf_adam_kernels_tab[] = {
     PF_ADAM_KERNEL("torch-foreach", PF_ADAM_TORCH_FOREACH,
                    "PyTorch AdamW (foreach, the CUDA default): as torch, but _foreach_mul_ rounds its scalars to T",
                    "as torch"),
+    PF_ADAM_KERNEL("torch-fused", PF_ADAM_TORCH_FUSED,
+                   "PyTorch AdamW (fused=True): as torch, every intermediate kept in fp32, p, m, v stored once", "as torch"),
     PF_ADAM_KERNEL("no-master", PF_ADAM_NO_MASTER, "FusedAdam math, the parameter kept in T (no fp32 master)", "as fused"),
     PF_ADAM_KERNEL("state-lowp", PF_ADAM_STATE_LOWP, "FusedAdam with m and v stored in T", "as fused"),
     PF_ADAM_KERNEL("eps-inside", PF_ADAM_EPS_INSIDE, "FusedAdam with denom = sqrt(v/bc2 + eps)", "as fused"),
@@ -328,4 +330,4 @@ static const pf_kernel pf_adam_kernels_tab[] = {
 };
 const pf_kernel *const pf_adam_kernels[] = {&pf_adam_kernels_tab[0], &pf_adam_kernels_tab[1], &pf_adam_kernels_tab[2],
                                             &pf_adam_kernels_tab[3], &pf_adam_kernels_tab[4], &pf_adam_kernels_tab[5],
-                                            &pf_adam_kernels_tab[6], NULL};
+                                            &pf_adam_kernels_tab[6], &pf_adam_kernels_tab[7], NULL};

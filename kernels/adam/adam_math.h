@@ -12,9 +12,10 @@
 #include "harness/dtype_math.h"
 
 enum { PF_ADAM_FUSED = 0, PF_ADAM_TORCH = 1, PF_ADAM_NO_MASTER = 2, PF_ADAM_STATE_LOWP = 3,
-       PF_ADAM_EPS_INSIDE = 4, PF_ADAM_NO_BIAS_CORRECTION = 5, PF_ADAM_TORCH_FOREACH = 6 };
-/* PyTorch's AdamW: the single-tensor path or the foreach one (state and gradient in T, no master) */
-#define pf_adam_is_torch(variant) ((variant) == PF_ADAM_TORCH || (variant) == PF_ADAM_TORCH_FOREACH)
+       PF_ADAM_EPS_INSIDE = 4, PF_ADAM_NO_BIAS_CORRECTION = 5, PF_ADAM_TORCH_FOREACH = 6, PF_ADAM_TORCH_FUSED = 7 };
+/* PyTorch's AdamW: the single-tensor, foreach or fused path (state and gradient in T, no master) */
+#define pf_adam_is_torch(variant) \
+  ((variant) == PF_ADAM_TORCH || (variant) == PF_ADAM_TORCH_FOREACH || (variant) == PF_ADAM_TORCH_FUSED)
 enum { PF_ADAM_MODE_ADAMW = 0, PF_ADAM_MODE_L2 = 1 };
 
 typedef struct {
@@ -66,17 +67,21 @@ PF_HD void pf_adam_step(int variant, int mode, pf_dtype pt, pf_dtype st, const p
      * The foreach path (_multi_tensor_adam) is the same but for _foreach_mul_, which on the CPU
      * rounds its scalar to the tensor's dtype: 1 - lr*wd to pt, beta2 to st. */
     const int foreach = variant == PF_ADAM_TORCH_FOREACH;
+    /* the fused path (_fused_adamw_) keeps every intermediate in fp32 and stores p, m, v once */
+    const pf_dtype P = variant == PF_ADAM_TORCH_FUSED ? F : pt, S = variant == PF_ADAM_TORCH_FUSED ? F : st;
     const double wdec = pf_round_fe(foreach ? pt : F, h->t_decay, fe);
-    *p = pf_round_fe(pt, pf_mul(F, *p, wdec, fe), fe);
+    double pw = pf_round_fe(P, pf_mul(F, *p, wdec, fe), fe);
     const double w = pf_round_fe(F, h->t_omb1, fe), diff = pf_sub(F, g, *m, fe);
-    *m = pf_round_fe(st, w < 0.5 ? pf_fma32(w, diff, *m, fe) : pf_fma32(pf_sub(F, w, 1, fe), diff, g, fe), fe);
-    *v = pf_round_fe(st, pf_mul(F, *v, pf_round_fe(foreach ? st : F, h->t_beta2, fe), fe), fe);
-    *v = pf_round_fe(st, pf_fma32(pf_mul(F, pf_round_fe(F, h->t_omb2, fe), g, fe), g, *v, fe), fe);
-    double d = pf_round_fe(st, sqrt(*v), fe);
-    d = pf_round_fe(st, pf_div(F, d, pf_round_fe(F, h->t_bc2_sqrt, fe), fe), fe);
-    d = pf_round_fe(st, pf_add(F, d, pf_round_fe(F, h->t_eps, fe), fe), fe);
+    const double mw = pf_round_fe(S, w < 0.5 ? pf_fma32(w, diff, *m, fe) : pf_fma32(pf_sub(F, w, 1, fe), diff, g, fe), fe);
+    double vw = pf_round_fe(S, pf_mul(F, *v, pf_round_fe(foreach ? st : F, h->t_beta2, fe), fe), fe);
+    vw = pf_round_fe(S, pf_fma32(pf_mul(F, pf_round_fe(F, h->t_omb2, fe), g, fe), g, vw, fe), fe);
+    double d = pf_round_fe(S, pf_round_fe(F, sqrt(vw), fe), fe);
+    d = pf_round_fe(S, pf_div(F, d, pf_round_fe(F, h->t_bc2_sqrt, fe), fe), fe);
+    d = pf_round_fe(S, pf_add(F, d, pf_round_fe(F, h->t_eps, fe), fe), fe);
     const double value = -pf_round_fe(F, h->t_step_size, fe);
-    *p = pf_round_fe(pt, pf_add(F, *p, pf_div(F, pf_mul(F, value, *m, fe), d, fe), fe), fe);
+    *p = pf_round_fe(pt, pf_add(F, pw, pf_div(F, pf_mul(F, value, mw, fe), d, fe), fe), fe);
+    *m = pf_round_fe(st, mw, fe);
+    *v = pf_round_fe(st, vw, fe);
     return;
   }
   /* FusedAdam (apex / DeepSpeed multi_tensor_adam): all math in fp32 */
