@@ -257,7 +257,7 @@ static pf_status pf_frame_read(pf_proc *p, double deadline, size_t max_bytes, pf
   }
   if (bad) {
     pf_frame_free(f);
-    return pf_error(PF_ERR_KERNEL, "the kernel process answered %s: %s", when, badmsg);
+    return pf_error(PF_ERR_KERNEL, "the kernel process sent a malformed tensor: %s", badmsg);
   }
   return PF_OK;
 }
@@ -490,6 +490,26 @@ static pf_status pf_proc_hello(pf_proc *p, int reg) {
   return st;
 }
 
+/* At exit: each process gets the end of its input and a second to exit on its own; then its
+ * process group is killed, so that a kernel that hangs (or ignores the end of its input) does
+ * not outlive precfuzz holding its pipes, its memory or a GPU. */
+static void pf_exec_end_all(void) {
+  for (int i = 0; i < pf_nprocs; i++) {
+    pf_proc *p = &pf_procs[i];
+    if (!p->pid) continue;
+    close(p->to);
+    p->to = open("/dev/null", O_WRONLY | O_CLOEXEC); /* pf_proc_end closes it again */
+    int exited = 0;
+    siginfo_t si;
+    for (int t = 0; t < 100 && !exited; t++) {
+      memset(&si, 0, sizeof si);
+      exited = waitid(P_PID, (id_t)p->pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == p->pid;
+      if (!exited) nanosleep(&(struct timespec){0, 10000000}, NULL);
+    }
+    pf_proc_end(p, NULL, 0);
+  }
+}
+
 pf_status pf_exec_load(const char *cmd) {
   double t;
   pf_status st = pf_exec_timeout(&t);
@@ -497,6 +517,7 @@ pf_status pf_exec_load(const char *cmd) {
   if (!cmd || !*cmd) return pf_error(PF_ERR_ARG, "exec: needs a command (exec:\"python3 my_kernel.py\")");
   if (pf_nprocs == PF_EXEC_MAX_PROCS) return pf_error(PF_ERR_ARG, "exec:%s: more than %d kernel processes", cmd, PF_EXEC_MAX_PROCS);
   signal(SIGPIPE, SIG_IGN); /* a process that went away is an error of a write, not our end */
+  if (!pf_nprocs) atexit(pf_exec_end_all);
   pf_proc *p = &pf_procs[pf_nprocs];
   memset(p, 0, sizeof *p);
   p->to = p->from = -1;

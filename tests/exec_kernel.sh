@@ -75,6 +75,25 @@ echo "$out" | grep -q "failed: the kernel process broke the protocol .*does the 
   fail "garbage: $out"
 check print "$P" --kernels "$K print" run -k softmax -v np-softmax -t fp16 --shape 2x3 --cases 2
 [ $rc -eq 0 ] || fail "a kernel that prints: $out"
+# seventeen malformed answers (wrong types, ids, sizes, names, truncated or trailing .npy bytes, a
+# header that is not an object, of length 0 or 2^31): each is the verdict failed with a reason,
+# never a crash or a wait for bytes that do not come; the lingering processes are ended at exit
+chaos_ok=0
+for s in $(seq 16 32); do
+  out=$(PRECFUZZ_KERNEL_TIMEOUT=5 "$P" --kernels "$K chaos $s" run -k softmax -v np-softmax -t fp16 --shape 2x3 --cases 1 2>&1)
+  rc=$?
+  if [ $rc -eq 1 ] && echo "$out" | grep -q "seed 1: failed: " && ! echo "$out" | grep -q "timed out"; then
+    chaos_ok=$((chaos_ok + 1))
+  else
+    echo "chaos $s: exit $rc: $out"
+  fi
+done
+n=$((n + 1))
+[ $chaos_ok -eq 17 ] || fail "malformed answers: $chaos_ok of 17 gave failed"
+n=$((n + 1))
+sleep 0.5
+pgrep -f "softmax_kernel.py chaos" >/dev/null && fail "a kernel process outlived precfuzz"
+
 # a failed case saved and replayed fails again
 check "replay failed" "$P" --kernels "$K crash-at 1" run -k softmax -v np-softmax -t fp16 --shape 2x3 --cases 1 --save-findings "$T/c"
 check "replay failed" "$P" --kernels "$K crash-at 1" replay "$T"/c/*.json

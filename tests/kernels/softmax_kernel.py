@@ -15,6 +15,8 @@ misbehaves on purpose:
   garbage       writes text instead of a frame on its first case
   bad-hello     a hello whose kernel names no operation
   no-hello      exits before saying hello
+  chaos N       answers case k with malformed answer number (k + N) % 17: wrong types, ids,
+                sizes, names, dtypes, truncated or trailing .npy bytes, an oversized header
 """
 import os
 import signal
@@ -70,6 +72,8 @@ def kernel(case, x):
         pk._channel.out.write(b"Traceback (most recent call last): not a frame\n")
         pk._channel.out.flush()
         time.sleep(3600)
+    if mode == "chaos":
+        chaos(case, x, (cases + at) % 17)
     y = softmax64(case, x).astype(case.np_dtype)
     if mode == "off-by-3":
         bits = y.view(np.uint16 if y.dtype.itemsize == 2 else np.uint32)
@@ -79,6 +83,52 @@ def kernel(case, x):
     if mode == "wrong-shape":
         y = np.ascontiguousarray(y.T)
     return y
+
+
+def frame(header, blobs=()):
+    """Writes one frame as given (no checks): the header dict or raw bytes, then the blobs."""
+    import json
+    import struct
+
+    h = header if isinstance(header, bytes) else json.dumps(header).encode()
+    out = pk._channel.out
+    out.write(b"PFK1" + struct.pack("<I", len(h)) + h)
+    for b in blobs:
+        out.write(b)
+    out.flush()
+
+
+def chaos(case, x, k):
+    """One malformed answer to the case, then waits to be read (or killed)."""
+    y = softmax64(case, x).astype(case.np_dtype)
+    good = pk._npy_bytes(y)
+    cid = case.id
+    answers = [
+        lambda: frame({"type": "result", "id": cid, "tensors": "output"}),
+        lambda: frame({"type": "result", "id": cid + 1, "tensors": []}),
+        lambda: frame({"type": "result", "id": cid, "tensors": [{"name": "output", "nbytes": -1}]}),
+        lambda: frame({"type": "result", "id": cid, "tensors": [{"name": "output", "nbytes": 1e30}]}),
+        lambda: frame({"type": "result", "id": cid, "tensors": [{"name": "output", "nbytes": 3.5}]}),
+        lambda: frame({"type": "result", "id": cid, "tensors": [{"name": "", "nbytes": len(good)}]}, [good]),
+        lambda: frame({"type": "result", "id": cid, "tensors": [{"name": "x" * 200, "nbytes": len(good)}]}, [good]),
+        lambda: frame({"type": "result", "id": cid, "tensors": [{"name": "nope", "nbytes": len(good)}]}, [good]),
+        lambda: frame({"type": "result", "id": cid, "tensors": [{"name": "output", "nbytes": len(good) - 3}]}, [good[:-3]]),
+        lambda: frame({"type": "result", "id": cid, "tensors": [{"name": "output", "nbytes": len(good) + 4}]},
+                      [good + b"junk"]),
+        lambda: frame({"type": "result", "id": cid, "tensors": [{"name": "output", "nbytes": len(good)}] * 2}, [good, good]),
+        lambda: frame({"type": "result", "id": cid, "tensors": [{"name": "output", "nbytes": 16}]}, [b"\x93NUMPY" + bytes(10)]),
+        lambda: frame(b"{not json"),
+        lambda: frame(b"[1, 2, 3]"),
+        lambda: frame({"type": "error", "id": cid, "message": 42}),
+        None,  # 15: below
+        lambda: frame(b"", [b"\x00" * 8]),  # a header of length 0
+    ]
+    if k == 15:  # a header length of 2^31: precfuzz must not wait for (or allocate) it
+        pk._channel.out.write(b"PFK1" + (2**31).to_bytes(4, "little"))
+        pk._channel.out.flush()
+        time.sleep(3600)
+    answers[k]()
+    time.sleep(3600)  # precfuzz either read a whole frame (and waits for nothing more) or kills us
 
 
 if mode == "bad-hello":
