@@ -81,11 +81,9 @@ static double pf_mono(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static double pf_deadline(void) {
-  double t;
-  if (pf_exec_timeout(&t)) t = 60; /* checked when the process was loaded */
-  return pf_mono() + t;
-}
+static double pf_timeout_s = 60; /* $PRECFUZZ_KERNEL_TIMEOUT, read once when a process is loaded */
+
+static double pf_deadline(void) { return pf_mono() + pf_timeout_s; }
 
 /* 1: fd is ready (or in error, which the read or write then reports); 0: the deadline passed */
 static int pf_wait_fd(int fd, short ev, double deadline) {
@@ -98,21 +96,26 @@ static int pf_wait_fd(int fd, short ev, double deadline) {
   }
 }
 
+/* 1 when the process has exited within about 1 s (it is not reaped: pf_proc_end does that) */
+static int pf_proc_exits(const pf_proc *p) {
+  for (int i = 0; i < 100; i++) {
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    if (waitid(P_PID, (id_t)p->pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == p->pid) return 1;
+    nanosleep(&(struct timespec){0, 10000000}, NULL);
+  }
+  return 0;
+}
+
 /* Ends the process: how it ended into how (NULL: not asked; it is killed at once). */
 static void pf_proc_end(pf_proc *p, char *how, size_t len) {
   if (!p->pid) return;
-  int exited = 0;
-  siginfo_t si;
-  for (int i = 0; how && i < 100 && !exited; i++) { /* up to 1 s to end on its own */
-    memset(&si, 0, sizeof si);
-    exited = waitid(P_PID, (id_t)p->pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == p->pid;
-    if (!exited) nanosleep(&(struct timespec){0, 10000000}, NULL);
-  }
+  const int exited = how && pf_proc_exits(p);
   kill(-p->pid, SIGKILL); /* its process group: what the shell started too */
   int ws = 0;
   while (waitpid(p->pid, &ws, 0) < 0 && errno == EINTR) {
   }
-  close(p->to);
+  if (p->to >= 0) close(p->to);
   close(p->from);
   p->pid = 0;
   p->to = p->from = -1;
@@ -129,10 +132,8 @@ static void pf_proc_end(pf_proc *p, char *how, size_t len) {
 static pf_status pf_proc_fail(pf_proc *p, int timed_out, const char *when) {
   char how[128];
   if (timed_out) {
-    double t;
-    if (pf_exec_timeout(&t)) t = 60;
     pf_proc_end(p, NULL, 0);
-    return pf_error(PF_ERR_KERNEL, "the kernel process timed out (%g s, PRECFUZZ_KERNEL_TIMEOUT) %s", t, when);
+    return pf_error(PF_ERR_KERNEL, "the kernel process timed out (%g s, PRECFUZZ_KERNEL_TIMEOUT) %s", pf_timeout_s, when);
   }
   pf_proc_end(p, how, sizeof how);
   return pf_error(PF_ERR_KERNEL, "the kernel process %s %s", how, when);
@@ -429,6 +430,16 @@ static pf_status pf_hello_register(pf_proc *p, const cJSON *kernels) {
   cJSON_ArrayForEach(e, kernels) {
     char who[120];
     snprintf(who, sizeof who, "kernel %d of the hello", i++);
+    /* a misspelt key ("dtype" for "dtypes") would otherwise widen the kernel silently */
+    const cJSON *key;
+    cJSON_ArrayForEach(key, e) {
+      static const char *const known[] = {"op", "variant", "like", "summary", "dtypes", "accums", "params"};
+      int ok = 0;
+      for (size_t j = 0; j < sizeof known / sizeof *known; j++) ok |= key->string && strcmp(key->string, known[j]) == 0;
+      if (!ok)
+        return pf_error(PF_ERR_ARG, "%s: unknown key '%.40s' (op, variant, like, summary, dtypes, accums, params)", who,
+                        key->string ? key->string : "");
+    }
     const cJSON *op = cJSON_GetObjectItemCaseSensitive(e, "op"), *var = cJSON_GetObjectItemCaseSensitive(e, "variant"),
                 *like = cJSON_GetObjectItemCaseSensitive(e, "like"), *sum = cJSON_GetObjectItemCaseSensitive(e, "summary");
     if (!cJSON_IsString(op) || !cJSON_IsString(var) || !cJSON_IsString(like))
@@ -498,21 +509,14 @@ static void pf_exec_end_all(void) {
     pf_proc *p = &pf_procs[i];
     if (!p->pid) continue;
     close(p->to);
-    p->to = open("/dev/null", O_WRONLY | O_CLOEXEC); /* pf_proc_end closes it again */
-    int exited = 0;
-    siginfo_t si;
-    for (int t = 0; t < 100 && !exited; t++) {
-      memset(&si, 0, sizeof si);
-      exited = waitid(P_PID, (id_t)p->pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == p->pid;
-      if (!exited) nanosleep(&(struct timespec){0, 10000000}, NULL);
-    }
+    p->to = -1;
+    pf_proc_exits(p);
     pf_proc_end(p, NULL, 0);
   }
 }
 
 pf_status pf_exec_load(const char *cmd) {
-  double t;
-  pf_status st = pf_exec_timeout(&t);
+  pf_status st = pf_exec_timeout(&pf_timeout_s);
   if (st) return st;
   if (!cmd || !*cmd) return pf_error(PF_ERR_ARG, "exec: needs a command (exec:\"python3 my_kernel.py\")");
   if (pf_nprocs == PF_EXEC_MAX_PROCS) return pf_error(PF_ERR_ARG, "exec:%s: more than %d kernel processes", cmd, PF_EXEC_MAX_PROCS);
@@ -624,14 +628,16 @@ static pf_status pf_exec_case(pf_proc *p, const pf_case *c, const pf_tensor *in,
   if (!st) st = pf_outputs_from_tensors(c, f.t, f.nt, out, op->output_count(c), NULL, 1);
   *fe = 0;
   const cJSON *ev = cJSON_GetObjectItemCaseSensitive(f.head, "events"), *e;
+  if (ev && !cJSON_IsArray(ev)) st = pf_error(PF_ERR_ARG, "\"events\" is not a list");
   cJSON_ArrayForEach(e, ev) {
-    if (!cJSON_IsString(e)) continue;
-    if (!strcmp(e->valuestring, "overflow")) *fe |= PF_FE_OVERFLOW;
-    else if (!strcmp(e->valuestring, "underflow")) *fe |= PF_FE_UNDERFLOW;
-    else if (!strcmp(e->valuestring, "invalid")) *fe |= PF_FE_INVALID;
+    if (st) break;
+    if (cJSON_IsString(e) && !strcmp(e->valuestring, "overflow")) *fe |= PF_FE_OVERFLOW;
+    else if (cJSON_IsString(e) && !strcmp(e->valuestring, "underflow")) *fe |= PF_FE_UNDERFLOW;
+    else if (cJSON_IsString(e) && !strcmp(e->valuestring, "invalid")) *fe |= PF_FE_INVALID;
+    else st = pf_error(PF_ERR_ARG, "\"events\" holds something not overflow, underflow or invalid");
   }
   pf_frame_free(&f);
-  if (st) return pf_error(PF_ERR_KERNEL, "the kernel answered with other outputs than the case's: %s", pf_error_message());
+  if (st) return pf_error(PF_ERR_KERNEL, "the kernel's answer does not fit the case: %s", pf_error_message());
   return PF_OK;
 }
 

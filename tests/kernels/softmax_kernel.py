@@ -15,7 +15,8 @@ misbehaves on purpose:
   garbage       writes text instead of a frame on its first case
   bad-hello     a hello whose kernel names no operation
   no-hello      exits before saying hello
-  chaos N       answers case k with malformed answer number (k + N) % 17: wrong types, ids,
+  typo-hello    a hello whose kernel says "dtype" for "dtypes"
+  chaos N       answers case k with malformed answer number (k + N) % 18: wrong types, ids,
                 sizes, names, dtypes, truncated or trailing .npy bytes, an oversized header
 """
 import os
@@ -73,7 +74,7 @@ def kernel(case, x):
         pk._channel.out.flush()
         time.sleep(3600)
     if mode == "chaos":
-        chaos(case, x, (cases + at) % 17)
+        chaos(case, x, (cases + at) % 18)
     y = softmax64(case, x).astype(case.np_dtype)
     if mode == "off-by-3":
         bits = y.view(np.uint16 if y.dtype.itemsize == 2 else np.uint32)
@@ -122,6 +123,8 @@ def chaos(case, x, k):
         lambda: frame({"type": "error", "id": cid, "message": 42}),
         None,  # 15: below
         lambda: frame(b"", [b"\x00" * 8]),  # a header of length 0
+        lambda: frame({"type": "result", "id": cid, "events": ["overflw"], "tensors": [{"name": "output", "nbytes": len(good)}]},
+                      [good]),
     ]
     if k == 15:  # a header length of 2^31: precfuzz must not wait for (or allocate) it
         pk._channel.out.write(b"PFK1" + (2**31).to_bytes(4, "little"))
@@ -133,6 +136,9 @@ def chaos(case, x, k):
 
 if mode == "bad-hello":
     pk.kernel("no-such-op", variant="np-softmax", like="safe")(kernel)
+elif mode == "typo-hello":
+    pk.kernel("softmax", variant="np-softmax", like="safe")(kernel)
+    pk._kernels["np-softmax"][0]["dtype"] = ["fp32"]
 else:
     pk.kernel("softmax", variant="np-softmax", like="safe", summary="softmax in float64, rounded once")(kernel)
     pk.kernel("softmax", variant="np-naive", like="naive", dtypes=["fp32", "fp16"], accums=["fp32"],
