@@ -36,6 +36,15 @@ static void help(int by_variant) {
          "Exit status: 0 no finding on either backend, 1 findings, 2 bad usage, no device.\n");
 }
 
+static void print_header(int by_variant, const char *device) {
+  if (by_variant)
+    printf("%-10s %-16s %-13s %-13s %6s %10s %9s %9s %9s %9s %9s\n", "kernel", "variant", "against", "dtype/accum", "cases",
+           "elements", "bitwise=", "ulps-apart", "findings", "find-vs", "max-ulps");
+  else
+    printf("device: %s\n%-10s %-13s %-13s %6s %10s %9s %9s %9s %9s\n", device, "kernel", "variant", "dtype/accum", "cases",
+           "elements", "bitwise=", "max-ulps", "find-cpu", "find-gpu");
+}
+
 typedef struct {
   size_t elems, equal, cases, findings[2];
   int64_t max_ulps, max_ulps_exact; /* between the two; of the first from the correctly rounded */
@@ -120,14 +129,8 @@ static int diff(int argc, char **argv, int by_variant) {
     if (by_variant) cJSON_AddStringToObject(root, "against", against);
     else cJSON_AddStringToObject(root, "device", device);
     rows = cJSON_AddArrayToObject(root, "variants");
-  } else if (by_variant) {
-    printf("%-10s %-16s %-13s %-13s %6s %10s %9s %9s %9s %9s %9s\n", "kernel", "variant", "against", "dtype/accum", "cases",
-           "elements", "bitwise=", "ulps-apart", "findings", "find-vs", "max-ulps");
-  } else {
-    printf("device: %s\n%-10s %-13s %-13s %6s %10s %9s %9s %9s %9s\n", device, "kernel", "variant", "dtype/accum", "cases",
-           "elements", "bitwise=", "max-ulps", "find-cpu", "find-gpu");
   }
-  int findings = 0;
+  int findings = 0, nrows = 0;
   for (size_t i = 0; i < pf_kernel_count(); i++) {
     const pf_kernel *k = pf_kernel_at(i);
     if ((!by_variant && !k->run_cuda) || (o.kernel && strcmp(k->op->name, o.kernel)) || (o.variant && strcmp(k->variant, o.variant)))
@@ -168,6 +171,7 @@ static int diff(int argc, char **argv, int by_variant) {
           pf_case_free(&cs);
         }
         findings |= row.findings[0] || row.findings[1];
+        if (!nrows++ && !root) print_header(by_variant, device); /* once there is a row under it */
         const double frac = row.elems ? (double)row.equal / (double)row.elems : 1;
         char ta[32];
         snprintf(ta, sizeof ta, "%s/%s", pf_dtype_name(dt), s ? "storage" : "fp32");
@@ -195,6 +199,11 @@ static int diff(int argc, char **argv, int by_variant) {
                  100 * frac, (long long)row.max_ulps, row.findings[0], row.findings[1]);
         }
       }
+  }
+  if (!nrows) { /* nothing compared is no result: say so */
+    cJSON_Delete(root);
+    return usage_error("%s: no dtype and accumulation%s to compare (precfuzz list)", cmd,
+                       have_t || have_a ? " of those given" : "");
   }
   if (root) {
     char *txt = cJSON_Print(root);

@@ -56,6 +56,20 @@ const pf_kernel *pf_fuzz_begin(const char *op, pf_bytes *b, pf_case *c) {
             fault ? " with fault " : "", fault ? fault : "");
     exit(2);
   }
+  /* every name listed is a variant of op (a misspelt one would quietly get no input); once */
+  static int listed_checked;
+  for (const char *p = listed_checked++ ? NULL : only; p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL) {
+    const size_t len = strcspn(p, ",");
+    int known = 0;
+    for (size_t i = 0; i < pf_kernel_count() && !known; i++) {
+      const pf_kernel *k = pf_kernel_at(i);
+      known = strcmp(k->op->name, op) == 0 && strlen(k->variant) == len && strncmp(k->variant, p, len) == 0;
+    }
+    if (!known) {
+      fprintf(stderr, "fuzz driver: PF_FUZZ_VARIANT: '%.*s' is no variant of %s (precfuzz list)\n", (int)len, p, op);
+      exit(2);
+    }
+  }
   if (!nc) {
     fprintf(stderr, "fuzz driver: PF_FUZZ_FAULT=%s names no fault of %s\n", fault ? fault : "", op);
     abort();
