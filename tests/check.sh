@@ -13,6 +13,15 @@ expect2() { # what-the-line-says, then the command's arguments
 }
 
 # For the kernel-process scripts ($P precfuzz, $PY the python with the frameworks):
+# need_python MODULES HOW: ctest's "skipped" (77) with one line unless $PY imports MODULES (HOW
+# says what installs them); then the script works from the repository's root
+need_python() {
+  if ! "$PY" -c "import $1" >/dev/null 2>&1; then
+    echo "skipped: no python with $1 at $PY ($2)"
+    exit 77
+  fi
+  cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
+}
 # ex NAME: the --kernels spec of examples/NAME.py
 ex() { echo "exec:$PY examples/$1.py"; }
 # agree VARIANT EXAMPLE KERNEL DTYPE PERCENT [diff-variant options]: the share of the variant's

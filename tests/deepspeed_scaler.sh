@@ -7,13 +7,8 @@
 # usage: tests/deepspeed_scaler.sh PRECFUZZ PYTHON
 P=$(realpath "$1")
 PY=$2
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-if ! "$PY" -c "import deepspeed.runtime.fp16.loss_scaler" >/dev/null 2>&1; then
-  echo "skipped: no python with deepspeed at $PY (scripts/python-env.sh --frameworks installs it)"
-  exit 77
-fi
 . "$(dirname "$0")/check.sh"
-cd "$ROOT" || exit 1
+need_python deepspeed.runtime.fp16.loss_scaler "scripts/python-env.sh --frameworks installs it"
 
 for t in fp32 fp16 bf16; do
   n=$((n + 1))

@@ -8,15 +8,10 @@
 P=$(realpath "$1")
 F=$(realpath "$2")
 PY=$3
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-if ! "$PY" -c "import numpy, ml_dtypes" 2>/dev/null; then
-  echo "skipped: no python with numpy and ml_dtypes at $PY (scripts/python-env.sh makes it)"
-  exit 77
-fi
+. "$(dirname "$0")/check.sh"
+need_python "numpy, ml_dtypes" "scripts/python-env.sh makes it"
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-. "$(dirname "$0")/check.sh"
-cd "$ROOT" || exit 1
 K="exec:$PY tests/kernels/softmax_kernel.py"
 
 # check WHAT COMMAND...: the command's output and status are in $out and $rc
@@ -66,7 +61,7 @@ check raise "$P" --kernels "$K raise" run -k softmax -v np-softmax -t fp32 --sha
 [ $rc -eq 1 ] && echo "$out" | grep -q "failed: the kernel raised an error on the case: ValueError: three columns are not supported" ||
   fail "raise: $out"
 check "wrong dtype" "$P" --kernels "$K wrong-dtype" run -k softmax -v np-softmax -t fp16 --shape 2x3 --cases 1
-echo "$out" | grep -q "failed: the kernel answered with other outputs than the case's: outputs are fp32, the case's dtype is fp16" ||
+echo "$out" | grep -q "failed: the kernel's answer does not fit the case: outputs are fp32, the case's dtype is fp16" ||
   fail "wrong dtype: $out"
 check "wrong shape" "$P" --kernels "$K wrong-shape" run -k softmax -v np-softmax -t fp16 --shape 2x3 --cases 1
 echo "$out" | grep -q "failed: .*'output' has shape \[3,2\], the stage's is \[2,3\]" || fail "wrong shape: $out"
@@ -75,11 +70,11 @@ echo "$out" | grep -q "failed: the kernel process broke the protocol .*does the 
   fail "garbage: $out"
 check print "$P" --kernels "$K print" run -k softmax -v np-softmax -t fp16 --shape 2x3 --cases 2
 [ $rc -eq 0 ] || fail "a kernel that prints: $out"
-# seventeen malformed answers (wrong types, ids, sizes, names, truncated or trailing .npy bytes, a
-# header that is not an object, of length 0 or 2^31): each is the verdict failed with a reason,
+# eighteen malformed answers (wrong types, ids, sizes, names, truncated or trailing .npy bytes, a
+# header that is not an object, of length 0 or 2^31, an unknown event): each is the verdict failed with a reason,
 # never a crash or a wait for bytes that do not come; the lingering processes are ended at exit
 chaos_ok=0
-for s in $(seq 16 32); do
+for s in $(seq 17 34); do
   out=$(PRECFUZZ_KERNEL_TIMEOUT=5 "$P" --kernels "$K chaos $s" run -k softmax -v np-softmax -t fp16 --shape 2x3 --cases 1 2>&1)
   rc=$?
   if [ $rc -eq 1 ] && echo "$out" | grep -q "seed 1: failed: " && ! echo "$out" | grep -q "timed out"; then
@@ -89,7 +84,7 @@ for s in $(seq 16 32); do
   fi
 done
 n=$((n + 1))
-[ $chaos_ok -eq 17 ] || fail "malformed answers: $chaos_ok of 17 gave failed"
+[ $chaos_ok -eq 18 ] || fail "malformed answers: $chaos_ok of 18 gave failed"
 n=$((n + 1))
 sleep 0.5
 pgrep -f "softmax_kernel.py chaos" >/dev/null && fail "a kernel process outlived precfuzz"
@@ -100,13 +95,14 @@ check "replay failed" "$P" --kernels "$K crash-at 1" replay "$T"/c/*.json
 [ $rc -eq 0 ] && echo "$out" | grep -q "failed (failed: the kernel process was killed .*) \[as expected\]" || fail "replay of failed: $out"
 
 # the fuzz driver, aimed at the kernel: clean on the correct one, stops at the crash
-check fuzz env PRECFUZZ_KERNELS="$K" PF_FUZZ_VARIANT=np-softmax "$F" -runs=500 -seed=1 "$ROOT/corpora/softmax_fuzzer"
+check fuzz env PRECFUZZ_KERNELS="$K" PF_FUZZ_VARIANT=np-softmax "$F" -runs=500 -seed=1 corpora/softmax_fuzzer
 [ $rc -eq 0 ] && echo "$out" | grep -q "500 mutated inputs .* no finding" || fail "fuzz: $out"
 check "fuzz crash" env PRECFUZZ_KERNELS="$K crash-at 3" PF_FUZZ_VARIANT=np-softmax "$F" -runs=50 -seed=1 \
-  -artifact_prefix="$T/" "$ROOT/corpora/softmax_fuzzer"
+  -artifact_prefix="$T/" corpora/softmax_fuzzer
 [ $rc -ne 0 ] && echo "$out" | grep -q "precfuzz finding: softmax_fuzzer softmax/np-softmax .*failed: the kernel process was killed" &&
   echo "$out" | grep -q "reproduce with: precfuzz --kernels 'exec:.*crash-at 3' replay" || fail "fuzz crash: $out"
 rm -f finding-softmax_fuzzer-*.json
+expect2 "fuzz driver: PF_FUZZ_VARIANT: 'sfe' is no variant of softmax" env PF_FUZZ_VARIANT=safe,sfe "$F" -runs=1 corpora/softmax_fuzzer
 
 # boundary and sweep take it like a built-in variant
 check boundary "$P" --kernels "$K" boundary -k softmax -v np-naive -t fp16 --along scale
@@ -122,6 +118,8 @@ check "no such command" "$P" --kernels "exec:/nonexistent/kernel" list
   fail "no such command: $out"
 expect2 "the kernel process exited with status 4 before its hello" "$P" --kernels "$K no-hello" list
 expect2 "kernel 0 of the hello: no operation 'no-such-op'" "$P" --kernels "$K bad-hello" list
+expect2 "kernel 0 of the hello: unknown key 'dtype' (op, variant, like, summary, dtypes, accums, params)" "$P" --kernels "$K typo-hello" list
+expect2 "diff-variant: no dtype and accumulation of those given to compare" "$P" --kernels "$K" diff-variant -k softmax -v np-naive -t bf16
 expect2 "PRECFUZZ_KERNEL_TIMEOUT: 'soon' is not a number of seconds" env PRECFUZZ_KERNEL_TIMEOUT=soon "$P" --kernels "$K" list
 expect2 "np-softmax is already registered" "$P" --kernels "$K" --kernels "$K" list
 # PRECFUZZ_KERNELS: an exec: entry takes the rest, ':' included

@@ -14,27 +14,37 @@
 #include "harness/runner.h"
 #include "tests/contract_check.h"
 
-/* steps x n gradients all equal to g, infinite from step nonfinite_from (1-based; 0 never) */
+/* A case of steps x n gradients in dtype t, all equal to g (parameters at their defaults). */
+static void ls_case(pf_case *c, const char *variant, pf_dtype t, size_t steps, size_t n, double g) {
+  assert_int_equal(pf_case_init(c, "loss_scale", variant, 1), PF_OK);
+  c->dtype = t;
+  c->shape[0] = steps;
+  c->shape[1] = n;
+  pf_gen_free(&c->inputs[0]);
+  c->inputs[0].dist = PF_DIST_VALUES;
+  c->inputs[0].nvalues = steps * n;
+  c->inputs[0].values = malloc(steps * n * sizeof(double));
+  for (size_t i = 0; i < steps * n; i++) c->inputs[0].values[i] = g;
+}
+
+/* Runs the case into r and frees it; the case's verdict. */
+static pf_verdict ls_run(pf_case *c, pf_run *r) {
+  pf_oracle_opts o;
+  pf_oracle_opts_default(&o);
+  if (pf_run_case(c, &o, r)) fail_msg("run failed: %s", pf_error_message());
+  pf_case_free(c);
+  return r->cmp.verdict;
+}
+
+/* fp16 steps x n gradients all equal to g, infinite from step nonfinite_from (1-based; 0 never) */
 static pf_verdict run_ls(pf_run *r, const char *variant, size_t steps, size_t n, double g, double scale0,
                          int nonfinite_from, const char *fault) {
   pf_case c;
-  assert_int_equal(pf_case_init(&c, "loss_scale", variant, 1), PF_OK);
-  c.dtype = PF_FP16;
-  c.shape[0] = steps;
-  c.shape[1] = n;
+  ls_case(&c, variant, PF_FP16, steps, n, g);
   assert_int_equal(pf_case_set_param(&c, "scale0", scale0), PF_OK);
   assert_int_equal(pf_case_set_param(&c, "nonfinite_from", nonfinite_from), PF_OK);
   if (fault) snprintf(c.fault, sizeof c.fault, "%s", fault);
-  pf_gen_free(&c.inputs[0]);
-  c.inputs[0].dist = PF_DIST_VALUES;
-  c.inputs[0].nvalues = steps * n;
-  c.inputs[0].values = malloc(steps * n * sizeof(double));
-  for (size_t i = 0; i < steps * n; i++) c.inputs[0].values[i] = g;
-  pf_oracle_opts o;
-  pf_oracle_opts_default(&o);
-  if (pf_run_case(&c, &o, r)) fail_msg("run failed: %s", pf_error_message());
-  pf_case_free(&c);
-  return r->cmp.verdict;
+  return ls_run(&c, r);
 }
 
 static void test_loss_scale_deepspeed_stops_at_minimum(void **state) {
@@ -194,21 +204,12 @@ static void test_loss_scale_fp32_ceiling(void **state) {
   const char *names[] = {"pytorch", "megatron"};
   for (int v = 0; v < 2; v++) {
     pf_case c;
-    assert_int_equal(pf_case_init(&c, "loss_scale", names[v], 1), PF_OK);
-    c.dtype = PF_FP32;
-    c.shape[0] = 70;
-    c.shape[1] = 1;
+    ls_case(&c, names[v], PF_FP32, 70, 1, 0.0);
     assert_int_equal(pf_case_set_param(&c, "scale0", 0x1p64), PF_OK);
     assert_int_equal(pf_case_set_param(&c, "window", 1), PF_OK);
     assert_int_equal(pf_case_set_param(&c, "hysteresis", 1), PF_OK);
-    pf_gen_free(&c.inputs[0]);
-    c.inputs[0].dist = PF_DIST_VALUES;
-    c.inputs[0].nvalues = 70;
-    c.inputs[0].values = calloc(70, sizeof(double));
-    pf_oracle_opts o;
-    pf_oracle_opts_default(&o);
     pf_run r;
-    if (pf_run_case(&c, &o, &r)) fail_msg("run failed: %s", pf_error_message());
+    ls_run(&c, &r);
     const size_t T = 70, st = T, sc = 2 * T; /* n = 1: status at T, scale at 2T */
     assert_true(r.out[sc + 62] == 0x1p127 && r.oracle.exact[sc + 62] == 0x1p127); /* after step 63 */
     for (size_t t = 63; t < T; t++) {
@@ -222,7 +223,6 @@ static void test_loss_scale_fp32_ceiling(void **state) {
     }
     assert_false(pf_verdict_is_finding(r.cmp.verdict));
     pf_run_free(&r);
-    pf_case_free(&c);
   }
 }
 
@@ -232,28 +232,16 @@ static void test_loss_scale_fp32_ceiling(void **state) {
 static void test_loss_scale_unscale_after_update(void **state) {
   for (int fault = 0; fault < 2; fault++) {
     pf_case c;
-    assert_int_equal(pf_case_init(&c, "loss_scale", "deepspeed-0.19", 1), PF_OK);
-    c.dtype = PF_FP16;
-    c.shape[0] = 4;
-    c.shape[1] = 1;
+    ls_case(&c, "deepspeed-0.19", PF_FP16, 4, 1, 1.0);
     assert_int_equal(pf_case_set_param(&c, "scale0", 16), PF_OK);
     assert_int_equal(pf_case_set_param(&c, "window", 2), PF_OK);
     if (fault) snprintf(c.fault, sizeof c.fault, "loss-scale-unscale-after-update");
-    pf_gen_free(&c.inputs[0]);
-    c.inputs[0].dist = PF_DIST_VALUES;
-    c.inputs[0].nvalues = 4;
-    c.inputs[0].values = malloc(4 * sizeof(double));
-    for (int i = 0; i < 4; i++) c.inputs[0].values[i] = 1;
-    pf_oracle_opts o;
-    pf_oracle_opts_default(&o);
     pf_run r;
-    if (pf_run_case(&c, &o, &r)) fail_msg("run failed: %s", pf_error_message());
+    assert_int_equal(ls_run(&c, &r), fault ? PF_V_INACCURATE : PF_V_OK);
     assert_true(r.out[0] == 1 && r.out[1] == 1 && r.out[3] == 1);
     assert_true(r.out[2] == (fault ? 0.5 : 1));
     assert_true(r.out[4 + 4 + 2] == 32); /* the scale after step 3 */
-    assert_int_equal(r.cmp.verdict, fault ? PF_V_INACCURATE : PF_V_OK);
     pf_run_free(&r);
-    pf_case_free(&c);
   }
 }
 

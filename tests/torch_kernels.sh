@@ -2,20 +2,15 @@
 # PyTorch's kernels through the kernel protocol (examples/torch_*.py), on the CPU: each is
 # judged ok on generated cases in fp32, fp16 and bf16; its bitwise agreement with precfuzz's
 # emulation is what was measured for torch 2.15.0 (where the emulation is exact: the scaler,
-# fp16/bf16 AdamW on the single-tensor path); the known deviation of fp32 AdamW (an intermediate
-# that underflows to a subnormal in addcdiv_) is still found; the softmax driver fuzzes
+# the three AdamW paths in fp16/bf16, clip_grad_norm_ in fp16/bf16); the two cases fuzzing
+# PyTorch found before the emulations modelled it replay ok; the softmax driver fuzzes
 # torch.softmax without a finding. Skipped without PyTorch (scripts/python-env.sh --torch).
 # usage: tests/torch_kernels.sh PRECFUZZ SOFTMAX_FUZZER PYTHON
 P=$(realpath "$1")
 F=$(realpath "$2")
 PY=$3
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-if ! "$PY" -c "import torch, numpy" 2>/dev/null; then
-  echo "skipped: no python with torch at $PY (scripts/python-env.sh --torch installs it)"
-  exit 77
-fi
 . "$(dirname "$0")/check.sh"
-cd "$ROOT" || exit 1
+need_python "torch, numpy" "scripts/python-env.sh --torch installs it"
 
 # NAME KERNEL VARIANT EXAMPLE CASES: ok on every case in each dtype
 for row in "softmax torch-softmax torch_softmax 100" "attention torch-sdpa torch_sdpa 20" \
