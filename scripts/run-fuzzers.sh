@@ -10,7 +10,11 @@
 #   scripts/run-fuzzers.sh --torch   PyTorch's kernels (examples/torch_*.py, kernel processes
 #                                    from .venv) under the drivers of their operations, each
 #                                    aimed at them (PF_FUZZ_VARIANT) for FUZZ_SECONDS; exit 1 on
-#                                    a finding; needs scripts/python-env.sh --torch;
+#                                    a finding, each printed whole and replayed on the emulation
+#                                    it claims the contract of: "fidelity gap" when that keeps
+#                                    the contract, "contract wrong" when it breaks it too;
+#                                    FUZZ_TORCH_GAPS=report: exit 0 when all are fidelity gaps;
+#                                    needs scripts/python-env.sh --torch;
 #                                    FUZZ_TORCH_DRIVERS="softmax_fuzzer ..." runs only those
 #   scripts/run-fuzzers.sh --merge   folds the new inputs of the last make fuzz
 #                                    ($FUZZ_BUILD/corpus/<driver>) into corpora/<driver> with
@@ -26,6 +30,7 @@ FUZZ_JOBS=${FUZZ_JOBS:-1}
 mode=${1:-run}
 case "$FUZZ_SECONDS" in ''|*[!0-9]*) echo "run-fuzzers: FUZZ_SECONDS must be a positive integer, got '$FUZZ_SECONDS'" >&2; exit 2;; esac
 case "$FUZZ_JOBS" in ''|*[!0-9]*|0) echo "run-fuzzers: FUZZ_JOBS must be a positive integer, got '$FUZZ_JOBS'" >&2; exit 2;; esac
+case "${FUZZ_TORCH_GAPS:-fail}" in fail|report) ;; *) echo "run-fuzzers: FUZZ_TORCH_GAPS must be fail or report, got '$FUZZ_TORCH_GAPS'" >&2; exit 2;; esac
 seed_opt=()
 if [ -n "${FUZZ_SEED:-}" ]; then
   case "$FUZZ_SEED" in *[!0-9]*) echo "run-fuzzers: FUZZ_SEED must be a positive integer, got '$FUZZ_SEED'" >&2; exit 2;; esac
@@ -146,8 +151,46 @@ if [ "$mode" = --torch ]; then
     fi
   done
   echo "logs: $out/torch-*.log"
-  [ $total -eq 0 ] || exit 1
-  exit 0
+  [ $total -eq 0 ] && exit 0
+  # Each finding, classified: its case (printed whole, so a CI log replays it anywhere) run
+  # again on the emulation whose contract the framework's kernel claims ("like"). If the
+  # emulation breaks the contract too, the contract is wrong: precfuzz's bug. If not, the
+  # framework computes something other than the emulation on this machine: a fidelity gap.
+  echo
+  echo "machine: $(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1); torch CPU capability:" \
+    "$("$PY" -c 'import torch; print(torch.backends.cpu.get_cpu_capability())' 2>/dev/null)"
+  contract_wrong=0
+  for i in "${!targets[@]}"; do
+    set -- ${targets[$i]}
+    [ -f "$out/${keys[$i]}.artifact" ] || continue
+    case_file=$(grep -o 'replay [^ ]*\.json' "$out/${keys[$i]}.log" | head -1 | cut -d' ' -f2)
+    if [ -z "$case_file" ] || [ ! -f "$case_file" ]; then
+      echo "$1: the finding left no case file (log: $out/${keys[$i]}.log)"
+      contract_wrong=1
+      continue
+    fi
+    echo "$1: the finding's case ($case_file):"
+    python3 -c 'import json, sys; print(json.dumps(json.load(open(sys.argv[1])), separators=(",", ":")))' "$case_file" | sed 's/^/  /'
+    variant=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["variant"])' "$case_file")
+    like=$(PRECFUZZ_KERNELS="exec:$PY examples/$2.py" "$FUZZ_BUILD/bin/precfuzz" list --json 2>/dev/null | python3 -c '
+import json, sys
+print(next((k["like"] for k in json.load(sys.stdin) if k["variant"] == sys.argv[1]), ""))' "$variant")
+    emu=$out/${keys[$i]}.emulation.json
+    python3 -c 'import json, sys; c = json.load(open(sys.argv[1])); c["variant"] = sys.argv[2]; c.pop("expect", None); json.dump(c, open(sys.argv[3], "w"), indent=1)' \
+      "$case_file" "$like" "$emu"
+    if [ -z "$like" ]; then
+      echo "  no emulation to compare with ($variant names none)"
+      contract_wrong=1
+    elif "$FUZZ_BUILD/bin/precfuzz" replay "$emu" >"$out/${keys[$i]}.emulation.log" 2>&1; then
+      echo "  fidelity gap: the emulation $like keeps the contract on this case; $variant on this machine does not"
+    else
+      echo "  contract wrong: the emulation $like breaks it too ($out/${keys[$i]}.emulation.log)"
+      contract_wrong=1
+    fi
+  done
+  # FUZZ_TORCH_GAPS=report (CI): fidelity gaps are printed, not fatal; a wrong contract is
+  [ "${FUZZ_TORCH_GAPS:-fail}" = report ] && [ $contract_wrong -eq 0 ] && exit 0
+  exit 1
 fi
 
 if [ "$mode" = run ]; then
