@@ -184,6 +184,12 @@ pf_status pf_fail_set_parse(const char *s, pf_fail_set *out) {
       *out |= bit << PF_FAIL_EVENT_SHIFT;
       continue;
     }
+    pf_hazard h;
+    if (strcmp(w, "hazard") == 0 || !pf_hazard_parse(w, &h)) {
+      const unsigned bits = strcmp(w, "hazard") == 0 ? (1u << PF_NHAZARDS) - 1 : 1u << h;
+      *out |= bits << (PF_FAIL_EVENT_SHIFT + PF_OUTCOME_HAZARD_SHIFT);
+      continue;
+    }
     if (strcmp(w, "finding") == 0) {
       for (int v = 0; v < PF_NVERDICTS; v++)
         if (pf_verdict_is_finding((pf_verdict)v)) *out |= 1u << v;
@@ -192,7 +198,8 @@ pf_status pf_fail_set_parse(const char *s, pf_fail_set *out) {
     pf_verdict v;
     if (pf_verdict_parse(w, &v) || v == PF_V_OK)
       return pf_error(PF_ERR_ARG, "--fail: '%s' is not a verdict that fails (inaccurate, underflow, overflow, nan, "
-                                  "divergent, range, finding for all but range, or event:overflow|underflow|invalid)", w);
+                                  "divergent, range, finding for all but range, event:overflow|underflow|invalid, a hazard: "
+                                  "saturated, stagnant, biased, imprecise, or hazard for any)", w);
     *out |= 1u << v;
   }
   if (!*out) return pf_error(PF_ERR_ARG, "--fail: no verdict given");
@@ -207,6 +214,9 @@ void pf_fail_set_name(pf_fail_set f, char *buf, size_t len) {
     if (f & (1u << v)) n += (size_t)snprintf(buf + n, len - n, "%s%s", n ? "," : "", pf_verdict_name((pf_verdict)v));
   for (int e = 0; e < 3 && n < len; e++)
     if ((f >> PF_FAIL_EVENT_SHIFT) & (1u << e)) n += (size_t)snprintf(buf + n, len - n, "%s%s", n ? "," : "", ev[e]);
+  for (int h = 0; h < PF_NHAZARDS && n < len; h++)
+    if ((f >> (PF_FAIL_EVENT_SHIFT + PF_OUTCOME_HAZARD_SHIFT)) & (1u << h))
+      n += (size_t)snprintf(buf + n, len - n, "%s%s", n ? "," : "", pf_hazard_name((pf_hazard)h));
 }
 
 /* One case at x: its verdict, and the description of its worst element when it fails. */
@@ -219,10 +229,15 @@ static pf_status pf_eval(const pf_case *tmpl, const pf_axis *a, double x, const 
     st = pf_run_case(&c, oo, &r);
     if (!st) {
       *v = r.cmp.verdict;
-      *fe = r.fe;
+      *fe = pf_outcome(r.fe, r.hazards);
       if (detail) {
         detail[0] = 0;
         if (r.cmp.verdict != PF_V_OK) pf_run_describe(&c, &r, detail, len);
+        for (int h = 0; h < PF_NHAZARDS; h++) /* and what each hazard was */
+          if (r.hazards & (1u << h)) {
+            const size_t used = strlen(detail);
+            snprintf(detail + used, len - used, "%s%s: %s", used ? "; " : "", pf_hazard_name((pf_hazard)h), r.hazard_note[h]);
+          }
       }
     }
     pf_run_free(&r);
@@ -328,7 +343,7 @@ static pf_status pf_count(const pf_case *tmpls, unsigned n, const pf_axis *a, do
   if (!st) st = pf_run_cases(cs, n, oo, rs);
   for (unsigned i = 0; !st && i < n; i++) {
     const pf_run *r = &rs[i];
-    *fails += pf_fails(fail, r->cmp.verdict, r->fe);
+    *fails += pf_fails(fail, r->cmp.verdict, pf_outcome(r->fe, r->hazards));
     if (p && !r->in_domain) p->outside++;
     if (p && r->in_domain) {
       if (r->cmp.max_ulps > p->max_ulps) p->max_ulps = r->cmp.max_ulps;

@@ -60,17 +60,24 @@ pf_status pf_axis_apply(const pf_case *tmpl, const pf_axis *a, double x, pf_case
  * the verdict: the contract's bound may well allow an underflowed partial sum). */
 typedef unsigned pf_fail_set;
 #define PF_FAIL_EVENT_SHIFT 16
-/* "overflow,nan", "finding" (every verdict but ok and range), "event:underflow" */
+/* A case's outcome beside its verdict, as pf_fails reads it: the floating-point events of the
+ * kernel's arithmetic (PF_FE_*) and, from this bit on, its hazards (a bit per pf_hazard). A
+ * fail set holds the same bits from PF_FAIL_EVENT_SHIFT on. */
+#define PF_OUTCOME_HAZARD_SHIFT 8
+#define pf_outcome(fe, hazards) ((fe) | ((unsigned)(hazards) << PF_OUTCOME_HAZARD_SHIFT))
+/* "overflow,nan", "finding" (every verdict but ok and range), "event:underflow", a hazard
+ * ("saturated", "stagnant", "biased", "imprecise") or "hazard" (any of them) */
 pf_status pf_fail_set_parse(const char *s, pf_fail_set *out);
 void pf_fail_set_name(pf_fail_set f, char *buf, size_t len);
-int pf_fails(pf_fail_set f, pf_verdict v, unsigned fe);
+/* outcome: pf_outcome(fe, hazards) */
+int pf_fails(pf_fail_set f, pf_verdict v, unsigned outcome);
 
 typedef struct {
   int found;              /* a change of the predicate lies in [lo, hi] */
   int bad_above;          /* the failing side is above (1) or below (0) the boundary */
   double below, above;    /* the adjacent values either side: the last of lo's side, the first of the other */
   pf_verdict v_below, v_above;
-  unsigned fe_below, fe_above;  /* their floating-point events */
+  unsigned fe_below, fe_above;  /* their outcomes (pf_outcome: events and hazards) */
   char detail[512];       /* pf_run_describe of the failing one */
   double lo, hi;          /* the range searched, rounded into the format */
   pf_verdict v_lo, v_hi;

@@ -150,6 +150,7 @@ static pf_status pf_run_judge(const pf_case *c, const pf_oracle_opts *opts, pf_r
     op->review(c, r);
     pf_run_settle_verdict(r);
   }
+  pf_run_hazards(c, r, opts->hazard_limits);
   return PF_OK;
 }
 
@@ -327,6 +328,7 @@ pf_status pf_judge_outputs(const pf_case *c, const pf_kernel *like, long ulps, c
   /* or the correctly rounded result within ulps units of the output dtype */
   if (!st && !like) st = pf_run_oracle(c, &o, r, given);
   if (!st && !like) st = pf_compare_ulps(c->dtype, r->out, r->nout, &r->oracle, ulps, &r->cmp);
+  if (!st && !like) pf_run_hazards(c, r, o.hazard_limits);
   for (size_t i = 0; !st && i < r->nout; i++) *judged += given[i];
   free(given);
   return st;
@@ -441,6 +443,20 @@ cJSON *pf_run_to_cjson(const pf_case *c, const pf_run *r, int per_element) {
     cJSON_AddStringToObject(j, "detail", d);
     if (r->note[0]) cJSON_AddStringToObject(j, "why", r->note);
   }
+  cJSON *hz = cJSON_AddArrayToObject(j, "hazards");
+  for (int h = 0; h < PF_NHAZARDS; h++) {
+    if (!(r->hazards & (1u << h))) continue;
+    cJSON *e = cJSON_CreateObject();
+    cJSON_AddStringToObject(e, "hazard", pf_hazard_name((pf_hazard)h));
+    cJSON_AddNumberToObject(e, "at", (double)r->hazard_at[h]);
+    cJSON_AddNumberToObject(e, "measure", isfinite(r->hazard_measure[h]) ? r->hazard_measure[h] : (r->hazard_measure[h] > 0 ? 1e308 : -1e308));
+    cJSON_AddStringToObject(e, "note", r->hazard_note[h]);
+    cJSON_AddItemToArray(hz, e);
+  }
+  cJSON *tt = cJSON_AddObjectToObject(j, "torch_testing");
+  cJSON_AddBoolToObject(tt, "passes", r->tt_fails == 0);
+  cJSON_AddNumberToObject(tt, "rejected_elements", (double)r->tt_fails);
+  if (r->tt_fails) cJSON_AddNumberToObject(tt, "first_rejected", (double)r->tt_at);
   if (per_element) {
     /* the actual stored inputs, so that anyone can recompute the exact result */
     cJSON *ins = cJSON_AddObjectToObject(j, "input_values");

@@ -4,6 +4,7 @@
 
 #include "case.h"
 #include "compare.h"
+#include "hazard.h"
 #include "kernels/kernel.h"
 
 typedef struct pf_run {
@@ -26,6 +27,16 @@ typedef struct pf_run {
   char note[320];       /* the operation's review: why the reported finding is one ("" if none);
                            a failed kernel: what went wrong */
   int failed;           /* the kernel gave no outputs (PF_ERR_KERNEL): every verdict is "failed" */
+  /* hazards (hazard.h): a bit per pf_hazard, and for each an output that shows it, its
+   * measure (imprecise: the relative error; biased: the t statistic; the operation's: its
+   * own) and one line saying what it is */
+  unsigned hazards;
+  size_t hazard_at[PF_NHAZARDS];
+  double hazard_measure[PF_NHAZARDS];
+  char hazard_note[PF_NHAZARDS][200];
+  /* torch.testing.assert_close with its default tolerance for the dtype, against the correctly
+   * rounded result: the elements it rejects (0: it passes the case), the first of them */
+  size_t tt_fails, tt_at;
 } pf_run;
 
 /* Sets element i's verdict, keeping the counts and the case's verdict in step. */

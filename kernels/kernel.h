@@ -12,11 +12,12 @@
 
 #include "harness/case.h"
 #include "harness/dtype.h"
+#include "harness/hazard.h"
 #include "harness/status.h"
 #include "harness/tensor.h"
 #include "harness/verdict.h"
 
-#define PF_KERNEL_ABI 3
+#define PF_KERNEL_ABI 4
 
 typedef enum { PF_PARAM_REAL, PF_PARAM_INT, PF_PARAM_CHOICE } pf_param_type;
 
@@ -61,6 +62,7 @@ typedef struct {
   int keep_hex;   /* fill pf_oracle_result.hex */
   int domain_only; /* runner: stop before the kernel when the case is outside the domain */
   int backend;     /* runner: PF_BACKEND_CPU (the emulation) or PF_BACKEND_CUDA (the kernel's run_cuda) */
+  const struct pf_hazard_limits *hazard_limits; /* runner: hazard thresholds (NULL: the defaults) */
 } pf_oracle_opts;
 
 /* The rigorous error bound of a kernel on one output element: the value the kernel holds
@@ -82,6 +84,7 @@ typedef struct {
                    PF_STAGE_MIXED: of several (each element's is the oracle's word) */
   int ndims;    /* the case dimensions that index it, outermost first (0: a vector) */
   int dims[PF_MAX_DIMS];
+  int measure;  /* how hazard.h judges its error: PF_MEASURE_ELEMENT (0), _ROW, _TENSOR, _NONE */
 } pf_stage;
 #define PF_STAGE_MIXED (-1)
 
@@ -127,6 +130,9 @@ typedef struct pf_op {
    * and every input and every output stage is laid out slice after slice: cases that differ
    * only in their inputs can run as one (pf_run_cases). */
   int batch_dim0;
+  /* Optional: hazards only the operation can name (saturated, stagnant: hazard.h), recorded
+   * with pf_run_flag_hazard; imprecise and biased are judged for every operation. */
+  void (*hazards)(const pf_case *c, struct pf_run *r, const struct pf_hazard_limits *l);
 } pf_op;
 
 struct pf_kernel {

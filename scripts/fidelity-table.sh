@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The README's fidelity table: the frameworks' own kernels under precfuzz. For each example
-# (examples/torch_*.py, examples/deepspeed_loss_scaler.py) and dtype, generated cases judged
+# (examples/torch_*.py, examples/deepspeed_loss_scaler.py, examples/megatron_grad_scaler.py) and dtype, generated cases judged
 # against the contract it names (findings, largest distance from the correctly rounded result
 # in ulps) and the share of its outputs bitwise equal to precfuzz's emulation of that contract
 # on the same cases (precfuzz diff-variant), with why the rest differs.
@@ -12,13 +12,14 @@ P=${1:-build/bin/precfuzz}
 PY=$(scripts/python-env.sh --frameworks) || exit 2
 TV=$("$PY" -c "import torch; print(torch.__version__.split('+')[0])")
 DV=$("$PY" -c "import deepspeed; print(deepspeed.__version__)" 2>/dev/null | tail -1)
+MV=$("$PY" -c "from importlib.metadata import version; print(version('megatron-core'))")
 # why a variant and dtype is not bit for bit what the emulation computes (measured, see README)
 why() {
   case "$1 $2" in
     "torch-softmax fp32" | "torch-softmax fp16") echo "ATen's vectorized softmax (its exp and sum order) is not modelled" ;;
     "torch-sdpa "*) echo "the fused CPU kernel's blocking and exp are not modelled" ;;
     "torch-adamw fp32" | "torch-adamw-foreach fp32")
-      echo "torch's CPU fp32 sqrt is not correctly rounded (1 ulp off on 19.8% of inputs in [0,4) here); the emulation's is" ;;
+      echo "torch's CPU fp32 sqrt is MKL's vsSqrt (ATen cpu/vml.h): not correctly rounded (1 ulp off on 19.8% of inputs in [0,4) here) and CPU-dependent; the emulation's is correctly rounded" ;;
     "torch-clip fp32") echo "torch's fp32 norm is a vectorized reduction (order by vector width); the emulation sums in order" ;;
     *) echo "" ;;
   esac
@@ -29,7 +30,8 @@ for row in "softmax torch-softmax torch_softmax safe 200" "attention torch-sdpa 
   "adam torch-adamw torch_adamw torch 100" "adam torch-adamw-foreach torch_adamw torch-foreach 100" \
   "adam torch-adamw-fused torch_adamw torch-fused 100" "clip torch-clip torch_clip torch 100" \
   "loss_scale torch-gradscaler torch_grad_scaler pytorch 50" \
-  "loss_scale ds-loss-scaler deepspeed_loss_scaler deepspeed-0.19 50"; do
+  "loss_scale ds-loss-scaler deepspeed_loss_scaler deepspeed-0.19 50" \
+  "loss_scale megatron-grad-scaler megatron_grad_scaler megatron 50"; do
   set -- $row
   K="exec:$PY examples/$3.py"
   diff=$("$P" --kernels "$K" diff-variant -k $1 -v $2 --cases $5 2>&1)
@@ -42,6 +44,7 @@ for row in "softmax torch-softmax torch_softmax safe 200" "attention torch-sdpa 
     [ "${eq:-?}" = 100.00% ] || reason=$(why $2 $t)
     fw="torch $TV"
     [ "$3" = deepspeed_loss_scaler ] && fw="DeepSpeed $DV"
+    [ "$3" = megatron_grad_scaler ] && fw="megatron-core $MV (CPU)"
     echo "| \`$2\` ($1/$4) | $fw | $t | $5 | ${findings:-?} | ${ulps:-?} | ${eq:-?} | $reason |"
   done
 done

@@ -3,8 +3,9 @@
 # environment (.venv, or $PRECFUZZ_VENV) with numpy and ml_dtypes, and with --torch PyTorch too.
 #   scripts/python-env.sh            make it (or check it is there); prints its python
 #   scripts/python-env.sh --torch    also PyTorch (tests labelled torch, examples/torch_*.py)
-#   scripts/python-env.sh --frameworks   PyTorch and DeepSpeed 0.19.8 without its CUDA ops
-#                                    (DS_BUILD_OPS=0: examples/deepspeed_loss_scaler.py)
+#   scripts/python-env.sh --frameworks   PyTorch, DeepSpeed 0.19.8 without its CUDA ops
+#                                    (DS_BUILD_OPS=0: examples/deepspeed_loss_scaler.py) and
+#                                    megatron-core 0.16.1 (examples/megatron_grad_scaler.py)
 #   scripts/python-env.sh --check [--torch|--frameworks]   exit 0 if it is there, else 1
 #
 # PyTorch comes from PyPI. Its wheel's dependencies include several GB of NVIDIA libraries; on
@@ -17,6 +18,7 @@ cd "$(dirname "$0")/.."
 VENV=${PRECFUZZ_VENV:-.venv}
 TORCH_VERSION=2.15.0
 DEEPSPEED_VERSION=0.19.8
+MEGATRON_CORE_VERSION=0.16.1 # its dependencies (numpy, packaging, torch) are installed already
 # DeepSpeed's own dependencies (pure Python) but torch, which is installed as above
 DEEPSPEED_DEPS=(wheel einops hjson msgpack ninja packaging psutil py-cpuinfo "pydantic>=2.0.0" tqdm)
 BASE=(numpy ml_dtypes)
@@ -39,9 +41,10 @@ have() { [ -x "$py" ] && "$py" -c "$1" >/dev/null 2>&1; }
 base_ok() { have "import numpy, ml_dtypes"; }
 torch_ok() { have "import torch; torch.softmax(torch.ones(2, dtype=torch.float16), 0)"; }
 deepspeed_ok() { have "import deepspeed.runtime.fp16.loss_scaler"; }
+megatron_ok() { have "import megatron.core.optimizer.grad_scaler"; }
 
 if [ $check = 1 ]; then
-  base_ok && { [ $torch = 0 ] || torch_ok; } && { [ $frameworks = 0 ] || deepspeed_ok; } && exit 0
+  base_ok && { [ $torch = 0 ] || torch_ok; } && { [ $frameworks = 0 ] || { deepspeed_ok && megatron_ok; }; } && exit 0
   exit 1
 fi
 
@@ -67,5 +70,10 @@ if [ $frameworks = 1 ] && ! deepspeed_ok; then
   DS_BUILD_OPS=0 "$py" -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation \
     "deepspeed==$DEEPSPEED_VERSION" >&2
   deepspeed_ok || { echo "python-env.sh: deepspeed $DEEPSPEED_VERSION does not import in $VENV" >&2; exit 1; }
+fi
+if [ $frameworks = 1 ] && ! megatron_ok; then
+  echo "python-env.sh: installing megatron-core $MEGATRON_CORE_VERSION into $VENV" >&2
+  "$py" -m pip install -q --disable-pip-version-check --no-deps "megatron-core==$MEGATRON_CORE_VERSION" >&2
+  megatron_ok || { echo "python-env.sh: megatron-core $MEGATRON_CORE_VERSION does not import in $VENV" >&2; exit 1; }
 fi
 echo "$py"

@@ -27,7 +27,9 @@ static void print_help_boundary(void) {
       "                      overflow, nan, divergent, range, or finding (every verdict but ok and range;\n"
       "                      the default); event:overflow, event:underflow (a nonzero result rounded to\n"
       "                      zero), event:invalid: the kernel's own arithmetic raised it anywhere, whatever\n"
-      "                      the verdict. Verdicts count in the contract's domain or not.\n"
+      "                      the verdict; saturated, stagnant, biased, imprecise, or hazard (any of\n"
+      "                      them): the case has that hazard, whatever the verdict. Verdicts count in\n"
+      "                      the contract's domain or not.\n"
       "  --cases N           1 (default): a threshold of one case (seed --seed): a grid of --points\n"
       "                      intervals (default 64, evenly spaced in the format's values, so logarithmic\n"
       "                      for a positive range) finds the first change, bisection narrows it to two\n"
@@ -43,10 +45,13 @@ static void print_help_boundary(void) {
 }
 
 /* "overflow", or "ok (events underflow)" when the kernel's arithmetic raised events */
-static const char *verdict_events(pf_verdict v, unsigned fe, char *buf, size_t len) {
-  char e[48];
-  if (!fe) snprintf(buf, len, "%s", pf_verdict_name(v));
-  else snprintf(buf, len, "%s (events %s)", pf_verdict_name(v), pf_fe_str(fe, e));
+/* "ok", "ok (events underflow)", "ok (hazards saturated,imprecise)": a verdict and an outcome */
+static const char *verdict_events(pf_verdict v, unsigned outcome, char *buf, size_t len) {
+  char e[48], h[64];
+  const unsigned fe = outcome & ((1u << PF_OUTCOME_HAZARD_SHIFT) - 1), hz = outcome >> PF_OUTCOME_HAZARD_SHIFT;
+  size_t n = (size_t)snprintf(buf, len, "%s", pf_verdict_name(v));
+  if (fe && n < len) n += (size_t)snprintf(buf + n, len - n, " (events %s)", pf_fe_str(fe, e));
+  if (hz && n < len) snprintf(buf + n, len - n, " (hazards %s)", pf_hazards_str(hz, h, sizeof h));
   return buf;
 }
 

@@ -251,6 +251,9 @@ static int run_variant(const pf_kernel *k, const run_opts *o, cJSON *jcases, int
   int64_t max_ulps = 0;
   double max_rel = 0, secs_k = 0, secs_o = 0;
   uint64_t printed = 0, findings = 0, outside = 0, cases_outside = 0, worst_seed = 0;
+  /* hazards, and torch.testing.assert_close beside the contract */
+  uint64_t hazard_cases[PF_NHAZARDS] = {0}, any_hazard = 0, hazard_printed = 0;
+  uint64_t tt_rejects = 0, tt_pass_finding = 0, tt_pass_hazard = 0, tt_fail_sound = 0;
   pf_oracle_opts oo;
   pf_oracle_opts_default(&oo);
   oo.prec = o->oracle_prec;
@@ -292,6 +295,22 @@ static int run_variant(const pf_kernel *k, const run_opts *o, cJSON *jcases, int
         *any_finding = 1;
         if (o->save_dir && save_finding(&c, &r, o, seed, saved, sizeof saved)) saved[0] = 0;
       }
+      for (int h = 0; h < PF_NHAZARDS; h++) hazard_cases[h] += (r.hazards >> h) & 1;
+      any_hazard += r.hazards != 0;
+      tt_rejects += r.tt_fails != 0;
+      if (!r.tt_fails) tt_pass_finding += finding, tt_pass_hazard += !finding && r.hazards;
+      else tt_fail_sound += !finding && !r.hazards && r.cmp.verdict == PF_V_OK;
+      if (!jcases && r.hazards && hazard_printed < o->max_print) {
+        char rep[1536], hs[64];
+        reproduce_line(&c, o, seed, rep, sizeof rep);
+        printf("HAZARD %s/%s %s/%s seed %llu (verdict %s): %s\n", c.kernel, c.variant, pf_dtype_name(c.dtype),
+               pf_dtype_name(c.accum), (unsigned long long)seed, pf_verdict_name(r.cmp.verdict),
+               pf_hazards_str(r.hazards, hs, sizeof hs));
+        for (int h = 0; h < PF_NHAZARDS; h++)
+          if (r.hazards & (1u << h)) printf("  %s: %s\n", pf_hazard_name((pf_hazard)h), r.hazard_note[h]);
+        printf("  reproduce with: %s\n", rep);
+        hazard_printed++;
+      }
       if (jcases) {
         cJSON *jr = pf_run_to_cjson(&c, &r, 1);
         cJSON_AddNumberToObject(jr, "seed", (double)seed);
@@ -326,6 +345,14 @@ static int run_variant(const pf_kernel *k, const run_opts *o, cJSON *jcases, int
       printf("  %llu of %llu cases outside the contract's domain (its bound does not apply there)\n",
              (unsigned long long)cases_outside, (unsigned long long)o->cases);
     if (findings > printed) printf("  (%llu more findings not shown; --max-print, --save-findings)\n", (unsigned long long)(findings - printed));
+    printf("  hazards in %llu cases", (unsigned long long)any_hazard);
+    for (int h = 0; h < PF_NHAZARDS; h++)
+      if (hazard_cases[h]) printf("%s %s %llu", h ? "," : ":", pf_hazard_name((pf_hazard)h), (unsigned long long)hazard_cases[h]);
+    printf("%s\n", any_hazard > hazard_printed ? " (not all shown; --max-print)" : "");
+    printf("  torch.testing.assert_close (default tolerance, against the correctly rounded result) rejects %llu cases;"
+           " passes %llu with a finding and %llu with a hazard; rejects %llu that are ok without one\n",
+           (unsigned long long)tt_rejects, (unsigned long long)tt_pass_finding, (unsigned long long)tt_pass_hazard,
+           (unsigned long long)tt_fail_sound);
   }
   return 0;
 }

@@ -65,11 +65,11 @@ static int pf_adam_stages(const pf_case *c, pf_stage *st) {
   const int var = pf_adam_variant(c);
   /* the state in the parameters' dtype for torch and state-lowp, else fp32 */
   const int sh = PF_HELD(pf_adam_is_torch(var) || var == PF_ADAM_STATE_LOWP ? c->dtype : PF_FP32);
-  st[0] = (pf_stage){"m", 0, n, 0, sh, 1, {0}};
-  st[1] = (pf_stage){"v", n, n, 0, sh, 1, {0}};
-  st[2] = (pf_stage){pf_adam_has_master(var) ? "master" : "param", 2 * n, n, 0, PF_HELD(pf_adam_pdt(c)), 1, {0}};
+  st[0] = (pf_stage){"m", 0, n, 0, sh, 1, {0}, PF_MEASURE_TENSOR};
+  st[1] = (pf_stage){"v", n, n, 0, sh, 1, {0}, PF_MEASURE_ELEMENT};
+  st[2] = (pf_stage){pf_adam_has_master(var) ? "master" : "param", 2 * n, n, 0, PF_HELD(pf_adam_pdt(c)), 1, {0}, PF_MEASURE_TENSOR};
   if (!pf_adam_has_master(var)) return 3;
-  st[3] = (pf_stage){"param", 3 * n, n, 0, 0, 1, {0}};
+  st[3] = (pf_stage){"param", 3 * n, n, 0, 0, 1, {0}, PF_MEASURE_TENSOR};
   return 4;
 }
 

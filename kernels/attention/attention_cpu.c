@@ -65,13 +65,13 @@ static size_t pf_attn_output_count(const pf_case *c) {
 static int pf_attn_stages(const pf_case *c, pf_stage *st) {
   const size_t no = pf_attn_o_count(c), ns = pf_attn_s_count(c);
   if (pf_attn_algo(c) == PF_ATTN_FLASH) {
-    st[0] = (pf_stage){"output", 0, no, 0, 0, 4, {D_B, D_H, D_LQ, D_D}};
+    st[0] = (pf_stage){"output", 0, no, 0, 0, 4, {D_B, D_H, D_LQ, D_D}, PF_MEASURE_ROW};
     return 1;
   }
   /* in data-flow order: a finding is born in the first stage that has one */
-  st[0] = (pf_stage){"scores", no, ns, 1, 0, 4, {D_B, D_H, D_LQ, D_LK}};
-  st[1] = (pf_stage){"probabilities", no + ns, ns, 1, 0, 4, {D_B, D_H, D_LQ, D_LK}};
-  st[2] = (pf_stage){"output", 0, no, 0, 0, 4, {D_B, D_H, D_LQ, D_D}};
+  st[0] = (pf_stage){"scores", no, ns, 1, 0, 4, {D_B, D_H, D_LQ, D_LK}, PF_MEASURE_ROW};
+  st[1] = (pf_stage){"probabilities", no + ns, ns, 1, 0, 4, {D_B, D_H, D_LQ, D_LK}, PF_MEASURE_ELEMENT};
+  st[2] = (pf_stage){"output", 0, no, 0, 0, 4, {D_B, D_H, D_LQ, D_D}, PF_MEASURE_ROW};
   return 3;
 }
 

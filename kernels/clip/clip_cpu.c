@@ -34,8 +34,8 @@ static pf_dtype pf_clip_norm_dtype(const pf_case *c) { return pf_clip_variant(c)
 static size_t pf_clip_input_count(const pf_case *c, int i) { return c->shape[0] * c->shape[1]; }
 static size_t pf_clip_output_count(const pf_case *c) { return 1 + c->shape[0] * c->shape[1]; }
 static int pf_clip_stages(const pf_case *c, pf_stage *st) {
-  st[0] = (pf_stage){"norm", 0, 1, 0, PF_HELD(pf_clip_norm_dtype(c)), 0, {0}};
-  st[1] = (pf_stage){"grads", 1, c->shape[0] * c->shape[1], 0, 0, 2, {0, 1}};
+  st[0] = (pf_stage){"norm", 0, 1, 0, PF_HELD(pf_clip_norm_dtype(c)), 0, {0}, PF_MEASURE_ELEMENT};
+  st[1] = (pf_stage){"grads", 1, c->shape[0] * c->shape[1], 0, 0, 2, {0, 1}, PF_MEASURE_ELEMENT};
   return 2;
 }
 

@@ -48,9 +48,9 @@ static size_t pf_ls_output_count(const pf_case *c) { return c->shape[0] * (c->sh
 static int pf_ls_stages(const pf_case *c, pf_stage *st) {
   const size_t T = c->shape[0], n = c->shape[1];
   /* the unscaled gradients, the step's status code and the scale after it, all fp32 */
-  st[0] = (pf_stage){"grads", 0, T * n, 0, PF_HELD(PF_FP32), 2, {0, 1}};
-  st[1] = (pf_stage){"status", T * n, T, 0, PF_HELD(PF_FP32), 1, {0}};
-  st[2] = (pf_stage){"scale", T * n + T, T, 0, PF_HELD(PF_FP32), 1, {0}};
+  st[0] = (pf_stage){"grads", 0, T * n, 0, PF_HELD(PF_FP32), 2, {0, 1}, PF_MEASURE_ELEMENT};
+  st[1] = (pf_stage){"status", T * n, T, 0, PF_HELD(PF_FP32), 1, {0}, PF_MEASURE_NONE};
+  st[2] = (pf_stage){"scale", T * n + T, T, 0, PF_HELD(PF_FP32), 1, {0}, PF_MEASURE_ELEMENT};
   return 3;
 }
 

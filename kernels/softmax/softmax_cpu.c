@@ -65,12 +65,13 @@ pf_status pf_softmax_fwd_cpu(const pf_case *c, const pf_tensor *in, double *out,
   double *tmp = malloc(cols * sizeof(double));
   if (!tmp) return pf_error(PF_ERR_NOMEM, "softmax: cannot allocate a row of %zu", cols);
   const int algo = pf_softmax_algo(c);
-  const int no_max = strcmp(c->fault, "softmax-no-max") == 0;
+  const int faults = (strcmp(c->fault, "softmax-no-max") == 0 ? PF_SOFTMAX_F_NO_MAX : 0) |
+                     (strcmp(c->fault, "softmax-round-toward-zero") == 0 ? PF_SOFTMAX_F_ROUND_TOWARD_ZERO : 0);
   const double alpha_acc = pf_round_fe(c->accum, c->params[P_ALPHA], fe);
   const int mask = (int)c->params[P_MASK];
   const double maskval = pf_softmax_mask_value((int)c->params[P_MASKVAL], c->dtype);
   for (size_t i = 0; i < rows; i++)
-    pf_softmax_row(algo, no_max, c->accum, c->dtype, in[0].data + i * cols, i, rows, cols, alpha_acc, mask,
+    pf_softmax_row(algo, faults, c->accum, c->dtype, in[0].data + i * cols, i, rows, cols, alpha_acc, mask,
                    maskval, out + i * cols, tmp, fe);
   free(tmp);
   return PF_OK;
@@ -239,12 +240,12 @@ static pf_status pf_softmax_fwd_cuda_case(const pf_case *c, const pf_tensor *in,
 
 #define PF_SOFTMAX_DTYPES (PF_DT(PF_FP32) | PF_DT(PF_FP16) | PF_DT(PF_BF16))
 #define PF_SOFTMAX_ACCUMS (PF_DT(PF_FP32) | PF_ACCUM_STORAGE)
-static const char *const pf_softmax_faults[] = {"softmax-no-max", NULL};
-static const char *const pf_no_faults[] = {NULL};
+static const char *const pf_softmax_faults[] = {"softmax-no-max", "softmax-round-toward-zero", NULL};
+static const char *const pf_naive_faults[] = {"softmax-round-toward-zero", NULL};
 
 static const pf_kernel pf_softmax_naive = {
     PF_KERNEL_ABI, &pf_softmax_op, "naive", "exp(t) / sum exp(t), no max subtracted",
-    PF_SOFTMAX_DTYPES, PF_SOFTMAX_ACCUMS, pf_no_faults,
+    PF_SOFTMAX_DTYPES, PF_SOFTMAX_ACCUMS, pf_naive_faults,
     "rel = e^tau (1+eps_e)(1+u_d) / (e^-tau (1-eps_e)(1-u)^(n-1) - n a (1+u)^(n-1)) - 1, "
     "a = (2^-148 + s) e^-max(t), abs = a (1+u_d) / (...) + s/2; domain: ln(min normal) < max(t) < ln(max/n)",
     pf_softmax_fwd_cpu, pf_softmax_bound, pf_softmax_in_domain, NULL, PF_SOFTMAX_RUN_CUDA, .algo = PF_SOFTMAX_NAIVE};

@@ -52,11 +52,24 @@ PF_HD double pf_softmax_score(pf_dtype acc, double x, double alpha_acc, int mask
   return pf_mul(acc, x, alpha_acc, fe);
 }
 
-/* One row. The fault softmax-no-max makes safe and online behave as naive would (the max
- * is taken as 0), while their contract stays theirs. */
-PF_HD void pf_softmax_row(int algo, int no_max, pf_dtype acc, pf_dtype out_t, const double *x, size_t row,
+/* Fault switches of a row (pf_softmax_row's faults): softmax-no-max makes safe and online
+ * behave as naive would (the max is taken as 0); softmax-round-toward-zero rounds each output
+ * to the storage dtype toward zero instead of to nearest (a biased rounding that stays within
+ * every per-element bound: the bias check finds it). Their contract stays theirs. */
+enum { PF_SOFTMAX_F_NO_MAX = 1, PF_SOFTMAX_F_ROUND_TOWARD_ZERO = 2 };
+
+/* An output: the quotient e / s rounded to the accumulation dtype, then to the storage dtype;
+ * with softmax-round-toward-zero the quotient (in binary64) is rounded toward zero, once. */
+PF_HD double pf_softmax_out(pf_dtype acc, pf_dtype out_t, double e, double s, int faults, unsigned *fe) {
+  if (faults & PF_SOFTMAX_F_ROUND_TOWARD_ZERO) return pf_decode(out_t, pf_encode(out_t, e / s, PF_RZ, 0));
+  return pf_round_fe(out_t, pf_div(acc, e, s, fe), fe);
+}
+
+/* One row; faults: PF_SOFTMAX_F_* bits. */
+PF_HD void pf_softmax_row(int algo, int faults, pf_dtype acc, pf_dtype out_t, const double *x, size_t row,
                            size_t rows, size_t cols, double alpha_acc, int mask, double maskval, double *y,
                            double *tmp, unsigned *fe) {
+  const int no_max = faults & PF_SOFTMAX_F_NO_MAX;
   for (size_t j = 0; j < cols; j++)
     tmp[j] = pf_softmax_score(acc, x[j], alpha_acc, pf_softmax_masked(mask, row, j, rows, cols), maskval, fe);
 
@@ -71,7 +84,7 @@ PF_HD void pf_softmax_row(int algo, int no_max, pf_dtype acc, pf_dtype out_t, co
       m = mn;
     }
     for (size_t j = 0; j < cols; j++)
-      y[j] = pf_round_fe(out_t, pf_div(acc, pf_softmax_exp(acc, pf_sub(acc, tmp[j], m, fe), fe), l, fe), fe);
+      y[j] = pf_softmax_out(acc, out_t, pf_softmax_exp(acc, pf_sub(acc, tmp[j], m, fe), fe), l, faults, fe);
     return;
   }
   double m = 0;
@@ -86,7 +99,7 @@ PF_HD void pf_softmax_row(int algo, int no_max, pf_dtype acc, pf_dtype out_t, co
                                                 : pf_softmax_exp(acc, pf_sub(acc, tmp[j], m, fe), fe);
     s = pf_add(acc, s, tmp[j], fe);
   }
-  for (size_t j = 0; j < cols; j++) y[j] = pf_round_fe(out_t, pf_div(acc, tmp[j], s, fe), fe);
+  for (size_t j = 0; j < cols; j++) y[j] = pf_softmax_out(acc, out_t, tmp[j], s, faults, fe);
 }
 
 #endif

@@ -395,9 +395,9 @@ static size_t pf_tp_outputs(const pf_case *c) {
 static int pf_tp_stages(const pf_case *c, pf_stage *st) {
   pf_tp_layout L;
   pf_tp_layout_make(c, &L);
-  st[0] = (pf_stage){"copies", 0, 2 * L.steps * L.nsync, 0, PF_STAGE_MIXED, 0, {0}};
-  st[1] = (pf_stage){"tp1", pf_tp_run_at(&L, 0, 0, 0, 0), 4 * L.steps * L.n, 0, PF_STAGE_MIXED, 0, {0}};
-  st[2] = (pf_stage){"tp2", pf_tp_run_at(&L, 1, 0, 0, 0), 4 * L.steps * L.n, 0, PF_STAGE_MIXED, 0, {0}};
+  st[0] = (pf_stage){"copies", 0, 2 * L.steps * L.nsync, 0, PF_STAGE_MIXED, 0, {0}, PF_MEASURE_NONE};
+  st[1] = (pf_stage){"tp1", pf_tp_run_at(&L, 0, 0, 0, 0), 4 * L.steps * L.n, 0, PF_STAGE_MIXED, 0, {0}, PF_MEASURE_NONE};
+  st[2] = (pf_stage){"tp2", pf_tp_run_at(&L, 1, 0, 0, 0), 4 * L.steps * L.n, 0, PF_STAGE_MIXED, 0, {0}, PF_MEASURE_NONE};
   return 3;
 }
 

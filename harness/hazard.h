@@ -1,0 +1,65 @@
+/* Hazards: results a kernel's contract allows but that are useless for training. A verdict says
+ * whether the kernel kept its contract (a broken one is a bug); a hazard says the result,
+ * contract kept or not, is one a training run should not get:
+ *   saturated  an accumulation stopped absorbing its terms (a running sum, a norm);
+ *   stagnant   state that cannot move (an EMA whose decay rounds away, a lost update, a loss
+ *              scale that can never grow back);
+ *   biased     rounding errors with a systematic sign over many elements (a t-test);
+ *   imprecise  an error beyond the usability threshold of the output's dtype, measured per
+ *              element, per row or per tensor as the stage says (pf_stage.measure).
+ * imprecise and biased are judged for every operation from its outputs and the oracle's exact
+ * values; saturated and stagnant by the operation (pf_op.hazards), which knows what its outputs
+ * mean. README.md, "Hazards", says how each is measured and where its thresholds come from. */
+#ifndef PF_HAZARD_H
+#define PF_HAZARD_H
+
+#include <stddef.h>
+
+#include "case.h"
+#include "dtype.h"
+#include "status.h"
+
+typedef enum { PF_H_SATURATED = 0, PF_H_STAGNANT, PF_H_BIASED, PF_H_IMPRECISE, PF_NHAZARDS } pf_hazard;
+
+const char *pf_hazard_name(pf_hazard h);
+pf_status pf_hazard_parse(const char *s, pf_hazard *out); /* PF_ERR_UNKNOWN if not a hazard */
+
+/* How a stage's error is measured for imprecise (pf_stage.measure). */
+enum {
+  PF_MEASURE_ELEMENT = 0, /* |y - E| / max(|E|, smallest normal): outputs that cannot cancel */
+  PF_MEASURE_ROW,         /* ||y - E|| / ||E|| over each slice along the stage's last dimension */
+  PF_MEASURE_TENSOR,      /* ||y - E|| / ||E|| over the whole stage */
+  PF_MEASURE_NONE,        /* not a value to judge (bounds, counters) */
+};
+
+typedef struct pf_hazard_limits {
+  double imprecise[PF_NDTYPES]; /* relative error (as measured) beyond which a result is imprecise */
+  double bias_z;                /* |t statistic| of the mean signed error at or beyond which... */
+  double bias_ulps;             /* ...and |mean| (in ulps) at or beyond which errors are biased */
+  size_t bias_min;              /* distinct (exact, output) pairs a stage needs for the test */
+} pf_hazard_limits;
+
+/* The defaults: imprecise beyond max(2^-10, 16 u) (fp32 2^-10, fp16 2^-7, bf16 2^-4); biased
+ * at |t| >= 6 with |mean| >= 0.25 ulp over at least 32 distinct pairs. */
+void pf_hazard_limits_default(pf_hazard_limits *l);
+/* "fp16=0x1p-6,bf16=0.05": the imprecise thresholds of the dtypes named (each > 0 and < 1).
+ * One-line error naming what is wrong. */
+pf_status pf_hazard_limits_parse(const char *s, pf_hazard_limits *l);
+
+struct pf_run;
+/* Judges r's hazards: imprecise and biased over every stage, then the operation's own
+ * (pf_op.hazards), and torch.testing.assert_close's default tolerance (pf_run.tt_fails).
+ * Needs the oracle and the comparison (pf_run_judge calls it last). */
+void pf_run_hazards(const pf_case *c, struct pf_run *r, const pf_hazard_limits *l);
+/* For pf_op.hazards: records hazard h at output index at with its measure and a one-line
+ * note (the first one recorded for h stays). */
+void pf_run_flag_hazard(struct pf_run *r, pf_hazard h, size_t at, double measure, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+/* "saturated,imprecise" or "none" */
+const char *pf_hazards_str(unsigned mask, char *buf, size_t len);
+
+/* torch.testing.assert_close's default tolerances for a dtype (rtol, atol): fp32 1.3e-6 and
+ * 1e-5, fp16 1e-3 and 1e-5, bf16 1.6e-2 and 1e-5 (torch/testing/_comparison.py). */
+void pf_torch_testing_tolerance(pf_dtype t, double *rtol, double *atol);
+
+#endif
