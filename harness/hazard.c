@@ -83,14 +83,12 @@ static pf_dtype pf_elem_dtype(const pf_case *c, const pf_run *r, size_t i) {
   return r->oracle.dtype[i] < PF_NDTYPES ? (pf_dtype)r->oracle.dtype[i] : c->dtype;
 }
 
-/* Beyond a threshold: the measure |y - E| / |E| is computed from E rounded to binary64, which
- * moves it by up to 2^-53 (1 + 1/measure) relative: within 2^-40 of the threshold (a measure
- * equal to it) is not beyond it. */
-static int pf_beyond(double err, double thr) { return err > thr * (1 + 0x1p-40); }
+/* The measure |y - E| / |E| is computed from E rounded to binary64, which moves it by up to
+ * 2^-53 (1 + 1/measure) relative: within 2^-40 of the threshold (a measure equal to it) is not
+ * beyond it. */
+int pf_hazard_beyond(double err, double thr) { return err > thr * (1 + 0x1p-40); }
 
-/* The imprecise threshold of an output of dtype t in a case of dtype c->dtype: the looser of
- * the two (an fp32 output of a bf16 computation is held to what bf16 can give). */
-static double pf_threshold(const pf_case *c, const pf_hazard_limits *l, pf_dtype t) {
+double pf_hazard_threshold(const pf_case *c, const pf_hazard_limits *l, pf_dtype t) {
   return fmax(l->imprecise[t], l->imprecise[c->dtype]);
 }
 
@@ -111,12 +109,12 @@ static void pf_imprecise_unit(const pf_case *c, pf_run *r, const pf_stage *s, si
       if (!pf_judgeable(r, i)) continue;
       const pf_dtype t = pf_elem_dtype(c, r, i);
       const double E = r->oracle.exact[i], err = fabs(r->out[i] - E) / fmax(fabs(E), pf_min_normal(t));
-      if (pf_beyond(err, pf_threshold(c, l, t)) && err / pf_threshold(c, l, t) > worst)
-        worst = err / pf_threshold(c, l, t), at = i;
+      if (pf_hazard_beyond(err, pf_hazard_threshold(c, l, t)) && err / pf_hazard_threshold(c, l, t) > worst)
+        worst = err / pf_hazard_threshold(c, l, t), at = i;
     }
     if (worst > 1) {
       const pf_dtype t = pf_elem_dtype(c, r, at);
-      const double thr = pf_threshold(c, l, t);
+      const double thr = pf_hazard_threshold(c, l, t);
       pf_run_flag_hazard(r, PF_H_IMPRECISE, at, worst * thr,
                          "%s[%zu]: relative error %.3g against its exact value %.6g (threshold %.3g for %s)", s->name,
                          at - s->offset, worst * thr, r->oracle.exact[at], thr, pf_dtype_name(thr == l->imprecise[t] ? t : c->dtype));
@@ -137,8 +135,8 @@ static void pf_imprecise_unit(const pf_case *c, pf_run *r, const pf_stage *s, si
   if (worst <= 0) return;
   /* an all-zero exact slice: the error against the smallest normal, as for one element */
   const double err = sqrt(num) / fmax(sqrt(den), pf_min_normal(t));
-  const double thr = pf_threshold(c, l, t);
-  if (pf_beyond(err, thr))
+  const double thr = pf_hazard_threshold(c, l, t);
+  if (pf_hazard_beyond(err, thr))
     pf_run_flag_hazard(r, PF_H_IMPRECISE, at, err,
                        "%s%s: normwise relative error %.3g (threshold %.3g for %s); worst at %s[%zu]", s->name,
                        measure == PF_MEASURE_ROW ? " row" : "", err, thr, pf_dtype_name(thr == l->imprecise[t] ? t : c->dtype),
@@ -174,16 +172,21 @@ static int pf_cmp_pair(const void *a, const void *b) {
  *     algorithm may have made are left out; repeated pairs count once. */
 static void pf_biased_stage(const pf_case *c, pf_run *r, const pf_stage *s, const pf_hazard_limits *l) {
   const pf_dtype t = s->held > 0 ? (pf_dtype)(s->held - 1) : c->dtype;
-  const size_t w = s->ndims >= 2 ? c->shape[s->dims[s->ndims - 1]] : 0; /* row length; 0: a vector */
+  size_t w = s->ndims >= 2 ? c->shape[s->dims[s->ndims - 1]] : 0; /* row length; 0: a vector */
+  /* rows of w elements at stride 1, or for a trajectory columns of count / w at stride w */
+  const int traj = s->measure == PF_MEASURE_TRAJECTORY && w;
+  const size_t nunits = w ? (traj ? w : s->count / w) : 0, len = w ? (traj ? s->count / w : w) : 0;
+  const size_t ustride = traj ? 1 : w, estride = traj ? w : 1;
   double *buf = malloc(2 * (s->count ? s->count : 1) * sizeof *buf);
   if (!buf) return;
   double *units = buf; /* pairs (raw, toward-zero) */
   size_t m = 0;
   if (w) {
-    for (size_t row = 0; row < s->count / w; row++) {
+    for (size_t u = 0; u < nunits; u++) {
       double sum[2] = {0, 0};
       size_t k = 0;
-      for (size_t i = s->offset + row * w; i < s->offset + (row + 1) * w; i++) {
+      for (size_t q = 0; q < len; q++) {
+        const size_t i = s->offset + u * ustride + q * estride;
         const double E = r->oracle.exact[i];
         if (!pf_judgeable(r, i) || E == 0) continue;
         const double y = r->out[i];
@@ -226,7 +229,8 @@ static void pf_biased_stage(const pf_case *c, pf_run *r, const pf_stage *s, cons
       pf_run_flag_hazard(r, PF_H_BIASED, s->offset, z,
                          "%s: the rounding is biased: %+.3f ulps %s from the correctly rounded result on average "
                          "over %zu %s, t = %.1f (biased at |t| >= %g and |mean| >= %g ulps)",
-                         s->name, mean, how[j], m, w ? "rows" : "distinct values", z, l->bias_z, l->bias_ulps);
+                         s->name, mean, how[j], m, w ? (traj ? "values (each over its steps)" : "rows") : "distinct values", z,
+                         l->bias_z, l->bias_ulps);
       break;
     }
   }
@@ -247,7 +251,7 @@ void pf_run_hazards(const pf_case *c, pf_run *r, const pf_hazard_limits *lim) {
   for (int k = 0; k < ns; k++) {
     const pf_stage *s = &st[k];
     if (s->measure == PF_MEASURE_NONE || s->held == PF_STAGE_MIXED || !s->count) continue;
-    if (s->measure == PF_MEASURE_ROW && s->ndims > 0) {
+    if ((s->measure == PF_MEASURE_ROW || s->measure == PF_MEASURE_TRAJECTORY) && s->ndims > 0) {
       const size_t w = c->shape[s->dims[s->ndims - 1]];
       for (size_t row = 0; w && row < s->count / w; row++)
         pf_imprecise_unit(c, r, s, s->offset + row * w, w, 1, PF_MEASURE_ROW, lim);

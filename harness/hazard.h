@@ -30,6 +30,9 @@ enum {
   PF_MEASURE_ROW,         /* ||y - E|| / ||E|| over each slice along the stage's last dimension */
   PF_MEASURE_TENSOR,      /* ||y - E|| / ||E|| over the whole stage */
   PF_MEASURE_NONE,        /* not a value to judge (bounds, counters) */
+  PF_MEASURE_TRAJECTORY,  /* steps x values: imprecise per step as ROW; biased over the values
+                             (a unit is one value's mean over the steps, which are not
+                             independent of each other) */
 };
 
 typedef struct pf_hazard_limits {
@@ -55,6 +58,12 @@ void pf_run_hazards(const pf_case *c, struct pf_run *r, const pf_hazard_limits *
  * note (the first one recorded for h stays). */
 void pf_run_flag_hazard(struct pf_run *r, pf_hazard h, size_t at, double measure, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
+/* For pf_op.hazards: the imprecise threshold of an output of dtype t in case c (the looser of
+ * t's and the case dtype's: an fp32 output of a bf16 computation is held to bf16's), and
+ * whether a measure is beyond it (a measure equal to it within binary64's rounding of the
+ * exact value is not). */
+double pf_hazard_threshold(const pf_case *c, const pf_hazard_limits *l, pf_dtype t);
+int pf_hazard_beyond(double measure, double threshold);
 /* "saturated,imprecise" or "none" */
 const char *pf_hazards_str(unsigned mask, char *buf, size_t len);
 

@@ -18,6 +18,7 @@
 
 #include "harness/errbound.h"
 #include "kernels/clip/clip.h"
+#include "harness/runner.h"
 #include "kernels/kernel.h"
 
 pf_status pf_clip_mpfr(const pf_case *c, const pf_tensor *in, const pf_oracle_opts *opts, pf_oracle_result *out);
@@ -44,6 +45,20 @@ static int pf_clip_input_dims(const pf_case *c, int i, int *d) {
   return 2;
 }
 
+/* saturated: the global norm came out short of the exact one beyond the imprecise threshold
+ * (of the norm's dtype, or the case's if looser): a sum of squares that stopped absorbing its
+ * terms. (inf takes a max, which cannot saturate: its norm is exact.) */
+static void pf_clip_hazards(const pf_case *c, pf_run *r, const pf_hazard_limits *l) {
+  const double y = r->out[0], E = r->oracle.exact[0];
+  if (r->oracle.status[0] == PF_ORACLE_UNDEFINED || !isfinite(y) || !(E > 0)) return;
+  const double thr = pf_hazard_threshold(c, l, pf_clip_norm_dtype(c));
+  if (pf_hazard_beyond(1 - y / E, thr))
+    pf_run_flag_hazard(r, PF_H_SATURATED, 0, 1 - y / E,
+                       "the global norm came out as %.6g where the exact norm is %.6g, short by %.3g (threshold %.3g): "
+                       "a sum of squares that stopped absorbing its terms",
+                       y, E, 1 - y / E, thr);
+}
+
 const pf_op pf_clip_op = {
     .name = "clip",
     .summary = "gradient clipping by the global norm of k tensors",
@@ -61,6 +76,7 @@ const pf_op pf_clip_op = {
     .oracle = pf_clip_mpfr,
     .stages = pf_clip_stages,
     .input_dims = pf_clip_input_dims,
+    .hazards = pf_clip_hazards,
 };
 
 pf_clip_launch pf_clip_launch_of(const pf_case *c) {

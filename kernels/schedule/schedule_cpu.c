@@ -76,8 +76,8 @@ static int pf_sched_stages(const pf_case *c, pf_stage *st) {
   st[1] = (pf_stage){"scale", PF_SCHED_SCALE(T), T, 0, f32, 1, {0}, PF_MEASURE_ELEMENT};
   /* the least step the run must take: binary64 bounds, not values of a dtype */
   st[2] = (pf_stage){"step", PF_SCHED_STEP(T), T * n, 0, PF_STAGE_MIXED, 2, {0, 1}, PF_MEASURE_NONE};
-  st[3] = (pf_stage){"master", PF_SCHED_MASTER(T, n), T * n, 0, PF_HELD(pf_schedule_master_dtype(c)), 2, {0, 1}, PF_MEASURE_ROW};
-  st[4] = (pf_stage){"params", PF_SCHED_PARAMS(T, n), T * n, 0, 0, 2, {0, 1}, PF_MEASURE_ROW};
+  st[3] = (pf_stage){"master", PF_SCHED_MASTER(T, n), T * n, 0, PF_HELD(pf_schedule_master_dtype(c)), 2, {0, 1}, PF_MEASURE_TRAJECTORY};
+  st[4] = (pf_stage){"params", PF_SCHED_PARAMS(T, n), T * n, 0, 0, 2, {0, 1}, PF_MEASURE_TRAJECTORY};
   return 5;
 }
 

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness/runner.h"
 #include "kernels/kernel.h"
 #include "kernels/softmax/softmax.h"
 
@@ -39,6 +40,30 @@ static int pf_softmax_input_dims(const pf_case *c, int i, int *d) {
   return 2;
 }
 
+/* saturated: a row's outputs sum to more than 1 beyond the imprecise threshold of the dtype
+ * (their exact values sum to 1): every output was divided by a denominator that fell short of
+ * the exact sum of exponentials, a running sum that stopped absorbing its terms. */
+static void pf_softmax_hazards(const pf_case *c, pf_run *r, const pf_hazard_limits *l) {
+  const size_t rows = c->shape[0], cols = c->shape[1];
+  const double thr = pf_hazard_threshold(c, l, c->dtype);
+  for (size_t i = 0; i < rows; i++) {
+    double sy = 0, se = 0;
+    for (size_t j = 0; j < cols; j++) {
+      const size_t k = i * cols + j;
+      if (r->oracle.status[k] == PF_ORACLE_UNDEFINED || !isfinite(r->out[k])) goto next; /* a NaN row: a verdict's */
+      sy += r->out[k], se += r->oracle.exact[k];
+    }
+    if (se > 0 && pf_hazard_beyond(sy / se - 1, thr)) {
+      pf_run_flag_hazard(r, PF_H_SATURATED, i * cols, sy / se - 1,
+                         "row %zu: its outputs sum to %.6g (exact %.6g): the denominator fell short of the sum of "
+                         "exponentials by %.3g (threshold %.3g), a running sum that stopped absorbing its terms",
+                         i, sy, se, sy / se - 1, thr);
+      return;
+    }
+  next:;
+  }
+}
+
 const pf_op pf_softmax_op = {
     .name = "softmax",
     .summary = "row softmax of alpha * x with optional causal mask",
@@ -56,6 +81,7 @@ const pf_op pf_softmax_op = {
     .batch_dim0 = 1,
     .oracle = pf_softmax_fwd_mpfr,
     .input_dims = pf_softmax_input_dims,
+    .hazards = pf_softmax_hazards,
 };
 
 static int pf_softmax_algo(const pf_case *c) { return pf_case_algo(c); }
