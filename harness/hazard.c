@@ -262,9 +262,10 @@ void pf_run_hazards(const pf_case *c, pf_run *r, const pf_hazard_limits *lim) {
     pf_biased_stage(c, r, s, lim);
   }
   if (r->kernel->op->hazards) r->kernel->op->hazards(c, r, lim);
-  /* torch.testing.assert_close(y, rounded): |y - E| <= atol + rtol |E|, NaN never equal, an
-   * inf only equal to itself */
-  for (size_t i = 0; i < r->nout; i++) {
+  /* torch.testing.assert_close(y, rounded) over the stages of values: |y - E| <= atol + rtol
+   * |E|, NaN never equal, an inf only equal to itself */
+  for (int k = 0; k < ns; k++)
+  for (size_t i = st[k].offset; st[k].measure != PF_MEASURE_NONE && i < st[k].offset + st[k].count; i++) {
     const unsigned char os = r->oracle.status[i];
     if (os == PF_ORACLE_UNDEFINED || os == PF_ORACLE_SET) continue;
     double rtol, atol;

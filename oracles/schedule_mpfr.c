@@ -115,6 +115,10 @@ pf_status pf_schedule_mpfr(const pf_case *c, const pf_tensor *in, const pf_oracl
         pf_oracle_settle(out, xm, p[i], p[i], Dm, 1, opts->keep_hex);
         pf_oracle_settle(out, xp, p[i], p[i], c->dtype, 1, opts->keep_hex);
       }
+      /* the exact second moment, in the state's dtype (Dm) */
+      const size_t xv = PF_SCHED_V(T, n) + t * n + i;
+      if (mpfr_nan_p(v[i])) pf_oracle_set_undefined(out, xv, opts->keep_hex);
+      else pf_oracle_settle(out, xv, v[i], v[i], Dm, 1, opts->keep_hex);
     }
   }
   for (size_t i = 0; i < n; i++) mpfr_clears(p[i], m[i], v[i], g[i], (mpfr_ptr)0);

@@ -24,6 +24,7 @@
 #include "harness/errbound.h"
 #include "kernels/adam/adam_cuda.h"
 #include "kernels/adam/adam_math.h"
+#include "harness/runner.h"
 #include "kernels/kernel.h"
 
 pf_status pf_adam_step_mpfr(const pf_case *c, const pf_tensor *in, const pf_oracle_opts *opts, pf_oracle_result *out);
@@ -98,6 +99,35 @@ static int pf_adam_input_dims(const pf_case *c, int i, int *d) {
   return 1;
 }
 
+/* stagnant: a moment the step should move but whose stored value stays where it was. Of the
+ * elements whose exact new state differs from the old, at least half kept the old value bit
+ * for bit: the updates round away in the state's dtype (bf16 v with beta2 close to 1 cannot
+ * decay: beta2 v rounds back to v, and every step is correctly rounded all the same). */
+static void pf_adam_hazards(const pf_case *c, pf_run *r, const pf_hazard_limits *l) {
+  (void)l;
+  const size_t n = c->shape[0];
+  static const char *const names[2] = {"m", "v"};
+  for (int k = 0; k < 2; k++) {
+    const double *old = r->in[2 + k].data;
+    size_t moved = 0, stuck = 0, first = 0;
+    for (size_t i = 0; i < n; i++) {
+      const size_t x = (size_t)k * n + i;
+      if (r->oracle.status[x] != PF_ORACLE_NUMBER || !isfinite(r->out[x]) || r->oracle.exact[x] == old[i]) continue;
+      moved++;
+      if (r->out[x] == old[i] && !stuck++) first = x;
+    }
+    if (moved && 2 * stuck >= moved) {
+      const size_t i = first - (size_t)k * n;
+      pf_run_flag_hazard(r, PF_H_STAGNANT, first, (double)stuck / (double)moved,
+                         "%s: %zu of the %zu elements the step should move kept their old value (%s[%zu] stayed "
+                         "%.6g, exact %.9g): the updates round away in %s",
+                         names[k], stuck, moved, names[k], i, old[i], r->oracle.exact[first],
+                         pf_dtype_name(pf_adam_sdt(c)));
+      return;
+    }
+  }
+}
+
 const pf_op pf_adam_op = {
     .name = "adam",
     .summary = "one Adam/AdamW optimizer step over n parameters",
@@ -119,6 +149,7 @@ const pf_op pf_adam_op = {
     .prepare = pf_adam_prepare,
     .refine = pf_adam_refine,
     .input_dims = pf_adam_input_dims,
+    .hazards = pf_adam_hazards,
 };
 
 static pf_status pf_adam_check(const pf_case *c) {

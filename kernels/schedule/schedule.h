@@ -16,8 +16,9 @@ enum {
 };
 
 /* Output layout for T steps of n parameters: status[T], scale[T], step[T][n], master[T][n],
- * params[T][n]. step: the step Adam was asked to take, computed in binary64 from the run's
- * own state and gradient (what exact arithmetic would move the value by from there). */
+ * params[T][n], v[T][n]. step: the step Adam was asked to take, computed in binary64 from the
+ * run's own state and gradient (what exact arithmetic would move the value by from there).
+ * v: Adam's second moment after each step, in the state's dtype (the stagnant hazard's). */
 /* The variants' algorithms (pf_kernel.algo). */
 enum { PF_SCHED_FP32_STATE = 0, PF_SCHED_LOWP_STATE = 1 };
 
@@ -26,6 +27,7 @@ enum { PF_SCHED_FP32_STATE = 0, PF_SCHED_LOWP_STATE = 1 };
 #define PF_SCHED_STEP(T) (2 * (size_t)(T))
 #define PF_SCHED_MASTER(T, n) (2 * (size_t)(T) + (size_t)(T) * (size_t)(n))
 #define PF_SCHED_PARAMS(T, n) (2 * (size_t)(T) + 2 * (size_t)(T) * (size_t)(n))
+#define PF_SCHED_V(T, n) (2 * (size_t)(T) + 3 * (size_t)(T) * (size_t)(n))
 
 /* The dtype Adam updates: fp32 (the master) or, for lowp-state, the case's dtype. */
 pf_dtype pf_schedule_master_dtype(const pf_case *c);

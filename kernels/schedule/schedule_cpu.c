@@ -64,7 +64,7 @@ static const pf_param_desc pf_sched_params[PF_SCHED_NPARAMS] = {
 
 static size_t pf_sched_input_count(const pf_case *c, int i) { return i == 2 ? c->shape[0] * c->shape[1] : c->shape[1]; }
 static pf_dtype pf_sched_input_dtype(const pf_case *c, int i) { return PF_FP32; }
-static size_t pf_sched_output_count(const pf_case *c) { return 2 * c->shape[0] + 3 * c->shape[0] * c->shape[1]; }
+static size_t pf_sched_output_count(const pf_case *c) { return 2 * c->shape[0] + 4 * c->shape[0] * c->shape[1]; }
 static int pf_sched_lowp(const pf_case *c) { return pf_case_algo(c) == PF_SCHED_LOWP_STATE; }
 
 pf_dtype pf_schedule_master_dtype(const pf_case *c) { return pf_sched_lowp(c) ? c->dtype : PF_FP32; }
@@ -78,7 +78,9 @@ static int pf_sched_stages(const pf_case *c, pf_stage *st) {
   st[2] = (pf_stage){"step", PF_SCHED_STEP(T), T * n, 0, PF_STAGE_MIXED, 2, {0, 1}, PF_MEASURE_NONE};
   st[3] = (pf_stage){"master", PF_SCHED_MASTER(T, n), T * n, 0, PF_HELD(pf_schedule_master_dtype(c)), 2, {0, 1}, PF_MEASURE_TRAJECTORY};
   st[4] = (pf_stage){"params", PF_SCHED_PARAMS(T, n), T * n, 0, 0, 2, {0, 1}, PF_MEASURE_TRAJECTORY};
-  return 5;
+  /* the second moment: what the stagnant hazard reads, not judged against the exact one */
+  st[5] = (pf_stage){"v", PF_SCHED_V(T, n), T * n, 0, PF_HELD(pf_schedule_master_dtype(c)), 2, {0, 1}, PF_MEASURE_NONE};
+  return 6;
 }
 
 size_t pf_schedule_tensor_of(const pf_case *c, size_t i) {
@@ -158,11 +160,39 @@ static pf_verdict pf_sched_refine(const pf_case *c, const pf_tensor *in, size_t 
   const size_t T = c->shape[0], n = c->shape[1];
   if (i < PF_SCHED_SCALE(T))
     return y == PF_LS_STOPPED || (y == PF_LS_APPLIED && rounded == PF_LS_SKIPPED) ? PF_V_DIVERGENT : PF_V_OK;
-  if (i < PF_SCHED_MASTER(T, n)) return PF_V_OK;
+  if (i < PF_SCHED_MASTER(T, n) || i >= PF_SCHED_V(T, n)) return PF_V_OK;
   return v == PF_V_OK || v == PF_V_RANGE ? v : PF_V_DIVERGENT;
 }
 
 static void pf_sched_review(const pf_case *c, pf_run *r);
+
+/* stagnant: Adam's second moment stopped moving. Over the steps both runs applied, the exact
+ * trajectory's v changed at (element, step) pairs; at least half of them the run's v kept its
+ * previous value bit for bit: its updates round away in the state's dtype (bf16 with beta2
+ * close to 1: beta2 v rounds back to v, and (1 - beta2) g^2 is below half an ulp of v). */
+static void pf_sched_hazards(const pf_case *c, pf_run *r, const pf_hazard_limits *l) {
+  (void)l;
+  const size_t T = c->shape[0], n = c->shape[1];
+  const double *y = r->out, *E = r->oracle.exact;
+  size_t moved = 0, stuck = 0, first = 0;
+  for (size_t t = 0; t < T; t++) {
+    if (y[PF_SCHED_STATUS(T) + t] != PF_LS_APPLIED || E[PF_SCHED_STATUS(T) + t] != PF_LS_APPLIED) continue;
+    for (size_t i = 0; i < n; i++) {
+      const size_t x = PF_SCHED_V(T, n) + t * n + i;
+      const double prev = t ? y[x - n] : 0, eprev = t ? E[x - n] : 0;
+      if (r->oracle.status[x] != PF_ORACLE_NUMBER || !isfinite(y[x]) || E[x] == eprev) continue;
+      moved++;
+      if (y[x] == prev && !stuck++) first = x;
+    }
+  }
+  if (moved && 2 * stuck >= moved) {
+    const size_t t = (first - PF_SCHED_V(T, n)) / n, i = (first - PF_SCHED_V(T, n)) % n;
+    pf_run_flag_hazard(r, PF_H_STAGNANT, first, (double)stuck / (double)moved,
+                       "v: at %zu of the %zu (step, parameter) pairs where the exact second moment moved, the run's "
+                       "kept its value (first: parameter %zu at step %zu, %.6g): its updates round away in %s",
+                       stuck, moved, i, t + 1, y[first], pf_dtype_name(pf_schedule_master_dtype(c)));
+  }
+}
 
 static int pf_sched_input_dims(const pf_case *c, int i, int *d) {
   if (i == 2) { /* noise[step][parameter] */
@@ -194,6 +224,7 @@ const pf_op pf_schedule_op = {
     .refine = pf_sched_refine,
     .review = pf_sched_review,
     .input_dims = pf_sched_input_dims,
+    .hazards = pf_sched_hazards,
 };
 
 /* The step stage: the least step the run's own arithmetic must take from its state (p, g,
@@ -340,6 +371,7 @@ static pf_status pf_schedule_steps(const pf_case *c, const pf_tensor *in, double
       out[PF_SCHED_STEP(T) + t * n + i] = step[t * n + i];
       out[PF_SCHED_MASTER(T, n) + t * n + i] = pm[i];
       out[PF_SCHED_PARAMS(T, n) + t * n + i] = p[i];
+      out[PF_SCHED_V(T, n) + t * n + i] = v[i];
     }
   }
   free(p), free(pm), free(m), free(v), free(g), free(part);
@@ -450,7 +482,7 @@ static void pf_sched_review(const pf_case *c, pf_run *r) {
   /* the accuracy figures are the trajectory's: status and scale are control state */
   r->cmp.max_ulps = 0;
   r->cmp.max_rel = 0;
-  for (size_t x = PF_SCHED_MASTER(T, n); x < r->nout; x++) {
+  for (size_t x = PF_SCHED_MASTER(T, n); x < PF_SCHED_V(T, n); x++) {
     const pf_dtype t = x < PF_SCHED_PARAMS(T, n) ? Dm : c->dtype;
     if (r->cmp.ulps[x] != INT64_MAX && r->cmp.ulps[x] > r->cmp.max_ulps) r->cmp.max_ulps = r->cmp.ulps[x], r->cmp.max_ulps_at = x;
     if (isfinite(y[x]) && isfinite(E[x]) && fabs(r->oracle.rounded[x]) >= pf_min_normal(t) && E[x] != 0 &&
