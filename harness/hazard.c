@@ -237,8 +237,17 @@ static void pf_biased_stage(const pf_case *c, pf_run *r, const pf_stage *s, cons
   free(buf);
 }
 
+static pf_hazard_limits pf_limits_set;
+static int pf_limits_have;
+
+void pf_hazard_limits_set_default(const pf_hazard_limits *l) {
+  pf_limits_set = *l;
+  pf_limits_have = 1;
+}
+
 void pf_run_hazards(const pf_case *c, pf_run *r, const pf_hazard_limits *lim) {
   pf_hazard_limits def;
+  if (!lim && pf_limits_have) lim = &pf_limits_set;
   if (!lim) {
     pf_hazard_limits_default(&def);
     lim = &def;

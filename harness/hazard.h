@@ -48,6 +48,9 @@ void pf_hazard_limits_default(pf_hazard_limits *l);
 /* "fp16=0x1p-6,bf16=0.05": the imprecise thresholds of the dtypes named (each > 0 and < 1).
  * One-line error naming what is wrong. */
 pf_status pf_hazard_limits_parse(const char *s, pf_hazard_limits *l);
+/* The limits a run uses when its options name none (pf_oracle_opts.hazard_limits NULL):
+ * pf_hazard_limits_default's until set (the command line's --imprecise). */
+void pf_hazard_limits_set_default(const pf_hazard_limits *l);
 
 struct pf_run;
 /* Judges r's hazards: imprecise and biased over every stage, then the operation's own

@@ -298,6 +298,7 @@ void reproduce_line(const pf_case *c, const run_opts *o, uint64_t seed, char *bu
   if (c->fault[0] && n < len) n += (size_t)snprintf(buf + n, len - n, " --fault %s", c->fault);
   for (int k = 0; k < o->ninput_specs && n < len; k++) n += (size_t)snprintf(buf + n, len - n, " --input %s", o->input_spec[k]);
   if (o->backend == PF_BACKEND_CUDA && n < len) n += (size_t)snprintf(buf + n, len - n, " --backend cuda");
+  if (o->imprecise && n < len) n += (size_t)snprintf(buf + n, len - n, " --imprecise %s", o->imprecise);
   if (n < len) snprintf(buf + n, len - n, " --seed %llu --cases 1", (unsigned long long)seed);
 }
 
@@ -386,6 +387,14 @@ int case_option(int ch, char *arg, run_opts *o, const char **shape_arg, const ch
       if (parse_u64(arg, &u) || u < 64 || u > 16384) return usage_error("--oracle-prec: '%s' is not in [64, 16384]", arg);
       o->oracle_prec = (long)u;
       break;
+    case O_IMPRECISE: { /* the thresholds of every case this process judges */
+      pf_hazard_limits l;
+      pf_hazard_limits_default(&l);
+      if (pf_hazard_limits_parse(arg, &l)) return usage_error("%s", pf_error_message());
+      pf_hazard_limits_set_default(&l);
+      o->imprecise = arg;
+      break;
+    }
     case O_INPUT:
       if (o->ninput_specs == 16) return usage_error("--input: more than 16 given");
       o->input_spec[o->ninput_specs++] = arg;

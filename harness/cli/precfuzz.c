@@ -173,8 +173,13 @@ static void print_help_run(void) {
       "                           V), e.g. --input g:scale=0x1p-20 --input m:value=0; or a tensor\n"
       "                           file: x:file=logits.npy, x:file=ckpt.safetensors,tensor=NAME (fp32,\n"
       "                           fp16, bf16); -t and --shape then default to the file's, --cases to 1\n"
-      "      --max-print N        finding lines printed per variant (default 10)\n\n"
-      "Exit status: 0 no finding, 1 findings, 2 bad usage or input.\n");
+      "      --max-print N        finding and hazard lines printed per variant (default 10)\n"
+      "      --imprecise DTYPE=X,... the imprecise hazard's thresholds (relative error, as each stage\n"
+      "                           measures it), e.g. fp16=0x1p-6; defaults fp32 2^-10, fp16 2^-7, bf16 2^-4\n\n"
+      "Besides each case's verdict (did the kernel keep its contract?) run reports its hazards\n"
+      "(HAZARD lines: saturated, stagnant, biased, imprecise: a result useless for training,\n"
+      "contract kept or not) and where torch.testing.assert_close's default tolerance disagrees.\n"
+      "Exit status: 0 no finding (hazards do not change it), 1 findings, 2 bad usage or input.\n");
 }
 
 /* A finding's tensors beside its case file (base, without extension): every input, the
