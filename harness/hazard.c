@@ -109,6 +109,7 @@ static void pf_imprecise_unit(const pf_case *c, pf_run *r, const pf_stage *s, si
       if (!pf_judgeable(r, i)) continue;
       const pf_dtype t = pf_elem_dtype(c, r, i);
       const double E = r->oracle.exact[i], err = fabs(r->out[i] - E) / fmax(fabs(E), pf_min_normal(t));
+      if (err > r->worst_err) r->worst_err = err;
       if (pf_hazard_beyond(err, pf_hazard_threshold(c, l, t)) && err / pf_hazard_threshold(c, l, t) > worst)
         worst = err / pf_hazard_threshold(c, l, t), at = i;
     }
@@ -135,6 +136,7 @@ static void pf_imprecise_unit(const pf_case *c, pf_run *r, const pf_stage *s, si
   if (worst <= 0) return;
   /* an all-zero exact slice: the error against the smallest normal, as for one element */
   const double err = sqrt(num) / fmax(sqrt(den), pf_min_normal(t));
+  if (err > r->worst_err) r->worst_err = err;
   const double thr = pf_hazard_threshold(c, l, t);
   if (pf_hazard_beyond(err, thr))
     pf_run_flag_hazard(r, PF_H_IMPRECISE, at, err,
@@ -254,6 +256,7 @@ void pf_run_hazards(const pf_case *c, pf_run *r, const pf_hazard_limits *lim) {
   }
   r->hazards = 0;
   r->tt_fails = 0;
+  r->worst_err = 0;
   if (r->failed) return;
   pf_stage st[PF_MAX_STAGES];
   const int ns = pf_stages_of(c, r, st);

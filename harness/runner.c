@@ -443,6 +443,8 @@ cJSON *pf_run_to_cjson(const pf_case *c, const pf_run *r, int per_element) {
     cJSON_AddStringToObject(j, "detail", d);
     if (r->note[0]) cJSON_AddStringToObject(j, "why", r->note);
   }
+  pf_hexfloat(b, r->worst_err);
+  cJSON_AddStringToObject(j, "error_measured", b);
   cJSON *hz = cJSON_AddArrayToObject(j, "hazards");
   for (int h = 0; h < PF_NHAZARDS; h++) {
     if (!(r->hazards & (1u << h))) continue;

@@ -37,6 +37,9 @@ typedef struct pf_run {
   /* torch.testing.assert_close with its default tolerance for the dtype, against the correctly
    * rounded result: the elements it rejects (0: it passes the case), the first of them */
   size_t tt_fails, tt_at;
+  /* the largest error as the stages measure it (per element, row or tensor: hazard.h), over
+   * every stage of values: what imprecise compares with its threshold */
+  double worst_err;
 } pf_run;
 
 /* Sets element i's verdict, keeping the counts and the case's verdict in step. */

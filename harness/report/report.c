@@ -2,6 +2,8 @@
  * every attribute quoted, text escaped), so a test can parse it strictly. */
 #include "harness/report/report.h"
 
+#include "harness/hazard.h"
+
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdarg.h>
@@ -70,6 +72,16 @@ static void check_config(pf_chk *k, const cJSON *c, const char *p) {
   need(k, c, p, "contract", T_STR);
   need(k, c, p, "max_ulps", T_NUM), need(k, c, p, "max_rel", T_NUM), need(k, c, p, "findings", T_NUM);
   need(k, c, p, "cases_outside_domain", T_NUM);
+  need(k, c, p, "max_error", T_NUM), need(k, c, p, "hazard_cases", T_NUM);
+  const cJSON *hz = need(k, c, p, "hazards", T_OBJ);
+  sub(q, sizeof q, p, "hazards", -1);
+  for (int h = 0; hz && h < PF_NHAZARDS; h++) need(k, hz, q, pf_hazard_name((pf_hazard)h), T_NUM);
+  const cJSON *tt = need(k, c, p, "torch_testing", T_OBJ);
+  sub(q, sizeof q, p, "torch_testing", -1);
+  if (tt) {
+    need(k, tt, q, "rejects", T_NUM), need(k, tt, q, "passes_finding", T_NUM);
+    need(k, tt, q, "passes_hazard", T_NUM), need(k, tt, q, "rejects_sound", T_NUM);
+  }
   const cJSON *s = need(k, c, p, "scan", T_OBJ);
   if (s) {
     sub(q, sizeof q, p, "scan", -1);
@@ -83,6 +95,7 @@ static void check_config(pf_chk *k, const cJSON *c, const char *p) {
       if (!cJSON_IsObject(e) && !k->bad) snprintf(k->err, k->len, "%s: not an object", r), k->bad = 1;
       need(k, e, r, "x", T_NUM), need(k, e, r, "fails", T_NUM), need(k, e, r, "outside_domain", T_NUM);
       need(k, e, r, "findings", T_NUM), need(k, e, r, "max_ulps", T_NUMNULL), need(k, e, r, "max_rel", T_NUMNULL);
+      need(k, e, r, "max_error", T_NUMNULL);
     }
     const cJSON *o = need(k, s, q, "first_failure", T_OBJ);
     sub(r, sizeof r, q, "first_failure", -1);
@@ -253,9 +266,11 @@ static int variants_of(const cJSON *kj, const char *seen[32]) {
   return nseen;
 }
 
-/* 0 good, 1 boundary reached (failures, none inside the domain), 2 a broken contract */
+/* 0 good, 1 boundary reached (failures, none inside the domain), 2 a hazard inside the domain
+ * (contract kept, result useless), 3 a broken contract (a bug) */
 static int severity(const cJSON *c) {
-  if (num(c, "findings") > 0) return 2;
+  if (num(c, "findings") > 0) return 3;
+  if (num(c, "hazard_cases") > 0) return 2;
   const cJSON *e;
   cJSON_ArrayForEach(e, get(c, "thresholds")) if (flag(e, "found")) return 1;
   cJSON_ArrayForEach(e, get(get(c, "scan"), "points")) if (num(e, "fails") > 0) return 1;
@@ -369,7 +384,7 @@ static const char *pf_css =
     "body{font-family:sans-serif;margin:24px;color:#222;max-width:1300px}"
     "table{border-collapse:collapse;margin:8px 0 16px}td,th{border:1px solid #ccc;padding:3px 7px;font-size:13px;"
     "vertical-align:top}th{background:#f2f2f2}.good{background:#dff0d8}.warn{background:#fcf0c8}"
-    ".bad{background:#f4c7c3}.na{background:#f7f7f7;color:#999}code,pre{font-family:monospace;font-size:12px}"
+    ".bad{background:#f4c7c3}.hazard{background:#f9d9b0}.na{background:#f7f7f7;color:#999}code,pre{font-family:monospace;font-size:12px}"
     "pre{background:#f7f7f7;padding:6px;overflow-x:auto;max-height:320px}.pt{font:bold 13px sans-serif}"
     ".tk{font:11px sans-serif;fill:#333}.al{font:12px sans-serif;fill:#333}.grid{stroke:#e3e3e3}"
     "section{border-top:2px solid #ddd;margin-top:24px}.plots{display:flex;flex-wrap:wrap;gap:12px}"
@@ -388,15 +403,38 @@ static void threshold_text(FILE *f, const cJSON *t) {
   else escf(f, "fails up to %s (%s), passes from %s (%s)", b, str(t, "first_bad_hex"), g, str(t, "last_good_hex"));
 }
 
+/* "saturated 3, imprecise 5" (cases with each hazard), or "" */
+static void hazard_list(char *buf, size_t len, const cJSON *c) {
+  size_t n = 0;
+  buf[0] = 0;
+  for (int h = 0; h < PF_NHAZARDS && n < len; h++) {
+    const double k = num(get(c, "hazards"), pf_hazard_name((pf_hazard)h));
+    if (k > 0) n += (size_t)snprintf(buf + n, len - n, "%s%s %.0f", n ? ", " : "", pf_hazard_name((pf_hazard)h), k);
+  }
+}
+
 static void html_summary(FILE *f, const cJSON *root) {
-  fputs("<h2 id=\"summary\">Summary</h2>\n<p class=\"small\">Each cell: the largest ulp error of the cases inside the "
-        "contract's domain over the accuracy scan, the boundaries found, and the findings (contract broken inside the "
-        "domain). Green: no failure anywhere in the scan or the searches; amber: a boundary was reached (failures, "
-        "all outside the domain: where the variant stops working); red: a finding.</p>\n<table>\n<tr><th>kernel</th>"
-        "<th>variant</th>",
+  fputs("<h2 id=\"summary\">Summary</h2>\n<p class=\"small\">How to read it. Each row is one variant of a kernel, each "
+        "column a storage/accumulation dtype; each cell sums up an accuracy scan (cases along one axis, see the "
+        "kernel's section) and the boundary searches.</p>\n<ul class=\"small\">"
+        "<li><b>finding</b> (red): the kernel broke its own contract on a case inside the contract's domain: a "
+        "<b>bug</b>.</li>"
+        "<li><b>hazard</b> (orange): the kernel kept its contract, but the result is useless for training: "
+        "<i>saturated</i> (a sum or norm stopped absorbing its terms), <i>stagnant</i> (optimizer state that cannot "
+        "move), <i>biased</i> (rounding errors with one sign), <i>imprecise</i> (error beyond the dtype's usability "
+        "threshold). The count is of cases.</li>"
+        "<li><b>boundary</b> (amber): failures only outside the contract's domain, where the variant stops working; "
+        "the value says from where.</li>"
+        "<li><b>error</b>: the largest relative error of the scan's cases inside the domain, measured per element "
+        "where outputs cannot cancel and per row or tensor (normwise) where they can, so that a tiny exact value "
+        "after cancellation does not read as a huge error.</li>"
+        "<li><b>torch.testing</b>: what <code>torch.testing.assert_close</code> with its default tolerance for the "
+        "dtype says of the same outputs against the correctly rounded result: cases it passes although they have a "
+        "finding or a hazard, and correct cases (no finding, no hazard) it rejects.</li></ul>\n<table>\n"
+        "<tr><th>kernel</th><th>variant</th>",
         f);
   for (int i = 0; i < PF_NCOMBOS; i++) fprintf(f, "<th>%s</th>", pf_combos[i]);
-  fputs("</tr>\n", f);
+  fputs("<th>torch.testing (all columns)</th></tr>\n", f);
   const cJSON *kj;
   cJSON_ArrayForEach(kj, get(root, "kernels")) {
     const char *seen[32];
@@ -411,6 +449,7 @@ static void html_summary(FILE *f, const cJSON *root) {
       fputs("</a></td><td>", f);
       esc(f, seen[v]);
       fputs("</td>", f);
+      double tt[4] = {0, 0, 0, 0};
       for (int k = 0; k < PF_NCOMBOS; k++) {
         const cJSON *hit = NULL;
         cJSON_ArrayForEach(c, get(kj, "configs")) if (strcmp(str(c, "variant"), seen[v]) == 0 && combo_of(c) == k) hit = c;
@@ -418,9 +457,15 @@ static void html_summary(FILE *f, const cJSON *root) {
           fputs("<td class=\"na\">-</td>", f);
           continue;
         }
-        static const char *const cls[] = {"good", "warn", "bad"};
+        static const char *const cls[] = {"good", "warn", "hazard", "bad"};
         fprintf(f, "<td class=\"%s\">", cls[severity(hit)]);
-        escf(f, "%.0f ulps", num(hit, "max_ulps"));
+        const double nf = num(hit, "findings");
+        if (nf > 0) escf(f, "%.0f finding%s (bug)", nf, nf == 1 ? "" : "s");
+        else fputs("no finding", f);
+        char hl[160];
+        hazard_list(hl, sizeof hl, hit);
+        if (hl[0]) escf(f, "; hazards: %s", hl);
+        escf(f, "; error %.2g", num(hit, "max_error"));
         const cJSON *t;
         cJSON_ArrayForEach(t, get(hit, "thresholds")) if (flag(t, "found")) {
           char b[40];
@@ -433,10 +478,14 @@ static void html_summary(FILE *f, const cJSON *root) {
           fmt_num(b, sizeof b, num(ff, "x"));
           escf(f, "; fails from %s %s", str(get(hit, "scan"), "along"), b);
         }
-        escf(f, "; %.0f findings", num(hit, "findings"));
         fputs("</td>", f);
+        const cJSON *tj = get(hit, "torch_testing");
+        tt[0] += num(tj, "rejects"), tt[1] += num(tj, "passes_finding"), tt[2] += num(tj, "passes_hazard");
+        tt[3] += num(tj, "rejects_sound");
       }
-      fputs("</tr>\n", f);
+      fprintf(f, "<td class=\"%s\">", tt[1] + tt[2] + tt[3] > 0 ? "warn" : "good");
+      escf(f, "passes %.0f with a finding, %.0f with a hazard; rejects %.0f correct", tt[1], tt[2], tt[3]);
+      fputs("</td></tr>\n", f);
     }
   }
   fputs("</table>\n", f);
@@ -480,7 +529,8 @@ static void html_kernel(FILE *f, const cJSON *kj) {
       size_t i = 0;
       cJSON_ArrayForEach(p, pts) {
         e->x[i] = q->x[i] = num(p, "x");
-        e->y[i] = 1 + num(p, "max_ulps"); /* NaN (all outside the domain): no point */
+        /* the error as measured; NaN (all outside the domain): no point; 0 (exact) at the floor */
+        e->y[i] = cJSON_IsNumber(get(p, "max_error")) ? fmax(num(p, "max_error"), 0x1p-60) : NAN;
         q->y[i] = num(p, "fails") / (cases > 0 ? cases : 1);
         i++;
       }
@@ -494,7 +544,7 @@ static void html_kernel(FILE *f, const cJSON *kj) {
     snprintf(t2, sizeof t2, "%s/%s: fraction of %.0f cases failing (%s, any domain)", name, seen[v], cases, fail);
     snprintf(xl, sizeof xl, "%s (cases of shape %s)", along, shape);
     fputs("<div class=\"plots\">\n", f);
-    svg_plot(f, t1, xl, "1 + max ulp error", 1, 1, err, ns, marks, nm);
+    svg_plot(f, t1, xl, "largest relative error (2^-60: exact)", 1, 1, err, ns, marks, nm);
     svg_plot(f, t2, xl, "fraction failing", 1, 0, prob, ns, marks, nm);
     fputs("</div>\n", f);
     series_free(err, ns);
@@ -744,12 +794,18 @@ int pf_report_md(const cJSON *root, FILE *f) {
   const cJSON *env = get(root, "environment"), *kj, *c, *t;
   fprintf(f, "# precfuzz precision report\n\nprecfuzz %s, MPFR %s, %s; backend %s\n\n", str(env, "precfuzz"), str(env, "mpfr"),
           str(env, "compiler"), str(env, "backend"));
-  fputs("| kernel | variant | dtype/accum | max ulps (domain) | boundaries | first failure | findings |\n"
-        "|---|---|---|---:|---|---|---:|\n",
+  fputs("Findings are bugs (the contract broken inside its domain); hazards are results the contract allows that are "
+        "useless for training (cases with each); error is the largest relative error as measured (per element, or "
+        "normwise per row or tensor where outputs cancel); torch.testing: cases assert_close passes with a finding or "
+        "a hazard / correct cases it rejects.\n\n"
+        "| kernel | variant | dtype/accum | findings (bugs) | hazards | error | boundaries | first failure | torch.testing |\n"
+        "|---|---|---|---:|---|---:|---|---|---|\n",
         f);
   cJSON_ArrayForEach(kj, get(root, "kernels")) cJSON_ArrayForEach(c, get(kj, "configs")) {
-    fprintf(f, "| %s | %s | %s/%s | %.0f | ", str(kj, "kernel"), str(c, "variant"), str(c, "dtype"), str(c, "accum"),
-            num(c, "max_ulps"));
+    char hl[160];
+    hazard_list(hl, sizeof hl, c);
+    fprintf(f, "| %s | %s | %s/%s | %.0f | %s | %.2g | ", str(kj, "kernel"), str(c, "variant"), str(c, "dtype"),
+            str(c, "accum"), num(c, "findings"), hl[0] ? hl : "-", num(c, "max_error"));
     int any = 0;
     cJSON_ArrayForEach(t, get(c, "thresholds")) if (flag(t, "found")) {
       fprintf(f, "%s%s: %s %s", any++ ? "; " : "", str(t, "name"), strcmp(str(t, "bad"), "above") == 0 ? "from" : "up to",
@@ -759,7 +815,8 @@ int pf_report_md(const cJSON *root, FILE *f) {
     const cJSON *ff = get(get(c, "scan"), "first_failure");
     if (flag(ff, "found")) fprintf(f, " | %s %g", str(get(c, "scan"), "along"), num(ff, "x"));
     else fputs(" | -", f);
-    fprintf(f, " | %.0f |\n", num(c, "findings"));
+    const cJSON *tj = get(c, "torch_testing");
+    fprintf(f, " | %.0f + %.0f / %.0f |\n", num(tj, "passes_finding"), num(tj, "passes_hazard"), num(tj, "rejects_sound"));
   }
   fputs("\n| fault | variant | found | runs |\n|---|---|---|---:|\n", f);
   cJSON_ArrayForEach(t, get(root, "faults"))
@@ -786,7 +843,10 @@ int pf_report_json(const cJSON *root, FILE *f) {
     cJSON_AddStringToObject(r, "accum", str(c, "accum"));
     cJSON_AddNumberToObject(r, "max_ulps", num(c, "max_ulps"));
     cJSON_AddNumberToObject(r, "findings", num(c, "findings"));
-    static const char *const sev[] = {"ok", "boundary", "finding"};
+    cJSON_AddNumberToObject(r, "max_error", num(c, "max_error"));
+    cJSON_AddItemToObject(r, "hazards", cJSON_Duplicate(get(c, "hazards"), 1));
+    cJSON_AddItemToObject(r, "torch_testing", cJSON_Duplicate(get(c, "torch_testing"), 1));
+    static const char *const sev[] = {"ok", "boundary", "hazard", "finding"};
     cJSON_AddStringToObject(r, "severity", sev[severity(c)]);
     cJSON *b = cJSON_AddArrayToObject(r, "boundaries");
     cJSON_ArrayForEach(t, get(c, "thresholds")) if (flag(t, "found")) {
