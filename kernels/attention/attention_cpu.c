@@ -70,7 +70,7 @@ static int pf_attn_stages(const pf_case *c, pf_stage *st) {
   }
   /* in data-flow order: a finding is born in the first stage that has one */
   st[0] = (pf_stage){"scores", no, ns, 1, 0, 4, {D_B, D_H, D_LQ, D_LK}, PF_MEASURE_ROW};
-  st[1] = (pf_stage){"probabilities", no + ns, ns, 1, 0, 4, {D_B, D_H, D_LQ, D_LK}, PF_MEASURE_ELEMENT};
+  st[1] = (pf_stage){"probabilities", no + ns, ns, 1, 0, 4, {D_B, D_H, D_LQ, D_LK}, PF_MEASURE_ROW};
   st[2] = (pf_stage){"output", 0, no, 0, 0, 4, {D_B, D_H, D_LQ, D_D}, PF_MEASURE_ROW};
   return 3;
 }
