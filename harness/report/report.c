@@ -403,6 +403,12 @@ static void threshold_text(FILE *f, const cJSON *t) {
   else escf(f, "fails up to %s (%s), passes from %s (%s)", b, str(t, "first_bad_hex"), g, str(t, "last_good_hex"));
 }
 
+/* The scan's cases inside the contract's domain (what error and hazards are measured over). */
+static double inside_domain(const cJSON *c) {
+  const cJSON *scan = get(c, "scan");
+  return num(scan, "cases") * cJSON_GetArraySize(get(scan, "points")) - num(c, "cases_outside_domain");
+}
+
 /* "saturated 3, imprecise 5" (cases with each hazard), or "" */
 static void hazard_list(char *buf, size_t len, const cJSON *c) {
   size_t n = 0;
@@ -465,7 +471,8 @@ static void html_summary(FILE *f, const cJSON *root) {
         char hl[160];
         hazard_list(hl, sizeof hl, hit);
         if (hl[0]) escf(f, "; hazards: %s", hl);
-        escf(f, "; error %.2g", num(hit, "max_error"));
+        if (inside_domain(hit) > 0) escf(f, "; error %.2g", num(hit, "max_error"));
+        else fputs("; no case of the scan inside the contract's domain (error and hazards not measured)", f);
         const cJSON *t;
         cJSON_ArrayForEach(t, get(hit, "thresholds")) if (flag(t, "found")) {
           char b[40];
@@ -804,8 +811,10 @@ int pf_report_md(const cJSON *root, FILE *f) {
   cJSON_ArrayForEach(kj, get(root, "kernels")) cJSON_ArrayForEach(c, get(kj, "configs")) {
     char hl[160];
     hazard_list(hl, sizeof hl, c);
-    fprintf(f, "| %s | %s | %s/%s | %.0f | %s | %.2g | ", str(kj, "kernel"), str(c, "variant"), str(c, "dtype"),
-            str(c, "accum"), num(c, "findings"), hl[0] ? hl : "-", num(c, "max_error"));
+    char err[48] = "no case in the domain";
+    if (inside_domain(c) > 0) snprintf(err, sizeof err, "%.2g", num(c, "max_error"));
+    fprintf(f, "| %s | %s | %s/%s | %.0f | %s | %s | ", str(kj, "kernel"), str(c, "variant"), str(c, "dtype"),
+            str(c, "accum"), num(c, "findings"), hl[0] ? hl : "-", err);
     int any = 0;
     cJSON_ArrayForEach(t, get(c, "thresholds")) if (flag(t, "found")) {
       fprintf(f, "%s%s: %s %s", any++ ? "; " : "", str(t, "name"), strcmp(str(t, "bad"), "above") == 0 ? "from" : "up to",
