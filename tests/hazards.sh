@@ -71,6 +71,17 @@ for t in bf16 fp16; do
     --param spike_mag=64 --along param:beta2 --from 0.9 --to 0.9999999 --fail stagnant
 done
 
+# a loss scale that can never come back: Megatron's fp32 scale, doubled after every step from
+# 2^64 (window 1), is 2^127 after step 63 and inf after step 64; inf halves to inf, so the 6
+# steps left are all skipped. PyTorch's _amp_update_scale_ stays at 2^127: no hazard.
+n=$((n + 1))
+out=$("$P" run -k loss_scale -v megatron -t fp32 --param scale0=0x1p64 --param window=1 --shape 70x2 --cases 1 2>&1)
+has "$out" "stagnant: the loss scale is inf after step 64 and can never come back (inf halves to inf): 6 of the 6 later steps skipped" ||
+  fail "megatron's scale at the fp32 ceiling: $out"
+n=$((n + 1))
+out=$("$P" run -k loss_scale -v pytorch -t fp32 --param scale0=0x1p64 --param window=1 --shape 70x2 --cases 1 2>&1)
+has "$out" "hazards in 0 cases" || fail "pytorch's scale at the fp32 ceiling: $out"
+
 # 5. biased: the fault softmax-round-toward-zero rounds every output toward zero. In fp32
 # (fp32 accumulation) that stays inside every element's bound (verdict ok), and the rows' mean
 # difference from the correctly rounded result is about -1/2 ulp: biased. Without the fault,

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness/runner.h"
 #include "kernels/kernel.h"
 #include "kernels/loss_scale/loss_scale.h"
 
@@ -83,6 +84,29 @@ static int pf_ls_input_dims(const pf_case *c, int i, int *d) {
   return 2;
 }
 
+/* stagnant: a loss scale that can never come back. An fp32 scale doubled past 2^127 is inf;
+ * backing off halves inf to inf, 1/S is 0 and every later step overflows and is skipped
+ * (Megatron's DynamicGradScaler). Recorded at the first step whose scale is inf while some
+ * true gradient after it is finite. */
+static void pf_ls_hazards(const pf_case *c, pf_run *r, const pf_hazard_limits *l) {
+  (void)l;
+  const size_t T = c->shape[0], n = c->shape[1];
+  const double *scale = r->out + T * n + T, *status = r->out + T * n;
+  for (size_t t = 0; t + 1 < T; t++) {
+    if (isfinite(scale[t])) continue;
+    size_t skipped = 0;
+    for (size_t s = t + 1; s < T; s++) skipped += status[s] != PF_LS_APPLIED;
+    int finite_later = 0;
+    for (size_t x = (t + 1) * n; x < T * n && !finite_later; x++) finite_later = isfinite(r->in[0].data[x]);
+    if (finite_later)
+      pf_run_flag_hazard(r, PF_H_STAGNANT, T * n + T + t, (double)skipped,
+                         "the loss scale is %g after step %zu and can never come back (inf halves to inf): %zu of "
+                         "the %zu later steps skipped",
+                         scale[t], t + 1, skipped, T - t - 1);
+    return;
+  }
+}
+
 const pf_op pf_loss_scale_op = {
     .name = "loss_scale",
     .summary = "dynamic loss scaling over a stream of gradient steps",
@@ -103,6 +127,7 @@ const pf_op pf_loss_scale_op = {
     .prepare = pf_ls_prepare,
     .refine = pf_ls_refine,
     .input_dims = pf_ls_input_dims,
+    .hazards = pf_ls_hazards,
 };
 
 pf_ls_launch pf_loss_scale_launch_of(const pf_case *c) {
