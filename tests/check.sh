@@ -33,3 +33,10 @@ agree() {
   out=$("$P" --kernels "$(ex $e)" diff-variant -k $k -v $v -t $t --cases 20 "$@" 2>&1)
   echo "$out" | grep -q "^$k *$v .* $t/fp32 .* $pct% " || fail "diff-variant $v $t $* (expected $pct% bitwise): $out"
 }
+# all_ok VARIANT EXAMPLE KERNEL DTYPE: 20 generated cases of the example's variant, every one ok
+all_ok() {
+  n=$((n + 1))
+  local out
+  out=$("$P" --kernels "$(ex $2)" run -k $3 -v $1 -t $4 --cases 20 2>&1)
+  [ $? -eq 0 ] && echo "$out" | grep -q "^$3/$1 $4/fp32: 20 cases (seeds 1..20): ok 20 *$" || fail "run $1 $4: $out"
+}

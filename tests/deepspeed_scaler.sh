@@ -11,9 +11,7 @@ PY=$2
 need_python deepspeed.runtime.fp16.loss_scaler "scripts/python-env.sh --frameworks installs it"
 
 for t in fp32 fp16 bf16; do
-  n=$((n + 1))
-  out=$("$P" --kernels "$(ex deepspeed_loss_scaler)" run -k loss_scale -v ds-loss-scaler -t $t --cases 20 2>&1)
-  [ $? -eq 0 ] && echo "$out" | grep -q "^loss_scale/ds-loss-scaler $t/fp32: 20 cases (seeds 1..20): ok 20 *$" || fail "run $t: $out"
+  all_ok ds-loss-scaler deepspeed_loss_scaler loss_scale $t
   agree ds-loss-scaler deepspeed_loss_scaler loss_scale $t 100.00
   agree ds-loss-scaler deepspeed_loss_scaler loss_scale $t 100.00 --param window=3 --shape 40x4
   agree ds-loss-scaler deepspeed_loss_scaler loss_scale $t 100.00 --param window=2 --param hysteresis=1 --shape 40x4 \

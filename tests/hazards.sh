@@ -61,6 +61,10 @@ boundary_is "passes up to 0x1.fefffffffffffp-1 (0.998046875): ok; fails from 0x1
   --fail stagnant
 boundary_is "no boundary in the range: every grid point passes" -k adam -v fused -t bf16 --shape 4 --input v:value=1 \
   --input g:value=0 --along param:beta2 --from 0.9 --to 0.9999999 --fail stagnant
+# the first moment the same way (beta1 * m, m = 1; beta2 0.9 lets v move)
+boundary_is "passes up to 0x1.fefffefffffffp-1 (0.998046845): ok; fails from 0x1.feffffp-1 (0.998046845): ok (hazards stagnant)" \
+  -k adam -v state-lowp -t bf16 --shape 4 --input m:value=1 --input g:value=0 --input v:value=1 --param beta2=0.9 \
+  --along param:beta1 --from 0.5 --to 0.999999 --fail stagnant
 
 # 4. over a trajectory: after a spike at step 1 the bf16 second moment only decays, and from
 # some beta2 on most of its steps round away; the fp32 state has no such boundary in [0.9, 1).

@@ -12,10 +12,7 @@ PY=$2
 need_python megatron.core.optimizer.grad_scaler "scripts/python-env.sh --frameworks installs it"
 
 for t in fp32 fp16 bf16; do
-  n=$((n + 1))
-  out=$("$P" --kernels "$(ex megatron_grad_scaler)" run -k loss_scale -v megatron-grad-scaler -t $t --cases 20 2>&1)
-  [ $? -eq 0 ] && echo "$out" | grep -q "^loss_scale/megatron-grad-scaler $t/fp32: 20 cases (seeds 1..20): ok 20 *$" ||
-    fail "run $t: $out"
+  all_ok megatron-grad-scaler megatron_grad_scaler loss_scale $t
   agree megatron-grad-scaler megatron_grad_scaler loss_scale $t 100.00
   agree megatron-grad-scaler megatron_grad_scaler loss_scale $t 100.00 --param window=3 --shape 40x4
   agree megatron-grad-scaler megatron_grad_scaler loss_scale $t 100.00 --param window=2 --param hysteresis=1 --shape 40x4 \
