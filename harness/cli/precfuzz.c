@@ -251,6 +251,12 @@ static int save_finding(const pf_case *c, const pf_run *r, const run_opts *o, ui
   return st ? -1 : 0;
 }
 
+/* One line per hazard of the run: "  saturated: row 0: ..." */
+static void print_hazards(const pf_run *r) {
+  for (int h = 0; h < PF_NHAZARDS; h++)
+    if (r->hazards & (1u << h)) printf("  %s: %s\n", pf_hazard_name((pf_hazard)h), r->hazard_note[h]);
+}
+
 static int run_variant(const pf_kernel *k, const run_opts *o, cJSON *jcases, int *any_finding) {
   size_t counts[PF_NVERDICTS] = {0};
   int64_t max_ulps = 0;
@@ -311,8 +317,7 @@ static int run_variant(const pf_kernel *k, const run_opts *o, cJSON *jcases, int
         printf("HAZARD %s/%s %s/%s seed %llu (verdict %s): %s\n", c.kernel, c.variant, pf_dtype_name(c.dtype),
                pf_dtype_name(c.accum), (unsigned long long)seed, pf_verdict_name(r.cmp.verdict),
                pf_hazards_str(r.hazards, hs, sizeof hs));
-        for (int h = 0; h < PF_NHAZARDS; h++)
-          if (r.hazards & (1u << h)) printf("  %s: %s\n", pf_hazard_name((pf_hazard)h), r.hazard_note[h]);
+        print_hazards(&r);
         printf("  reproduce with: %s\n", rep);
         hazard_printed++;
       }
@@ -553,6 +558,7 @@ static int cmd_replay(int argc, char **argv) {
       if (c.expect[0] && !ok) printf("  expected %s\n", c.expect);
       if (!r.in_domain && pf_verdict_is_finding(r.cmp.verdict))
         printf("  outside the contract's domain (the fuzz drivers do not report it): %s\n", r.why);
+      print_hazards(&r);
     }
     pf_run_free(&r);
     pf_case_free(&c);
@@ -684,6 +690,7 @@ static int cmd_judge(int argc, char **argv) {
            pf_verdict_name(r.cmp.verdict), d[0] ? " (" : "", d, d[0] ? ")" : "");
     printf("  max ulps %lld, max rel error %.3g\n", (long long)r.cmp.max_ulps, r.cmp.max_rel);
     if (like && !r.in_domain) printf("  outside the contract's domain (its bound does not apply): %s\n", r.why);
+    print_hazards(&r);
     char tol[32] = "";
     if (!like && ulps != 1) snprintf(tol, sizeof tol, " --ulps %ld", ulps);
     if (finding)
