@@ -61,6 +61,15 @@ agree torch-clip torch_clip clip fp16 100.00 --param max_norm=0x1p-13 --scale 16
 agree torch-adamw-foreach torch_adamw adam fp16 100.00 --param wd=0.1
 agree torch-adamw-fused torch_adamw adam fp16 100.00 --param wd=0.01 --param beta1=0.3 --param step=7
 agree torch-adamw-fused torch_adamw adam bf16 100.00
+# denominators made by eps (v tiny): add_(eps) takes eps in bf16 on the single-tensor and
+# foreach paths (the fused kernel in fp32); the case make fuzz-torch found in CI and here
+EPS_DOMINATED="--param eps=0x1.0c6f7a0b5ed8dp-20 --param step=100000 --input p:scale=0x1p-48 --input v:scale=0x1p-40 --input m:scale=0x1p-30 --input g:scale=0x1p-30 --shape 64"
+for v in torch-adamw torch-adamw-foreach torch-adamw-fused; do
+  agree $v torch_adamw adam bf16 100.00 $EPS_DOMINATED
+done
+n=$((n + 1))
+out=$("$P" --kernels "$(ex torch_adamw)" replay tests/data/torch/adamw-foreach-bf16-eps-dominates.json 2>&1)
+[ $? -eq 0 ] && echo "$out" | grep -q "adam/torch-adamw-foreach bf16/fp32: ok \[as expected\]" || fail "the eps-dominated foreach case: $out"
 
 # the softmax driver on torch.softmax: no finding
 n=$((n + 1))

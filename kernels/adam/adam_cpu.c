@@ -239,7 +239,8 @@ static void pf_adam_elem_bound(const pf_case *c, const pf_adam_hyper *h, double 
     pf_eb d = pf_eb_store(T, pf_eb_sqrt(F, vs));
     const double bcs = sqrt(bc2x);
     d = pf_eb_store(T, pf_eb_div(F, d, (pf_eb){bcs, fabs(pf_round(F, h->t_bc2_sqrt) - bcs) + bcs * 0x1p-50}));
-    d = pf_eb_store(T, pf_eb_add(F, d, pf_eb_const(F, eps)));
+    /* eps as add_ takes it: rounded to the state's dtype (fp32 on the fused path) */
+    d = pf_eb_store(T, pf_eb_add(F, d, pf_eb_const(var == PF_ADAM_TORCH_FUSED ? F : T, eps)));
     const double ssx = lr / bc1x;
     const pf_eb ss = (pf_eb){ssx, fabs(pf_round(F, h->t_step_size) - ssx) + ssx * 0x1p-48};
     /* addcdiv_: p + fl(fl(-ss m) / d): the product is rounded first, so a subnormal m times

@@ -62,7 +62,7 @@ PF_HD void pf_adam_step(int variant, int mode, pf_dtype pt, pf_dtype st, const p
      *   p.mul_(1 - lr*wd)
      *   m.lerp_(g, w = 1-beta1)   lerp_vec (Lerp.h): fma(w, g - m, m), for w >= 0.5 fma(w - 1, g - m, g)
      *   v.mul_(beta2).addcmul_(g, g, value=1-beta2)   fma(fl(c g), g, fl(beta2 v))
-     *   denom = (v.sqrt() / sqrt(bc2)).add_(eps)
+     *   denom = (v.sqrt() / sqrt(bc2)).add_(eps)   eps rounded to T (add's scalar), not fp32
      *   p.addcdiv_(m, denom, value=-lr/bc1)   p + fl(fl(value m) / denom)
      * The foreach path (_multi_tensor_adam) is the same but for _foreach_mul_, which on the CPU
      * rounds its scalar to the tensor's dtype: 1 - lr*wd to pt, beta2 to st. */
@@ -77,7 +77,9 @@ PF_HD void pf_adam_step(int variant, int mode, pf_dtype pt, pf_dtype st, const p
     vw = pf_round_fe(S, pf_fma32(pf_mul(F, pf_round_fe(F, h->t_omb2, fe), g, fe), g, vw, fe), fe);
     double d = pf_round_fe(S, pf_round_fe(F, sqrt(vw), fe), fe);
     d = pf_round_fe(S, pf_div(F, d, pf_round_fe(F, h->t_bc2_sqrt, fe), fe), fe);
-    d = pf_round_fe(S, pf_add(F, d, pf_round_fe(F, h->t_eps, fe), fe), fe);
+    /* add_(eps): ATen's add takes a CPU scalar in the tensor's dtype (its ufunc kernel reads
+     * the scalar as scalar_t, not opmath), so eps is rounded to the state's dtype first */
+    d = pf_round_fe(S, pf_add(F, d, pf_round_fe(S, h->t_eps, fe), fe), fe);
     const double value = -pf_round_fe(F, h->t_step_size, fe);
     *p = pf_round_fe(pt, pf_add(F, pw, pf_div(F, pf_mul(F, value, mw, fe), d, fe), fe), fe);
     *m = pf_round_fe(st, mw, fe);
