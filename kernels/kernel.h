@@ -54,6 +54,9 @@ typedef struct {
   unsigned char *dtype;  /* the dtype element i was rounded to (PF_NDTYPES: the case's dtype) */
   char **hex;            /* optional: exact value as hex text with >= 160 bits (see opts) */
   long max_prec;         /* the highest MPFR precision the oracle needed, in bits */
+  /* an oracle with a fast path (oracles/softmax_fast.c): the units (rows) it settled, and
+   * those it left to MPFR because its enclosure did not decide them */
+  size_t fast_units, mpfr_units;
 } pf_oracle_result;
 
 typedef struct {
@@ -63,6 +66,7 @@ typedef struct {
   int domain_only; /* runner: stop before the kernel when the case is outside the domain */
   int backend;     /* runner: PF_BACKEND_CPU (the emulation) or PF_BACKEND_CUDA (the kernel's run_cuda) */
   const struct pf_hazard_limits *hazard_limits; /* runner: hazard thresholds (NULL: the defaults) */
+  int mpfr_only;   /* 1: no fast path, every element by MPFR (--oracle mpfr, the reference) */
 } pf_oracle_opts;
 
 /* The rigorous error bound of a kernel on one output element: the value the kernel holds

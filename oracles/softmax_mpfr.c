@@ -14,6 +14,7 @@
 
 #include "kernels/kernel.h"
 #include "oracles/oracle_util.h"
+#include "oracles/softmax_fast.h"
 
 /* What a masked position holds, computed here without the kernel's helpers. */
 static double pf_oracle_mask_value(int choice, pf_dtype storage) {
@@ -101,12 +102,25 @@ pf_status pf_softmax_fwd_mpfr(const pf_case *c, const pf_tensor *in, const pf_or
                               pf_oracle_result *out) {
   const size_t rows = c->shape[0], cols = c->shape[1];
   const long prec0 = opts->prec < 64 ? 64 : opts->prec;
+  /* the fast path first (softmax_fast.c), row by row; not when the exact values are asked
+   * for in hex (>= 160 bits) */
+  const int fast = !opts->mpfr_only && !opts->keep_hex;
+  pf_dd *fw = fast ? malloc(2 * cols * sizeof *fw) : NULL;
+  if (fast && !fw) return pf_error(PF_ERR_NOMEM, "softmax oracle: cannot allocate a row of %zu", cols);
+  const double alpha = pf_case_param(c, "alpha");
+  const int mask = (int)pf_case_param(c, "mask");
+  const double sentinel = pf_oracle_mask_value((int)pf_case_param(c, "mask_value"), c->dtype);
   const pf_mpfr_range saved = pf_mpfr_range_widen();
   pf_sm_work w;
   pf_sm_work_init(&w, cols, prec0);
   out->max_prec = prec0;
   for (size_t i = 0; i < rows; i++) {
     const double *x = in[0].data + i * cols;
+    if (fast && pf_softmax_fast(c, x, i, alpha, mask, sentinel, out, fw)) {
+      out->fast_units++;
+      continue;
+    }
+    out->mpfr_units++;
     if (!pf_sm_scores(&w, c, x, i)) {
       for (size_t j = 0; j < cols; j++) pf_oracle_set_undefined(out, i * cols + j, opts->keep_hex);
       continue;
@@ -140,6 +154,7 @@ pf_status pf_softmax_fwd_mpfr(const pf_case *c, const pf_tensor *in, const pf_or
     }
   }
   pf_sm_work_free(&w);
+  free(fw);
   pf_mpfr_range_restore(saved);
   return PF_OK;
 }

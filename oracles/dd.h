@@ -1,0 +1,54 @@
+/* Double-word (double-double) arithmetic with rigorous relative error bounds, for the
+ * oracles' fast path. The algorithms and their bounds are those of Joldes, Muller and Popescu,
+ * "Tight and rigorous error bounds for basic building blocks of double-word arithmetic", ACM
+ * TOMS 44(2), 2017 (u = 2^-53, round to nearest, no underflow or overflow):
+ *   pf_dd_add  (AccurateDWPlusDW, Alg. 6)  |err| <= 3u^2 / (1 - 4u) |x + y|
+ *   pf_dd_mul  (DWTimesDW3, Alg. 12)       |err| <= 5u^2 |x y|
+ *   pf_dd_div  (DWDivDW3, Alg. 18)         |err| <= 9.8u^2 |x / y|
+ * A result's bound is the caller's to carry: these functions only compute. Every caller keeps
+ * its values far from binary64's underflow (a double word's low part must be a normal number
+ * for the bounds to hold) and checks so. */
+#ifndef PF_DD_H
+#define PF_DD_H
+
+#include <math.h>
+
+typedef struct {
+  double hi, lo; /* hi = RN(hi + lo) */
+} pf_dd;
+
+static inline pf_dd pf_two_sum(double a, double b) {
+  const double s = a + b, bp = s - a, ap = s - bp;
+  return (pf_dd){s, (a - ap) + (b - bp)};
+}
+static inline pf_dd pf_fast_two_sum(double a, double b) { /* |a| >= |b| */
+  const double s = a + b;
+  return (pf_dd){s, b - (s - a)};
+}
+static inline pf_dd pf_two_prod(double a, double b) {
+  const double p = a * b;
+  return (pf_dd){p, fma(a, b, -p)};
+}
+static inline pf_dd pf_dd_add(pf_dd x, pf_dd y) {
+  const pf_dd s = pf_two_sum(x.hi, y.hi), t = pf_two_sum(x.lo, y.lo);
+  const pf_dd v = pf_fast_two_sum(s.hi, s.lo + t.hi);
+  return pf_fast_two_sum(v.hi, t.lo + v.lo);
+}
+static inline pf_dd pf_dd_neg(pf_dd x) { return (pf_dd){-x.hi, -x.lo}; }
+static inline pf_dd pf_dd_mul(pf_dd x, pf_dd y) {
+  const pf_dd c = pf_two_prod(x.hi, y.hi);
+  const double tl0 = x.lo * y.lo, tl1 = fma(x.hi, y.lo, tl0), cl2 = fma(x.lo, y.hi, tl1), cl3 = c.lo + cl2;
+  return pf_fast_two_sum(c.hi, cl3);
+}
+static inline pf_dd pf_dd_div(pf_dd x, pf_dd y) {
+  /* DWDivDW3: 1/y by Newton-Raphson, then x (1/y) */
+  const double th = 1.0 / y.hi, rh = fma(-y.hi, th, 1.0), rl = -y.lo * th;
+  const pf_dd e = pf_fast_two_sum(rh, rl), d = pf_dd_mul((pf_dd){th, 0}, e);
+  const pf_dd m = pf_dd_add((pf_dd){th, 0}, d);
+  return pf_dd_mul(x, m);
+}
+static inline pf_dd pf_dd_ldexp(pf_dd x, int k) { return (pf_dd){ldexp(x.hi, k), ldexp(x.lo, k)}; }
+/* x < y as exact values (hi parts first: both normalized) */
+static inline int pf_dd_less(pf_dd x, pf_dd y) { return x.hi < y.hi || (x.hi == y.hi && x.lo < y.lo); }
+
+#endif

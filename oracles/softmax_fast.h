@@ -1,0 +1,19 @@
+/* The softmax oracle's fast path (softmax_fast.c): double-word arithmetic with a proven error
+ * bound, trusted only where its enclosure decides the result; softmax_mpfr.c calls it first. */
+#ifndef PF_SOFTMAX_FAST_H
+#define PF_SOFTMAX_FAST_H
+
+#include "kernels/kernel.h"
+#include "oracles/dd.h"
+
+/* Row `row` of the case (x: its inputs; alpha, mask, sentinel: the case's score definition):
+ * 1 when every output was settled into out, else 0 and nothing of the row to trust. work
+ * holds 2 cols double words. */
+int pf_softmax_fast(const pf_case *c, const double *x, size_t row, double alpha, int mask, double sentinel,
+                    pf_oracle_result *out, pf_dd *work);
+/* exp(z) for -600 <= z <= 0, within 2^-87 relative (softmax_fast.c's budget). */
+pf_dd pf_dd_exp(pf_dd z);
+/* RN (ties to even) of the double word x = hi + lo to dtype t, |x| below t's largest finite. */
+double pf_dd_round_dtype(pf_dd x, pf_dtype t);
+
+#endif

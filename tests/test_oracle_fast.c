@@ -1,0 +1,174 @@
+/* The oracles' fast path against MPFR (--oracle mpfr, the reference): on generated cases of
+ * every dtype, scale and mask, the two give bit for bit the same exact (binary64) and
+ * correctly rounded values and statuses, and the comparison the same verdict for every
+ * element; the rows the fast path cannot decide go to MPFR; the double word's rounding to a
+ * dtype breaks ties by its low part as MPFR's rounding of the same value does.
+ * PF_ORACLE_FAST_CASES sets how many cases per configuration (CI: the default). */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "harness/runner.h"
+#include "oracles/oracle_util.h"
+#include "oracles/softmax_fast.h"
+
+static size_t compared, fast_rows, mpfr_rows;
+
+/* Runs c twice, MPFR only and fast first, and asserts that every element agrees. */
+static void agree(pf_case *c) {
+  pf_oracle_opts ref, fast;
+  pf_oracle_opts_default(&ref);
+  pf_oracle_opts_default(&fast);
+  ref.mpfr_only = 1;
+  pf_run a, b;
+  if (pf_run_case(c, &ref, &a) || pf_run_case(c, &fast, &b)) fail_msg("run: %s", pf_error_message());
+  assert_int_equal(a.nout, b.nout);
+  for (size_t i = 0; i < a.nout; i++) {
+    const pf_oracle_result *x = &a.oracle, *y = &b.oracle;
+    const int same = x->status[i] == y->status[i] && memcmp(&x->exact[i], &y->exact[i], sizeof(double)) == 0 &&
+                     memcmp(&x->rounded[i], &y->rounded[i], sizeof(double)) == 0 &&
+                     memcmp(&x->rounded_alt[i], &y->rounded_alt[i], sizeof(double)) == 0 &&
+                     a.cmp.elem[i] == b.cmp.elem[i];
+    if (!same)
+      fail_msg("%s %s/%s input seed %llu element %zu: mpfr status %d exact %a rounded %a verdict %s; fast status %d exact %a "
+               "rounded %a verdict %s",
+               c->variant, pf_dtype_name(c->dtype), pf_dtype_name(c->accum), (unsigned long long)c->inputs[0].seed, i,
+               x->status[i], x->exact[i], x->rounded[i], pf_verdict_name(a.cmp.elem[i]), y->status[i], y->exact[i],
+               y->rounded[i], pf_verdict_name(b.cmp.elem[i]));
+  }
+  assert_int_equal(a.cmp.verdict, b.cmp.verdict);
+  assert_int_equal(a.oracle.fast_units, 0);
+  compared += a.nout;
+  fast_rows += b.oracle.fast_units;
+  mpfr_rows += b.oracle.mpfr_units;
+  pf_run_free(&a);
+  pf_run_free(&b);
+}
+
+static unsigned cases_per_config(void) {
+  const char *s = getenv("PF_ORACLE_FAST_CASES");
+  return s && atoi(s) > 0 ? (unsigned)atoi(s) : 6;
+}
+
+static void test_softmax_fast_agrees_with_mpfr(void **state) {
+  (void)state;
+  static const double scales[] = {0x1p-30, 0x1p-8, 1, 4, 16, 64, 1024};
+  const unsigned n = cases_per_config();
+  uint64_t seed = 1;
+  for (int t = 0; t < PF_NDTYPES; t++)
+    for (size_t k = 0; k < sizeof scales / sizeof *scales; k++)
+      for (int mk = 0; mk < 3; mk++)
+        for (int mv = 0; mv < 3; mv++)
+          for (unsigned s = 0; s < n; s++, seed++) {
+            pf_case c;
+            assert_int_equal(pf_case_init(&c, "softmax", "safe", seed), PF_OK);
+            c.dtype = (pf_dtype)t;
+            c.shape[0] = 3;
+            c.shape[1] = 1 + seed % 97;
+            c.inputs[0].scale = scales[k];
+            c.inputs[0].dist = s % 3 == 0 ? PF_DIST_LOGUNIFORM : PF_DIST_NORMAL;
+            c.inputs[0].special_rate = s % 4 == 1 ? 0.05 : 0; /* zeros, subnormals, max, inf, NaN */
+            assert_int_equal(pf_case_set_param(&c, "mask", mk), PF_OK);
+            assert_int_equal(pf_case_set_param(&c, "mask_value", mv), PF_OK);
+            if (s % 5 == 2) assert_int_equal(pf_case_set_param(&c, "alpha", 0x1.6a09e667f3bcdp-4), PF_OK); /* 1/sqrt(128) */
+            agree(&c);
+            pf_case_free(&c);
+          }
+  print_message("softmax: %zu elements agree; rows: %zu by the fast path, %zu by MPFR\n", compared, fast_rows,
+                mpfr_rows);
+  assert_true(fast_rows > mpfr_rows);
+}
+
+/* A row whose scores span 600..746 below the maximum is MPFR's (the double words' low parts
+ * would leave the normal range); one beyond 746 is the fast path's, its small outputs 0. */
+static void test_softmax_fast_hands_spread_rows_to_mpfr(void **state) {
+  (void)state;
+  static const double spreads[] = {650, 745, 800, 20000};
+  for (int k = 0; k < 4; k++) {
+    pf_case c;
+    assert_int_equal(pf_case_init(&c, "softmax", "safe", 1), PF_OK);
+    c.dtype = PF_FP32;
+    c.shape[0] = 1;
+    c.shape[1] = 3;
+    pf_gen_free(&c.inputs[0]);
+    c.inputs[0].dist = PF_DIST_VALUES;
+    c.inputs[0].values = malloc(3 * sizeof(double));
+    c.inputs[0].values[0] = 0, c.inputs[0].values[1] = -1, c.inputs[0].values[2] = -spreads[k];
+    c.inputs[0].nvalues = 3;
+    const size_t before = mpfr_rows;
+    agree(&c);
+    assert_int_equal(mpfr_rows - before, k < 2 ? 1 : 0);
+    pf_case_free(&c);
+  }
+}
+
+/* Double words on a dtype's midpoint: the low part's sign breaks the tie, as MPFR's rounding of
+ * the exact sum does; off a midpoint the hi part decides. */
+static void test_dd_round_breaks_ties_by_the_low_part(void **state) {
+  (void)state;
+  mpfr_t v;
+  mpfr_init2(v, 200);
+  for (int t = 0; t < PF_NDTYPES; t++) {
+    const double ones[] = {1.0, 0x1.8p-3, 0x1.4p-10, -0x1.cp+5};
+    for (int k = 0; k < 4; k++) {
+      const double r = pf_round((pf_dtype)t, ones[k]);
+      const double mid = (r + pf_next_up((pf_dtype)t, r)) / 2; /* exact in binary64 */
+      const double los[] = {0x1p-80 * fabs(mid), -0x1p-80 * fabs(mid), 0, 0x1p-60 * fabs(mid)};
+      for (int j = 0; j < 4; j++)
+        for (int off = 0; off < 2; off++) {
+          const double hi = off ? nextafter(mid, INFINITY) : mid;
+          const pf_dd x = {hi, los[j] * (off ? 0x1p-10 : 1)};
+          mpfr_set_d(v, x.hi, MPFR_RNDN);
+          mpfr_add_d(v, v, x.lo, MPFR_RNDN); /* exact at 200 bits */
+          const double want = pf_mpfr_round_dtype(v, (pf_dtype)t), got = pf_dd_round_dtype(x, (pf_dtype)t);
+          if (memcmp(&want, &got, sizeof want) != 0)
+            fail_msg("%s: %a + %a: MPFR %a, double word %a", pf_dtype_name((pf_dtype)t), x.hi, x.lo, want, got);
+        }
+    }
+  }
+  mpfr_clear(v);
+}
+
+/* The double-word exp against MPFR on z in [-600, 0] (and its low part): within the 2^-87 the
+ * fast path's budget takes for it. */
+static void test_dd_exp_within_its_bound(void **state) {
+  (void)state;
+  mpfr_t z, e, d;
+  mpfr_inits2(300, z, e, d, (mpfr_ptr)0);
+  uint64_t s = 0x9e3779b97f4a7c15ull;
+  double worst = 0;
+  for (int i = 0; i < 200000; i++) {
+    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+    const double u = (double)(s >> 11) * 0x1p-53;
+    const double zh = i % 3 ? -600 * u : -2 * u, zl = zh * 0x1p-54 * (u - 0.5);
+    const pf_dd r = pf_dd_exp(pf_two_sum(zh, zl));
+    mpfr_set_d(z, zh, MPFR_RNDN);
+    mpfr_add_d(z, z, zl, MPFR_RNDN);
+    mpfr_exp(e, z, MPFR_RNDN);
+    mpfr_set_d(d, r.hi, MPFR_RNDN);
+    mpfr_add_d(d, d, r.lo, MPFR_RNDN);
+    mpfr_sub(d, d, e, MPFR_RNDN);
+    mpfr_div(d, d, e, MPFR_RNDN);
+    const double rel = fabs(mpfr_get_d(d, MPFR_RNDN));
+    if (rel > worst) worst = rel;
+  }
+  mpfr_clears(z, e, d, (mpfr_ptr)0);
+  print_message("exp: largest relative error 2^%.1f over 200000 arguments (bound 2^-87)\n", log2(worst));
+  assert_true(worst < 0x1p-87);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_dd_round_breaks_ties_by_the_low_part),
+      cmocka_unit_test(test_dd_exp_within_its_bound),
+      cmocka_unit_test(test_softmax_fast_hands_spread_rows_to_mpfr),
+      cmocka_unit_test(test_softmax_fast_agrees_with_mpfr),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
