@@ -19,10 +19,15 @@ static double pf_now(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+static int pf_mpfr_only_default; /* --oracle mpfr: every run of this process */
+
+void pf_oracle_set_mpfr_only(int on) { pf_mpfr_only_default = on; }
+
 void pf_oracle_opts_default(pf_oracle_opts *o) {
   memset(o, 0, sizeof *o); /* every field, backend (PF_BACKEND_CPU) included */
   o->prec = 256;
   o->prec_max = 16384;
+  o->mpfr_only = pf_mpfr_only_default;
 }
 
 const char *pf_fe_str(unsigned fe, char buf[48]) {

@@ -299,6 +299,7 @@ void reproduce_line(const pf_case *c, const run_opts *o, uint64_t seed, char *bu
   for (int k = 0; k < o->ninput_specs && n < len; k++) n += (size_t)snprintf(buf + n, len - n, " --input %s", o->input_spec[k]);
   if (o->backend == PF_BACKEND_CUDA && n < len) n += (size_t)snprintf(buf + n, len - n, " --backend cuda");
   if (o->imprecise && n < len) n += (size_t)snprintf(buf + n, len - n, " --imprecise %s", o->imprecise);
+  if (o->mpfr_only && n < len) n += (size_t)snprintf(buf + n, len - n, " --oracle mpfr");
   if (n < len) snprintf(buf + n, len - n, " --seed %llu --cases 1", (unsigned long long)seed);
 }
 
@@ -395,6 +396,11 @@ int case_option(int ch, char *arg, run_opts *o, const char **shape_arg, const ch
       o->imprecise = arg;
       break;
     }
+    case O_ORACLE: /* the oracle of every case this process judges */
+      if (strcmp(arg, "fast") && strcmp(arg, "mpfr")) return usage_error("--oracle: '%s' is not fast or mpfr", arg);
+      o->mpfr_only = strcmp(arg, "mpfr") == 0;
+      pf_oracle_set_mpfr_only(o->mpfr_only);
+      break;
     case O_INPUT:
       if (o->ninput_specs == 16) return usage_error("--input: more than 16 given");
       o->input_spec[o->ninput_specs++] = arg;

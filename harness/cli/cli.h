@@ -44,12 +44,13 @@ typedef struct {
   struct pf_tensorfile *files[16]; /* --input NAME:file=...: read once (load_input_files) */
   char *file_paths[16];       /* their absolute paths */
   const char *imprecise;      /* --imprecise DTYPE=X,...: the hazard thresholds (already in effect) */
+  int mpfr_only;              /* --oracle mpfr (already in effect) */
 } run_opts;
 
 /* Options of the commands that build cases (getopt_long values). */
 enum { O_SHAPE = 256, O_SCALE, O_DIST, O_SEED, O_CASES, O_FAULT, O_BACKEND, O_JSON, O_SAVE, O_PARAM,
        O_OUTLIERS, O_OUTMAG, O_SPECIAL, O_EXPRANGE, O_PREC, O_MAXPRINT, O_INPUT,
-       O_ALONG, O_FROM, O_TO, O_FAIL, O_POINTS, O_FORMAT, O_REFINE, O_TENSORS, O_IMPRECISE };
+       O_ALONG, O_FROM, O_TO, O_FAIL, O_POINTS, O_FORMAT, O_REFINE, O_TENSORS, O_IMPRECISE, O_ORACLE };
 #define PF_CASE_LONGOPTS                                                                                 \
   {"kernel", required_argument, 0, 'k'}, {"variant", required_argument, 0, 'v'},                          \
       {"dtype", required_argument, 0, 't'}, {"accum", required_argument, 0, 'a'},                         \
@@ -61,6 +62,7 @@ enum { O_SHAPE = 256, O_SCALE, O_DIST, O_SEED, O_CASES, O_FAULT, O_BACKEND, O_JS
       {"outlier-magnitude", required_argument, 0, O_OUTMAG}, {"special-rate", required_argument, 0, O_SPECIAL}, \
       {"exp-range", required_argument, 0, O_EXPRANGE}, {"oracle-prec", required_argument, 0, O_PREC},     \
       {"input", required_argument, 0, O_INPUT}, {"imprecise", required_argument, 0, O_IMPRECISE},           \
+      {"oracle", required_argument, 0, O_ORACLE},                                                         \
       {"help", no_argument, 0, 'h'}
 
 /* The defaults: fp16 with fp32 accumulation, seed 1, `cases` cases, oracle from 256 bits, the

@@ -174,6 +174,8 @@ static void print_help_run(void) {
       "                           file: x:file=logits.npy, x:file=ckpt.safetensors,tensor=NAME (fp32,\n"
       "                           fp16, bf16); -t and --shape then default to the file's, --cases to 1\n"
       "      --max-print N        finding and hazard lines printed per variant (default 10)\n"
+      "      --oracle fast|mpfr   fast (default): a certified fast path where the operation has one\n"
+      "                           (softmax), MPFR where it cannot decide; mpfr: MPFR alone, the reference\n"
       "      --imprecise DTYPE=X,... the imprecise hazard's thresholds (relative error, as each stage\n"
       "                           measures it), e.g. fp16=0x1p-6; defaults fp32 2^-10, fp16 2^-7, bf16 2^-4\n\n"
       "Besides each case's verdict (did the kernel keep its contract?) run reports its hazards\n"
