@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 #include "kernels/kernel.h"
@@ -181,9 +182,39 @@ pf_status pf_case_validate(const pf_case *c) {
     pf_status st = pf_check_gen(&c->inputs[i], op->input_names[i], n, op->input_dtype ? op->input_dtype(c, i) : c->dtype);
     if (st) return st;
   }
+  /* what judging the case holds in memory: each input element as binary64, each output
+   * element with its exact, rounded and alternative values, status, bound, verdict and ulps */
+  double bytes = (double)PF_BYTES_PER_OUTPUT * (double)op->output_count(c);
+  for (int i = 0; i < op->ninputs; i++) bytes += (double)PF_BYTES_PER_INPUT * (double)op->input_count(c, i);
+  double budget;
+  pf_status st = pf_memory_budget(&budget);
+  if (st) return st;
+  if (bytes > budget)
+    return pf_error(PF_ERR_ARG,
+                    "shape: the case needs about %.1f GiB (%d bytes per output element, %d per input element), "
+                    "more than the %.1f GiB precfuzz may use (PRECFUZZ_MEMORY_BYTES; default: half of this machine's memory)",
+                    bytes / 0x1p30, PF_BYTES_PER_OUTPUT, PF_BYTES_PER_INPUT, budget / 0x1p30);
   pf_verdict v;
   if (c->expect[0] && pf_verdict_parse(c->expect, &v))
     return pf_error(PF_ERR_UNKNOWN, "expect: '%s' is not a verdict", c->expect);
+  return PF_OK;
+}
+
+pf_status pf_memory_budget(double *bytes) {
+  const char *s = getenv("PRECFUZZ_MEMORY_BYTES");
+  if (s && *s) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    const double unit = *end == 'K' ? 0x1p10 : *end == 'M' ? 0x1p20 : *end == 'G' ? 0x1p30 : *end == 'T' ? 0x1p40 : 1;
+    if (unit > 1) end++;
+    if (errno || end == s || *end || !(v >= 1) || !isfinite(v * unit))
+      return pf_error(PF_ERR_ARG, "PRECFUZZ_MEMORY_BYTES: '%s' is not a size (bytes, or a number with K, M, G or T)", s);
+    *bytes = v * unit;
+    return PF_OK;
+  }
+  const long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+  *bytes = pages > 0 && size > 0 ? (double)pages * (double)size / 2 : 0x1p32;
   return PF_OK;
 }
 

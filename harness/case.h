@@ -31,6 +31,13 @@ typedef struct {
   char expect[PF_NAME_LEN];     /* verdict a regression case must give, "" for none */
 } pf_case;
 
+/* What pf_case_check counts per element against the memory budget, and the budget: the
+ * environment's PRECFUZZ_MEMORY_BYTES (bytes, or a number with K, M, G or T), else half of
+ * the machine's physical memory. PF_ERR_ARG when the variable is not a size. */
+#define PF_BYTES_PER_OUTPUT 112
+#define PF_BYTES_PER_INPUT 16
+pf_status pf_memory_budget(double *bytes);
+
 /* A case with the kernel's defaults: shape, parameters, one normal input per tensor whose
  * seed derives from seed. Fails if kernel/variant is unknown. */
 pf_status pf_case_init(pf_case *c, const char *kernel, const char *variant, uint64_t seed);

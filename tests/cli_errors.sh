@@ -163,6 +163,17 @@ CUDA_VISIBLE_DEVICES= expect2 "no CUDA" boundary -k softmax -v naive --along val
 CUDA_VISIBLE_DEVICES= expect2 "no CUDA" diff-backend -k softmax --cases 1
 CUDA_VISIBLE_DEVICES= expect2 "no CUDA" sweep --backend cuda -o "$T/cuda.json"
 
+# shapes are bounded by memory: the budget (PRECFUZZ_MEMORY_BYTES, else half the machine's)
+# against 112 bytes per output and 16 per input element; 4096x4096 softmax needs 2.0 GiB
+PRECFUZZ_MEMORY_BYTES=1G expect2 "shape: the case needs about 2.0 GiB (112 bytes per output element, 16 per input element), more than the 1.0 GiB" \
+  run -k softmax --shape 4096x4096
+PRECFUZZ_MEMORY_BYTES=1X expect2 "PRECFUZZ_MEMORY_BYTES: '1X' is not a size" run -k softmax
+expect2 "input 'x' would have 4294967296 elements, more than 1073741824" run -k softmax --shape 65536x65536
+# a vocabulary-sized row fits (was refused above 65536 columns)
+n=$((n + 1))
+PRECFUZZ_MEMORY_BYTES=3G "$P" run -k softmax -v safe -t bf16 --shape 2x131072 --cases 1 2>&1 | grep -q "ok 1" ||
+  { echo "FAIL: softmax 2x131072 did not run ok"; fail=$((fail + 1)); }
+
 # and the good file is fine
 "$P" replay "$T/good.json" >/dev/null 2>&1 || { echo "FAIL: good case did not replay"; fail=$((fail + 1)); }
 echo "cli_errors: $((n - fail)) passed, $fail failed"

@@ -69,9 +69,10 @@ const pf_op pf_softmax_op = {
     .summary = "row softmax of alpha * x with optional causal mask",
     .ndims = 2,
     .dim_names = pf_softmax_dims,
-    .dim_max = {65536, 65536},
+    /* the shape is bounded by memory (pf_case_check: PF_BYTES_PER_OUTPUT a judged element) */
+    .dim_max = {(size_t)1 << 24, (size_t)1 << 24},
     .dim_default = {4, 256},
-    .elems_max = (size_t)1 << 21,
+    .elems_max = (size_t)1 << 30,
     .nparams = 3,
     .params = pf_softmax_params,
     .ninputs = 1,
