@@ -145,6 +145,13 @@ static pf_status pf_check_gen(const pf_gen *g, const char *name, size_t n, pf_dt
   return PF_OK;
 }
 
+/* "2.0 GiB", "512.0 MiB", "64.0 KiB" */
+static void pf_bytes_str(char *buf, size_t len, double b) {
+  if (b >= 0x1p30) snprintf(buf, len, "%.1f GiB", b / 0x1p30);
+  else if (b >= 0x1p20) snprintf(buf, len, "%.1f MiB", b / 0x1p20);
+  else snprintf(buf, len, "%.1f KiB", b / 0x1p10);
+}
+
 pf_status pf_case_validate(const pf_case *c) {
   const pf_op *op = pf_op_find(c->kernel);
   if (!op) return pf_error(PF_ERR_UNKNOWN, "unknown kernel '%s' (see 'precfuzz list')", c->kernel);
@@ -189,11 +196,15 @@ pf_status pf_case_validate(const pf_case *c) {
   double budget;
   pf_status st = pf_memory_budget(&budget);
   if (st) return st;
-  if (bytes > budget)
+  if (bytes > budget) {
+    char need[32], have[32];
+    pf_bytes_str(need, sizeof need, bytes);
+    pf_bytes_str(have, sizeof have, budget);
     return pf_error(PF_ERR_ARG,
-                    "shape: the case needs about %.1f GiB (%d bytes per output element, %d per input element), "
-                    "more than the %.1f GiB precfuzz may use (PRECFUZZ_MEMORY_BYTES; default: half of this machine's memory)",
-                    bytes / 0x1p30, PF_BYTES_PER_OUTPUT, PF_BYTES_PER_INPUT, budget / 0x1p30);
+                    "shape: the case needs about %s (%d bytes per output element, %d per input element), more than "
+                    "the %s precfuzz may use (PRECFUZZ_MEMORY_BYTES; default: half of this machine's memory)",
+                    need, PF_BYTES_PER_OUTPUT, PF_BYTES_PER_INPUT, have);
+  }
   pf_verdict v;
   if (c->expect[0] && pf_verdict_parse(c->expect, &v))
     return pf_error(PF_ERR_UNKNOWN, "expect: '%s' is not a verdict", c->expect);
