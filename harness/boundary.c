@@ -352,14 +352,8 @@ static pf_status pf_count(const pf_case *tmpls, unsigned n, const pf_axis *a, do
     if (p && r->in_domain) {
       if (r->cmp.max_ulps > p->max_ulps) p->max_ulps = r->cmp.max_ulps;
       if (r->cmp.max_rel > p->max_rel) p->max_rel = r->cmp.max_rel;
-      const int finding = pf_verdict_is_finding(r->cmp.verdict);
-      if (finding && !p->findings++) p->finding_case = (int)i;
-      if (r->worst_err > p->max_err) p->max_err = r->worst_err;
-      for (int h = 0; h < PF_NHAZARDS; h++) p->hazards[h] += (r->hazards >> h) & 1;
-      p->hazard_cases += r->hazards != 0;
-      p->tt_rejects += r->tt_fails != 0;
-      if (!r->tt_fails) p->tt_pass_finding += finding, p->tt_pass_hazard += !finding && r->hazards;
-      else p->tt_reject_sound += !finding && !r->hazards && r->cmp.verdict == PF_V_OK;
+      if (pf_verdict_is_finding(r->cmp.verdict) && !p->findings++) p->finding_case = (int)i;
+      pf_hazard_tally_add(&p->hz, r);
     }
   }
   for (unsigned i = 0; rs && i < n; i++) pf_run_free(&rs[i]);

@@ -97,13 +97,7 @@ typedef struct {
   int finding_case;        /* the first of them (an index into the templates), -1 if none */
   int64_t max_ulps;        /* the largest ulp error of the cases inside the domain */
   double max_rel;          /* and their largest relative error */
-  double max_err;          /* and their largest error as the stages measure it (pf_run.worst_err) */
-  unsigned hazards[PF_NHAZARDS]; /* cases inside the domain with each hazard */
-  unsigned hazard_cases;   /* ... with any */
-  /* torch.testing.assert_close (default tolerance) on the cases inside the domain: cases it
-   * rejects, and cases it passes that have a finding / a hazard (no finding), and cases it
-   * rejects that have neither */
-  unsigned tt_rejects, tt_pass_finding, tt_pass_hazard, tt_reject_sound;
+  pf_hazard_tally hz;       /* their hazards, torch.testing's word and largest measured error */
 } pf_prob_point;
 
 typedef struct {

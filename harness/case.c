@@ -4,6 +4,7 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -211,6 +212,13 @@ pf_status pf_case_validate(const pf_case *c) {
   return PF_OK;
 }
 
+static double pf_half_memory;
+static pthread_once_t pf_half_memory_once = PTHREAD_ONCE_INIT;
+static void pf_half_memory_read(void) {
+  const long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+  pf_half_memory = pages > 0 && size > 0 ? (double)pages * (double)size / 2 : 0x1p32;
+}
+
 pf_status pf_memory_budget(double *bytes) {
   const char *s = getenv("PRECFUZZ_MEMORY_BYTES");
   if (s && *s) {
@@ -219,13 +227,13 @@ pf_status pf_memory_budget(double *bytes) {
     double v = strtod(s, &end);
     const double unit = *end == 'K' ? 0x1p10 : *end == 'M' ? 0x1p20 : *end == 'G' ? 0x1p30 : *end == 'T' ? 0x1p40 : 1;
     if (unit > 1) end++;
-    if (errno || end == s || *end || !(v >= 1) || !isfinite(v * unit))
+    if (errno || end == s || *end || !(v * unit >= 1) || !isfinite(v * unit))
       return pf_error(PF_ERR_ARG, "PRECFUZZ_MEMORY_BYTES: '%s' is not a size (bytes, or a number with K, M, G or T)", s);
     *bytes = v * unit;
     return PF_OK;
   }
-  const long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
-  *bytes = pages > 0 && size > 0 ? (double)pages * (double)size / 2 : 0x1p32;
+  pthread_once(&pf_half_memory_once, pf_half_memory_read); /* once: every case is checked */
+  *bytes = pf_half_memory;
   return PF_OK;
 }
 

@@ -52,7 +52,7 @@ pf_status pf_compare(pf_dtype t, const double *y, size_t n, const pf_oracle_resu
   cmp->verdict = PF_V_OK;
   const pf_dtype t0 = t;
   for (size_t i = 0; i < n; i++) {
-    t = o->dtype && o->dtype[i] < PF_NDTYPES ? (pf_dtype)o->dtype[i] : t0; /* this element's dtype */
+    t = pf_oracle_dtype_of(o, i, t0); /* this element's dtype */
     double lo = -INFINITY, hi = INFINITY;
     const int defined = o->status[i] != PF_ORACLE_UNDEFINED;
     if (defined) pf_allowed_interval(t, o->exact[i], o->rounded[i], o->rounded_alt[i], b[i], &lo, &hi);
@@ -103,7 +103,7 @@ pf_status pf_compare_ulps(pf_dtype t, const double *y, size_t n, const pf_oracle
   cmp->verdict = PF_V_OK;
   cmp->first_bad = 0;
   for (size_t i = 0; i < n; i++) {
-    const pf_dtype ti = o->dtype && o->dtype[i] < PF_NDTYPES ? (pf_dtype)o->dtype[i] : t;
+    const pf_dtype ti = pf_oracle_dtype_of(o, i, t);
     pf_verdict v = cmp->elem[i];
     if (o->status[i] != PF_ORACLE_UNDEFINED && !isinf(o->rounded[i])) {
       const double a = fmin(o->rounded[i], o->rounded_alt[i]), z = fmax(o->rounded[i], o->rounded_alt[i]);

@@ -80,7 +80,7 @@ void pf_run_flag_hazard(pf_run *r, pf_hazard h, size_t at, double measure, const
 
 /* the dtype output i is stored in */
 static pf_dtype pf_elem_dtype(const pf_case *c, const pf_run *r, size_t i) {
-  return r->oracle.dtype[i] < PF_NDTYPES ? (pf_dtype)r->oracle.dtype[i] : c->dtype;
+  return pf_oracle_dtype_of(&r->oracle, i, c->dtype);
 }
 
 /* The measure |y - E| / |E| is computed from E rounded to binary64, which moves it by up to
@@ -98,20 +98,19 @@ static int pf_judgeable(const pf_run *r, size_t i) {
   return (s == PF_ORACLE_NUMBER || s == PF_ORACLE_TIE) && isfinite(r->oracle.exact[i]) && isfinite(r->out[i]);
 }
 
-/* imprecise over elements [from, from + count) with the given stride, one measure unit */
-static void pf_imprecise_unit(const pf_case *c, pf_run *r, const pf_stage *s, size_t from, size_t count, size_t stride,
-                              int measure, const pf_hazard_limits *l) {
+/* imprecise over the elements [from, from + count), one measure unit */
+static void pf_imprecise_unit(const pf_case *c, pf_run *r, const pf_stage *s, size_t from, size_t count, int measure,
+                              const pf_hazard_limits *l) {
   if (measure == PF_MEASURE_ELEMENT) { /* the element furthest beyond its threshold */
     double worst = 1;
     size_t at = 0;
-    for (size_t k = 0; k < count; k++) {
-      const size_t i = from + k * stride;
+    for (size_t i = from; i < from + count; i++) {
       if (!pf_judgeable(r, i)) continue;
       const pf_dtype t = pf_elem_dtype(c, r, i);
       const double E = r->oracle.exact[i], err = fabs(r->out[i] - E) / fmax(fabs(E), pf_min_normal(t));
+      const double thr = pf_hazard_threshold(c, l, t);
       if (err > r->worst_err) r->worst_err = err;
-      if (pf_hazard_beyond(err, pf_hazard_threshold(c, l, t)) && err / pf_hazard_threshold(c, l, t) > worst)
-        worst = err / pf_hazard_threshold(c, l, t), at = i;
+      if (pf_hazard_beyond(err, thr) && err / thr > worst) worst = err / thr, at = i;
     }
     if (worst > 1) {
       const pf_dtype t = pf_elem_dtype(c, r, at);
@@ -125,8 +124,7 @@ static void pf_imprecise_unit(const pf_case *c, pf_run *r, const pf_stage *s, si
   double num = 0, den = 0, worst = -1;
   size_t at = from;
   pf_dtype t = c->dtype;
-  for (size_t k = 0; k < count; k++) {
-    const size_t i = from + k * stride;
+  for (size_t i = from; i < from + count; i++) {
     if (!pf_judgeable(r, i)) continue;
     const double d = r->out[i] - r->oracle.exact[i];
     num += d * d;
@@ -249,9 +247,28 @@ void pf_hazard_limits_set_default(const pf_hazard_limits *l) {
   pf_limits_have = 1;
 }
 
+const pf_hazard_limits *pf_hazard_limits_current(void) { return pf_limits_have ? &pf_limits_set : NULL; }
+
+void pf_hazard_tally_add(pf_hazard_tally *t, const pf_run *r) {
+  const int finding = pf_verdict_is_finding(r->cmp.verdict);
+  for (int h = 0; h < PF_NHAZARDS; h++) t->hazard[h] += (r->hazards >> h) & 1;
+  t->any += r->hazards != 0;
+  t->tt_rejects += r->tt_fails != 0;
+  if (!r->tt_fails) t->tt_pass_finding += finding, t->tt_pass_hazard += !finding && r->hazards;
+  else t->tt_reject_sound += !finding && !r->hazards && r->cmp.verdict == PF_V_OK;
+  if (r->worst_err > t->max_err) t->max_err = r->worst_err;
+}
+
+void pf_hazard_tally_merge(pf_hazard_tally *t, const pf_hazard_tally *u) {
+  for (int h = 0; h < PF_NHAZARDS; h++) t->hazard[h] += u->hazard[h];
+  t->any += u->any;
+  t->tt_rejects += u->tt_rejects, t->tt_pass_finding += u->tt_pass_finding;
+  t->tt_pass_hazard += u->tt_pass_hazard, t->tt_reject_sound += u->tt_reject_sound;
+  if (u->max_err > t->max_err) t->max_err = u->max_err;
+}
+
 void pf_run_hazards(const pf_case *c, pf_run *r, const pf_hazard_limits *lim) {
   pf_hazard_limits def;
-  if (!lim && pf_limits_have) lim = &pf_limits_set;
   if (!lim) {
     pf_hazard_limits_default(&def);
     lim = &def;
@@ -268,9 +285,9 @@ void pf_run_hazards(const pf_case *c, pf_run *r, const pf_hazard_limits *lim) {
     if ((s->measure == PF_MEASURE_ROW || s->measure == PF_MEASURE_TRAJECTORY) && s->ndims > 0) {
       const size_t w = c->shape[s->dims[s->ndims - 1]];
       for (size_t row = 0; w && row < s->count / w; row++)
-        pf_imprecise_unit(c, r, s, s->offset + row * w, w, 1, PF_MEASURE_ROW, lim);
-    } else {
-      pf_imprecise_unit(c, r, s, s->offset, s->count, 1, s->measure == PF_MEASURE_ROW ? PF_MEASURE_TENSOR : s->measure,
+        pf_imprecise_unit(c, r, s, s->offset + row * w, w, PF_MEASURE_ROW, lim);
+    } else { /* a row of a vector is the whole of it */
+      pf_imprecise_unit(c, r, s, s->offset, s->count, s->measure == PF_MEASURE_ELEMENT ? PF_MEASURE_ELEMENT : PF_MEASURE_TENSOR,
                         lim);
     }
     pf_biased_stage(c, r, s, lim);
@@ -278,14 +295,16 @@ void pf_run_hazards(const pf_case *c, pf_run *r, const pf_hazard_limits *lim) {
   if (r->kernel->op->hazards) r->kernel->op->hazards(c, r, lim);
   /* torch.testing.assert_close(y, rounded) over the stages of values: |y - E| <= atol + rtol
    * |E|, NaN never equal, an inf only equal to itself */
-  for (int k = 0; k < ns; k++)
-  for (size_t i = st[k].offset; st[k].measure != PF_MEASURE_NONE && i < st[k].offset + st[k].count; i++) {
-    const unsigned char os = r->oracle.status[i];
-    if (os == PF_ORACLE_UNDEFINED || os == PF_ORACLE_SET) continue;
-    double rtol, atol;
-    pf_torch_testing_tolerance(pf_elem_dtype(c, r, i), &rtol, &atol);
-    const double y = r->out[i], E = r->oracle.rounded[i];
-    const int close = isfinite(y) && isfinite(E) ? fabs(y - E) <= atol + rtol * fabs(E) : y == E;
-    if (!close && !r->tt_fails++) r->tt_at = i;
+  for (int k = 0; k < ns; k++) {
+    if (st[k].measure == PF_MEASURE_NONE) continue;
+    for (size_t i = st[k].offset; i < st[k].offset + st[k].count; i++) {
+      const unsigned char os = r->oracle.status[i];
+      if (os == PF_ORACLE_UNDEFINED || os == PF_ORACLE_SET) continue;
+      double rtol, atol;
+      pf_torch_testing_tolerance(pf_elem_dtype(c, r, i), &rtol, &atol);
+      const double y = r->out[i], E = r->oracle.rounded[i];
+      const int close = isfinite(y) && isfinite(E) ? fabs(y - E) <= atol + rtol * fabs(E) : y == E;
+      if (!close && !r->tt_fails++) r->tt_at = i;
+    }
   }
 }

@@ -48,9 +48,10 @@ void pf_hazard_limits_default(pf_hazard_limits *l);
 /* "fp16=0x1p-6,bf16=0.05": the imprecise thresholds of the dtypes named (each > 0 and < 1).
  * One-line error naming what is wrong. */
 pf_status pf_hazard_limits_parse(const char *s, pf_hazard_limits *l);
-/* The limits a run uses when its options name none (pf_oracle_opts.hazard_limits NULL):
- * pf_hazard_limits_default's until set (the command line's --imprecise). */
+/* The command line's --imprecise: the limits pf_oracle_opts_default puts in every run's
+ * options from now on (pf_hazard_limits_current: those, or NULL for the defaults). */
 void pf_hazard_limits_set_default(const pf_hazard_limits *l);
+const pf_hazard_limits *pf_hazard_limits_current(void);
 
 struct pf_run;
 /* Judges r's hazards: imprecise and biased over every stage, then the operation's own
@@ -67,6 +68,31 @@ void pf_run_flag_hazard(struct pf_run *r, pf_hazard h, size_t at, double measure
  * exact value is not). */
 double pf_hazard_threshold(const pf_case *c, const pf_hazard_limits *l, pf_dtype t);
 int pf_hazard_beyond(double measure, double threshold);
+/* stagnant, as the operations judge it: over the (element, step) pairs whose exact value moved,
+ * the run's stayed where it was bit for bit on at least half of them. */
+typedef struct {
+  size_t moved, stuck, first; /* first: the output index of the first stuck pair */
+} pf_stuck;
+static inline void pf_stuck_add(pf_stuck *s, size_t x, double prev, double now, double exact_prev, double exact_now) {
+  if (exact_now == exact_prev) return;
+  s->moved++;
+  if (now == prev && !s->stuck++) s->first = x;
+}
+static inline int pf_stuck_stagnant(const pf_stuck *s) { return s->moved && 2 * s->stuck >= s->moved; }
+
+/* Cases counted by hazard and by what torch.testing said of them (run's summary, the
+ * boundary scan's points, the sweep's configurations). */
+typedef struct {
+  unsigned long hazard[PF_NHAZARDS]; /* cases with each hazard */
+  unsigned long any;                 /* ... with any */
+  /* torch.testing.assert_close: cases it rejects; cases it passes that have a finding, or a
+   * hazard and no finding; cases it rejects that are ok with no hazard */
+  unsigned long tt_rejects, tt_pass_finding, tt_pass_hazard, tt_reject_sound;
+  double max_err;                    /* the largest pf_run.worst_err */
+} pf_hazard_tally;
+void pf_hazard_tally_add(pf_hazard_tally *t, const struct pf_run *r);
+void pf_hazard_tally_merge(pf_hazard_tally *t, const pf_hazard_tally *u);
+
 /* "saturated,imprecise" or "none" */
 const char *pf_hazards_str(unsigned mask, char *buf, size_t len);
 

@@ -28,6 +28,7 @@ void pf_oracle_opts_default(pf_oracle_opts *o) {
   o->prec = 256;
   o->prec_max = 16384;
   o->mpfr_only = pf_mpfr_only_default;
+  o->hazard_limits = pf_hazard_limits_current();
 }
 
 const char *pf_fe_str(unsigned fe, char buf[48]) {
@@ -101,7 +102,7 @@ static pf_status pf_run_oracle(const pf_case *c, const pf_oracle_opts *opts, pf_
   if ((st = r->kernel->op->oracle(c, r->in, opts, &r->oracle))) return st;
   r->seconds_oracle = pf_now() - t1;
   for (size_t i = 0; given && i < r->nout; i++) {
-    const pf_dtype t = r->oracle.dtype[i] < PF_NDTYPES ? (pf_dtype)r->oracle.dtype[i] : c->dtype;
+    const pf_dtype t = pf_oracle_dtype_of(&r->oracle, i, c->dtype);
     if (!given[i]) r->out[i] = r->oracle.rounded[i];
     else if (!pf_dtype_holds(t, r->out[i]))
       return pf_error(PF_ERR_ARG, "output %zu (%a) is not a %s value, the dtype that output is stored in", i, r->out[i],
@@ -456,7 +457,9 @@ cJSON *pf_run_to_cjson(const pf_case *c, const pf_run *r, int per_element) {
     cJSON *e = cJSON_CreateObject();
     cJSON_AddStringToObject(e, "hazard", pf_hazard_name((pf_hazard)h));
     cJSON_AddNumberToObject(e, "at", (double)r->hazard_at[h]);
-    cJSON_AddNumberToObject(e, "measure", isfinite(r->hazard_measure[h]) ? r->hazard_measure[h] : (r->hazard_measure[h] > 0 ? 1e308 : -1e308));
+    /* a t statistic of errors all alike is infinite: JSON has no inf, so null */
+    if (isfinite(r->hazard_measure[h])) cJSON_AddNumberToObject(e, "measure", r->hazard_measure[h]);
+    else cJSON_AddNullToObject(e, "measure");
     cJSON_AddStringToObject(e, "note", r->hazard_note[h]);
     cJSON_AddItemToArray(hz, e);
   }

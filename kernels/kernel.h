@@ -58,6 +58,10 @@ typedef struct {
    * those it left to MPFR because its enclosure did not decide them */
   size_t fast_units, mpfr_units;
 } pf_oracle_result;
+/* The dtype output i was rounded to: the oracle's word for it, else t (the case's dtype). */
+static inline pf_dtype pf_oracle_dtype_of(const pf_oracle_result *o, size_t i, pf_dtype t) {
+  return o->dtype && o->dtype[i] < PF_NDTYPES ? (pf_dtype)o->dtype[i] : t;
+}
 
 typedef struct {
   long prec;      /* starting MPFR precision in bits (>= 64; default 256) */
@@ -65,7 +69,8 @@ typedef struct {
   int keep_hex;   /* fill pf_oracle_result.hex */
   int domain_only; /* runner: stop before the kernel when the case is outside the domain */
   int backend;     /* runner: PF_BACKEND_CPU (the emulation) or PF_BACKEND_CUDA (the kernel's run_cuda) */
-  const struct pf_hazard_limits *hazard_limits; /* runner: hazard thresholds (NULL: the defaults) */
+  const struct pf_hazard_limits *hazard_limits; /* runner: hazard thresholds (NULL: the defaults;
+                                                   pf_oracle_opts_default: the command line's) */
   int mpfr_only;   /* 1: no fast path, every element by MPFR (--oracle mpfr, the reference) */
 } pf_oracle_opts;
 

@@ -156,11 +156,10 @@ static int pf_softmax_fast_row(const pf_dd *t, pf_dd m, size_t cols, pf_dtype dt
 int pf_softmax_fast(const pf_case *c, const double *x, size_t row, double alpha, int mask, double sentinel,
                     pf_oracle_result *out, pf_dd *work) {
   const size_t rows = c->shape[0], cols = c->shape[1];
-  const size_t off = mask == 1 && cols >= rows ? cols - rows : 0;
   pf_dd *t = work, *e = work + cols, m = {-INFINITY, 0};
   int any = 0;
   for (size_t j = 0; j < cols; j++) {
-    const int masked = mask >= 1 && j > row + off;
+    const int masked = pf_oracle_masked(mask, row, j, rows, cols);
     const double v = masked ? sentinel : x[j];
     if (isnan(v) || (v > 0 && isinf(v))) return 0; /* undefined rows: MPFR's path says so */
     t[j] = masked ? (pf_dd){sentinel, 0} : pf_two_prod(v, alpha);

@@ -6,6 +6,12 @@
 #include "kernels/kernel.h"
 #include "oracles/dd.h"
 
+/* The oracle's mask (independent of the kernels'): causal (1) aligned bottom right, row i
+ * seeing columns j <= i + max(cols - rows, 0); causal-top-left (2): j <= i. */
+static inline int pf_oracle_masked(int mask, size_t row, size_t j, size_t rows, size_t cols) {
+  return mask >= 1 && j > row + (mask == 1 && cols >= rows ? cols - rows : 0);
+}
+
 /* Row `row` of the case (x: its inputs; alpha, mask, sentinel: the case's score definition):
  * 1 when every output was settled into out, else 0 and nothing of the row to trust. work
  * holds 2 cols double words. */

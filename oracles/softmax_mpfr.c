@@ -78,11 +78,9 @@ static int pf_sm_scores(pf_sm_work *w, const pf_case *c, const double *x, size_t
   const double alpha = pf_case_param(c, "alpha");
   const int mask = (int)pf_case_param(c, "mask");
   const double sentinel = pf_oracle_mask_value((int)pf_case_param(c, "mask_value"), c->dtype);
-  /* causal (1): aligned bottom right; causal-top-left (2): j <= i */
-  const size_t off = mask == 1 && cols >= rows ? cols - rows : 0;
   int any_finite = 0;
   for (size_t j = 0; j < cols; j++) {
-    const int masked = mask >= 1 && j > row + off;
+    const int masked = pf_oracle_masked(mask, row, j, rows, cols);
     if (masked) {
       mpfr_set_d(w->t[j], sentinel, MPFR_RNDN);
     } else {

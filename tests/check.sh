@@ -40,3 +40,16 @@ all_ok() {
   out=$("$P" --kernels "$(ex $2)" run -k $3 -v $1 -t $4 --cases 20 2>&1)
   [ $? -eq 0 ] && echo "$out" | grep -q "^$3/$1 $4/fp32: 20 cases (seeds 1..20): ok 20 *$" || fail "run $1 $4: $out"
 }
+# scaler_agrees VARIANT EXAMPLE DTYPE HYSTERESIS: a framework's loss scaler bit for bit with its
+# emulation (loss_scale) on the defaults, a short window, a spike, and gradients that turn
+# infinite above a minimum scale of 2^10 (with that hysteresis)
+scaler_agrees() {
+  local v=$1 e=$2 t=$3
+  all_ok $v $e loss_scale $t
+  agree $v $e loss_scale $t 100.00
+  agree $v $e loss_scale $t 100.00 --param window=3 --shape 40x4
+  agree $v $e loss_scale $t 100.00 --param window=2 --param hysteresis=1 --shape 40x4 --param spike_step=10 \
+    --param spike_mag=0x1p20
+  agree $v $e loss_scale $t 100.00 --param window=5 --param min_scale=0x1p10 --param hysteresis=$4 --shape 60x4 \
+    --param nonfinite_from=20
+}

@@ -168,6 +168,8 @@ CUDA_VISIBLE_DEVICES= expect2 "no CUDA" sweep --backend cuda -o "$T/cuda.json"
 PRECFUZZ_MEMORY_BYTES=1G expect2 "shape: the case needs about 2.0 GiB (112 bytes per output element, 16 per input element), more than the 1.0 GiB" \
   run -k softmax --shape 4096x4096
 PRECFUZZ_MEMORY_BYTES=1X expect2 "PRECFUZZ_MEMORY_BYTES: '1X' is not a size" run -k softmax
+PRECFUZZ_MEMORY_BYTES=0.5 expect2 "PRECFUZZ_MEMORY_BYTES: '0.5' is not a size" run -k softmax
+PRECFUZZ_MEMORY_BYTES=0.5G expect2 "more than the 512.0 MiB precfuzz may use" run -k softmax --shape 4096x4096
 expect2 "input 'x' would have 4294967296 elements, more than 1073741824" run -k softmax --shape 65536x65536
 # a vocabulary-sized row fits (was refused above 65536 columns)
 n=$((n + 1))

@@ -11,13 +11,7 @@ PY=$2
 need_python deepspeed.runtime.fp16.loss_scaler "scripts/python-env.sh --frameworks installs it"
 
 for t in fp32 fp16 bf16; do
-  all_ok ds-loss-scaler deepspeed_loss_scaler loss_scale $t
-  agree ds-loss-scaler deepspeed_loss_scaler loss_scale $t 100.00
-  agree ds-loss-scaler deepspeed_loss_scaler loss_scale $t 100.00 --param window=3 --shape 40x4
-  agree ds-loss-scaler deepspeed_loss_scaler loss_scale $t 100.00 --param window=2 --param hysteresis=1 --shape 40x4 \
-    --param spike_step=10 --param spike_mag=0x1p20
-  agree ds-loss-scaler deepspeed_loss_scaler loss_scale $t 100.00 --param window=5 --param min_scale=0x1p10 \
-    --param hysteresis=1 --shape 60x4 --param nonfinite_from=20
+  scaler_agrees ds-loss-scaler deepspeed_loss_scaler $t 1
 done
 # the run stops where DeepSpeed raises "Current loss scale already at minimum": at the minimum
 # scale 2^10, after the gradients turned infinite (step 20), and stays stopped

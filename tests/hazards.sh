@@ -68,7 +68,10 @@ boundary_is "passes up to 0x1.fefffefffffffp-1 (0.998046845): ok; fails from 0x1
 
 # 4. over a trajectory: after a spike at step 1 the bf16 second moment only decays, and from
 # some beta2 on most of its steps round away; the fp32 state has no such boundary in [0.9, 1).
-boundary_is "fails from" -k schedule -v lowp-state -t bf16 --param spike_step=1 --param spike_mag=64 --along param:beta2 \
+# The bf16 boundary is where half the moves are lost, which depends on the drawn noise (seed
+# 1): the value is the search's, kept so that a change to it is seen; it must lie below
+# 1 - 2^-9 (0.998046875), from where every pure decay of a bf16 value rounds away.
+boundary_is "fails from 0x1.fe03fbp-1 (0.996124119): divergent (hazards stagnant)" -k schedule -v lowp-state -t bf16 --param spike_step=1 --param spike_mag=64 --along param:beta2 \
   --from 0.9 --to 0.9999999 --fail stagnant
 for t in bf16 fp16; do
   boundary_is "no boundary in the range: every grid point passes" -k schedule -v fp32-state -t $t --param spike_step=1 \
@@ -92,7 +95,7 @@ has "$out" "hazards in 0 cases" || fail "pytorch's scale at the fp32 ceiling: $o
 # and with the planted rounding absent, nothing is biased.
 n=$((n + 1))
 out=$("$P" run -k softmax -v safe -t fp32 --shape 512x64 --cases 2 --fault softmax-round-toward-zero 2>&1)
-has "$out" "softmax/safe fp32/fp32: 2 cases (seeds 1..2): ok 2" && has "$out" "hazards in 2 cases, biased 2" &&
+has "$out" "softmax/safe fp32/fp32: 2 cases (seeds 1..2): ok 2" && has "$out" "hazards in 2 cases: biased 2" &&
   has "$out" "ulps upward (+) or downward (-) from the correctly rounded result on average over 512 rows" ||
   fail "the planted round-toward-zero: $out"
 for t in fp32 fp16 bf16; do

@@ -265,8 +265,8 @@ static int run_variant(const pf_kernel *k, const run_opts *o, cJSON *jcases, int
   double max_rel = 0, secs_k = 0, secs_o = 0;
   uint64_t printed = 0, findings = 0, outside = 0, cases_outside = 0, worst_seed = 0;
   /* hazards, and torch.testing.assert_close beside the contract */
-  uint64_t hazard_cases[PF_NHAZARDS] = {0}, any_hazard = 0, hazard_printed = 0;
-  uint64_t tt_rejects = 0, tt_pass_finding = 0, tt_pass_hazard = 0, tt_fail_sound = 0;
+  pf_hazard_tally hz = {0};
+  uint64_t hazard_printed = 0;
   pf_oracle_opts oo;
   pf_oracle_opts_default(&oo);
   oo.prec = o->oracle_prec;
@@ -308,11 +308,7 @@ static int run_variant(const pf_kernel *k, const run_opts *o, cJSON *jcases, int
         *any_finding = 1;
         if (o->save_dir && save_finding(&c, &r, o, seed, saved, sizeof saved)) saved[0] = 0;
       }
-      for (int h = 0; h < PF_NHAZARDS; h++) hazard_cases[h] += (r.hazards >> h) & 1;
-      any_hazard += r.hazards != 0;
-      tt_rejects += r.tt_fails != 0;
-      if (!r.tt_fails) tt_pass_finding += finding, tt_pass_hazard += !finding && r.hazards;
-      else tt_fail_sound += !finding && !r.hazards && r.cmp.verdict == PF_V_OK;
+      pf_hazard_tally_add(&hz, &r);
       if (!jcases && r.hazards && hazard_printed < o->max_print) {
         char rep[1536], hs[64];
         reproduce_line(&c, o, seed, rep, sizeof rep);
@@ -357,14 +353,13 @@ static int run_variant(const pf_kernel *k, const run_opts *o, cJSON *jcases, int
       printf("  %llu of %llu cases outside the contract's domain (its bound does not apply there)\n",
              (unsigned long long)cases_outside, (unsigned long long)o->cases);
     if (findings > printed) printf("  (%llu more findings not shown; --max-print, --save-findings)\n", (unsigned long long)(findings - printed));
-    printf("  hazards in %llu cases", (unsigned long long)any_hazard);
-    for (int h = 0; h < PF_NHAZARDS; h++)
-      if (hazard_cases[h]) printf("%s %s %llu", h ? "," : ":", pf_hazard_name((pf_hazard)h), (unsigned long long)hazard_cases[h]);
-    printf("%s\n", any_hazard > hazard_printed ? " (not all shown; --max-print)" : "");
-    printf("  torch.testing.assert_close (default tolerance, against the correctly rounded result) rejects %llu cases;"
-           " passes %llu with a finding and %llu with a hazard; rejects %llu that are ok without one\n",
-           (unsigned long long)tt_rejects, (unsigned long long)tt_pass_finding, (unsigned long long)tt_pass_hazard,
-           (unsigned long long)tt_fail_sound);
+    printf("  hazards in %lu cases", hz.any);
+    for (int h = 0, first = 1; h < PF_NHAZARDS; h++)
+      if (hz.hazard[h]) printf("%s %s %lu", first ? ":" : ",", pf_hazard_name((pf_hazard)h), hz.hazard[h]), first = 0;
+    printf("%s\n", hz.any > hazard_printed ? " (not all shown; --max-print)" : "");
+    printf("  torch.testing.assert_close (default tolerance, against the correctly rounded result) rejects %lu cases;"
+           " passes %lu with a finding and %lu with a hazard; rejects %lu that are ok without one\n",
+           hz.tt_rejects, hz.tt_pass_finding, hz.tt_pass_hazard, hz.tt_reject_sound);
   }
   return 0;
 }

@@ -301,9 +301,9 @@ static void pf_job_config(pf_job *jb, const pf_sweep_opts *so) {
     cJSON_AddNumberToObject(s, "cases", n);
     cJSON *pts = cJSON_AddArrayToObject(s, "points");
     int64_t max_ulps = 0;
-    double max_rel = 0, max_err = 0;
-    unsigned findings = 0, outside = 0, hazards[PF_NHAZARDS] = {0}, hazard_cases = 0;
-    unsigned tt[4] = {0}; /* rejects, passes with a finding, passes with a hazard, rejects sound */
+    double max_rel = 0;
+    unsigned findings = 0, outside = 0;
+    pf_hazard_tally hz = {0};
     const pf_prob_point *first_finding = NULL;
     for (size_t i = 0; i < p.npoints; i++) {
       const pf_prob_point *q = &p.points[i];
@@ -314,14 +314,11 @@ static void pf_job_config(pf_job *jb, const pf_sweep_opts *so) {
       cJSON_AddNumberToObject(e, "findings", q->findings);
       cJSON_AddItemToObject(e, "max_ulps", q->outside < n ? cJSON_CreateNumber((double)q->max_ulps) : cJSON_CreateNull());
       cJSON_AddItemToObject(e, "max_rel", q->outside < n ? pf_num_or_null(q->max_rel) : cJSON_CreateNull());
-      cJSON_AddItemToObject(e, "max_error", q->outside < n ? pf_num_or_null(q->max_err) : cJSON_CreateNull());
+      cJSON_AddItemToObject(e, "max_error", q->outside < n ? pf_num_or_null(q->hz.max_err) : cJSON_CreateNull());
       cJSON_AddItemToArray(pts, e);
       if (q->max_ulps > max_ulps) max_ulps = q->max_ulps;
       if (q->max_rel > max_rel) max_rel = q->max_rel;
-      if (q->max_err > max_err) max_err = q->max_err;
-      for (int h = 0; h < PF_NHAZARDS; h++) hazards[h] += q->hazards[h];
-      hazard_cases += q->hazard_cases;
-      tt[0] += q->tt_rejects, tt[1] += q->tt_pass_finding, tt[2] += q->tt_pass_hazard, tt[3] += q->tt_reject_sound;
+      pf_hazard_tally_merge(&hz, &q->hz);
       findings += q->findings;
       outside += q->outside;
       if (q->findings && !first_finding) first_finding = q;
@@ -342,15 +339,15 @@ static void pf_job_config(pf_job *jb, const pf_sweep_opts *so) {
     cJSON_AddNumberToObject(j, "findings", findings);
     cJSON_AddNumberToObject(j, "cases_outside_domain", outside);
     /* hazards and torch.testing over the scan's cases inside the domain */
-    cJSON_AddNumberToObject(j, "max_error", max_err);
-    cJSON_AddNumberToObject(j, "hazard_cases", hazard_cases);
-    cJSON *hz = cJSON_AddObjectToObject(j, "hazards");
-    for (int h = 0; h < PF_NHAZARDS; h++) cJSON_AddNumberToObject(hz, pf_hazard_name((pf_hazard)h), hazards[h]);
+    cJSON_AddNumberToObject(j, "max_error", hz.max_err);
+    cJSON_AddNumberToObject(j, "hazard_cases", (double)hz.any);
+    cJSON *hj = cJSON_AddObjectToObject(j, "hazards");
+    for (int h = 0; h < PF_NHAZARDS; h++) cJSON_AddNumberToObject(hj, pf_hazard_name((pf_hazard)h), (double)hz.hazard[h]);
     cJSON *tj = cJSON_AddObjectToObject(j, "torch_testing");
-    cJSON_AddNumberToObject(tj, "rejects", tt[0]);
-    cJSON_AddNumberToObject(tj, "passes_finding", tt[1]);
-    cJSON_AddNumberToObject(tj, "passes_hazard", tt[2]);
-    cJSON_AddNumberToObject(tj, "rejects_sound", tt[3]);
+    cJSON_AddNumberToObject(tj, "rejects", (double)hz.tt_rejects);
+    cJSON_AddNumberToObject(tj, "passes_finding", (double)hz.tt_pass_finding);
+    cJSON_AddNumberToObject(tj, "passes_hazard", (double)hz.tt_pass_hazard);
+    cJSON_AddNumberToObject(tj, "rejects_sound", (double)hz.tt_reject_sound);
     cJSON *fs = cJSON_AddArrayToObject(j, "finding_cases");
     if (first_finding) {
       cJSON *f = pf_sweep_finding_json(&tm[first_finding->finding_case], &r, &ax, first_finding->x,

@@ -99,9 +99,9 @@ static int pf_adam_input_dims(const pf_case *c, int i, int *d) {
   return 1;
 }
 
-/* stagnant: a moment the step should move but whose stored value stays where it was. Of the
- * elements whose exact new state differs from the old, at least half kept the old value bit
- * for bit: the updates round away in the state's dtype (bf16 v with beta2 close to 1 cannot
+/* stagnant (pf_stuck): a moment the step should move but whose stored value stays where it
+ * was. Of the elements whose exact new state differs from the old, at least half kept the old
+ * value bit for bit: the updates round away in the state's dtype (bf16 v with beta2 close to 1 cannot
  * decay: beta2 v rounds back to v, and every step is correctly rounded all the same). */
 static void pf_adam_hazards(const pf_case *c, pf_run *r, const pf_hazard_limits *l) {
   (void)l;
@@ -109,19 +109,18 @@ static void pf_adam_hazards(const pf_case *c, pf_run *r, const pf_hazard_limits 
   static const char *const names[2] = {"m", "v"};
   for (int k = 0; k < 2; k++) {
     const double *old = r->in[2 + k].data;
-    size_t moved = 0, stuck = 0, first = 0;
+    pf_stuck s = {0};
     for (size_t i = 0; i < n; i++) {
       const size_t x = (size_t)k * n + i;
-      if (r->oracle.status[x] != PF_ORACLE_NUMBER || !isfinite(r->out[x]) || r->oracle.exact[x] == old[i]) continue;
-      moved++;
-      if (r->out[x] == old[i] && !stuck++) first = x;
+      if (r->oracle.status[x] == PF_ORACLE_NUMBER && isfinite(r->out[x]))
+        pf_stuck_add(&s, x, old[i], r->out[x], old[i], r->oracle.exact[x]);
     }
-    if (moved && 2 * stuck >= moved) {
-      const size_t i = first - (size_t)k * n;
-      pf_run_flag_hazard(r, PF_H_STAGNANT, first, (double)stuck / (double)moved,
+    if (pf_stuck_stagnant(&s)) {
+      const size_t i = s.first - (size_t)k * n;
+      pf_run_flag_hazard(r, PF_H_STAGNANT, s.first, (double)s.stuck / (double)s.moved,
                          "%s: %zu of the %zu elements the step should move kept their old value (%s[%zu] stayed "
                          "%.6g, exact %.9g): the updates round away in %s",
-                         names[k], stuck, moved, names[k], i, old[i], r->oracle.exact[first],
+                         names[k], s.stuck, s.moved, names[k], i, old[i], r->oracle.exact[s.first],
                          pf_dtype_name(pf_adam_sdt(c)));
       return;
     }

@@ -166,31 +166,29 @@ static pf_verdict pf_sched_refine(const pf_case *c, const pf_tensor *in, size_t 
 
 static void pf_sched_review(const pf_case *c, pf_run *r);
 
-/* stagnant: Adam's second moment stopped moving. Over the steps both runs applied, the exact
- * trajectory's v changed at (element, step) pairs; at least half of them the run's v kept its
+/* stagnant (pf_stuck): Adam's second moment stopped moving. Over the steps both runs applied,
+ * the exact trajectory's v changed at (element, step) pairs; at least half of them the run's v kept its
  * previous value bit for bit: its updates round away in the state's dtype (bf16 with beta2
  * close to 1: beta2 v rounds back to v, and (1 - beta2) g^2 is below half an ulp of v). */
 static void pf_sched_hazards(const pf_case *c, pf_run *r, const pf_hazard_limits *l) {
   (void)l;
   const size_t T = c->shape[0], n = c->shape[1];
   const double *y = r->out, *E = r->oracle.exact;
-  size_t moved = 0, stuck = 0, first = 0;
+  pf_stuck s = {0};
   for (size_t t = 0; t < T; t++) {
     if (y[PF_SCHED_STATUS(T) + t] != PF_LS_APPLIED || E[PF_SCHED_STATUS(T) + t] != PF_LS_APPLIED) continue;
     for (size_t i = 0; i < n; i++) {
       const size_t x = PF_SCHED_V(T, n) + t * n + i;
-      const double prev = t ? y[x - n] : 0, eprev = t ? E[x - n] : 0;
-      if (r->oracle.status[x] != PF_ORACLE_NUMBER || !isfinite(y[x]) || E[x] == eprev) continue;
-      moved++;
-      if (y[x] == prev && !stuck++) first = x;
+      if (r->oracle.status[x] == PF_ORACLE_NUMBER && isfinite(y[x]))
+        pf_stuck_add(&s, x, t ? y[x - n] : 0, y[x], t ? E[x - n] : 0, E[x]);
     }
   }
-  if (moved && 2 * stuck >= moved) {
-    const size_t t = (first - PF_SCHED_V(T, n)) / n, i = (first - PF_SCHED_V(T, n)) % n;
-    pf_run_flag_hazard(r, PF_H_STAGNANT, first, (double)stuck / (double)moved,
+  if (pf_stuck_stagnant(&s)) {
+    const size_t t = (s.first - PF_SCHED_V(T, n)) / n, i = (s.first - PF_SCHED_V(T, n)) % n;
+    pf_run_flag_hazard(r, PF_H_STAGNANT, s.first, (double)s.stuck / (double)s.moved,
                        "v: at %zu of the %zu (step, parameter) pairs where the exact second moment moved, the run's "
                        "kept its value (first: parameter %zu at step %zu, %.6g): its updates round away in %s",
-                       stuck, moved, i, t + 1, y[first], pf_dtype_name(pf_schedule_master_dtype(c)));
+                       s.stuck, s.moved, i, t + 1, y[s.first], pf_dtype_name(pf_schedule_master_dtype(c)));
   }
 }
 
