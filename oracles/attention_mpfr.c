@@ -14,6 +14,7 @@
 
 #include "kernels/attention/attention_math.h" /* the variants' PF_ATTN_* values */
 #include "kernels/kernel.h"
+#include "oracles/attention_fast.h"
 #include "oracles/oracle_util.h"
 
 typedef struct {
@@ -73,117 +74,198 @@ static double pf_at_sentinel(int choice, pf_dtype storage) {
   return -INFINITY;
 }
 
-pf_status pf_attention_fwd_mpfr(const pf_case *c, const pf_tensor *in, const pf_oracle_opts *opts,
-                                pf_oracle_result *out) {
-  const size_t heads = c->shape[0] * c->shape[1], Lq = c->shape[2], Lk = c->shape[3], d = c->shape[4];
-  const int store_sp = out->n > heads * Lq * d;
-  const size_t no = heads * Lq * d, ns = heads * Lq * Lk;
-  const int mask = (int)pf_case_param(c, "mask");
-  const double sentinel = pf_at_sentinel((int)pf_case_param(c, "mask_value"), c->dtype);
-  const double Lstore = pf_case_algo(c) == PF_ATTN_LAYER_SCALED ? pf_case_param(c, "layer") : 1.0;
-  /* causal (1): aligned bottom right; causal-top-left (2): j <= i */
-  const size_t off = mask == 1 && Lk >= Lq ? Lk - Lq : 0;
+/* What every row of one case shares. */
+typedef struct {
+  const pf_case *c;
+  const pf_tensor *in;
+  const pf_oracle_opts *opts;
+  pf_oracle_result *out;
+  size_t heads, Lq, Lk, d, no, ns, off;
+  int store_sp, mask, fast;
+  double sentinel, Lstore;
+  const unsigned char *finite_kv; /* per head */
+  pf_attn_fast fp;
+  size_t fast_units[PF_MAX_THREADS], mpfr_units[PF_MAX_THREADS];
+  long max_prec[PF_MAX_THREADS];
+} pf_at_case;
+
+/* A row that reads a NaN or an infinity is undefined (every row sees key 0, whatever the
+ * mask): 1 when row i of head h is (its outputs set so). */
+static int pf_at_row_undefined(const pf_at_case *k, size_t h, size_t i) {
+  const size_t Lq = k->Lq, Lk = k->Lk, d = k->d, no = k->no, ns = k->ns;
+  const double *q = k->in[0].data + (h * Lq + i) * d;
+  int finite = k->finite_kv[h];
+  for (size_t m = 0; m < d; m++) finite &= isfinite(q[m]);
+  if (finite) return 0;
+  const int hex = k->opts->keep_hex;
+  for (size_t e = 0; e < d; e++) pf_oracle_set_undefined(k->out, (h * Lq + i) * d + e, hex);
+  if (k->store_sp)
+    for (size_t j = 0; j < Lk; j++) {
+      pf_oracle_set_undefined(k->out, no + (h * Lq + i) * Lk + j, hex);
+      pf_oracle_set_undefined(k->out, no + ns + (h * Lq + i) * Lk + j, hex);
+    }
+  return 1;
+}
+
+/* Query row i of head h by MPFR, the precision doubled until every output settles. */
+static void pf_at_row_mpfr(const pf_at_case *k, pf_at_work *w, long *prec_now, long *max_prec, size_t h, size_t i) {
+  const pf_case *c = k->c;
+  const pf_oracle_opts *opts = k->opts;
+  pf_oracle_result *out = k->out;
+  const size_t Lq = k->Lq, Lk = k->Lk, d = k->d, no = k->no, ns = k->ns, off = k->off;
+  const int store_sp = k->store_sp, mask = k->mask;
+  const double sentinel = k->sentinel, Lstore = k->Lstore;
+  const double *Q = k->in[0].data + h * Lq * d, *K = k->in[1].data + h * Lk * d, *V = k->in[2].data + h * Lk * d;
   const long prec0 = opts->prec < 64 ? 64 : opts->prec;
-  const pf_mpfr_range saved = pf_mpfr_range_widen();
-  pf_at_work w;
-  pf_at_init(&w, Lk, prec0);
-  long prec_now = prec0;
-  out->max_prec = prec0;
-  for (size_t h = 0; h < heads; h++) {
-    const double *Q = in[0].data + h * Lq * d, *K = in[1].data + h * Lk * d, *V = in[2].data + h * Lk * d;
-    int finite_kv = 1;
-    for (size_t x = 0; x < Lk * d; x++) finite_kv &= isfinite(K[x]) && isfinite(V[x]);
-    for (size_t i = 0; i < Lq; i++) {
-      const double *q = Q + i * d;
-      int finite = finite_kv;
-      for (size_t m = 0; m < d; m++) finite &= isfinite(q[m]);
-      size_t any_visible = 0;
-      for (size_t j = 0; j < Lk; j++) any_visible += !(mask >= 1 && j > i + off) || isfinite(sentinel);
-      if (!finite || !any_visible) {
-        for (size_t e = 0; e < d; e++) pf_oracle_set_undefined(out, (h * Lq + i) * d + e, opts->keep_hex);
-        if (store_sp)
-          for (size_t j = 0; j < Lk; j++) {
-            pf_oracle_set_undefined(out, no + (h * Lq + i) * Lk + j, opts->keep_hex);
-            pf_oracle_set_undefined(out, no + ns + (h * Lq + i) * Lk + j, opts->keep_hex);
-          }
-        continue;
+  const double *q = Q + i * d;
+  for (long prec = prec0;; prec *= 2) {
+    if (prec != *prec_now) {
+      pf_at_prec(w, prec);
+      *prec_now = prec;
+    }
+    const int final = prec * 2 > opts->prec_max;
+    int settled = 1;
+    mpfr_set_ui(w->t, (unsigned long)d, MPFR_RNDN);
+    mpfr_rec_sqrt(w->a_lo, w->t, MPFR_RNDD);
+    mpfr_rec_sqrt(w->a_hi, w->t, MPFR_RNDU);
+    /* scores: s = alpha * dot, an interval; the stored S is s / Lstore */
+    int have_max = 0;
+    for (size_t j = 0; j < Lk; j++) {
+      mpfr_set_zero(w->dlo, 1);
+      mpfr_set_zero(w->dhi, 1);
+      for (size_t m = 0; m < d; m++) {
+        mpfr_set_d(w->x, q[m], MPFR_RNDN); /* exact */
+        mpfr_mul_d(w->t, w->x, K[j * d + m], MPFR_RNDD);
+        mpfr_add(w->dlo, w->dlo, w->t, MPFR_RNDD);
+        mpfr_mul_d(w->t, w->x, K[j * d + m], MPFR_RNDU);
+        mpfr_add(w->dhi, w->dhi, w->t, MPFR_RNDU);
       }
-      for (long prec = prec0;; prec *= 2) {
-        if (prec != prec_now) {
-          pf_at_prec(&w, prec);
-          prec_now = prec;
-        }
-        const int final = prec * 2 > opts->prec_max;
-        int settled = 1;
-        mpfr_set_ui(w.t, (unsigned long)d, MPFR_RNDN);
-        mpfr_rec_sqrt(w.a_lo, w.t, MPFR_RNDD);
-        mpfr_rec_sqrt(w.a_hi, w.t, MPFR_RNDU);
-        /* scores: s = alpha * dot, an interval; the stored S is s / Lstore */
-        int have_max = 0;
-        for (size_t j = 0; j < Lk; j++) {
-          mpfr_set_zero(w.dlo, 1);
-          mpfr_set_zero(w.dhi, 1);
-          for (size_t m = 0; m < d; m++) {
-            mpfr_set_d(w.x, q[m], MPFR_RNDN); /* exact */
-            mpfr_mul_d(w.t, w.x, K[j * d + m], MPFR_RNDD);
-            mpfr_add(w.dlo, w.dlo, w.t, MPFR_RNDD);
-            mpfr_mul_d(w.t, w.x, K[j * d + m], MPFR_RNDU);
-            mpfr_add(w.dhi, w.dhi, w.t, MPFR_RNDU);
-          }
-          mpfr_mul(w.slo[j], w.dlo, mpfr_sgn(w.dlo) >= 0 ? w.a_lo : w.a_hi, MPFR_RNDD);
-          mpfr_mul(w.shi[j], w.dhi, mpfr_sgn(w.dhi) >= 0 ? w.a_hi : w.a_lo, MPFR_RNDU);
-          if (store_sp) {
-            mpfr_div_d(w.olo, w.slo[j], Lstore, MPFR_RNDD);
-            mpfr_div_d(w.ohi, w.shi[j], Lstore, MPFR_RNDU);
-            settled &= pf_oracle_settle(out, no + (h * Lq + i) * Lk + j, w.olo, w.ohi, c->dtype, final, opts->keep_hex);
-          }
-          if (mask >= 1 && j > i + off) { /* the softmax sees the sentinel here */
-            mpfr_set_d(w.slo[j], sentinel, MPFR_RNDN);
-            mpfr_set_d(w.shi[j], sentinel, MPFR_RNDN);
-          }
-          if (!mpfr_inf_p(w.slo[j]) && (!have_max || mpfr_greater_p(w.slo[j], w.M))) {
-            mpfr_set(w.M, w.slo[j], MPFR_RNDN);
-            have_max = 1;
-          }
-        }
-        /* probabilities */
-        mpfr_set_zero(w.Slo, 1);
-        mpfr_set_zero(w.Shi, 1);
-        for (size_t j = 0; j < Lk; j++) {
-          if (mpfr_inf_p(w.slo[j])) {
-            mpfr_set_zero(w.elo[j], 1);
-            mpfr_set_zero(w.ehi[j], 1);
-            continue;
-          }
-          mpfr_sub(w.t, w.slo[j], w.M, MPFR_RNDD);
-          mpfr_exp(w.elo[j], w.t, MPFR_RNDD);
-          mpfr_sub(w.t, w.shi[j], w.M, MPFR_RNDU);
-          mpfr_exp(w.ehi[j], w.t, MPFR_RNDU);
-          mpfr_add(w.Slo, w.Slo, w.elo[j], MPFR_RNDD);
-          mpfr_add(w.Shi, w.Shi, w.ehi[j], MPFR_RNDU);
-        }
-        for (size_t j = 0; j < Lk; j++) {
-          mpfr_div(w.plo[j], w.elo[j], w.Shi, MPFR_RNDD);
-          mpfr_div(w.phi[j], w.ehi[j], w.Slo, MPFR_RNDU);
-          if (mpfr_cmp_ui(w.phi[j], 1) > 0) mpfr_set_ui(w.phi[j], 1, MPFR_RNDN); /* p <= 1 */
-          if (store_sp)
-            settled &= pf_oracle_settle(out, no + ns + (h * Lq + i) * Lk + j, w.plo[j], w.phi[j], c->dtype, final,
-                                        opts->keep_hex);
-        }
-        /* output */
-        for (size_t e = 0; e < d; e++) {
-          mpfr_set_zero(w.olo, 1);
-          mpfr_set_zero(w.ohi, 1);
-          for (size_t j = 0; j < Lk; j++)
-            if (!mpfr_zero_p(w.phi[j])) pf_at_add_scaled(w.olo, w.ohi, V[j * d + e], w.plo[j], w.phi[j], w.t);
-          settled &= pf_oracle_settle(out, (h * Lq + i) * d + e, w.olo, w.ohi, c->dtype, final, opts->keep_hex);
-        }
-        if (prec > out->max_prec) out->max_prec = prec;
-        if (settled) break;
+      mpfr_mul(w->slo[j], w->dlo, mpfr_sgn(w->dlo) >= 0 ? w->a_lo : w->a_hi, MPFR_RNDD);
+      mpfr_mul(w->shi[j], w->dhi, mpfr_sgn(w->dhi) >= 0 ? w->a_hi : w->a_lo, MPFR_RNDU);
+      if (store_sp) {
+        mpfr_div_d(w->olo, w->slo[j], Lstore, MPFR_RNDD);
+        mpfr_div_d(w->ohi, w->shi[j], Lstore, MPFR_RNDU);
+        settled &= pf_oracle_settle(out, no + (h * Lq + i) * Lk + j, w->olo, w->ohi, c->dtype, final, opts->keep_hex);
+      }
+      if (mask >= 1 && j > i + off) { /* the softmax sees the sentinel here */
+        mpfr_set_d(w->slo[j], sentinel, MPFR_RNDN);
+        mpfr_set_d(w->shi[j], sentinel, MPFR_RNDN);
+      }
+      if (!mpfr_inf_p(w->slo[j]) && (!have_max || mpfr_greater_p(w->slo[j], w->M))) {
+        mpfr_set(w->M, w->slo[j], MPFR_RNDN);
+        have_max = 1;
       }
     }
+    /* probabilities */
+    mpfr_set_zero(w->Slo, 1);
+    mpfr_set_zero(w->Shi, 1);
+    for (size_t j = 0; j < Lk; j++) {
+      if (mpfr_inf_p(w->slo[j])) {
+        mpfr_set_zero(w->elo[j], 1);
+        mpfr_set_zero(w->ehi[j], 1);
+        continue;
+      }
+      mpfr_sub(w->t, w->slo[j], w->M, MPFR_RNDD);
+      mpfr_exp(w->elo[j], w->t, MPFR_RNDD);
+      mpfr_sub(w->t, w->shi[j], w->M, MPFR_RNDU);
+      mpfr_exp(w->ehi[j], w->t, MPFR_RNDU);
+      mpfr_add(w->Slo, w->Slo, w->elo[j], MPFR_RNDD);
+      mpfr_add(w->Shi, w->Shi, w->ehi[j], MPFR_RNDU);
+    }
+    for (size_t j = 0; j < Lk; j++) {
+      mpfr_div(w->plo[j], w->elo[j], w->Shi, MPFR_RNDD);
+      mpfr_div(w->phi[j], w->ehi[j], w->Slo, MPFR_RNDU);
+      if (mpfr_cmp_ui(w->phi[j], 1) > 0) mpfr_set_ui(w->phi[j], 1, MPFR_RNDN); /* p <= 1 */
+      if (store_sp)
+        settled &= pf_oracle_settle(out, no + ns + (h * Lq + i) * Lk + j, w->plo[j], w->phi[j], c->dtype, final,
+                                    opts->keep_hex);
+    }
+    /* output */
+    for (size_t e = 0; e < d; e++) {
+      mpfr_set_zero(w->olo, 1);
+      mpfr_set_zero(w->ohi, 1);
+      for (size_t j = 0; j < Lk; j++)
+        if (!mpfr_zero_p(w->phi[j])) pf_at_add_scaled(w->olo, w->ohi, V[j * d + e], w->plo[j], w->phi[j], w->t);
+      settled &= pf_oracle_settle(out, (h * Lq + i) * d + e, w->olo, w->ohi, c->dtype, final, opts->keep_hex);
+    }
+    if (prec > *max_prec) *max_prec = prec;
+    if (settled) break;
   }
-  pf_at_free(&w);
-  pf_mpfr_range_restore(saved);
+}
+
+static void pf_at_rows(void *ctx, int t, size_t begin, size_t end) {
+  pf_at_case *k = ctx;
+  const long prec0 = k->opts->prec < 64 ? 64 : k->opts->prec;
+  pf_at_work w;
+  int have_w = 0;
+  long prec_now = prec0;
+  pf_attn_fast_work fw = {0};
+  const int fast = k->fast && pf_attn_fast_work_init(&fw, &k->fp) == PF_OK;
+  k->max_prec[t] = prec0;
+  for (size_t u = begin; u < end; u++) {
+    const size_t h = u / k->Lq, i = u % k->Lq;
+    if (fast && (pf_at_row_undefined(k, h, i) || pf_attn_fast_row(&k->fp, h, i, k->out, &fw))) {
+      k->fast_units[t]++;
+      continue;
+    }
+    k->mpfr_units[t]++;
+    if (!have_w) {
+      pf_at_init(&w, k->Lk, prec0);
+      have_w = 1;
+    }
+    if (!pf_at_row_undefined(k, h, i)) pf_at_row_mpfr(k, &w, &prec_now, &k->max_prec[t], h, i);
+  }
+  if (have_w) pf_at_free(&w);
+  if (fast) pf_attn_fast_work_free(&fw);
+}
+
+pf_status pf_attention_fwd_mpfr(const pf_case *c, const pf_tensor *in, const pf_oracle_opts *opts,
+                                pf_oracle_result *out) {
+  pf_at_case *k = calloc(1, sizeof *k);
+  if (!k) return pf_error(PF_ERR_NOMEM, "attention oracle: out of memory");
+  k->c = c;
+  k->in = in;
+  k->opts = opts;
+  k->out = out;
+  k->heads = c->shape[0] * c->shape[1];
+  k->Lq = c->shape[2];
+  k->Lk = c->shape[3];
+  k->d = c->shape[4];
+  k->store_sp = out->n > k->heads * k->Lq * k->d;
+  k->no = k->heads * k->Lq * k->d;
+  k->ns = k->heads * k->Lq * k->Lk;
+  k->mask = (int)pf_case_param(c, "mask");
+  k->sentinel = pf_at_sentinel((int)pf_case_param(c, "mask_value"), c->dtype);
+  k->Lstore = pf_case_algo(c) == PF_ATTN_LAYER_SCALED ? pf_case_param(c, "layer") : 1.0;
+  /* causal (1): aligned bottom right; causal-top-left (2): j <= i */
+  k->off = k->mask == 1 && k->Lk >= k->Lq ? k->Lk - k->Lq : 0;
+  unsigned char *finite_kv = malloc(k->heads ? k->heads : 1);
+  if (!finite_kv) {
+    free(k);
+    return pf_error(PF_ERR_NOMEM, "attention oracle: out of memory");
+  }
+  for (size_t h = 0; h < k->heads; h++) {
+    const double *K = in[1].data + h * k->Lk * k->d, *V = in[2].data + h * k->Lk * k->d;
+    int f = 1;
+    for (size_t x = 0; x < k->Lk * k->d; x++) f &= isfinite(K[x]) && isfinite(V[x]);
+    finite_kv[h] = (unsigned char)f;
+  }
+  k->finite_kv = finite_kv;
+  /* the fast path first (attention_fast.c), row by row; not when the exact values are asked
+   * for in hex (>= 160 bits) */
+  k->fast = !opts->mpfr_only && !opts->keep_hex &&
+            pf_attn_fast_init(&k->fp, c, in, k->store_sp, k->mask, k->sentinel, k->Lstore, k->off) == PF_OK;
+  const size_t rows = k->heads * k->Lq;
+  const int threads = pf_oracle_threads(opts, rows, 20.0 * (double)k->Lk * (double)k->d);
+  pf_oracle_parallel(rows, threads, pf_at_rows, k);
+  out->max_prec = opts->prec < 64 ? 64 : opts->prec;
+  for (int t = 0; t < threads; t++) {
+    out->fast_units += k->fast_units[t];
+    out->mpfr_units += k->mpfr_units[t];
+    if (k->max_prec[t] > out->max_prec) out->max_prec = k->max_prec[t];
+  }
+  if (k->fast) pf_attn_fast_free(&k->fp);
+  free(finite_kv);
+  free(k);
   return PF_OK;
 }

@@ -13,6 +13,8 @@
 
 #include <math.h>
 
+#include "kernels/kernel.h"
+
 typedef struct {
   double hi, lo; /* hi = RN(hi + lo) */
 } pf_dd;
@@ -50,5 +52,18 @@ static inline pf_dd pf_dd_div(pf_dd x, pf_dd y) {
 static inline pf_dd pf_dd_ldexp(pf_dd x, int k) { return (pf_dd){ldexp(x.hi, k), ldexp(x.lo, k)}; }
 /* x < y as exact values (hi parts first: both normalized) */
 static inline int pf_dd_less(pf_dd x, pf_dd y) { return x.hi < y.hi || (x.hi == y.hi && x.lo < y.lo); }
+
+/* exp(z) for -600 <= z <= 0, within 2^-87 relative (dd.c's budget). */
+pf_dd pf_dd_exp(pf_dd z);
+/* RN (ties to even) of the double word x = hi + lo to dtype t, |x| below t's largest finite. */
+double pf_dd_round_dtype(pf_dd x, pf_dtype t);
+
+/* Settles output i from the enclosure [x - err, x + err] of its exact value: 1 when the
+ * enclosure is within 2^-60 of x (the comparison takes the exact value to 2^-50) and rounds to
+ * one value of t, else 0 (nothing written that counts: the caller leaves the unit to MPFR). */
+int pf_fast_settle(pf_oracle_result *out, size_t i, pf_dd x, double err, pf_dtype t);
+/* Output i is exp(z) / sum with exp(z) below 2^-1076 of sum (z < -746): 0 in binary64 and every
+ * dtype, TINY below MPFR's exponent range as MPFR says; 0 within a hair of that edge. */
+int pf_fast_negligible(pf_oracle_result *out, size_t i, pf_dtype t, double z, double sum);
 
 #endif

@@ -30,76 +30,6 @@
 #include "oracles/oracle_util.h"
 #include "oracles/softmax_fast.h"
 
-/* ln 2 / 256 = L1 + L2 + L3: L1 with 34 bits, so that N L1 is exact for |N| < 2^19 */
-static double pf_l256[3];
-static pf_dd pf_exp2_tab[256];  /* 2^(j/256), j = 0..255, to 2^-106 */
-static pf_dd pf_sixth;          /* 1/6 */
-static pthread_once_t pf_fast_once = PTHREAD_ONCE_INIT;
-
-static void pf_fast_init(void) {
-  mpfr_t l, r;
-  mpfr_inits2(320, l, r, (mpfr_ptr)0);
-  mpfr_const_log2(l, MPFR_RNDN);
-  mpfr_div_2ui(l, l, 8, MPFR_RNDN);
-  mpfr_set(r, l, MPFR_RNDN);
-  mpfr_prec_round(r, 34, MPFR_RNDN);
-  pf_l256[0] = mpfr_get_d(r, MPFR_RNDN);
-  mpfr_set_prec(r, 320); /* prec_round left it at 34 bits */
-  mpfr_sub_d(l, l, pf_l256[0], MPFR_RNDN);
-  pf_l256[1] = mpfr_get_d(l, MPFR_RNDN);
-  mpfr_sub_d(l, l, pf_l256[1], MPFR_RNDN);
-  pf_l256[2] = mpfr_get_d(l, MPFR_RNDN);
-  for (int j = 0; j < 256; j++) {
-    mpfr_set_si(r, j, MPFR_RNDN);
-    mpfr_div_2ui(r, r, 8, MPFR_RNDN);
-    mpfr_exp2(r, r, MPFR_RNDN);
-    const double h = mpfr_get_d(r, MPFR_RNDN);
-    mpfr_sub_d(r, r, h, MPFR_RNDN);
-    pf_exp2_tab[j] = (pf_dd){h, mpfr_get_d(r, MPFR_RNDN)};
-  }
-  mpfr_set_ui(r, 1, MPFR_RNDN);
-  mpfr_div_ui(r, r, 6, MPFR_RNDN);
-  const double h = mpfr_get_d(r, MPFR_RNDN);
-  mpfr_sub_d(r, r, h, MPFR_RNDN);
-  pf_sixth = (pf_dd){h, mpfr_get_d(r, MPFR_RNDN)};
-  mpfr_clears(l, r, (mpfr_ptr)0);
-}
-
-/* exp(z) for -600 <= z <= 0 (a double word), within 2^-87 relative (the budget above; the
- * analysis gives below 2^-93.5, and test_oracle_fast measures 2^-94.8 against MPFR):
- *   N = round(z 256 / ln 2), z = N ln2/256 + r, |r| <= ln2/512 + 2^-40 (< 0.00136);
- *   r = z - N L1 - N L2 - N L3: N L1 exact, the adds relative to the small result, the rest
- *   below 2^-130;
- *   exp(r) = 1 + r (1 + r (1/2 + r (1/6 + r q))), q = 1/24 + r/120 + ... + r^4/40320 in
- *   binary64 (|r q| < 2^-14 with an error below 2^-52 of it, which r^3 < 2^-28.5 scales to
- *   2^-94.5 in exp(r); the series' tail below 2^-100), the four outer steps in double words
- *   (8 operations, each 2^-101);
- *   exp(z) = 2^(N div 256) 2^((N mod 256)/256) exp(r): the table's 2^-106 and one product. */
-pf_dd pf_dd_exp(pf_dd z) {
-  pthread_once(&pf_fast_once, pf_fast_init);
-  const double N = nearbyint(z.hi * 0x1.71547652b82fep8); /* z 256 / ln 2, to an integer */
-  pf_dd r = pf_dd_add(z, (pf_dd){-N * pf_l256[0], 0});
-  r = pf_dd_add(r, pf_dd_neg(pf_two_prod(N, pf_l256[1])));
-  r = pf_dd_add(r, (pf_dd){-N * pf_l256[2], 0});
-  const double x = r.hi;
-  const double q = 1.0 / 24 + x * (1.0 / 120 + x * (1.0 / 720 + x * (1.0 / 5040 + x * (1.0 / 40320))));
-  pf_dd p = pf_dd_add(pf_sixth, pf_two_prod(x, q));
-  p = pf_dd_add((pf_dd){0.5, 0}, pf_dd_mul(r, p));
-  p = pf_dd_add((pf_dd){1, 0}, pf_dd_mul(r, p));
-  p = pf_dd_add((pf_dd){1, 0}, pf_dd_mul(r, p));
-  const long n = (long)N, j = n & 255, k = (n - j) / 256; /* floor division: j in [0, 255] */
-  return pf_dd_ldexp(pf_dd_mul(pf_exp2_tab[j], p), (int)k);
-}
-
-/* The hi part decides, but on a midpoint of t, where the low part breaks the tie. */
-double pf_dd_round_dtype(pf_dd x, pf_dtype t) {
-  const double r = pf_round(t, x.hi);
-  if (x.lo == 0 || r == x.hi) return r;
-  const double other = x.hi > r ? pf_next_up(t, r) : pf_next_down(t, r);
-  if (fabs(x.hi - r) * 2 != fabs(other - r)) return r; /* not a midpoint */
-  return (x.lo > 0) == (x.hi > r) ? other : r;
-}
-
 /* One row by the fast path: 1 when every output was settled, 0 to leave the row to MPFR.
  * t: the scores as double words, or -inf (masked); m: their maximum. */
 static int pf_softmax_fast_row(const pf_dd *t, pf_dd m, size_t cols, pf_dtype dt, pf_dd *e, pf_oracle_result *out,
@@ -129,16 +59,12 @@ static int pf_softmax_fast_row(const pf_dd *t, pf_dd m, size_t cols, pf_dtype dt
   for (size_t j = 0; j < cols; j++) {
     const size_t i = base + j;
     out->dtype[i] = (unsigned char)dt;
-    if (e[j].hi == 0) { /* exp(-inf), or below 2^-1076 of the sum: 0 everywhere */
-      out->exact[i] = out->rounded[i] = out->rounded_alt[i] = 0;
-      out->status[i] = PF_ORACLE_NUMBER;
-      if (isinf(e[j].lo)) continue;
-      /* MPFR's word for an output below its exponent range (2^(emin - 1), emin = 1 - 2^62):
-       * TINY. log2 y = z log2(e) - log2(s), to far better than the margin of 2^-40 of it;
-       * within the margin the row is MPFR's */
-      const double l2y = e[j].lo * 0x1.71547652b82fep0 - log2(s.hi), edge = (double)mpfr_get_emin_min() - 1;
-      if (fabs(l2y - edge) <= 0x1p-40 * fabs(edge)) return 0;
-      if (l2y < edge) out->status[i] = PF_ORACLE_TINY;
+    if (e[j].hi == 0) { /* exp(-inf): 0; below 2^-1076 of the sum: 0 everywhere */
+      if (isinf(e[j].lo)) {
+        out->exact[i] = out->rounded[i] = out->rounded_alt[i] = 0;
+        out->status[i] = PF_ORACLE_NUMBER;
+      } else if (!pf_fast_negligible(out, i, dt, e[j].lo, s.hi))
+        return 0;
       continue;
     }
     const pf_dd y = pf_dd_mul(e[j], inv);

@@ -17,9 +17,5 @@ static inline int pf_oracle_masked(int mask, size_t row, size_t j, size_t rows, 
  * holds 2 cols double words. */
 int pf_softmax_fast(const pf_case *c, const double *x, size_t row, double alpha, int mask, double sentinel,
                     pf_oracle_result *out, pf_dd *work);
-/* exp(z) for -600 <= z <= 0, within 2^-87 relative (softmax_fast.c's budget). */
-pf_dd pf_dd_exp(pf_dd z);
-/* RN (ties to even) of the double word x = hi + lo to dtype t, |x| below t's largest finite. */
-double pf_dd_round_dtype(pf_dd x, pf_dtype t);
 
 #endif
