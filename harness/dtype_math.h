@@ -135,7 +135,22 @@ PF_HD double pf_decode(pf_dtype t, uint32_t b) {
 }
 
 /* Round x to nearest-even in format t, as a double. */
-PF_HD double pf_round(pf_dtype t, double x) { return pf_decode(t, pf_encode(t, x, PF_RN, 0)); }
+/* The same as pf_decode(t, pf_encode(t, x, PF_RN, 0)), cheaper (every emulated operation rounds
+ * through it): x + C - C with C = 1.5 2^(52 + q) leaves x rounded to a multiple of the quantum
+ * 2^q of t at x's exponent, by binary64's own round-to-nearest-even (C / 2^q is even, so the
+ * tie goes to the even multiple); beyond the overflow threshold inf; NaN by the encoding. */
+PF_HD double pf_round(pf_dtype t, double x) {
+  const uint64_t u = pf_bits_of_double(x), mag = u & 0x7fffffffffffffffull;
+  if (mag >= 0x7ff0000000000000ull) return pf_decode(t, pf_encode(t, x, PF_RN, 0)); /* inf, NaN */
+  const pf_format f = pf_format_of(t);
+  /* (2 - 2^-p) 2^emax: from here on (a tie included, the largest finite being odd) inf */
+  const uint64_t thr = ((uint64_t)(f.emax + 1023) << 52) | ((((uint64_t)1 << f.prec) - 1) << (52 - f.prec));
+  if (mag >= thr) return pf_double_of_bits((u & 0x8000000000000000ull) | 0x7ff0000000000000ull);
+  const int e = (int)(mag >> 52) - 1023, q = (e < f.emin ? f.emin : e) - (f.prec - 1);
+  const double a = pf_double_of_bits(mag), C = pf_double_of_bits(((uint64_t)(1023 + 52 + q) << 52) | (1ull << 51));
+  const double r = (a + C) - C;
+  return pf_double_of_bits((u & 0x8000000000000000ull) | pf_bits_of_double(r));
+}
 
 /* The same, recording overflow (finite -> inf) and total underflow (nonzero -> 0). */
 PF_HD double pf_round_fe(pf_dtype t, double x, unsigned *fe) {

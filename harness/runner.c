@@ -22,15 +22,13 @@ static double pf_now(void) {
 static int pf_mpfr_only_default; /* --oracle mpfr: every run of this process */
 
 void pf_oracle_set_mpfr_only(int on) { pf_mpfr_only_default = on; }
-static int pf_threads_default; /* --threads N: every run of this process (0: one per processor) */
-void pf_oracle_set_threads(int n) { pf_threads_default = n; }
+
 
 void pf_oracle_opts_default(pf_oracle_opts *o) {
   memset(o, 0, sizeof *o); /* every field, backend (PF_BACKEND_CPU) included */
   o->prec = 256;
   o->prec_max = 16384;
   o->mpfr_only = pf_mpfr_only_default;
-  o->threads = pf_threads_default;
   o->hazard_limits = pf_hazard_limits_current();
 }
 

@@ -58,7 +58,6 @@ pf_status pf_run_cases(const pf_case *cs, size_t n, const pf_oracle_opts *opts, 
 void pf_oracle_opts_default(pf_oracle_opts *o);
 /* What pf_oracle_opts_default's mpfr_only is from now on (the command line's --oracle). */
 void pf_oracle_set_mpfr_only(int on);
-void pf_oracle_set_threads(int n); /* --threads: threads judging one large case, for every run (0: one per processor) */
 
 /* Outputs made elsewhere (a framework's, a kernel process's) as named tensors -> the case's
  * output layout. Either one unnamed tensor (.npy) or a tensor per output stage, named by the

@@ -72,9 +72,7 @@ typedef struct {
   const struct pf_hazard_limits *hazard_limits; /* runner: hazard thresholds (NULL: the defaults;
                                                    pf_oracle_opts_default: the command line's) */
   int mpfr_only;   /* 1: no fast path, every element by MPFR (--oracle mpfr, the reference) */
-  int threads;     /* threads judging one large case (0: one per processor; --threads) */
 } pf_oracle_opts;
-#define PF_MAX_THREADS 256
 
 /* The rigorous error bound of a kernel on one output element: the value the kernel holds
  * just before its final rounding to the output dtype lies within

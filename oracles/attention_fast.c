@@ -19,8 +19,8 @@
  *                rp_j <= (r_j + rS + 2^-99) (1 + 2^-40).
  *   o_e          a compensated dot product of the p_j (double words: the high parts' products
  *                split exactly by an FMA, the low parts' added to the compensation) with v_je;
- *                its error is at most 4 (n + 3)^2 u^2 sum_j p_j |v_je| (<= ... vmax_e), plus
- *                sum_j p_j rp_j |v_je| <= (2 rS + 2^-99) vmax_e for the p_j's own errors.
+ *                its error is at most 4 (n + 3)^2 u^2 W_e, W_e = sum_j p_j |v_je| (summed beside
+ *                it), plus sum_j p_j rp_j |v_je| <= (2 rS + 2^-99) W_e for the p_j's own errors.
  * Keys masked with a finite sentinel whose exp is below 2^-1076 of the largest term count as 0
  * within that (as in softmax_fast.c). Products near binary64's underflow (below 2^-900), scores
  * farther than 600 below the maximum but not negligible, and non-finite inputs go to MPFR.
@@ -61,8 +61,9 @@ static void pf_dots_c(const double *q, const float *KT, size_t Lk, size_t d, siz
 }
 
 /* o[e] += p_j v_je over the keys with p_j != 0 (Dot2 with double-word p, one column per lane);
- * s, c: the running sum and its compensation, d each */
-static void pf_pv_c(const double *ph, const double *pl, const float *V, size_t Lk, size_t d, double *s, double *c) {
+ * s, c: the running sum and its compensation, W: sum_j p_j |v_je| (for the bound), d each */
+static void pf_pv_c(const double *ph, const double *pl, const float *V, size_t Lk, size_t d, double *s, double *c,
+                    double *W) {
   for (size_t j = 0; j < Lk; j++) {
     if (ph[j] == 0) continue;
     const double a = ph[j], b = pl[j];
@@ -71,6 +72,7 @@ static void pf_pv_c(const double *ph, const double *pl, const float *V, size_t L
       const double t = s[e] + h, bp = t - s[e], ap = t - bp, err = (s[e] - ap) + (h - bp);
       c[e] = c[e] + (err + fma(b, v, l));
       s[e] = t;
+      W[e] += a * fabs(v);
     }
   }
 }
@@ -107,8 +109,9 @@ __attribute__((target("avx2,fma"))) static void pf_dots_avx2(const double *q, co
 }
 
 __attribute__((target("avx2,fma"))) static void pf_pv_avx2(const double *ph, const double *pl, const float *V,
-                                                            size_t Lk, size_t d, double *s, double *c) {
+                                                            size_t Lk, size_t d, double *s, double *c, double *W) {
   const size_t d4 = d & ~(size_t)3;
+  const __m256d sign = _mm256_set1_pd(-0.0);
   for (size_t j = 0; j < Lk; j++) {
     if (ph[j] == 0) continue;
     const __m256d a = _mm256_set1_pd(ph[j]), b = _mm256_set1_pd(pl[j]);
@@ -120,12 +123,14 @@ __attribute__((target("avx2,fma"))) static void pf_pv_avx2(const double *ph, con
       const __m256d err = _mm256_add_pd(_mm256_sub_pd(se, ap), _mm256_sub_pd(h, bp));
       _mm256_storeu_pd(c + e, _mm256_add_pd(_mm256_loadu_pd(c + e), _mm256_add_pd(err, _mm256_fmadd_pd(b, v, l))));
       _mm256_storeu_pd(s + e, t);
+      _mm256_storeu_pd(W + e, _mm256_add_pd(_mm256_loadu_pd(W + e), _mm256_mul_pd(a, _mm256_andnot_pd(sign, v))));
     }
     for (size_t e = d4; e < d; e++) { /* the same operations as pf_pv_c */
       const double v = (double)vr[e], h = ph[j] * v, l = fma(ph[j], v, -h);
       const double t = s[e] + h, bp = t - s[e], ap = t - bp, err = (s[e] - ap) + (h - bp);
       c[e] = c[e] + (err + fma(pl[j], v, l));
       s[e] = t;
+      W[e] += ph[j] * fabs(v);
     }
   }
 }
@@ -198,7 +203,7 @@ void pf_attn_fast_free(pf_attn_fast *f) {
 pf_status pf_attn_fast_work_init(pf_attn_fast_work *w, const pf_attn_fast *f) {
   w->sh = malloc(3 * f->Lk * sizeof(double));
   w->e = malloc(f->Lk * sizeof *w->e);
-  w->oh = malloc(2 * f->d * sizeof(double));
+  w->oh = malloc(3 * f->d * sizeof(double));
   if (!w->sh || !w->e || !w->oh) {
     pf_attn_fast_work_free(w);
     return pf_error(PF_ERR_NOMEM, "attention oracle: cannot allocate a row of %zu keys", f->Lk);
@@ -206,6 +211,7 @@ pf_status pf_attn_fast_work_init(pf_attn_fast_work *w, const pf_attn_fast *f) {
   w->sl = w->sh + f->Lk;
   w->er = w->sl + f->Lk;
   w->ol = w->oh + f->d;
+  w->ow = w->ol + f->d;
   return PF_OK;
 }
 
@@ -282,7 +288,7 @@ int pf_attn_fast_row(const pf_attn_fast *f, size_t h, size_t i, pf_oracle_result
   /* the sum's relative error: its terms' errors, weighted (each e_j.hi within 2^-52 of e_j),
    * and its adds' */
   const double rS = (wr / S.hi * (1 + 0x1p-50) + (double)n * 0x1p-101 + (double)zeros * 0x1p-200) * (1 + 0x1p-40);
-  if (!(rS <= 0x1p-61)) return 0;
+  if (!(rS <= 0x1p-58)) return 0;
   const pf_dd inv = pf_dd_div((pf_dd){1, 0}, S);
   double pmin = INFINITY;
   for (size_t j = 0; j < Lk; j++) {
@@ -308,19 +314,20 @@ int pf_attn_fast_row(const pf_attn_fast *f, size_t h, size_t i, pf_oracle_result
   }
   /* o = sum_j p_j v_j; every product p_j v_je far from underflow, so each FMA split is exact */
   if (f->vmin[h] < INFINITY && pmin * f->vmin[h] < 0x1p-900) return 0;
-  for (size_t e = 0; e < d; e++) w->oh[e] = w->ol[e] = 0;
+  for (size_t e = 0; e < d; e++) w->oh[e] = w->ol[e] = w->ow[e] = 0;
   const float *V = f->V + h * Lk * d;
 #ifdef PF_X86
-  if (f->avx2) pf_pv_avx2(w->sh, w->sl, V, Lk, d, w->oh, w->ol);
+  if (f->avx2) pf_pv_avx2(w->sh, w->sl, V, Lk, d, w->oh, w->ol, w->ow);
   else
 #endif
-    pf_pv_c(w->sh, w->sl, V, Lk, d, w->oh, w->ol);
-  /* sum_j p_j rp_j |v_je| <= vmax_e (sum_j p_j r_j + rS + 2^-99) and sum_j p_j r_j is rS's first term */
+    pf_pv_c(w->sh, w->sl, V, Lk, d, w->oh, w->ol, w->ow);
+  /* sum_j p_j rp_j |v_je| <= W_e (sum_j p_j r_j + rS + 2^-99) and sum_j p_j r_j is rS's first
+   * term; W_e = sum_j p_j |v_je| as computed (n products and adds, p_j within 2^-40) */
   const double nn = (double)n + 3, eo = ((2 * rS + 0x1p-99) * (1 + 0x1p-39) + 4 * nn * nn * 0x1p-106 + 0x1p-100) * (1 + 0x1p-40);
   for (size_t e = 0; e < d; e++) {
-    const double vm = f->vmax[h * d + e];
+    const double vm = f->vmax[h * d + e], W = w->ow[e] * (1 + nn * 0x1p-52) * (1 + 0x1p-40);
     /* (the last term: the compensation's products may be subnormal) */
-    const double err = vm > 0 ? eo * vm + (double)zeros * 0x1p-200 * vm + 3 * nn * 0x1p-1074 : 0;
+    const double err = vm > 0 ? eo * W + (double)zeros * 0x1p-200 * vm + 3 * nn * 0x1p-1074 : 0;
     if (!pf_fast_settle(out, row * d + e, pf_two_sum(w->oh[e], w->ol[e]), err, f->dt)) return 0;
   }
   return 1;

@@ -31,7 +31,7 @@ typedef struct {
 typedef struct {
   double *sh, *sl, *er; /* scores (double words) and their absolute error bounds, Lk each */
   pf_dd *e;             /* exp(s_j - m), then p_j, Lk */
-  double *oh, *ol;      /* the output row, d each */
+  double *oh, *ol, *ow; /* the output row and sum_j p_j |v_je|, d each */
 } pf_attn_fast_work;
 
 pf_status pf_attn_fast_init(pf_attn_fast *f, const pf_case *c, const pf_tensor *in, int store_sp, int mask,

@@ -256,7 +256,7 @@ pf_status pf_attention_fwd_mpfr(const pf_case *c, const pf_tensor *in, const pf_
   k->fast = !opts->mpfr_only && !opts->keep_hex &&
             pf_attn_fast_init(&k->fp, c, in, k->store_sp, k->mask, k->sentinel, k->Lstore, k->off) == PF_OK;
   const size_t rows = k->heads * k->Lq;
-  const int threads = pf_oracle_threads(opts, rows, 20.0 * (double)k->Lk * (double)k->d);
+  const int threads = pf_parallel_threads(rows, 20.0 * (double)k->Lk * (double)k->d);
   pf_oracle_parallel(rows, threads, pf_at_rows, k);
   out->max_prec = opts->prec < 64 ? 64 : opts->prec;
   for (int t = 0; t < threads; t++) {

@@ -80,9 +80,10 @@ double pf_dd_round_dtype(pf_dd x, pf_dtype t) {
 
 
 int pf_fast_settle(pf_oracle_result *out, size_t i, pf_dd x, double err, pf_dtype t) {
-  /* the bound tight enough for the comparison (which takes the exact value to 2^-50), far
-   * from binary64's underflow (low parts normal) and below t's largest finite */
-  if (!(err <= 0x1p-60 * fabs(x.hi))) return 0;
+  /* the bound tight enough for the comparison, which takes the exact value to 2^-50 (x.hi is
+   * then within 2^-53 + 2^-56), far from binary64's underflow (low parts normal) and below
+   * t's largest finite */
+  if (!(err <= 0x1p-56 * fabs(x.hi))) return 0;
   if (x.hi != 0 && fabs(x.hi) < 0x1p-900) return 0;
   if (!(fabs(x.hi) * (1 + 0x1p-59) < pf_max_finite(t))) return 0;
   /* the ends, each beyond the exact one by more than its own add's error (2^-101) */

@@ -59,7 +59,7 @@ pf_dd pf_dd_exp(pf_dd z);
 double pf_dd_round_dtype(pf_dd x, pf_dtype t);
 
 /* Settles output i from the enclosure [x - err, x + err] of its exact value: 1 when the
- * enclosure is within 2^-60 of x (the comparison takes the exact value to 2^-50) and rounds to
+ * enclosure is within 2^-56 of x (the comparison takes the exact value to 2^-50) and rounds to
  * one value of t, else 0 (nothing written that counts: the caller leaves the unit to MPFR). */
 int pf_fast_settle(pf_oracle_result *out, size_t i, pf_dd x, double err, pf_dtype t);
 /* Output i is exp(z) / sum with exp(z) below 2^-1076 of sum (z < -746): 0 in binary64 and every

@@ -3,8 +3,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <pthread.h>
-#include <unistd.h>
 
 double pf_mpfr_round_dtype(mpfr_srcptr x, pf_dtype t) {
   if (mpfr_nan_p(x)) return NAN;
@@ -97,40 +95,17 @@ void pf_mpfr_range_restore(pf_mpfr_range r) {
 typedef struct {
   void (*fn)(void *, int, size_t, size_t);
   void *ctx;
-  int t;
-  size_t b, e;
-} pf_chunk;
+} pf_mpfr_job;
 
-static void *pf_chunk_run(void *p) {
-  const pf_chunk *k = p;
-  const pf_mpfr_range saved = pf_mpfr_range_widen();
-  k->fn(k->ctx, k->t, k->b, k->e);
+static void pf_mpfr_chunk(void *p, int t, size_t b, size_t e) {
+  const pf_mpfr_job *j = p;
+  const pf_mpfr_range saved = pf_mpfr_range_widen(); /* per thread in MPFR */
+  j->fn(j->ctx, t, b, e);
   pf_mpfr_range_restore(saved);
-  return NULL;
 }
 
 void pf_oracle_parallel(size_t n, int threads, void (*fn)(void *ctx, int thread, size_t begin, size_t end),
                         void *ctx) {
-  if (threads < 1) threads = 1;
-  if ((size_t)threads > n) threads = n ? (int)n : 1;
-  pf_chunk ks[PF_MAX_THREADS];
-  pthread_t ids[PF_MAX_THREADS];
-  int started[PF_MAX_THREADS] = {0};
-  for (int t = 0; t < threads; t++)
-    ks[t] = (pf_chunk){fn, ctx, t, n * (size_t)t / (size_t)threads, n * (size_t)(t + 1) / (size_t)threads};
-  for (int t = 1; t < threads; t++) started[t] = pthread_create(&ids[t], NULL, pf_chunk_run, &ks[t]) == 0;
-  pf_chunk_run(&ks[0]);
-  for (int t = 1; t < threads; t++) {
-    if (started[t]) pthread_join(ids[t], NULL);
-    else pf_chunk_run(&ks[t]); /* no thread to be had: this one does the chunk */
-  }
-}
-
-int pf_oracle_threads(const pf_oracle_opts *opts, size_t units, double flops) {
-  if ((double)units * flops < 0x1p24) return 1; /* a fuzz case: threads would cost more than they give */
-  long t = opts->threads;
-  if (t <= 0) t = sysconf(_SC_NPROCESSORS_ONLN);
-  if (t < 1) t = 1;
-  if (t > PF_MAX_THREADS) t = PF_MAX_THREADS;
-  return (int)t;
+  pf_mpfr_job j = {fn, ctx};
+  pf_parallel_for(n, threads, pf_mpfr_chunk, &j);
 }

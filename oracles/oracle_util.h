@@ -5,6 +5,7 @@
 
 #include <mpfr.h>
 
+#include "harness/parallel.h"
 #include "kernels/kernel.h"
 
 /* x correctly rounded (nearest, ties to even) to dtype t, with t's subnormals and overflow
@@ -25,15 +26,9 @@ typedef struct {
 pf_mpfr_range pf_mpfr_range_widen(void);
 void pf_mpfr_range_restore(pf_mpfr_range r);
 
-/* One case judged by several threads: fn(ctx, thread, begin, end) runs on contiguous chunks of
- * the units [0, n) (rows, heads), thread t of `threads` taking the t-th chunk. Every unit writes
- * only its own outputs, so the result does not depend on the thread count; fn keeps its
- * counters per thread. Each thread runs with MPFR's widest exponent range (MPFR keeps it per
- * thread). Falls back to one thread when threads cannot be started. */
+/* pf_parallel_for (harness/parallel.h) with MPFR's widest exponent range in every thread (MPFR
+ * keeps it per thread). */
 void pf_oracle_parallel(size_t n, int threads, void (*fn)(void *ctx, int thread, size_t begin, size_t end),
                         void *ctx);
-/* How many threads a case of `units` units of `flops` work each gets: opts->threads (0: the
- * machine's processors), one for cases below a few milliseconds of work. */
-int pf_oracle_threads(const pf_oracle_opts *opts, size_t units, double flops);
 
 #endif

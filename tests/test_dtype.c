@@ -173,6 +173,10 @@ static void check_against_mpfr(pf_dtype t, double x) {
   const double want = mpfr_reference(t, x, MPFR_RNDN);
   const double got = pf_decode(t, pf_encode(t, x, PF_RN, 0));
   if (!(got == want && signbit(got) == signbit(want))) fail_msg("%s(%a): got %a, MPFR %a", pf_dtype_name(t), x, got, want);
+  /* pf_round's own path (an add and a subtract of a constant, not the bit encoding) too */
+  const double fast = pf_round(t, x);
+  if (!(fast == want && signbit(fast) == signbit(want)))
+    fail_msg("pf_round %s(%a): got %a, MPFR %a", pf_dtype_name(t), x, fast, want);
   const double want_z = mpfr_reference(t, x, MPFR_RNDZ);
   const double got_z = pf_decode(t, pf_encode(t, x, PF_RZ, 0));
   if (!(got_z == want_z && signbit(got_z) == signbit(want_z)))

@@ -26,7 +26,7 @@ static int same_value(double a, double b) { return memcmp(&a, &b, sizeof a) == 0
 /* Runs c twice, MPFR only and fast first, and asserts that every element agrees: the same
  * status, correctly rounded values and verdict, and exact values equal (exact_tol 0) or within
  * exact_tol of each other, relative (the attention fast path's exact value is the binary64
- * nearest a value within 2^-60 of the exact result, MPFR's the nearest its enclosure's
+ * nearest a value within 2^-56 of the exact result, MPFR's the nearest its enclosure's
  * midpoint: near a binary64 midpoint they may differ by one binary64 ulp, 2^-52 relative). */
 static void agree_within(pf_case *c, double exact_tol) {
   pf_oracle_opts ref, fast;

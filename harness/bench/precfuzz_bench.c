@@ -8,12 +8,15 @@
 #include <string.h>
 #include <time.h>
 
+#include "harness/parallel.h"
 #include "harness/runner.h"
 
 typedef struct {
   const char *kernel, *variant;
   pf_dtype t, a;
   size_t shape[5];
+  int judge; /* 1: too large for the kernel's CPU emulation; the correctly rounded outputs are
+                judged (as a GPU kernel's would be), MPFR timed on a few rows and scaled */
 } pf_bench_case;
 
 static double pf_now(void) {
@@ -22,12 +25,14 @@ static double pf_now(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+static double sink; /* keeps the references' work */
+
 /* The check a user would otherwise write: softmax in binary64 (alpha x, max subtracted, no
  * bound, no certainty), timed over the case's rows. */
 static double fp64_softmax_seconds(const pf_case *c, const double *x) {
   const size_t rows = c->shape[0], cols = c->shape[1];
   const double alpha = pf_case_param(c, "alpha");
-  double *y = malloc(cols * sizeof *y), sink = 0;
+  double *y = malloc(cols * sizeof *y);
   const double t0 = pf_now();
   for (size_t i = 0; i < rows; i++) {
     const double *r = x + i * cols;
@@ -38,12 +43,51 @@ static double fp64_softmax_seconds(const pf_case *c, const double *x) {
   }
   const double t = pf_now() - t0;
   free(y);
-  return sink == 12345.678 ? t + 1 : t; /* keeps the work */
+  return t;
+}
+
+/* The same for attention: scores, softmax and the weighted sum of V in binary64, row by row
+ * (no mask: the cases here have none). */
+static double fp64_attention_seconds(const pf_case *c, const pf_tensor *in) {
+  const size_t heads = c->shape[0] * c->shape[1], Lq = c->shape[2], Lk = c->shape[3], d = c->shape[4];
+  const double alpha = 1 / sqrt((double)d);
+  double *p = malloc(Lk * sizeof *p), *o = malloc(d * sizeof *o);
+  const double t0 = pf_now();
+  for (size_t h = 0; h < heads; h++)
+    for (size_t i = 0; i < Lq; i++) {
+      const double *q = in[0].data + (h * Lq + i) * d, *K = in[1].data + h * Lk * d, *V = in[2].data + h * Lk * d;
+      double m = -INFINITY, s = 0;
+      for (size_t j = 0; j < Lk; j++) {
+        double dot = 0;
+        for (size_t e = 0; e < d; e++) dot += q[e] * K[j * d + e];
+        p[j] = alpha * dot;
+        m = fmax(m, p[j]);
+      }
+      for (size_t j = 0; j < Lk; j++) s += p[j] = exp(p[j] - m);
+      for (size_t e = 0; e < d; e++) o[e] = 0;
+      for (size_t j = 0; j < Lk; j++) {
+        const double pj = p[j] / s;
+        for (size_t e = 0; e < d; e++) o[e] += pj * V[j * d + e];
+      }
+      sink += o[0];
+    }
+  const double t = pf_now() - t0;
+  free(p);
+  free(o);
+  return t;
 }
 
 static int cmp_double(const void *a, const void *b) {
   const double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
+}
+
+/* One judged case of b (seed): kernel (or none), oracle as opts say; the run kept in r. */
+static int bench_run(const pf_bench_case *b, const pf_case *c, const pf_oracle_opts *o, pf_run *r) {
+  size_t judged;
+  const pf_status st = b->judge ? pf_judge_outputs(c, pf_case_kernel(c), 0, NULL, 0, o, r, &judged) : pf_run_case(c, o, r);
+  if (st) fprintf(stderr, "precfuzz-bench: %s\n", pf_error_message());
+  return st != PF_OK;
 }
 
 int main(int argc, char **argv) {
@@ -62,22 +106,25 @@ int main(int argc, char **argv) {
     reps = (int)r;
   }
   const pf_bench_case cases[] = {
-      {"softmax", "safe", PF_FP16, PF_FP32, {1, 1024}},
-      {"softmax", "safe", PF_FP16, PF_FP32, {4, 256}},
-      {"softmax", "safe", PF_FP32, PF_FP32, {1, 65536}},
-      {"softmax", "online", PF_BF16, PF_FP32, {64, 8192}},
-      {"attention", "post-scale", PF_FP16, PF_FP32, {1, 1, 16, 16, 16}},
-      {"attention", "post-scale", PF_FP16, PF_FP32, {1, 1, 128, 128, 64}},
-      {"attention", "flash", PF_FP16, PF_FP32, {1, 1, 128, 128, 64}},
+      {"softmax", "safe", PF_FP16, PF_FP32, {1, 1024}, 0},
+      {"softmax", "safe", PF_FP16, PF_FP32, {4, 256}, 0},
+      {"softmax", "safe", PF_FP32, PF_FP32, {1, 65536}, 0},
+      {"softmax", "safe", PF_BF16, PF_FP32, {1, 131072}, 0},
+      {"softmax", "online", PF_BF16, PF_FP32, {64, 8192}, 0},
+      {"attention", "post-scale", PF_FP16, PF_FP32, {1, 1, 16, 16, 16}, 0},
+      {"attention", "post-scale", PF_FP16, PF_FP32, {1, 1, 128, 128, 64}, 0},
+      {"attention", "flash", PF_FP16, PF_FP32, {1, 1, 128, 128, 64}, 0},
+      {"attention", "flash", PF_BF16, PF_FP32, {1, 8, 4096, 4096, 128}, 1},
   };
-  printf("%-9s %-10s %-9s %-11s %9s %10s %10s %10s %9s %9s %8s\n", "kernel", "variant", "dtype", "shape", "kernel s",
-         "fp64 ref s", "fast s", "mpfr s", "fast/ref", "mpfr/ref", "to mpfr");
+  printf("%-9s %-10s %-9s %-16s %8s %10s %9s %10s %8s %8s %7s %8s\n", "kernel", "variant", "dtype", "shape", "kernel s",
+         "fp64 ref s", "fast s", "mpfr s", "fast/ref", "mpfr/ref", "to mpfr", "judge s");
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     const pf_bench_case *b = &cases[i];
-    double tk[100], tf[100], tm[100], tr[100];
+    const int n = b->judge ? 1 : reps;
+    double tk[100], tf[100], tm[100], tr[100], tj = -1;
     size_t units = 0, mpfr_units = 0;
     int has_fast = 0;
-    for (int r = 0; r < reps; r++) {
+    for (int r = 0; r < n; r++) {
       pf_case c;
       if (pf_case_init(&c, b->kernel, b->variant, 1 + (uint64_t)r)) return 1;
       c.dtype = b->t;
@@ -87,43 +134,66 @@ int main(int argc, char **argv) {
       pf_oracle_opts o, om;
       pf_oracle_opts_default(&o);
       pf_oracle_opts_default(&om);
+      pf_parallel_set_threads(1); /* per core, as the fp64 reference */
       om.mpfr_only = 1;
-      if (pf_run_case(&c, &o, &run) || pf_run_case(&c, &om, &ref)) {
-        fprintf(stderr, "precfuzz-bench: %s\n", pf_error_message());
-        return 1;
-      }
-      tk[r] = run.seconds_kernel;
+      if (bench_run(b, &c, &o, &run)) return 1;
+      tk[r] = b->judge ? -1 : run.seconds_kernel;
       tf[r] = run.seconds_oracle;
-      tm[r] = ref.seconds_oracle;
       has_fast = run.oracle.fast_units > 0;
       units += run.oracle.fast_units + run.oracle.mpfr_units;
       mpfr_units += run.oracle.mpfr_units;
-      tr[r] = strcmp(b->kernel, "softmax") == 0 ? fp64_softmax_seconds(&c, run.in[0].data) : -1;
+      tr[r] = strcmp(b->kernel, "softmax") == 0 ? fp64_softmax_seconds(&c, run.in[0].data)
+              : strcmp(b->kernel, "attention") == 0 ? fp64_attention_seconds(&c, run.in)
+                                                   : -1;
       pf_run_free(&run);
+      if (b->judge) {
+        /* the whole judgement on every thread; MPFR on 4 query rows of one head, scaled */
+        pf_parallel_set_threads(0);
+        const double t0 = pf_now();
+        if (bench_run(b, &c, &o, &run)) return 1;
+        tj = pf_now() - t0;
+        pf_run_free(&run);
+        const size_t rows = c.shape[0] * c.shape[1] * c.shape[2];
+        c.shape[0] = c.shape[1] = 1;
+        c.shape[2] = 4;
+        if (bench_run(b, &c, &om, &ref)) return 1;
+        tm[r] = ref.seconds_oracle * (double)rows / 4;
+      } else {
+        if (bench_run(b, &c, &om, &ref)) return 1;
+        tm[r] = ref.seconds_oracle;
+      }
       pf_run_free(&ref);
       pf_case_free(&c);
     }
-    qsort(tk, (size_t)reps, sizeof(double), cmp_double);
-    qsort(tf, (size_t)reps, sizeof(double), cmp_double);
-    qsort(tm, (size_t)reps, sizeof(double), cmp_double);
-    qsort(tr, (size_t)reps, sizeof(double), cmp_double);
+    qsort(tk, (size_t)n, sizeof(double), cmp_double);
+    qsort(tf, (size_t)n, sizeof(double), cmp_double);
+    qsort(tm, (size_t)n, sizeof(double), cmp_double);
+    qsort(tr, (size_t)n, sizeof(double), cmp_double);
     char shape[64] = "";
     for (int d = 0; d < 5 && b->shape[d]; d++) snprintf(shape + strlen(shape), sizeof shape - strlen(shape), d ? "x%zu" : "%zu", b->shape[d]);
-    char dt[16], ref_s[16] = "-", fast_s[16] = "-", fr[16] = "-", mr[16] = "-", fb[16] = "-";
+    char dt[16], kern_s[16] = "-", ref_s[16] = "-", fast_s[16] = "-", mpfr_s[16], fr[16] = "-", mr[16] = "-", fb[16] = "-",
+                 judge_s[16] = "-";
     snprintf(dt, sizeof dt, "%s/%s", pf_dtype_name(b->t), pf_dtype_name(b->a));
-    const double ref_t = tr[reps / 2], fast_t = tf[reps / 2], mpfr_t_ = tm[reps / 2];
-    if (ref_t > 0) snprintf(ref_s, sizeof ref_s, "%.6f", ref_t), snprintf(mr, sizeof mr, "%.0f", mpfr_t_ / ref_t);
+    const double ref_t = tr[n / 2], fast_t = tf[n / 2], mpfr_t_ = tm[n / 2];
+    if (tk[n / 2] >= 0) snprintf(kern_s, sizeof kern_s, "%.4f", tk[n / 2]);
+    snprintf(mpfr_s, sizeof mpfr_s, b->judge ? "~%.0f" : "%.4f", mpfr_t_);
+    if (ref_t > 0) snprintf(ref_s, sizeof ref_s, "%.4f", ref_t), snprintf(mr, sizeof mr, "%.0f", mpfr_t_ / ref_t);
     if (has_fast) {
-      snprintf(fast_s, sizeof fast_s, "%.5f", fast_t);
+      snprintf(fast_s, sizeof fast_s, "%.4f", fast_t);
       if (ref_t > 0) snprintf(fr, sizeof fr, "%.1f", fast_t / ref_t);
       snprintf(fb, sizeof fb, "%.2f%%", 100.0 * (double)mpfr_units / (double)(units ? units : 1));
     }
-    printf("%-9s %-10s %-9s %-11s %9.4f %10s %10s %10.4f %9s %9s %8s\n", b->kernel, b->variant, dt, shape, tk[reps / 2],
-           ref_s, fast_s, mpfr_t_, fr, mr, fb);
+    if (tj >= 0) snprintf(judge_s, sizeof judge_s, "%.1f", tj);
+    printf("%-9s %-10s %-9s %-16s %8s %10s %9s %10s %8s %8s %7s %8s\n", b->kernel, b->variant, dt, shape, kern_s, ref_s,
+           fast_s, mpfr_s, fr, mr, fb, judge_s);
+    fflush(stdout);
   }
-  printf("(median of %d runs, one thread. fp64 ref: the same softmax in plain binary64, no bound; fast: the oracle\n"
-         "with its certified fast path (oracles/softmax_fast.c); mpfr: --oracle mpfr; to mpfr: rows the fast path left to\n"
-         "MPFR. Outputs include stored scores and probabilities where the variant has them.)\n",
+  printf("(median of %d runs, one thread but for judge s. kernel: the CPU emulation; fp64 ref: the same computation in\n"
+         "plain binary64, no bound, no certainty; fast: the oracle with its certified fast path (oracles/*_fast.c); mpfr:\n"
+         "--oracle mpfr (~: timed on 4 query rows and scaled); to mpfr: the rows (units) the fast path left to MPFR;\n"
+         "judge s: a case too large for the emulation, its correctly rounded outputs judged as a GPU kernel's would be\n"
+         "(oracle, bound, comparison, hazards), wall time on every processor. Outputs include stored scores and\n"
+         "probabilities where the variant has them.)\n",
          reps);
   return 0;
 }

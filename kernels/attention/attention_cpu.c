@@ -16,10 +16,12 @@
  * named after) and run the fused safe softmax (kernels/softmax) on S with the mask. The GEMMs
  * accumulate in the case's accumulation dtype A (attention_math.h says how). */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness/parallel.h"
 #include "kernels/attention/attention.h"
 #include "kernels/kernel.h"
 #include "kernels/softmax/softmax.h"
@@ -245,7 +247,8 @@ pf_status pf_attention_fwd_cpu(const pf_case *c, const pf_tensor *in, double *ou
 static double pf_pow1p(double x, double k) { return exp(k * log1p(x)) * (1 + 0x1p-40); }
 
 typedef struct {
-  double *E, *sapprox, *delta, *xs, *pd;
+  double *E, *sapprox, *delta, *xs, *pd; /* Lk each */
+  double *W, *V1, *vm;                   /* d each */
 } pf_attn_bwork;
 
 /* Fills the bounds of row i of one head: O[d] (stride 1), S[Lk], P[Lk] (NULL for flash). */
@@ -265,12 +268,22 @@ static void pf_attn_row_bound(const pf_case *c, const double *q, const double *k
   double maxE = 0, X = 0;
   int ok = 1;
   for (size_t j = 0; j < Lk; j++) {
-    double sa = 0, sd = 0, sq = 0;
-    for (size_t m = 0; m < d; m++) {
-      sa += fabs(qi[m] * k[j * d + m]);
-      sd += qi[m] * k[j * d + m];
-      sq += fabs(qi[m]) + fabs(k[j * d + m]);
+    /* two partial sums each (the bounds below hold for any order of the adds) */
+    double sa0 = 0, sa1 = 0, sd0 = 0, sd1 = 0, sq0 = 0, sq1 = 0;
+    const double *kj = k + j * d;
+    size_t m = 0;
+    for (; m + 2 <= d; m += 2) {
+      const double p0 = qi[m] * kj[m], p1 = qi[m + 1] * kj[m + 1];
+      sa0 += fabs(p0), sa1 += fabs(p1);
+      sd0 += p0, sd1 += p1;
+      sq0 += fabs(qi[m]) + fabs(kj[m]), sq1 += fabs(qi[m + 1]) + fabs(kj[m + 1]);
     }
+    if (m < d) {
+      sa0 += fabs(qi[m] * kj[m]);
+      sd0 += qi[m] * kj[m];
+      sq0 += fabs(qi[m]) + fabs(kj[m]);
+    }
+    const double sa = sa0 + sa1, sd = sd0 + sd1, sq = sq0 + sq1;
     w->E[j] = alpha * sa * (1 + (double)(d + 2) * 0x1p-52);
     w->sapprox[j] = sd / sqrt((double)d);
     const double E = w->E[j];
@@ -374,15 +387,29 @@ static void pf_attn_row_bound(const pf_case *c, const double *q, const double *k
       if (mb > run) run = mb;
     }
   }
+  /* per column: W = sum_j p_j |v_je|, V1 = sum_j |v_je| over the keys the softmax sees, and the
+   * largest |v_je|; key by key, so that V is read in the order it is stored */
+  for (size_t e = 0; e < d; e++) w->W[e] = w->V1[e] = w->vm[e] = 0;
+  double *restrict Wc = w->W, *restrict V1c = w->V1, *restrict vmc = w->vm;
+  for (size_t j = 0; j < Lk; j++) {
+    const double pz = w->pd[j] / Z, *restrict vj = v + j * d;
+    if (pf_softmax_masked(mask, i, j, Lq, Lk) && isinf(maskval))
+      for (size_t e = 0; e < d; e++) {
+        const double av = fabs(vj[e]);
+        Wc[e] += pz * av;
+        vmc[e] = av > vmc[e] ? av : vmc[e];
+      }
+    else
+      for (size_t e = 0; e < d; e++) {
+        const double av = fabs(vj[e]);
+        Wc[e] += pz * av;
+        V1c[e] += av;
+        vmc[e] = av > vmc[e] ? av : vmc[e];
+      }
+  }
   for (size_t e = 0; e < d; e++) {
-    double W = 0, V1 = 0, vm = 0;
-    for (size_t j = 0; j < Lk; j++) {
-      const int masked = pf_softmax_masked(mask, i, j, Lq, Lk);
-      const double av = fabs(v[j * d + e]);
-      W += w->pd[j] / Z * av;
-      if (!(masked && isinf(maskval))) V1 += av;
-      if (av > vm) vm = av;
-    }
+    double W = w->W[e];
+    const double V1 = w->V1[e], vm = w->vm[e];
     W *= wslack * (1 + (double)Lk * 0x1p-52);
     /* the P V accumulation stays finite: its partial sums are at most sum |p v| <= V1 */
     const double accmax = algo == PF_ATTN_FLASH ? fmin(pf_max_finite(A), pf_max_finite(PF_FP32)) : pf_max_finite(A);
@@ -418,57 +445,78 @@ static void pf_attn_row_bound(const pf_case *c, const double *q, const double *k
   *in_domain = ok;
 }
 
-/* Runs the bound over every row; fills out (NULL: domain only). */
-static int pf_attn_bound_all(const pf_case *c, const pf_tensor *in, pf_bound *out, char *why, size_t wlen) {
+/* The rows of one case, split over threads: each row writes its own bounds; the first row
+ * (in row order) outside the domain is the one reported, whatever the thread count. */
+typedef struct {
+  const pf_case *c;
+  const pf_tensor *in;
+  pf_bound *out;
+  const unsigned char *finite_kv; /* per head */
+  size_t bad[PF_MAX_THREADS];     /* per thread: its first row outside the domain (SIZE_MAX: none) */
+  char why[PF_MAX_THREADS][200];
+} pf_attn_bjob;
+
+static void pf_attn_bound_rows(void *ctx, int t, size_t begin, size_t end) {
+  pf_attn_bjob *J = ctx;
+  const pf_case *c = J->c;
   const size_t Lq = c->shape[D_LQ], Lk = c->shape[D_LK], d = c->shape[D_D];
-  const size_t heads = pf_attn_heads(c), no = pf_attn_o_count(c), ns = pf_attn_s_count(c);
+  const size_t no = pf_attn_o_count(c), ns = pf_attn_s_count(c);
   const int flash = pf_attn_algo(c) == PF_ATTN_FLASH;
   pf_attn_bwork w;
-  w.E = malloc(Lk * sizeof(double));
-  w.sapprox = malloc(Lk * sizeof(double));
-  w.delta = malloc(Lk * sizeof(double));
-  w.xs = malloc(Lk * sizeof(double));
-  w.pd = malloc(Lk * sizeof(double));
-  pf_bound *bO = malloc(d * sizeof(pf_bound)), *bS = malloc(Lk * sizeof(pf_bound)), *bP = malloc(Lk * sizeof(pf_bound));
-  int all_ok = 1;
-  if (!w.E || !w.sapprox || !w.delta || !w.xs || !w.pd || !bO || !bS || !bP) abort(); /* small: a broken invariant */
-  for (size_t h = 0; h < heads; h++) {
-    const double *q = in[0].data + h * Lq * d, *k = in[1].data + h * Lk * d, *v = in[2].data + h * Lk * d;
-    int finite_kv = 1;
-    for (size_t x = 0; x < Lk * d; x++) finite_kv &= isfinite(k[x]) && isfinite(v[x]);
-    for (size_t i = 0; i < Lq; i++) {
-      /* rows with a NaN or an infinity in what they read are undefined (oracle: range) */
-      int finite = finite_kv;
-      for (size_t m = 0; m < d; m++) finite &= isfinite(q[i * d + m]);
-      int ok = 1;
-      char rowwhy[200] = "";
-      if (finite) pf_attn_row_bound(c, q, k, v, i, bO, flash ? NULL : bS, flash ? NULL : bP, &w, &ok, rowwhy, sizeof rowwhy);
-      else {
-        for (size_t e = 0; e < d; e++) bO[e] = (pf_bound){INFINITY, INFINITY};
-        for (size_t j = 0; j < Lk; j++) bS[j] = bP[j] = (pf_bound){INFINITY, INFINITY};
-      }
-      if (!ok && all_ok) {
-        all_ok = 0;
-        if (why) snprintf(why, wlen, "head %zu, %s", h, rowwhy);
-      }
-      if (out) {
-        memcpy(out + (h * Lq + i) * d, bO, d * sizeof(pf_bound));
-        if (!flash) {
-          memcpy(out + no + (h * Lq + i) * Lk, bS, Lk * sizeof(pf_bound));
-          memcpy(out + no + ns + (h * Lq + i) * Lk, bP, Lk * sizeof(pf_bound));
-        }
-      }
+  double *buf = malloc((5 * Lk + 3 * d) * sizeof(double));
+  pf_bound *scratch = malloc((d + 2 * Lk) * sizeof(pf_bound));
+  if (!buf || !scratch) abort(); /* a row's worth: a broken invariant */
+  w.E = buf, w.sapprox = buf + Lk, w.delta = buf + 2 * Lk, w.xs = buf + 3 * Lk, w.pd = buf + 4 * Lk;
+  w.W = buf + 5 * Lk, w.V1 = w.W + d, w.vm = w.V1 + d;
+  J->bad[t] = SIZE_MAX;
+  for (size_t u = begin; u < end; u++) {
+    const size_t h = u / Lq, i = u % Lq;
+    const double *q = J->in[0].data + h * Lq * d, *k = J->in[1].data + h * Lk * d, *v = J->in[2].data + h * Lk * d;
+    pf_bound *bO = J->out ? J->out + u * d : scratch;
+    pf_bound *bS = flash ? NULL : J->out ? J->out + no + u * Lk : scratch + d;
+    pf_bound *bP = flash ? NULL : J->out ? J->out + no + ns + u * Lk : scratch + d + Lk;
+    /* rows with a NaN or an infinity in what they read are undefined (oracle: range) */
+    int finite = J->finite_kv[h];
+    for (size_t m = 0; m < d; m++) finite &= isfinite(q[i * d + m]);
+    int ok = 1;
+    char rowwhy[200] = "";
+    if (finite) pf_attn_row_bound(c, q, k, v, i, bO, bS, bP, &w, &ok, rowwhy, sizeof rowwhy);
+    else {
+      for (size_t e = 0; e < d; e++) bO[e] = (pf_bound){INFINITY, INFINITY};
+      for (size_t j = 0; bS && j < Lk; j++) bS[j] = bP[j] = (pf_bound){INFINITY, INFINITY};
+    }
+    if (!ok && J->bad[t] == SIZE_MAX) {
+      J->bad[t] = u;
+      snprintf(J->why[t], sizeof J->why[t], "head %zu, %s", h, rowwhy);
     }
   }
-  free(w.E);
-  free(w.sapprox);
-  free(w.delta);
-  free(w.xs);
-  free(w.pd);
-  free(bO);
-  free(bS);
-  free(bP);
-  return all_ok;
+  free(buf);
+  free(scratch);
+}
+
+/* Runs the bound over every row; fills out (NULL: domain only). */
+static int pf_attn_bound_all(const pf_case *c, const pf_tensor *in, pf_bound *out, char *why, size_t wlen) {
+  const size_t Lq = c->shape[D_LQ], Lk = c->shape[D_LK], d = c->shape[D_D], heads = pf_attn_heads(c);
+  pf_attn_bjob *J = calloc(1, sizeof *J);
+  unsigned char *finite_kv = malloc(heads ? heads : 1);
+  if (!J || !finite_kv) abort();
+  for (size_t h = 0; h < heads; h++) {
+    const double *k = in[1].data + h * Lk * d, *v = in[2].data + h * Lk * d;
+    int f = 1;
+    for (size_t x = 0; x < Lk * d; x++) f &= isfinite(k[x]) && isfinite(v[x]);
+    finite_kv[h] = (unsigned char)f;
+  }
+  J->c = c, J->in = in, J->out = out, J->finite_kv = finite_kv;
+  const int threads = pf_parallel_threads(heads * Lq, 8.0 * (double)Lk * (double)d);
+  pf_parallel_for(heads * Lq, threads, pf_attn_bound_rows, J);
+  size_t first = SIZE_MAX;
+  int at = 0;
+  for (int t = 0; t < threads; t++)
+    if (J->bad[t] < first) first = J->bad[t], at = t;
+  if (first != SIZE_MAX && why) snprintf(why, wlen, "%s", J->why[at]);
+  free(finite_kv);
+  free(J);
+  return first == SIZE_MAX;
 }
 
 void pf_attention_bound(const pf_case *c, const pf_tensor *in, pf_bound *out) {
