@@ -1,7 +1,23 @@
 #include "harness/parallel.h"
 
 #include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
+
+static volatile int pf_avx2_ok = -1; /* -1: not probed (threads racing to probe write the same) */
+int pf_avx2(void) {
+  if (pf_avx2_ok < 0) {
+    const char *s = getenv("PRECFUZZ_SIMD");
+    int ok = 0;
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#endif
+    pf_avx2_ok = ok && !(s && strcmp(s, "off") == 0);
+  }
+  return pf_avx2_ok;
+}
+void pf_avx2_reprobe(void) { pf_avx2_ok = -1; }
 
 static int pf_threads_setting; /* 0: one per processor */
 

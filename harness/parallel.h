@@ -1,4 +1,5 @@
-/* Work on one large case split over threads: contiguous chunks of independent units (rows,
+/* How one large case uses the machine: its vector units (pf_avx2) and its processors. Work is
+ * split over threads in contiguous chunks of independent units (rows,
  * heads), each writing only its own outputs, so that results never depend on the thread
  * count. Small cases (a fuzz loop's) stay on the calling thread. */
 #ifndef PF_PARALLEL_H
@@ -17,5 +18,11 @@ void pf_parallel_for(size_t n, int threads, void (*fn)(void *ctx, int thread, si
 int pf_parallel_threads(size_t units, double flops);
 /* The command line's --threads N (0: one per processor, the default). */
 void pf_parallel_set_threads(int n);
+
+/* 1 when the AVX2 and FMA loops may run: the processor has them and PRECFUZZ_SIMD is not "off"
+ * (the plain C loops do lane for lane the same operations, so results are the same bits;
+ * "off" is how the tests show it). */
+int pf_avx2(void);
+void pf_avx2_reprobe(void); /* read PRECFUZZ_SIMD again (tests) */
 
 #endif

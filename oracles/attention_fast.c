@@ -37,6 +37,7 @@
 #include <mpfr.h>
 
 #include "harness/dtype.h"
+#include "harness/parallel.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
@@ -184,9 +185,7 @@ pf_status pf_attn_fast_init(pf_attn_fast *f, const pf_case *c, const pf_tensor *
     f->head_ok[h] = (unsigned char)ok;
     f->vmin[h] = vmin;
   }
-#ifdef PF_X86
-  f->avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-#endif
+  f->avx2 = pf_avx2();
   return PF_OK;
 }
 

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "harness/parallel.h"
 #include "harness/runner.h"
 #include "oracles/attention_fast.h"
 #include "oracles/oracle_util.h"
@@ -244,6 +245,39 @@ static void test_attention_fast_paths_same_bits(void **state) {
   pf_case_free(&c);
 }
 
+/* The attention contract's bound and the fast oracle give the same bits with PRECFUZZ_SIMD=off
+ * (plain C loops) as with the AVX2 ones, on every variant and a shape with tails. */
+static void test_attention_simd_off_same_bits(void **state) {
+  (void)state;
+  unsetenv("PRECFUZZ_SIMD");
+  pf_avx2_reprobe();
+  if (!pf_avx2()) skip(); /* nothing to compare */
+  static const char *variants[] = {"post-scale", "layer-scaled", "flash", "inward"};
+  for (int v = 0; v < 4; v++) {
+    pf_case c;
+    assert_int_equal(pf_case_init(&c, "attention", variants[v], 11 + (uint64_t)v), PF_OK);
+    c.shape[0] = 1, c.shape[1] = 2, c.shape[2] = 7, c.shape[3] = 21, c.shape[4] = 13;
+    pf_oracle_opts o;
+    pf_oracle_opts_default(&o);
+    pf_run r[2];
+    for (int off = 0; off < 2; off++) {
+      if (off) setenv("PRECFUZZ_SIMD", "off", 1);
+      pf_avx2_reprobe();
+      assert_int_equal(pf_avx2(), !off);
+      assert_int_equal(pf_run_case(&c, &o, &r[off]), PF_OK);
+    }
+    unsetenv("PRECFUZZ_SIMD");
+    pf_avx2_reprobe();
+    assert_memory_equal(r[0].bound, r[1].bound, r[0].nout * sizeof(pf_bound));
+    assert_memory_equal(r[0].oracle.exact, r[1].oracle.exact, r[0].nout * sizeof(double));
+    assert_memory_equal(r[0].oracle.rounded, r[1].oracle.rounded, r[0].nout * sizeof(double));
+    assert_int_equal(r[0].oracle.fast_units, r[1].oracle.fast_units);
+    pf_run_free(&r[0]);
+    pf_run_free(&r[1]);
+    pf_case_free(&c);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_dd_round_breaks_ties_by_the_low_part),
@@ -251,6 +285,7 @@ int main(void) {
       cmocka_unit_test(test_softmax_fast_hands_spread_rows_to_mpfr),
       cmocka_unit_test(test_softmax_fast_agrees_with_mpfr),
       cmocka_unit_test(test_attention_fast_paths_same_bits),
+      cmocka_unit_test(test_attention_simd_off_same_bits),
       cmocka_unit_test(test_attention_fast_agrees_with_mpfr),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -244,6 +244,84 @@ pf_status pf_attention_fwd_cpu(const pf_case *c, const pf_tensor *in, double *ou
  * output is bounded absolutely: W = sum_j p_j |v_j| and V1 = sum_j |v_j| weigh the
  * probabilities' errors. */
 
+/* The bound's two O(Lk d) loops per query row, with AVX2 where the processor has it and lane
+ * for lane the same operations without (the bounds are the same bits on every machine).
+ * Key sums: sum |q_m k_m|, sum q_m k_m and sum |q_m| + |k_m| in four partial sums (lane m mod 4,
+ * then (l0 + l1) + (l2 + l3)): the bounds hold for any order of the adds. */
+static void pf_attn_key_sums_c(const double *q, const double *k, size_t d, double *sa, double *sd, double *sq) {
+  double a[4] = {0, 0, 0, 0}, s[4] = {0, 0, 0, 0}, t[4] = {0, 0, 0, 0};
+  for (size_t m = 0; m < d; m++) {
+    const double p = q[m] * k[m]; /* exact: values of at most 24 bits */
+    a[m % 4] += fabs(p);
+    s[m % 4] += p;
+    t[m % 4] += fabs(q[m]) + fabs(k[m]);
+  }
+  *sa = (a[0] + a[1]) + (a[2] + a[3]);
+  *sd = (s[0] + s[1]) + (s[2] + s[3]);
+  *sq = (t[0] + t[1]) + (t[2] + t[3]);
+}
+/* Value sums of key row vj: W[e] += pz |v_e|, V1[e] += |v_e| (when the softmax sees the key),
+ * vm[e] = max(vm[e], |v_e|): one column per lane, the columns' order untouched. */
+static void pf_attn_value_sums_c(const double *vj, size_t d, double pz, int seen, double *W, double *V1, double *vm) {
+  for (size_t e = 0; e < d; e++) {
+    const double av = fabs(vj[e]);
+    W[e] += pz * av;
+    if (seen) V1[e] += av;
+    vm[e] = av > vm[e] ? av : vm[e];
+  }
+}
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+__attribute__((target("avx2"))) static void pf_attn_key_sums_avx2(const double *q, const double *k, size_t d,
+                                                                   double *sa, double *sd, double *sq) {
+  const __m256d sign = _mm256_set1_pd(-0.0);
+  __m256d A = _mm256_setzero_pd(), S = A, T = A;
+  size_t m = 0;
+  for (; m + 4 <= d; m += 4) {
+    const __m256d qv = _mm256_loadu_pd(q + m), kv = _mm256_loadu_pd(k + m), p = _mm256_mul_pd(qv, kv);
+    A = _mm256_add_pd(A, _mm256_andnot_pd(sign, p));
+    S = _mm256_add_pd(S, p);
+    T = _mm256_add_pd(T, _mm256_add_pd(_mm256_andnot_pd(sign, qv), _mm256_andnot_pd(sign, kv)));
+  }
+  double a[4], s[4], t[4];
+  _mm256_storeu_pd(a, A);
+  _mm256_storeu_pd(s, S);
+  _mm256_storeu_pd(t, T);
+  for (; m < d; m++) { /* lane m mod 4, as the plain loop */
+    const double p = q[m] * k[m];
+    a[m % 4] += fabs(p);
+    s[m % 4] += p;
+    t[m % 4] += fabs(q[m]) + fabs(k[m]);
+  }
+  *sa = (a[0] + a[1]) + (a[2] + a[3]);
+  *sd = (s[0] + s[1]) + (s[2] + s[3]);
+  *sq = (t[0] + t[1]) + (t[2] + t[3]);
+}
+__attribute__((target("avx2"))) static void pf_attn_value_sums_avx2(const double *vj, size_t d, double pz, int seen,
+                                                                     double *W, double *V1, double *vm) {
+  const __m256d sign = _mm256_set1_pd(-0.0), P = _mm256_set1_pd(pz);
+  size_t e = 0;
+  for (; e + 4 <= d; e += 4) {
+    const __m256d av = _mm256_andnot_pd(sign, _mm256_loadu_pd(vj + e));
+    _mm256_storeu_pd(W + e, _mm256_add_pd(_mm256_loadu_pd(W + e), _mm256_mul_pd(P, av)));
+    if (seen) _mm256_storeu_pd(V1 + e, _mm256_add_pd(_mm256_loadu_pd(V1 + e), av));
+    _mm256_storeu_pd(vm + e, _mm256_max_pd(_mm256_loadu_pd(vm + e), av));
+  }
+  pf_attn_value_sums_c(vj + e, d - e, pz, seen, W + e, V1 + e, vm + e);
+}
+#else
+#define pf_attn_key_sums_avx2 pf_attn_key_sums_c
+#define pf_attn_value_sums_avx2 pf_attn_value_sums_c
+#endif
+static void pf_attn_key_sums(const double *q, const double *k, size_t d, double *sa, double *sd, double *sq) {
+  if (pf_avx2()) pf_attn_key_sums_avx2(q, k, d, sa, sd, sq);
+  else pf_attn_key_sums_c(q, k, d, sa, sd, sq);
+}
+static void pf_attn_value_sums(const double *vj, size_t d, double pz, int seen, double *W, double *V1, double *vm) {
+  if (pf_avx2()) pf_attn_value_sums_avx2(vj, d, pz, seen, W, V1, vm);
+  else pf_attn_value_sums_c(vj, d, pz, seen, W, V1, vm);
+}
+
 static double pf_pow1p(double x, double k) { return exp(k * log1p(x)) * (1 + 0x1p-40); }
 
 typedef struct {
@@ -268,22 +346,8 @@ static void pf_attn_row_bound(const pf_case *c, const double *q, const double *k
   double maxE = 0, X = 0;
   int ok = 1;
   for (size_t j = 0; j < Lk; j++) {
-    /* two partial sums each (the bounds below hold for any order of the adds) */
-    double sa0 = 0, sa1 = 0, sd0 = 0, sd1 = 0, sq0 = 0, sq1 = 0;
-    const double *kj = k + j * d;
-    size_t m = 0;
-    for (; m + 2 <= d; m += 2) {
-      const double p0 = qi[m] * kj[m], p1 = qi[m + 1] * kj[m + 1];
-      sa0 += fabs(p0), sa1 += fabs(p1);
-      sd0 += p0, sd1 += p1;
-      sq0 += fabs(qi[m]) + fabs(kj[m]), sq1 += fabs(qi[m + 1]) + fabs(kj[m + 1]);
-    }
-    if (m < d) {
-      sa0 += fabs(qi[m] * kj[m]);
-      sd0 += qi[m] * kj[m];
-      sq0 += fabs(qi[m]) + fabs(kj[m]);
-    }
-    const double sa = sa0 + sa1, sd = sd0 + sd1, sq = sq0 + sq1;
+    double sa, sd, sq;
+    pf_attn_key_sums(qi, k + j * d, d, &sa, &sd, &sq);
     w->E[j] = alpha * sa * (1 + (double)(d + 2) * 0x1p-52);
     w->sapprox[j] = sd / sqrt((double)d);
     const double E = w->E[j];
@@ -390,23 +454,9 @@ static void pf_attn_row_bound(const pf_case *c, const double *q, const double *k
   /* per column: W = sum_j p_j |v_je|, V1 = sum_j |v_je| over the keys the softmax sees, and the
    * largest |v_je|; key by key, so that V is read in the order it is stored */
   for (size_t e = 0; e < d; e++) w->W[e] = w->V1[e] = w->vm[e] = 0;
-  double *restrict Wc = w->W, *restrict V1c = w->V1, *restrict vmc = w->vm;
-  for (size_t j = 0; j < Lk; j++) {
-    const double pz = w->pd[j] / Z, *restrict vj = v + j * d;
-    if (pf_softmax_masked(mask, i, j, Lq, Lk) && isinf(maskval))
-      for (size_t e = 0; e < d; e++) {
-        const double av = fabs(vj[e]);
-        Wc[e] += pz * av;
-        vmc[e] = av > vmc[e] ? av : vmc[e];
-      }
-    else
-      for (size_t e = 0; e < d; e++) {
-        const double av = fabs(vj[e]);
-        Wc[e] += pz * av;
-        V1c[e] += av;
-        vmc[e] = av > vmc[e] ? av : vmc[e];
-      }
-  }
+  for (size_t j = 0; j < Lk; j++)
+    pf_attn_value_sums(v + j * d, d, w->pd[j] / Z, !(pf_softmax_masked(mask, i, j, Lq, Lk) && isinf(maskval)), w->W,
+                       w->V1, w->vm);
   for (size_t e = 0; e < d; e++) {
     double W = w->W[e];
     const double V1 = w->V1[e], vm = w->vm[e];
