@@ -1,6 +1,7 @@
 #define _XOPEN_SOURCE 700 /* realpath */
 /* What precfuzz's commands share (cli.h). */
 #include "harness/cli/cli.h"
+#include "harness/parallel.h"
 #include "harness/backend.h"
 #include "harness/boundary.h"
 #include "harness/plugin.h"
@@ -401,12 +402,22 @@ int case_option(int ch, char *arg, run_opts *o, const char **shape_arg, const ch
       o->mpfr_only = strcmp(arg, "mpfr") == 0;
       pf_oracle_set_mpfr_only(o->mpfr_only);
       break;
+    case O_THREADS: /* how, not what: no part of the reproduce line */
+      return parse_threads(arg);
     case O_INPUT:
       if (o->ninput_specs == 16) return usage_error("--input: more than 16 given");
       o->input_spec[o->ninput_specs++] = arg;
       break;
   default: return -1;
   }
+  return 0;
+}
+
+int parse_threads(const char *arg) {
+  uint64_t u;
+  if (parse_u64(arg, &u) || u > PF_MAX_THREADS)
+    return usage_error("--threads: '%s' is not an integer in [0, %d] (0: one per processor)", arg, PF_MAX_THREADS);
+  pf_parallel_set_threads((int)u);
   return 0;
 }
 

@@ -50,7 +50,7 @@ typedef struct {
 /* Options of the commands that build cases (getopt_long values). */
 enum { O_SHAPE = 256, O_SCALE, O_DIST, O_SEED, O_CASES, O_FAULT, O_BACKEND, O_JSON, O_SAVE, O_PARAM,
        O_OUTLIERS, O_OUTMAG, O_SPECIAL, O_EXPRANGE, O_PREC, O_MAXPRINT, O_INPUT,
-       O_ALONG, O_FROM, O_TO, O_FAIL, O_POINTS, O_FORMAT, O_REFINE, O_TENSORS, O_IMPRECISE, O_ORACLE };
+       O_ALONG, O_FROM, O_TO, O_FAIL, O_POINTS, O_FORMAT, O_REFINE, O_TENSORS, O_IMPRECISE, O_ORACLE, O_THREADS };
 #define PF_CASE_LONGOPTS                                                                                 \
   {"kernel", required_argument, 0, 'k'}, {"variant", required_argument, 0, 'v'},                          \
       {"dtype", required_argument, 0, 't'}, {"accum", required_argument, 0, 'a'},                         \
@@ -62,8 +62,11 @@ enum { O_SHAPE = 256, O_SCALE, O_DIST, O_SEED, O_CASES, O_FAULT, O_BACKEND, O_JS
       {"outlier-magnitude", required_argument, 0, O_OUTMAG}, {"special-rate", required_argument, 0, O_SPECIAL}, \
       {"exp-range", required_argument, 0, O_EXPRANGE}, {"oracle-prec", required_argument, 0, O_PREC},     \
       {"input", required_argument, 0, O_INPUT}, {"imprecise", required_argument, 0, O_IMPRECISE},           \
-      {"oracle", required_argument, 0, O_ORACLE},                                                         \
+      {"oracle", required_argument, 0, O_ORACLE}, {"threads", required_argument, 0, O_THREADS},            \
       {"help", no_argument, 0, 'h'}
+
+/* --threads N: threads judging one large case (0: one per processor); 0, or usage_error's 2 */
+int parse_threads(const char *arg);
 
 /* The defaults: fp16 with fp32 accumulation, seed 1, `cases` cases, oracle from 256 bits, the
  * default generator. */

@@ -175,7 +175,10 @@ static void print_help_run(void) {
       "                           fp16, bf16); -t and --shape then default to the file's, --cases to 1\n"
       "      --max-print N        finding and hazard lines printed per variant (default 10)\n"
       "      --oracle fast|mpfr   fast (default): a certified fast path where the operation has one\n"
-      "                           (softmax), MPFR where it cannot decide; mpfr: MPFR alone, the reference\n"
+      "                           (softmax, attention), MPFR where it cannot decide; mpfr: MPFR alone,\n"
+      "                           the reference\n"
+      "      --threads N          threads judging one large case (default 0: one per processor; cases\n"
+      "                           of a few milliseconds run on one); the results do not depend on it\n"
       "      --imprecise DTYPE=X,... the imprecise hazard's thresholds (relative error, as each stage\n"
       "                           measures it), e.g. fp16=0x1p-6; defaults fp32 2^-10, fp16 2^-7, bf16 2^-4\n\n"
       "Besides each case's verdict (did the kernel keep its contract?) run reports its hazards\n"
@@ -573,7 +576,8 @@ static int cmd_replay(int argc, char **argv) {
 /* ---- judge ------------------------------------------------------------------------------ */
 
 static void print_help_judge(void) {
-  printf("usage: precfuzz judge CASE --outputs FILE [--tensor NAME] [--like VARIANT | --ulps N] [--json]\n\n"
+  printf("usage: precfuzz judge CASE --outputs FILE [--tensor NAME] [--like VARIANT | --ulps N] [--threads N]\n"
+         "                     [--json]\n\n"
          "Judges outputs computed elsewhere (PyTorch, JAX, Triton, your own kernel) on the inputs of\n"
          "the case file CASE: the oracle computes the exact result and every given output element\n"
          "gets a verdict, ulps and relative error, as a built-in kernel's would.\n\n"
@@ -583,6 +587,7 @@ static void print_help_judge(void) {
          "  --like VARIANT   the contract (bound and domain) of this variant of the case's kernel\n"
          "  --ulps N         without --like: within N units in the last place of the correctly\n"
          "                   rounded result (default 1)\n"
+         "  --threads N      threads judging the case (default 0: one per processor)\n"
          "  --json           the result as JSON, with per-element values\n\n"
          "Exit status: 0 within the contract, 1 findings, 2 bad usage or input.\n");
 }
@@ -595,10 +600,13 @@ static int cmd_judge(int argc, char **argv) {
     const char *a = argv[i];
     if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) { print_help_judge(); return 0; }
     if (strcmp(a, "--json") == 0) { json = 1; continue; }
-    if (strcmp(a, "--outputs") == 0 || strcmp(a, "--tensor") == 0 || strcmp(a, "--like") == 0 || strcmp(a, "--ulps") == 0) {
+    if (strcmp(a, "--outputs") == 0 || strcmp(a, "--tensor") == 0 || strcmp(a, "--like") == 0 || strcmp(a, "--ulps") == 0 ||
+        strcmp(a, "--threads") == 0) {
       if (i + 1 >= argc) return usage_error("judge: %s needs a value", a);
       const char *v = argv[++i];
-      if (a[2] == 'o') outputs = v;
+      if (a[3] == 'h') {
+        if (parse_threads(v)) return 2;
+      } else if (a[2] == 'o') outputs = v;
       else if (a[2] == 't') tensor = v;
       else if (a[2] == 'l') like_name = v;
       else {
