@@ -2,6 +2,8 @@
  * rule that decides whether an enclosure settles an output. */
 #include <math.h>
 #include <pthread.h>
+#include <stdint.h>
+#include <string.h>
 
 #include <mpfr.h>
 
@@ -69,15 +71,37 @@ pf_dd pf_dd_exp(pf_dd z) {
   return pf_dd_ldexp(pf_dd_mul(pf_exp2_tab[j], p), (int)k);
 }
 
-/* The hi part decides, but on a midpoint of t, where the low part breaks the tie. */
+double pf_quantum(pf_dtype t, double x) {
+  const pf_format f = pf_format_of(t);
+  const int e = ilogb(x), q = (e < f.emin ? f.emin : e) - (f.prec - 1);
+  const uint64_t b = (uint64_t)(q + 1023) << 52; /* q >= -149: a normal binary64 power of two */
+  double r;
+  memcpy(&r, &b, sizeof r);
+  return r;
+}
+
+/* The hi part decides, but on a midpoint of t, where the low part breaks the tie: x.hi is a
+ * midpoint when it lies half the spacing at its own exponent from r (below a power of two r
+ * that spacing is the smaller one, the binade x.hi is in), and the other candidate is r plus
+ * or minus that spacing. */
 double pf_dd_round_dtype(pf_dd x, pf_dtype t) {
   const double r = pf_round(t, x.hi);
   if (x.lo == 0 || r == x.hi) return r;
-  const double other = x.hi > r ? pf_next_up(t, r) : pf_next_down(t, r);
-  if (fabs(x.hi - r) * 2 != fabs(other - r)) return r; /* not a midpoint */
-  return (x.lo > 0) == (x.hi > r) ? other : r;
+  const double q = pf_quantum(t, x.hi);
+  if (fabs(x.hi - r) * 2 != q) return r; /* not a midpoint (x.hi - r is exact: they are close) */
+  return (x.lo > 0) == (x.hi > r) ? r + (x.hi > r ? q : -q) : r;
 }
 
+int pf_dd_decided(pf_dd y, double w, pf_dtype t, double *r) {
+  const double a = fabs(y.hi), reach = (fabs(y.lo) + w) * (1 + 0x1p-50);
+  /* binary64: half the spacing on either side of y.hi is at least |y.hi| 2^-55 */
+  if (!(reach < a * 0x1p-56)) return 0;
+  /* t: r's rounding region reaches half the spacing q at y.hi's exponent on y.hi's side of r,
+   * and at least q / 4 on the other (spacings halve at most, below a power of two) */
+  *r = pf_round(t, y.hi);
+  const double q = pf_quantum(t, y.hi), d = fabs(y.hi - *r), margin = fmin(q * 0.5 - d, q * 0.25 + d);
+  return margin > reach + a * 0x1p-100;
+}
 
 int pf_fast_settle(pf_oracle_result *out, size_t i, pf_dd x, double err, pf_dtype t) {
   /* the bound tight enough for the comparison, which takes the exact value to 2^-50 (x.hi is
@@ -86,10 +110,13 @@ int pf_fast_settle(pf_oracle_result *out, size_t i, pf_dd x, double err, pf_dtyp
   if (!(err <= 0x1p-56 * fabs(x.hi))) return 0;
   if (x.hi != 0 && fabs(x.hi) < 0x1p-900) return 0;
   if (!(fabs(x.hi) * (1 + 0x1p-59) < pf_max_finite(t))) return 0;
-  /* the ends, each beyond the exact one by more than its own add's error (2^-101) */
-  const double w = err * (1 + 0x1p-50) + fabs(x.hi) * 0x1p-100;
-  const double a = pf_dd_round_dtype(pf_dd_add(x, (pf_dd){-w, 0}), t), b = pf_dd_round_dtype(pf_dd_add(x, (pf_dd){w, 0}), t);
-  if (a != b) return 0; /* the enclosure straddles a rounding boundary of t: MPFR's */
+  double a;
+  if (x.hi == 0 || !pf_dd_decided(x, err, t, &a)) {
+    /* the ends, each beyond the exact one by more than its own add's error (2^-101) */
+    const double w = err * (1 + 0x1p-50) + fabs(x.hi) * 0x1p-100;
+    a = pf_dd_round_dtype(pf_dd_add(x, (pf_dd){-w, 0}), t);
+    if (a != pf_dd_round_dtype(pf_dd_add(x, (pf_dd){w, 0}), t)) return 0; /* straddles a boundary of t: MPFR's */
+  }
   out->dtype[i] = (unsigned char)t;
   out->exact[i] = x.hi;
   out->rounded[i] = out->rounded_alt[i] = a;

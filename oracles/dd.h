@@ -12,6 +12,8 @@
 #define PF_DD_H
 
 #include <math.h>
+#include <stdint.h>
+#include <string.h>
 
 #include "kernels/kernel.h"
 
@@ -49,7 +51,13 @@ static inline pf_dd pf_dd_div(pf_dd x, pf_dd y) {
   const pf_dd m = pf_dd_add((pf_dd){th, 0}, d);
   return pf_dd_mul(x, m);
 }
-static inline pf_dd pf_dd_ldexp(pf_dd x, int k) { return (pf_dd){ldexp(x.hi, k), ldexp(x.lo, k)}; }
+/* x 2^k for 2^k a normal binary64 number and the products normal (or zero): exact */
+static inline pf_dd pf_dd_ldexp(pf_dd x, int k) {
+  const uint64_t b = (uint64_t)(k + 1023) << 52;
+  double s;
+  memcpy(&s, &b, sizeof s);
+  return (pf_dd){x.hi * s, x.lo * s};
+}
 /* x < y as exact values (hi parts first: both normalized) */
 static inline int pf_dd_less(pf_dd x, pf_dd y) { return x.hi < y.hi || (x.hi == y.hi && x.lo < y.lo); }
 
@@ -57,6 +65,15 @@ static inline int pf_dd_less(pf_dd x, pf_dd y) { return x.hi < y.hi || (x.hi == 
 pf_dd pf_dd_exp(pf_dd z);
 /* RN (ties to even) of the double word x = hi + lo to dtype t, |x| below t's largest finite. */
 double pf_dd_round_dtype(pf_dd x, pf_dtype t);
+
+/* The spacing of t's values at x (|x| below t's largest finite): 2^(max(e, emin) - p + 1) for
+ * |x| in [2^e, 2^(e+1)). */
+double pf_quantum(pf_dtype t, double x);
+/* 1, and *r the value of t that every point of [y - w, y + w] rounds to, when a cheap test
+ * shows that the interval holds no rounding boundary of t and none of binary64 (y.hi is then
+ * the binary64 nearest every point of it); 0 when the test cannot tell (the caller takes the
+ * exact path). y.hi nonzero, below t's largest finite. */
+int pf_dd_decided(pf_dd y, double w, pf_dtype t, double *r);
 
 /* Settles output i from the enclosure [x - err, x + err] of its exact value: 1 when the
  * enclosure is within 2^-56 of x (the comparison takes the exact value to 2^-50) and rounds to

@@ -69,9 +69,12 @@ static int pf_softmax_fast_row(const pf_dd *t, pf_dd m, size_t cols, pf_dtype dt
     }
     const pf_dd y = pf_dd_mul(e[j], inv);
     const double w = fabs(y.hi) * (delta + delta_zero);
-    const pf_dd lo = pf_dd_add(y, (pf_dd){-w, 0}), hi = pf_dd_add(y, (pf_dd){w, 0});
-    const double a = pf_dd_round_dtype(lo, dt), b = pf_dd_round_dtype(hi, dt);
-    if (lo.hi != hi.hi || a != b) return 0; /* not decided: MPFR's */
+    double a;
+    if (!pf_dd_decided(y, w, dt, &a)) { /* the cheap test cannot tell: the ends themselves */
+      const pf_dd lo = pf_dd_add(y, (pf_dd){-w, 0}), hi = pf_dd_add(y, (pf_dd){w, 0});
+      a = pf_dd_round_dtype(lo, dt);
+      if (lo.hi != hi.hi || a != pf_dd_round_dtype(hi, dt)) return 0; /* not decided: MPFR's */
+    }
     out->exact[i] = y.hi;
     out->rounded[i] = out->rounded_alt[i] = a;
     out->status[i] = PF_ORACLE_NUMBER;

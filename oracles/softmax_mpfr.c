@@ -110,7 +110,8 @@ pf_status pf_softmax_fwd_mpfr(const pf_case *c, const pf_tensor *in, const pf_or
   const double sentinel = pf_oracle_mask_value((int)pf_case_param(c, "mask_value"), c->dtype);
   const pf_mpfr_range saved = pf_mpfr_range_widen();
   pf_sm_work w;
-  pf_sm_work_init(&w, cols, prec0);
+  int have_w = 0; /* made for the first row the fast path leaves: 3 cols MPFR numbers cost more
+                     than the fast path's whole row */
   out->max_prec = prec0;
   for (size_t i = 0; i < rows; i++) {
     const double *x = in[0].data + i * cols;
@@ -119,6 +120,7 @@ pf_status pf_softmax_fwd_mpfr(const pf_case *c, const pf_tensor *in, const pf_or
       continue;
     }
     out->mpfr_units++;
+    if (!have_w) pf_sm_work_init(&w, cols, prec0), have_w = 1;
     if (!pf_sm_scores(&w, c, x, i)) {
       for (size_t j = 0; j < cols; j++) pf_oracle_set_undefined(out, i * cols + j, opts->keep_hex);
       continue;
@@ -151,7 +153,7 @@ pf_status pf_softmax_fwd_mpfr(const pf_case *c, const pf_tensor *in, const pf_or
       if (settled) break;
     }
   }
-  pf_sm_work_free(&w);
+  if (have_w) pf_sm_work_free(&w);
   free(fw);
   pf_mpfr_range_restore(saved);
   return PF_OK;

@@ -128,9 +128,9 @@ static void test_dd_round_breaks_ties_by_the_low_part(void **state) {
   mpfr_init2(v, 200);
   for (int t = 0; t < PF_NDTYPES; t++) {
     const double ones[] = {1.0, 0x1.8p-3, 0x1.4p-10, -0x1.cp+5};
-    for (int k = 0; k < 4; k++) {
-      const double r = pf_round((pf_dtype)t, ones[k]);
-      const double mid = (r + pf_next_up((pf_dtype)t, r)) / 2; /* exact in binary64 */
+    for (int k = 0; k < 8; k++) { /* the midpoint above each value, then below (below 1.0: the smaller spacing) */
+      const double r = pf_round((pf_dtype)t, ones[k % 4]);
+      const double mid = (r + (k < 4 ? pf_next_up((pf_dtype)t, r) : pf_next_down((pf_dtype)t, r))) / 2; /* exact */
       const double los[] = {0x1p-80 * fabs(mid), -0x1p-80 * fabs(mid), 0, 0x1p-60 * fabs(mid)};
       for (int j = 0; j < 4; j++)
         for (int off = 0; off < 2; off++) {
@@ -145,6 +145,46 @@ static void test_dd_round_breaks_ties_by_the_low_part(void **state) {
     }
   }
   mpfr_clear(v);
+}
+
+/* The cheap test never says "decided" wrongly: where it does, MPFR rounds both ends of the
+ * interval to its value of t and to y.hi in binary64; around values of t, powers of two (where
+ * the spacing halves) among them, with widths from far below to above the spacing. */
+static void test_dd_decided_is_sound(void **state) {
+  (void)state;
+  mpfr_t v;
+  mpfr_init2(v, 300);
+  uint64_t s = 0x2545f4914f6cdd1dull;
+  size_t decided = 0, tried = 0;
+  for (int t = 0; t < PF_NDTYPES; t++)
+    for (int i = 0; i < 200000; i++) {
+      s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+      const double u = (double)(s >> 11) * 0x1p-53;
+      const int e = (int)(s % 40) - 20;
+      double r = pf_round((pf_dtype)t, i % 4 == 0 ? ldexp(1.0, e) : ldexp(1 + u, e)); /* a value of t */
+      if (i % 8 == 1) r = -r;
+      const double q = pf_quantum((pf_dtype)t, r);
+      const double off = q * ((double)((s >> 3) % 2001) / 2000.0 - 0.5) * 1.02; /* around r, a hair past its region */
+      const pf_dd y = pf_two_sum(r + off, (r + off) * 0x1p-60 * (u - 0.5));
+      if (y.hi == 0) continue;
+      const double w = q * ldexp(u, -(int)((s >> 20) % 60));
+      double got;
+      tried++;
+      if (!pf_dd_decided(y, w, (pf_dtype)t, &got)) continue;
+      decided++;
+      for (int end = -1; end <= 1; end += 2) {
+        mpfr_set_d(v, y.hi, MPFR_RNDN);
+        mpfr_add_d(v, v, y.lo, MPFR_RNDN);
+        mpfr_add_d(v, v, end * w, MPFR_RNDN); /* exact at 300 bits */
+        const double want = pf_mpfr_round_dtype(v, (pf_dtype)t), b64 = mpfr_get_d(v, MPFR_RNDN);
+        if (want != got || b64 != y.hi)
+          fail_msg("%s: y %a + %a, w %a: decided %a, but the end %+d rounds to %a (binary64 %a)",
+                   pf_dtype_name((pf_dtype)t), y.hi, y.lo, w, got, end, want, b64);
+      }
+    }
+  mpfr_clear(v);
+  print_message("cheap test: %zu of %zu intervals decided, every one as MPFR rounds them\n", decided, tried);
+  assert_true(decided > tried / 10);
 }
 
 /* The double-word exp against MPFR on z in [-600, 0] (and its low part): within the 2^-87 the
@@ -282,6 +322,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_dd_round_breaks_ties_by_the_low_part),
       cmocka_unit_test(test_dd_exp_within_its_bound),
+      cmocka_unit_test(test_dd_decided_is_sound),
       cmocka_unit_test(test_softmax_fast_hands_spread_rows_to_mpfr),
       cmocka_unit_test(test_softmax_fast_agrees_with_mpfr),
       cmocka_unit_test(test_attention_fast_paths_same_bits),
