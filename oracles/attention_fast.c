@@ -221,7 +221,7 @@ void pf_attn_fast_work_free(pf_attn_fast_work *w) {
   memset(w, 0, sizeof *w);
 }
 
-int pf_attn_fast_row(const pf_attn_fast *f, size_t h, size_t i, pf_oracle_result *out, pf_attn_fast_work *w) {
+PF_DD_CLONES int pf_attn_fast_row(const pf_attn_fast *f, size_t h, size_t i, pf_oracle_result *out, pf_attn_fast_work *w) {
   const size_t Lq = f->Lq, Lk = f->Lk, d = f->d, row = h * Lq + i;
   const size_t no = f->heads * Lq * d, ns = f->heads * Lq * Lk;
   if (!f->head_ok[h]) return 0;

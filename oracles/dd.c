@@ -55,25 +55,27 @@ static void pf_fast_init(void) {
  *   2^-94.5 in exp(r); the series' tail below 2^-100), the four outer steps in double words
  *   (8 operations, each 2^-101);
  *   exp(z) = 2^(N div 256) 2^((N mod 256)/256) exp(r): the table's 2^-106 and one product. */
-pf_dd pf_dd_exp(pf_dd z) {
+PF_DD_CLONES pf_dd pf_dd_exp(pf_dd z) {
   pthread_once(&pf_fast_once, pf_fast_init);
   const double N = nearbyint(z.hi * 0x1.71547652b82fep8); /* z 256 / ln 2, to an integer */
-  pf_dd r = pf_dd_add(z, (pf_dd){-N * pf_l256[0], 0});
+  pf_dd r = pf_dd_add_d(z, -N * pf_l256[0]);
   r = pf_dd_add(r, pf_dd_neg(pf_two_prod(N, pf_l256[1])));
-  r = pf_dd_add(r, (pf_dd){-N * pf_l256[2], 0});
+  r = pf_dd_add_d(r, -N * pf_l256[2]);
   const double x = r.hi;
   const double q = 1.0 / 24 + x * (1.0 / 120 + x * (1.0 / 720 + x * (1.0 / 5040 + x * (1.0 / 40320))));
   pf_dd p = pf_dd_add(pf_sixth, pf_two_prod(x, q));
-  p = pf_dd_add((pf_dd){0.5, 0}, pf_dd_mul(r, p));
-  p = pf_dd_add((pf_dd){1, 0}, pf_dd_mul(r, p));
-  p = pf_dd_add((pf_dd){1, 0}, pf_dd_mul(r, p));
+  p = pf_dd_add_d(pf_dd_mul(r, p), 0.5);
+  p = pf_dd_add_d(pf_dd_mul(r, p), 1);
+  p = pf_dd_add_d(pf_dd_mul(r, p), 1);
   const long n = (long)N, j = n & 255, k = (n - j) / 256; /* floor division: j in [0, 255] */
   return pf_dd_ldexp(pf_dd_mul(pf_exp2_tab[j], p), (int)k);
 }
 
 double pf_quantum(pf_dtype t, double x) {
   const pf_format f = pf_format_of(t);
-  const int e = ilogb(x), q = (e < f.emin ? f.emin : e) - (f.prec - 1);
+  uint64_t xb;
+  memcpy(&xb, &x, sizeof xb);
+  const int e = (int)((xb >> 52) & 0x7ff) - 1023, q = (e < f.emin ? f.emin : e) - (f.prec - 1);
   const uint64_t b = (uint64_t)(q + 1023) << 52; /* q >= -149: a normal binary64 power of two */
   double r;
   memcpy(&r, &b, sizeof r);
@@ -94,8 +96,15 @@ double pf_dd_round_dtype(pf_dd x, pf_dtype t) {
 
 int pf_dd_decided(pf_dd y, double w, pf_dtype t, double *r) {
   const double a = fabs(y.hi), reach = (fabs(y.lo) + w) * (1 + 0x1p-50);
-  /* binary64: half the spacing on either side of y.hi is at least |y.hi| 2^-55 */
-  if (!(reach < a * 0x1p-56)) return 0;
+  /* binary64: half the spacing at y.hi, a quarter below a power of two (the smaller side) */
+  uint64_t b;
+  memcpy(&b, &a, sizeof b);
+  const int he = (int)(b >> 52) - ((b & 0xfffffffffffffull) ? 53 : 54); /* the biased exponent of hs */
+  if (he < 1) return 0; /* near binary64's underflow: the exact path */
+  const uint64_t hb = (uint64_t)he << 52;
+  double hs;
+  memcpy(&hs, &hb, sizeof hs);
+  if (!(reach < hs)) return 0;
   /* t: r's rounding region reaches half the spacing q at y.hi's exponent on y.hi's side of r,
    * and at least q / 4 on the other (spacings halve at most, below a power of two) */
   *r = pf_round(t, y.hi);
@@ -103,7 +112,7 @@ int pf_dd_decided(pf_dd y, double w, pf_dtype t, double *r) {
   return margin > reach + a * 0x1p-100;
 }
 
-int pf_fast_settle(pf_oracle_result *out, size_t i, pf_dd x, double err, pf_dtype t) {
+PF_DD_CLONES int pf_fast_settle(pf_oracle_result *out, size_t i, pf_dd x, double err, pf_dtype t) {
   /* the bound tight enough for the comparison, which takes the exact value to 2^-50 (x.hi is
    * then within 2^-53 + 2^-56), far from binary64's underflow (low parts normal) and below
    * t's largest finite */

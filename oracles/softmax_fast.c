@@ -32,7 +32,7 @@
 
 /* One row by the fast path: 1 when every output was settled, 0 to leave the row to MPFR.
  * t: the scores as double words, or -inf (masked); m: their maximum. */
-static int pf_softmax_fast_row(const pf_dd *t, pf_dd m, size_t cols, pf_dtype dt, pf_dd *e, pf_oracle_result *out,
+PF_DD_CLONES static int pf_softmax_fast_row(const pf_dd *t, pf_dd m, size_t cols, pf_dtype dt, pf_dd *e, pf_oracle_result *out,
                                size_t base) {
   pf_dd s = {0, 0};
   size_t zeros = 0;
@@ -82,7 +82,7 @@ static int pf_softmax_fast_row(const pf_dd *t, pf_dd m, size_t cols, pf_dtype dt
   return 1;
 }
 
-int pf_softmax_fast(const pf_case *c, const double *x, size_t row, double alpha, int mask, double sentinel,
+PF_DD_CLONES int pf_softmax_fast(const pf_case *c, const double *x, size_t row, double alpha, int mask, double sentinel,
                     pf_oracle_result *out, pf_dd *work) {
   const size_t rows = c->shape[0], cols = c->shape[1];
   pf_dd *t = work, *e = work + cols, m = {-INFINITY, 0};
