@@ -82,6 +82,13 @@ PF_DD_CLONES static int pf_softmax_fast_row(const pf_dd *t, pf_dd m, size_t cols
   return 1;
 }
 
+/* A row the definition leaves undefined (a NaN or +inf score, or every score -inf), as the
+ * MPFR path says it: 1. */
+static int pf_softmax_fast_undefined(pf_oracle_result *out, size_t base, size_t cols) {
+  for (size_t j = 0; j < cols; j++) pf_oracle_set_undefined(out, base + j, 0);
+  return 1;
+}
+
 PF_DD_CLONES int pf_softmax_fast(const pf_case *c, const double *x, size_t row, double alpha, int mask, double sentinel,
                     pf_oracle_result *out, pf_dd *work) {
   const size_t rows = c->shape[0], cols = c->shape[1];
@@ -90,15 +97,20 @@ PF_DD_CLONES int pf_softmax_fast(const pf_case *c, const double *x, size_t row, 
   for (size_t j = 0; j < cols; j++) {
     const int masked = pf_oracle_masked(mask, row, j, rows, cols);
     const double v = masked ? sentinel : x[j];
-    if (isnan(v) || (v > 0 && isinf(v))) return 0; /* undefined rows: MPFR's path says so */
+    if (isinf(v)) { /* its score is v itself (masked) or v alpha */
+      const double sc = masked ? v : v * alpha;
+      if (isnan(sc) || sc > 0) return pf_softmax_fast_undefined(out, row * cols, cols);
+      t[j] = (pf_dd){-INFINITY, 0};
+      continue;
+    }
+    if (isnan(v)) return pf_softmax_fast_undefined(out, row * cols, cols);
     t[j] = masked ? (pf_dd){sentinel, 0} : pf_two_prod(v, alpha);
-    if (!isfinite(t[j].hi) && !(masked && isinf(sentinel))) return 0; /* a score beyond binary64 */
-    if (isinf(t[j].hi)) continue;
+    if (!isfinite(t[j].hi)) return 0; /* a finite input's score beyond binary64 */
     /* low parts in the subnormal range lose bits: leave such rows to MPFR */
     if (t[j].lo != 0 && fabs(t[j].lo) < 0x1p-960) return 0;
     if (!any || pf_dd_less(m, t[j])) m = t[j];
     any = 1;
   }
-  if (!any) return 0;
+  if (!any) return pf_softmax_fast_undefined(out, row * cols, cols); /* every score -inf */
   return pf_softmax_fast_row(t, m, cols, c->dtype, e, out, row * cols);
 }

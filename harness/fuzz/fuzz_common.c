@@ -104,10 +104,11 @@ static uint64_t pf_fnv(const char *s) {
 /* PF_FUZZ_STATS=1: at exit, how many decoded cases fell inside the contract's domain (the
  * only ones judged) and how many outside, and where a judged case's time goes: the kernel
  * (on the GPU backend: copies, launch and synchronisation included), the oracle, and the
- * rest (generating the inputs, the bound, the comparison). A driver is launch-bound only
- * where the kernel's share is large. */
+ * rest (generating the inputs, the bound, the comparison), and how many of the oracle's rows
+ * its fast path settled. A driver is launch-bound only where the kernel's share is large. */
 static unsigned long long pf_fuzz_in, pf_fuzz_out, pf_fuzz_refused;
 static double pf_fuzz_secs_kernel, pf_fuzz_secs_oracle, pf_fuzz_secs_all;
+static unsigned long long pf_fuzz_units_fast, pf_fuzz_units_mpfr; /* the oracle's rows (units) */
 static void pf_fuzz_stats(void) {
   fprintf(stderr, "precfuzz stats: %llu cases judged inside the domain, %llu outside, %llu refused by a user's variant\n",
           pf_fuzz_in, pf_fuzz_out, pf_fuzz_refused);
@@ -118,6 +119,9 @@ static void pf_fuzz_stats(void) {
           pf_fuzz_secs_all * us, pf_fuzz_secs_kernel * us, 100 * pf_fuzz_secs_kernel / pf_fuzz_secs_all,
           pf_fuzz_secs_oracle * us, 100 * pf_fuzz_secs_oracle / pf_fuzz_secs_all,
           (pf_fuzz_secs_all - pf_fuzz_secs_kernel - pf_fuzz_secs_oracle) * us);
+  if (pf_fuzz_units_fast)
+    fprintf(stderr, "precfuzz oracle: %llu rows by the fast path, %llu by MPFR (%.1f%% fall back)\n", pf_fuzz_units_fast,
+            pf_fuzz_units_mpfr, 100.0 * (double)pf_fuzz_units_mpfr / (double)(pf_fuzz_units_fast + pf_fuzz_units_mpfr));
 }
 
 static double pf_fuzz_now(void) {
@@ -181,6 +185,8 @@ void pf_fuzz_run_case(const char *driver, pf_case *c) {
   pf_fuzz_secs_all += secs;
   pf_fuzz_secs_kernel += r.seconds_kernel;
   pf_fuzz_secs_oracle += r.seconds_oracle;
+  pf_fuzz_units_fast += r.oracle.fast_units;
+  pf_fuzz_units_mpfr += r.oracle.mpfr_units;
   if (pf_verdict_is_finding(r.cmp.verdict)) {
     snprintf(c->expect, sizeof c->expect, "%s", pf_verdict_name(r.cmp.verdict));
     char *json = pf_case_to_json(c);
