@@ -56,7 +56,8 @@ int parse_shape(const char *s, const pf_op *op, size_t *shape) {
     errno = 0;
     unsigned long long v = strtoull(p, &end, 10);
     if (errno || v > (unsigned long long)op->dim_max[d] * 16 + 16) {
-      return usage_error("--shape: %s = %s is outside [1, %zu]", op->dim_names[d], p, op->dim_max[d]);
+      return usage_error("--shape: %s = %.*s is outside [1, %zu]", op->dim_names[d], (int)strspn(p, "0123456789"), p,
+                         op->dim_max[d]);
     }
     shape[d] = (size_t)v;
     p = end;

@@ -88,9 +88,10 @@ const pf_op pf_attention_op = {
     .summary = "softmax(Q K^T / sqrt(d) + mask) V per batch and head",
     .ndims = 5,
     .dim_names = pf_attn_dims,
-    .dim_max = {64, 256, 4096, 4096, 512},
+    /* bounded by memory (pf_case_check), not by these: products stay far inside size_t */
+    .dim_max = {1024, 1024, (size_t)1 << 20, (size_t)1 << 20, (size_t)1 << 14},
     .dim_default = {1, 1, 16, 16, 16},
-    .elems_max = (size_t)1 << 22,
+    .elems_max = (size_t)1 << 34,
     .nparams = 5,
     .params = pf_attn_params,
     .ninputs = 3,
