@@ -96,30 +96,42 @@ static int pf_sm_scores(pf_sm_work *w, const pf_case *c, const double *x, size_t
   return any_finite;
 }
 
-pf_status pf_softmax_fwd_mpfr(const pf_case *c, const pf_tensor *in, const pf_oracle_opts *opts,
-                              pf_oracle_result *out) {
-  const size_t rows = c->shape[0], cols = c->shape[1];
+/* What every row shares, and per thread what it counted. */
+typedef struct {
+  const pf_case *c;
+  const pf_tensor *in;
+  const pf_oracle_opts *opts;
+  pf_oracle_result *out;
+  int fast, mask;
+  double alpha, sentinel;
+  size_t fast_units[PF_MAX_THREADS], mpfr_units[PF_MAX_THREADS];
+  long max_prec[PF_MAX_THREADS];
+  int nomem[PF_MAX_THREADS];
+} pf_sm_case;
+
+static void pf_sm_rows(void *ctx, int t, size_t begin, size_t end) {
+  pf_sm_case *k = ctx;
+  const pf_case *c = k->c;
+  const pf_oracle_opts *opts = k->opts;
+  pf_oracle_result *out = k->out;
+  const size_t cols = c->shape[1];
   const long prec0 = opts->prec < 64 ? 64 : opts->prec;
-  /* the fast path first (softmax_fast.c), row by row; not when the exact values are asked
-   * for in hex (>= 160 bits) */
-  const int fast = !opts->mpfr_only && !opts->keep_hex;
-  pf_dd *fw = fast ? malloc(2 * cols * sizeof *fw) : NULL;
-  if (fast && !fw) return pf_error(PF_ERR_NOMEM, "softmax oracle: cannot allocate a row of %zu", cols);
-  const double alpha = pf_case_param(c, "alpha");
-  const int mask = (int)pf_case_param(c, "mask");
-  const double sentinel = pf_oracle_mask_value((int)pf_case_param(c, "mask_value"), c->dtype);
-  const pf_mpfr_range saved = pf_mpfr_range_widen();
+  pf_dd *fw = k->fast ? malloc(2 * cols * sizeof *fw) : NULL;
+  if (k->fast && !fw) {
+    k->nomem[t] = 1;
+    return;
+  }
   pf_sm_work w;
   int have_w = 0; /* made for the first row the fast path leaves: 3 cols MPFR numbers cost more
                      than the fast path's whole row */
-  out->max_prec = prec0;
-  for (size_t i = 0; i < rows; i++) {
-    const double *x = in[0].data + i * cols;
-    if (fast && pf_softmax_fast(c, x, i, alpha, mask, sentinel, out, fw)) {
-      out->fast_units++;
+  k->max_prec[t] = prec0;
+  for (size_t i = begin; i < end; i++) {
+    const double *x = k->in[0].data + i * cols;
+    if (k->fast && pf_softmax_fast(c, x, i, k->alpha, k->mask, k->sentinel, out, fw)) {
+      k->fast_units[t]++;
       continue;
     }
-    out->mpfr_units++;
+    k->mpfr_units[t]++;
     if (!have_w) pf_sm_work_init(&w, cols, prec0), have_w = 1;
     if (!pf_sm_scores(&w, c, x, i)) {
       for (size_t j = 0; j < cols; j++) pf_oracle_set_undefined(out, i * cols + j, opts->keep_hex);
@@ -149,12 +161,35 @@ pf_status pf_softmax_fwd_mpfr(const pf_case *c, const pf_tensor *in, const pf_or
         mpfr_div(w.yhi, w.ehi[j], w.slo, MPFR_RNDU);
         settled = pf_oracle_settle(out, i * cols + j, w.ylo, w.yhi, c->dtype, final, opts->keep_hex);
       }
-      if (prec > out->max_prec) out->max_prec = prec;
+      if (prec > k->max_prec[t]) k->max_prec[t] = prec;
       if (settled) break;
     }
   }
   if (have_w) pf_sm_work_free(&w);
   free(fw);
-  pf_mpfr_range_restore(saved);
+}
+
+pf_status pf_softmax_fwd_mpfr(const pf_case *c, const pf_tensor *in, const pf_oracle_opts *opts,
+                              pf_oracle_result *out) {
+  const size_t rows = c->shape[0], cols = c->shape[1];
+  pf_sm_case *k = calloc(1, sizeof *k);
+  if (!k) return pf_error(PF_ERR_NOMEM, "softmax oracle: out of memory");
+  /* the fast path first (softmax_fast.c), row by row; not when the exact values are asked
+   * for in hex (>= 160 bits) */
+  *k = (pf_sm_case){.c = c, .in = in, .opts = opts, .out = out, .fast = !opts->mpfr_only && !opts->keep_hex,
+                    .mask = (int)pf_case_param(c, "mask"), .alpha = pf_case_param(c, "alpha"),
+                    .sentinel = pf_oracle_mask_value((int)pf_case_param(c, "mask_value"), c->dtype)};
+  const int threads = pf_parallel_threads(rows, 200.0 * (double)cols);
+  pf_oracle_parallel(rows, threads, pf_sm_rows, k);
+  out->max_prec = opts->prec < 64 ? 64 : opts->prec;
+  int nomem = 0;
+  for (int t = 0; t < threads; t++) {
+    out->fast_units += k->fast_units[t];
+    out->mpfr_units += k->mpfr_units[t];
+    if (k->max_prec[t] > out->max_prec) out->max_prec = k->max_prec[t];
+    nomem |= k->nomem[t];
+  }
+  free(k);
+  if (nomem) return pf_error(PF_ERR_NOMEM, "softmax oracle: cannot allocate a row of %zu", cols);
   return PF_OK;
 }
