@@ -8,6 +8,7 @@
 
 #include "kernels/clip/clip_math.h" /* the variants' PF_CLIP_* values */
 #include "kernels/kernel.h"
+#include "oracles/clip_fast.h"
 #include "oracles/oracle_util.h"
 
 pf_status pf_clip_mpfr(const pf_case *c, const pf_tensor *in, const pf_oracle_opts *opts, pf_oracle_result *out) {
@@ -21,6 +22,12 @@ pf_status pf_clip_mpfr(const pf_case *c, const pf_tensor *in, const pf_oracle_op
       for (size_t i = 0; i <= kn; i++) pf_oracle_set_undefined(out, i, opts->keep_hex);
       return PF_OK;
     }
+  /* the fast path first (clip_fast.c); not when the exact values are asked for in hex */
+  if (!opts->mpfr_only && !opts->keep_hex && pf_clip_fast(g, kn, inf_norm, norm_t, c->dtype, max_norm, out)) {
+    out->fast_units = 1;
+    return PF_OK;
+  }
+  out->mpfr_units = 1;
   const pf_mpfr_range saved = pf_mpfr_range_widen();
   const long prec0 = opts->prec < 64 ? 64 : opts->prec;
   for (long prec = prec0;; prec *= 2) {

@@ -65,6 +65,17 @@ static inline pf_dd pf_dd_div(pf_dd x, pf_dd y) {
   const pf_dd m = pf_dd_add((pf_dd){th, 0}, d);
   return pf_dd_mul(x, m);
 }
+/* sqrt(x) for x > 0 (normal, with room for its square root's square): x.hi's binary64 root r
+ * (within 2^-52 of sqrt(x)), then one Newton step r + (x - r^2) / (2r) with r^2 split exactly
+ * by an FMA. The step squares r's error (2^-105) and computes a correction of 2^-51 r to
+ * three roundings (2^-103.4 r): |err| <= 2^-102 |sqrt(x)| with room (not in Joldes et al.;
+ * test_oracle_fast measures it against MPFR). */
+static inline pf_dd pf_dd_sqrt(pf_dd x) {
+  const double r = sqrt(x.hi);
+  const pf_dd p = pf_two_prod(r, r);
+  const double d = ((x.hi - p.hi) - p.lo) + x.lo; /* x.hi - p.hi exact: they are close */
+  return pf_fast_two_sum(r, d / (2 * r));
+}
 /* x 2^k for 2^k a normal binary64 number and the products normal (or zero): exact */
 static inline pf_dd pf_dd_ldexp(pf_dd x, int k) {
   const uint64_t b = (uint64_t)(k + 1023) << 52;

@@ -147,6 +147,33 @@ static void test_dd_round_breaks_ties_by_the_low_part(void **state) {
   mpfr_clear(v);
 }
 
+/* The double-word square root against MPFR: within the 2^-102 its users budget. */
+static void test_dd_sqrt_within_its_bound(void **state) {
+  (void)state;
+  mpfr_t x, r, d;
+  mpfr_inits2(300, x, r, d, (mpfr_ptr)0);
+  uint64_t s = 0x853c49e6748fea9bull;
+  double worst = 0;
+  for (int i = 0; i < 200000; i++) {
+    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+    const double u = (double)(s >> 11) * 0x1p-53;
+    const pf_dd a = pf_two_sum(ldexp(1 + u, (int)(s % 1200) - 600), ldexp(u - 0.5, (int)(s % 1200) - 655));
+    const pf_dd q = pf_dd_sqrt(a);
+    mpfr_set_d(x, a.hi, MPFR_RNDN);
+    mpfr_add_d(x, x, a.lo, MPFR_RNDN);
+    mpfr_sqrt(r, x, MPFR_RNDN);
+    mpfr_set_d(d, q.hi, MPFR_RNDN);
+    mpfr_add_d(d, d, q.lo, MPFR_RNDN);
+    mpfr_sub(d, d, r, MPFR_RNDN);
+    mpfr_div(d, d, r, MPFR_RNDN);
+    const double rel = fabs(mpfr_get_d(d, MPFR_RNDN));
+    if (rel > worst) worst = rel;
+  }
+  mpfr_clears(x, r, d, (mpfr_ptr)0);
+  print_message("sqrt: largest relative error 2^%.1f over 200000 arguments (bound 2^-102)\n", log2(worst));
+  assert_true(worst < 0x1p-102);
+}
+
 /* The cheap test never says "decided" wrongly: where it does, MPFR rounds both ends of the
  * interval to its value of t and to y.hi in binary64; around values of t, powers of two (where
  * the spacing halves) among them, with widths from far below to above the spacing. */
@@ -318,16 +345,45 @@ static void test_attention_simd_off_same_bits(void **state) {
   }
 }
 
+static void test_clip_fast_agrees_with_mpfr(void **state) {
+  (void)state;
+  static const char *variants[] = {"megatron", "torch", "inf"};
+  static const double scales[] = {0x1p-20, 1e-3, 0.05, 1, 30, 1000};
+  static const double max_norms[] = {1, 0.5, 1e-3, 1e4};
+  const unsigned n = cases_per_config();
+  uint64_t seed = 1;
+  compared = fast_rows = mpfr_rows = 0;
+  for (int t = 0; t < PF_NDTYPES; t++)
+    for (int v = 0; v < 3; v++)
+      for (size_t k = 0; k < sizeof scales / sizeof *scales; k++)
+        for (unsigned s = 0; s < n; s++, seed++) {
+          pf_case c;
+          assert_int_equal(pf_case_init(&c, "clip", variants[v], seed), PF_OK);
+          c.dtype = (pf_dtype)t;
+          c.shape[0] = 1 + seed % 4, c.shape[1] = 1 + seed * 13 % 300;
+          c.inputs[0].scale = scales[k];
+          c.inputs[0].dist = s % 3 == 0 ? PF_DIST_LOGUNIFORM : PF_DIST_NORMAL;
+          c.inputs[0].special_rate = s % 5 == 1 ? 0.01 : 0;
+          assert_int_equal(pf_case_set_param(&c, "max_norm", max_norms[seed % 4]), PF_OK);
+          agree_within(&c, 0x1p-51);
+          pf_case_free(&c);
+        }
+  print_message("clip: %zu elements agree; cases: %zu by the fast path, %zu by MPFR\n", compared, fast_rows, mpfr_rows);
+  assert_true(fast_rows > mpfr_rows);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_dd_round_breaks_ties_by_the_low_part),
       cmocka_unit_test(test_dd_exp_within_its_bound),
       cmocka_unit_test(test_dd_decided_is_sound),
+      cmocka_unit_test(test_dd_sqrt_within_its_bound),
       cmocka_unit_test(test_softmax_fast_hands_spread_rows_to_mpfr),
       cmocka_unit_test(test_softmax_fast_agrees_with_mpfr),
       cmocka_unit_test(test_attention_fast_paths_same_bits),
       cmocka_unit_test(test_attention_simd_off_same_bits),
       cmocka_unit_test(test_attention_fast_agrees_with_mpfr),
+      cmocka_unit_test(test_clip_fast_agrees_with_mpfr),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
