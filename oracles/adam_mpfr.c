@@ -13,6 +13,7 @@
 
 #include "kernels/adam/adam_math.h" /* the variants' PF_ADAM_* values */
 #include "kernels/kernel.h"
+#include "oracles/adam_fast.h"
 #include "oracles/oracle_util.h"
 
 typedef struct {
@@ -75,12 +76,22 @@ pf_status pf_adam_step_mpfr(const pf_case *c, const pf_tensor *in, const pf_orac
   const long prec0 = opts->prec < 64 ? 64 : opts->prec;
   const pf_mpfr_range saved = pf_mpfr_range_widen();
   out->max_prec = prec0;
+  /* the fast path first (adam_fast.c), element by element; not when the exact values are
+   * asked for in hex */
+  const int fast = !opts->mpfr_only && !opts->keep_hex;
+  pf_adam_fast f;
+  if (fast) pf_adam_fast_init(&f, c, master, st, pt);
   for (size_t i = 0; i < n; i++) {
     const double p0 = in[0].data[i], g0 = in[1].data[i], m0 = in[2].data[i], v0 = in[3].data[i];
     if (!isfinite(p0) || !isfinite(g0) || !isfinite(m0) || !isfinite(v0)) {
       for (size_t k = 0; k < (master ? 4u : 3u); k++) pf_oracle_set_undefined(out, k * n + i, opts->keep_hex);
       continue;
     }
+    if (fast && pf_adam_fast_element(&f, i, n, p0, g0, m0, v0, out)) {
+      out->fast_units++;
+      continue;
+    }
+    out->mpfr_units++;
     for (long prec = prec0;; prec *= 2) {
       const int final = prec * 2 > opts->prec_max;
       pf_iv p, g, m, v, k1, k2, bc1, bc2, x, y, d;

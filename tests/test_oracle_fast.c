@@ -372,6 +372,40 @@ static void test_clip_fast_agrees_with_mpfr(void **state) {
   assert_true(fast_rows > mpfr_rows);
 }
 
+static void test_adam_fast_agrees_with_mpfr(void **state) {
+  (void)state;
+  static const char *variants[] = {"fused", "torch", "torch-foreach", "torch-fused", "no-master", "state-lowp",
+                                   "eps-inside", "no-bias-correction"};
+  static const double lrs[] = {1e-3, 0.1, 3e-5}, b2s[] = {0.999, 0.95, 0.5}, epss[] = {1e-8, 0, 1e-3};
+  const unsigned n = cases_per_config();
+  uint64_t seed = 1;
+  compared = fast_rows = mpfr_rows = 0;
+  for (int t = 0; t < PF_NDTYPES; t++)
+    for (int v = 0; v < 8; v++)
+      for (int k = 0; k < 3; k++)
+        for (unsigned s = 0; s < n; s++, seed++) {
+          pf_case c;
+          if (pf_case_init(&c, "adam", variants[v], seed) != PF_OK) fail_msg("adam variant %s", variants[v]);
+          c.dtype = (pf_dtype)t;
+          c.shape[0] = 1 + seed * 37 % 400;
+          for (int x = 0; x < c.ninputs; x++) {
+            c.inputs[x].dist = s % 3 == 0 ? PF_DIST_LOGUNIFORM : PF_DIST_NORMAL;
+            c.inputs[x].special_rate = s % 4 == 1 ? 0.02 : 0;
+          }
+          assert_int_equal(pf_case_set_param(&c, "lr", lrs[k]), PF_OK);
+          assert_int_equal(pf_case_set_param(&c, "beta2", b2s[(k + s) % 3]), PF_OK);
+          assert_int_equal(pf_case_set_param(&c, "eps", epss[(seed + (uint64_t)k) % 3]), PF_OK);
+          assert_int_equal(pf_case_set_param(&c, "wd", s % 2 ? 0.1 : 0), PF_OK);
+          assert_int_equal(pf_case_set_param(&c, "step", (double)(1 + seed % 5 * 997)), PF_OK);
+          if (v == 0 && s % 2) assert_int_equal(pf_case_set_param(&c, "mode", 1), PF_OK); /* l2 */
+          agree_within(&c, 0x1p-51);
+          pf_case_free(&c);
+        }
+  print_message("adam: %zu elements agree; elements: %zu by the fast path, %zu by MPFR\n", compared, fast_rows,
+                mpfr_rows);
+  assert_true(fast_rows > mpfr_rows);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_dd_round_breaks_ties_by_the_low_part),
@@ -384,6 +418,7 @@ int main(void) {
       cmocka_unit_test(test_attention_simd_off_same_bits),
       cmocka_unit_test(test_attention_fast_agrees_with_mpfr),
       cmocka_unit_test(test_clip_fast_agrees_with_mpfr),
+      cmocka_unit_test(test_adam_fast_agrees_with_mpfr),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
