@@ -212,11 +212,11 @@ int main(int argc, char **argv) {
                  judge_s[16] = "-";
     snprintf(dt, sizeof dt, "%s/%s", pf_dtype_name(b->t), pf_dtype_name(b->a));
     const double ref_t = tr[n / 2], fast_t = tf[n / 2], mpfr_t_ = tm[n / 2];
-    if (tk[n / 2] >= 0) snprintf(kern_s, sizeof kern_s, "%.4f", tk[n / 2]);
-    snprintf(mpfr_s, sizeof mpfr_s, b->judge ? "~%.0f" : "%.4f", mpfr_t_);
-    if (ref_t > 0) snprintf(ref_s, sizeof ref_s, "%.4f", ref_t), snprintf(mr, sizeof mr, "%.0f", mpfr_t_ / ref_t);
+    if (tk[n / 2] >= 0) snprintf(kern_s, sizeof kern_s, "%.3g", tk[n / 2]);
+    snprintf(mpfr_s, sizeof mpfr_s, b->judge ? "~%.0f" : "%.3g", mpfr_t_);
+    if (ref_t > 0) snprintf(ref_s, sizeof ref_s, "%.3g", ref_t), snprintf(mr, sizeof mr, "%.0f", mpfr_t_ / ref_t);
     if (has_fast) {
-      snprintf(fast_s, sizeof fast_s, "%.4f", fast_t);
+      snprintf(fast_s, sizeof fast_s, "%.3g", fast_t);
       if (ref_t > 0) snprintf(fr, sizeof fr, "%.1f", fast_t / ref_t);
       snprintf(fb, sizeof fb, "%.2f%%", 100.0 * (double)mpfr_units / (double)(units ? units : 1));
     }
