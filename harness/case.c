@@ -2,6 +2,7 @@
 #include "case.h"
 
 #include <cjson/cJSON.h>
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -32,11 +33,14 @@ pf_status pf_parse_double(const char *s, double *out) {
   if (strcmp(s, "nan") == 0 || strcmp(s, "NaN") == 0) { *out = NAN; return PF_OK; }
   if (strcmp(s, "inf") == 0 || strcmp(s, "+inf") == 0) { *out = INFINITY; return PF_OK; }
   if (strcmp(s, "-inf") == 0) { *out = -INFINITY; return PF_OK; }
+  if (isspace((unsigned char)s[0])) return PF_ERR_PARSE; /* strtod would skip it */
   char *end;
   errno = 0;
   double v = strtod(s, &end);
   if (end == s || *end != 0) return PF_ERR_PARSE;
   if (isnan(v) || isinf(v)) return PF_ERR_PARSE; /* only the spellings above */
+  /* a nonzero literal that binary64 holds as 0 denotes no value of it: 1e-400, 0x1p-1075 */
+  if (v == 0 && errno == ERANGE) return PF_ERR_PARSE;
   *out = v;
   return PF_OK;
 }
@@ -333,9 +337,13 @@ static pf_status pf_json_real(const cJSON *v, const char *key, const char *what,
 
 static pf_status pf_json_uint(const cJSON *v, const char *key, const char *what, double maxv, uint64_t *out) {
   if (cJSON_IsNumber(v)) {
+    /* a JSON number is a binary64: exact up to 2^53; beyond, the integer is a decimal string */
     double d = v->valuedouble;
     if (!(d >= 0 && d <= maxv && d == floor(d)))
       return pf_error(PF_ERR_PARSE, "%s: field '%s' must be an integer in [0, %.0f]", what, key, maxv);
+    if (d > 0x1p53)
+      return pf_error(PF_ERR_PARSE, "%s: field '%s' = %.17g is beyond 2^53, where a JSON number may not be the integer "
+                      "written: give it as a decimal string", what, key, d);
     *out = (uint64_t)d;
     return PF_OK;
   }
@@ -567,12 +575,71 @@ pf_status pf_case_from_cjson(pf_case *c, const cJSON *j, const char *what) {
   return PF_OK;
 }
 
-pf_status pf_case_from_json(pf_case *c, const char *text, const char *what) {
-  cJSON *j = cJSON_Parse(text);
+static int pf_cmp_key(const void *a, const void *b) {
+  return strcmp((*(const cJSON *const *)a)->string, (*(const cJSON *const *)b)->string);
+}
+
+/* The first key an object (or one inside it) holds twice, or NULL. */
+static const char *pf_json_duplicate(const cJSON *o) {
+  for (const cJSON *it = o->child; it; it = it->next) {
+    const char *d = (cJSON_IsObject(it) || cJSON_IsArray(it)) ? pf_json_duplicate(it) : NULL;
+    if (d) return d;
+  }
+  if (!cJSON_IsObject(o)) return NULL;
+  size_t n = 0;
+  for (const cJSON *it = o->child; it; it = it->next) n++;
+  if (n < 2) return NULL;
+  const cJSON **keys = malloc(n * sizeof *keys);
+  if (!keys) return "(out of memory)";
+  n = 0;
+  for (const cJSON *it = o->child; it; it = it->next) keys[n++] = it;
+  qsort(keys, n, sizeof *keys, pf_cmp_key);
+  const char *d = NULL;
+  for (size_t i = 1; i < n && !d; i++)
+    if (strcmp(keys[i - 1]->string, keys[i]->string) == 0) d = keys[i]->string;
+  free(keys);
+  return d;
+}
+
+pf_status pf_json_parse_strict(const char *text, const char *what, cJSON **out) {
+  *out = NULL;
+  /* a NUL inside a string would cut it short where C reads it ("safe\u0000evil" is "safe") */
+  for (const char *p = text; *p; p++) {
+    if (*p != '"') continue;
+    for (p++; *p && *p != '"'; p++)
+      if (*p == '\\' && *++p == 'u' && strncmp(p + 1, "0000", 4) == 0)
+        return pf_error(PF_ERR_PARSE, "%s: a string holds a NUL character (\\u0000) at byte %ld", what,
+                        (long)(p - 1 - text));
+      else if (!*p) break;
+    if (!*p) break;
+  }
+  const char *end = NULL;
+  cJSON *j = cJSON_ParseWithOpts(text, &end, 1); /* one value, then only whitespace */
   if (!j) {
-    memset(c, 0, sizeof *c);
+    cJSON *k = cJSON_ParseWithOpts(text, &end, 0);
+    if (k) {
+      cJSON_Delete(k);
+      return pf_error(PF_ERR_PARSE, "%s: data after the JSON value, at byte %ld", what, (long)(end - text));
+    }
     const char *at = cJSON_GetErrorPtr();
     return pf_error(PF_ERR_PARSE, "%s: not valid JSON (near byte %ld)", what, at ? (long)(at - text) : 0L);
+  }
+  const char *dup = pf_json_duplicate(j);
+  if (dup) {
+    pf_status st = pf_error(PF_ERR_PARSE, "%s: field '%s' is given twice in one object", what, dup);
+    cJSON_Delete(j);
+    return st;
+  }
+  *out = j;
+  return PF_OK;
+}
+
+pf_status pf_case_from_json(pf_case *c, const char *text, const char *what) {
+  cJSON *j;
+  pf_status st0 = pf_json_parse_strict(text, what, &j);
+  if (st0) {
+    memset(c, 0, sizeof *c);
+    return st0;
   }
   pf_status st = pf_case_from_cjson(c, j, what);
   cJSON_Delete(j);

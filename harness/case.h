@@ -70,6 +70,10 @@ pf_status pf_read_file(const char *path, char **out, size_t *len);
 struct cJSON;
 struct cJSON *pf_case_to_cjson(const pf_case *c);
 pf_status pf_case_from_cjson(pf_case *c, const struct cJSON *j, const char *what);
+/* text as exactly one JSON value, refusing what cJSON alone lets through: data after the
+ * value, a string holding a NUL (\u0000), an object holding a key twice (PF_ERR_PARSE, one line
+ * naming it). *out: the tree to cJSON_Delete. */
+pf_status pf_json_parse_strict(const char *text, const char *what, struct cJSON **out);
 /* Hex float text of x ("0x1.8p+3", "inf", "-inf", "nan") and its strict parse. */
 void pf_hexfloat(char buf[40], double x);
 pf_status pf_parse_double(const char *s, double *out);

@@ -176,6 +176,42 @@ n=$((n + 1))
 PRECFUZZ_MEMORY_BYTES=3G "$P" run -k softmax -v safe -t bf16 --shape 2x131072 --cases 1 2>&1 | grep -q "ok 1" ||
   { echo "FAIL: softmax 2x131072 did not run ok"; fail=$((fail + 1)); }
 
+# strict JSON (issue 17): data after the value, a NUL inside a string, a key twice, a seed that
+# a JSON number cannot hold, literals that binary64 holds as 0
+good=$(cat "$T/good.json")
+printf '%s {"x":1}' "$good" >"$T/trailing.json"
+printf '%s' "$good" | sed 's/"variant":"safe"/"variant":"safe\\u0000evil"/' >"$T/nul.json"
+printf '%s' "$good" | sed 's/"dtype":"fp16"/"dtype":"fp16","dtype":"bf16"/' >"$T/dupkey.json"
+case_json '[2,3]' '"params":{"alpha":1,"alpha":2},' >"$T/dupparam.json"
+printf '%s' "$good" | sed 's/"seed":1/"seed":18446744073709551615/' >"$T/bigseed.json"
+case_json '[1,2]' '' | sed 's/"inputs":{"x":{"dist":"normal","seed":1}}/"inputs":{"x":{"values":["1","1e-400"]}}/' >"$T/underflow.json"
+case_json '[1,2]' '' | sed 's/"inputs":{"x":{"dist":"normal","seed":1}}/"inputs":{"x":{"values":["1","0x1p-99999"]}}/' >"$T/underflow2.json"
+expect2 "data after the JSON value" replay "$T/trailing.json"
+expect2 "NUL character" replay "$T/nul.json"
+expect2 "field 'dtype' is given twice" replay "$T/dupkey.json"
+expect2 "field 'alpha' is given twice" replay "$T/dupparam.json"
+expect2 "beyond 2^53" replay "$T/bigseed.json"
+expect2 "underflow.json: value 1 of input 'x' is not a hex float" replay "$T/underflow.json"
+expect2 "underflow2.json: value 1 of input 'x' is not a hex float" replay "$T/underflow2.json"
+expect2 "value '1e-400' is not a number" run -k softmax --shape 1x2 --input x:value=1e-400 --cases 1
+printf '{"format":"precfuzz-results/1","format":"x"}' >"$T/dupresults.json"
+n=$((n + 1))
+"$(dirname "$P")/precision-report" -i "$T/dupresults.json" -o "$T/r.html" 2>"$T/err" >/dev/null
+if [ $? -ne 2 ] || ! grep -qF "field 'format' is given twice" "$T/err"; then
+  echo "FAIL: precision-report on a results file with a key twice:"; sed 's/^/    /' "$T/err"; fail=$((fail + 1))
+fi
+# numbers on the command line: decimal or 0x hex, no sign, no whitespace, no octal, no wrap
+expect2 "--seed" run -k softmax --seed ' -1' --cases 1
+expect2 "--seed" run -k softmax --seed '1 ' --cases 1
+expect2 "--cases" run -k softmax --cases ' 3'
+expect2 "the seeds would pass 2^64 - 1" run -k softmax --seed 18446744073709551615 --cases 3
+n=$((n + 1))
+"$P" run -k softmax -v safe --cases 010 2>&1 | grep -q "10 cases" ||
+  { echo "FAIL: --cases 010 is not ten cases"; fail=$((fail + 1)); }
+n=$((n + 1))
+"$P" run -k softmax -v safe --cases 0x3 2>&1 | grep -q "3 cases" ||
+  { echo "FAIL: --cases 0x3 is not three cases"; fail=$((fail + 1)); }
+
 # and the good file is fine
 "$P" replay "$T/good.json" >/dev/null 2>&1 || { echo "FAIL: good case did not replay"; fail=$((fail + 1)); }
 echo "cli_errors: $((n - fail)) passed, $fail failed"

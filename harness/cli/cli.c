@@ -7,6 +7,7 @@
 #include "harness/plugin.h"
 #include "harness/tensorfile.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -28,11 +29,17 @@ int usage_error(const char *fmt, ...) {
 
 /* ---- strict number parsing ---------------------------------------------------------- */
 
+/* Decimal, or hex with 0x: never octal (010 is ten), no sign, no whitespace anywhere. */
 int parse_u64(const char *s, uint64_t *out) {
-  if (!s || !*s || *s == '-' || *s == '+') return -1;
+  if (!s || !*s) return -1;
+  const int hex = s[0] == '0' && (s[1] == 'x' || s[1] == 'X');
+  const char *digits = hex ? s + 2 : s;
+  if (!*digits) return -1;
+  for (const char *p = digits; *p; p++)
+    if (!(hex ? isxdigit((unsigned char)*p) : isdigit((unsigned char)*p))) return -1;
   char *end;
   errno = 0;
-  unsigned long long v = strtoull(s, &end, 0);
+  unsigned long long v = strtoull(digits, &end, hex ? 16 : 10);
   if (*end || errno) return -1;
   *out = v;
   return 0;
@@ -411,6 +418,13 @@ int case_option(int ch, char *arg, run_opts *o, const char **shape_arg, const ch
       break;
   default: return -1;
   }
+  return 0;
+}
+
+int check_seed_range(const run_opts *o) {
+  if (o->cases > 0 && o->cases - 1 > UINT64_MAX - o->seed)
+    return usage_error("--seed %llu with --cases %llu: the seeds would pass 2^64 - 1", (unsigned long long)o->seed,
+                       (unsigned long long)o->cases);
   return 0;
 }
 

@@ -65,6 +65,8 @@ enum { O_SHAPE = 256, O_SCALE, O_DIST, O_SEED, O_CASES, O_FAULT, O_BACKEND, O_JS
       {"oracle", required_argument, 0, O_ORACLE}, {"threads", required_argument, 0, O_THREADS},            \
       {"help", no_argument, 0, 'h'}
 
+/* Case k of N takes seed + k: 0, or usage_error's 2 when that would pass 2^64 - 1. */
+int check_seed_range(const run_opts *o);
 /* --threads N: threads judging one large case (0: one per processor); 0, or usage_error's 2 */
 int parse_threads(const char *arg);
 

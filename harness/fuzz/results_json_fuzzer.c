@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness/case.h"
 #include "harness/report/report.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -15,9 +16,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!text) return 0;
   memcpy(text, data, size);
   text[size] = 0;
-  cJSON *root = cJSON_Parse(text);
+  cJSON *root = NULL;
+  const pf_status st = pf_json_parse_strict(text, "results", &root);
   free(text);
-  if (!root) return 0;
+  if (st) return 0;
   char err[512] = "";
   if (pf_results_check(root, err, sizeof err) == 0) {
     FILE *sink = fopen("/dev/null", "w");

@@ -94,14 +94,9 @@ int main(int argc, char **argv) {
       free(text);
       return usage_error("%s: not JSON text (a NUL byte at offset %zu)", in, strlen(text));
     }
-    root = cJSON_Parse(text);
-    if (!root) {
-      const char *at = cJSON_GetErrorPtr();
-      const size_t off = at && at >= text && at <= text + len ? (size_t)(at - text) : 0;
-      free(text);
-      return usage_error("%s: not valid JSON (at byte %zu)", in, off);
-    }
+    const pf_status st = pf_json_parse_strict(text, in, &root);
     free(text);
+    if (st) return usage_error("%s", pf_error_message());
   } else {
     so.progress = isatty(2);
     const time_t t0 = time(NULL);
