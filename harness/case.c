@@ -729,10 +729,14 @@ pf_status pf_case_check_file_input(const pf_case *c, int i, const char *what) {
 pf_status pf_case_save(const pf_case *c, const char *path) {
   char *s = pf_case_to_json(c);
   if (!s) return PF_ERR_NOMEM;
-  FILE *f = fopen(path, "wb");
-  if (!f) { free(s); return pf_error(PF_ERR_IO, "%s: cannot write (%s)", path, strerror(errno)); }
-  int ok = fputs(s, f) >= 0 && fputc('\n', f) != EOF;
-  ok &= fclose(f) == 0;
+  /* written whole under a temporary name, then renamed: never half a case file */
+  const size_t n = strlen(s);
+  s[n - (n && s[n - 1] == '\n')] = 0;
+  char *t = malloc(strlen(s) + 2);
+  if (!t) { free(s); return PF_ERR_NOMEM; }
+  sprintf(t, "%s\n", s);
   free(s);
-  return ok ? PF_OK : pf_error(PF_ERR_IO, "%s: write failed", path);
+  const pf_status st = pf_write_file_atomic(path, t, strlen(t));
+  free(t);
+  return st;
 }

@@ -420,6 +420,19 @@ pf_status pf_write_file_atomic(const char *path, const void *buf, size_t len) {
   return ok ? PF_OK : pf_error(PF_ERR_IO, "%s: write failed (%s)", path, strerror(err));
 }
 
+pf_status pf_write_file_atomic_probe(const char *path) {
+  const size_t pl = strlen(path);
+  char *tmp = malloc(pl + 16);
+  if (!tmp) return PF_ERR_NOMEM;
+  snprintf(tmp, pl + 16, "%s.tmp.XXXXXX", path);
+  const int fd = mkstemp(tmp);
+  pf_status st = PF_OK;
+  if (fd < 0) st = pf_error(PF_ERR_IO, "%s: cannot write (%s)", path, strerror(errno));
+  else close(fd), unlink(tmp);
+  free(tmp);
+  return st;
+}
+
 pf_status pf_npy_write(const char *path, const pf_tensor_view *t) {
   unsigned char *buf;
   size_t len;

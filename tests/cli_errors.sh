@@ -212,6 +212,24 @@ n=$((n + 1))
 "$P" run -k softmax -v safe --cases 0x3 2>&1 | grep -q "3 cases" ||
   { echo "FAIL: --cases 0x3 is not three cases"; fail=$((fail + 1)); }
 
+# what is written is whole or not at all, and a write that fails is exit 2 (issue 17)
+n=$((n + 1))
+"$P" list >/dev/full 2>"$T/err"
+if [ $? -ne 2 ] || ! grep -q "cannot write to standard output" "$T/err"; then
+  echo "FAIL: precfuzz list >/dev/full did not exit 2"; fail=$((fail + 1))
+fi
+mkdir -p "$T/saves/softmax-naive-fp16-fp16-seed1-overflow.json" # a directory where the finding would go
+expect2 "--save-findings" run -k softmax -v naive -t fp16 -a fp16 --scale 16 --cases 1 --save-findings "$T/saves"
+n=$((n + 1))
+if ls "$T/saves" | grep -q tmp; then echo "FAIL: a temporary file was left in --save-findings"; fail=$((fail + 1)); fi
+echo '{"old": "results"}' >"$T/old.json"
+n=$((n + 1))
+timeout -s INT 2 "$P" sweep -o "$T/old.json" >/dev/null 2>&1
+if [ "$(cat "$T/old.json")" != '{"old": "results"}' ] || ls "$T" | grep -q "old.json.tmp"; then
+  echo "FAIL: an interrupted sweep -o did not leave the old file as it was"; fail=$((fail + 1))
+fi
+expect2 "-o: " sweep -o /dev/full/results.json
+
 # and the good file is fine
 "$P" replay "$T/good.json" >/dev/null 2>&1 || { echo "FAIL: good case did not replay"; fail=$((fail + 1)); }
 echo "cli_errors: $((n - fail)) passed, $fail failed"

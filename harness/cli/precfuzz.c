@@ -241,6 +241,8 @@ static pf_status save_finding_tensors(pf_case *k, const pf_run *r, const char *b
   return st;
 }
 
+static int pf_save_failed; /* a finding could not be saved: the run ends with exit 2 */
+
 static int save_finding(const pf_case *c, const pf_run *r, const run_opts *o, uint64_t seed, char *path, size_t len) {
   pf_case k;
   if (pf_case_copy(&k, c)) return -1;
@@ -252,7 +254,7 @@ static int save_finding(const pf_case *c, const pf_run *r, const run_opts *o, ui
   snprintf(path + used, len - used, ".json");
   if (!st) st = pf_case_save(&k, path);
   pf_case_free(&k);
-  if (st) fprintf(stderr, "%s: %s\n", prog, pf_error_message());
+  if (st) fprintf(stderr, "%s: --save-findings: %s\n", prog, pf_error_message()), pf_save_failed = 1;
   return st ? -1 : 0;
 }
 
@@ -471,6 +473,7 @@ static int run_command(run_opts *op_) {
     free(s);
     cJSON_Delete(root);
   }
+  if (pf_save_failed) return EXIT_USAGE; /* said on stderr when it happened */
   return any_finding ? EXIT_FINDINGS : 0;
 }
 
@@ -765,7 +768,7 @@ static void print_help(void) {
          "Exit status: 0 nothing found, 1 findings, 2 bad usage or input.\n");
 }
 
-int main(int argc, char **argv) {
+static int precfuzz_main(int argc, char **argv) {
   /* --kernels LIB (before the command, repeatable) and $PRECFUZZ_KERNELS: a user's kernels */
   while (argc >= 2 && strcmp(argv[1], "--kernels") == 0) {
     if (argc < 3) return usage_error("--kernels needs a shared library (see precfuzz --help)");
@@ -798,4 +801,15 @@ int main(int argc, char **argv) {
   if (strcmp(cmd, "diff-variant") == 0) return pf_cmd_diff_variant(argc - 1, argv + 1);
   if (strcmp(cmd, "minimize") == 0) return pf_cmd_minimize(argc - 1, argv + 1);
   return usage_error("unknown command '%s' (list, run, replay, judge, diff-tp, diff-backend, diff-variant, boundary, sweep, minimize, version; see precfuzz --help)", cmd);
+}
+
+/* What a command printed must have reached its reader: a full disk or a closed pipe on stdout
+ * is exit 2, not a silent success. */
+int main(int argc, char **argv) {
+  const int rc = precfuzz_main(argc, argv);
+  if (fflush(stdout) != 0 || ferror(stdout)) {
+    fprintf(stderr, "%s: cannot write to standard output (%s)\n", prog, strerror(errno));
+    return EXIT_USAGE;
+  }
+  return rc;
 }

@@ -2,6 +2,7 @@
  * dtype and accumulation on a pool of threads; each job writes its own part of the results,
  * assembled in a fixed order, so the document does not depend on the number of threads. */
 #include "harness/cli/sweep.h"
+#include "harness/tensorfile.h"
 
 #include <cjson/cJSON.h>
 #include <gmp.h>
@@ -785,21 +786,28 @@ int pf_cmd_sweep(int argc, char **argv) {
   }
   int rc = pf_sweep_backend(&o, backend);
   if (rc) return rc;
-  FILE *f = strcmp(out, "-") == 0 ? stdout : fopen(out, "w");
-  if (!f) return usage_error("-o: cannot write '%s'", out);
+  const int to_stdout = strcmp(out, "-") == 0;
+  /* fail fast where the file cannot be written; the file itself is written only at the end,
+   * whole, under a temporary name and renamed: an interrupted sweep leaves the old one */
+  if (!to_stdout && pf_write_file_atomic_probe(out)) return usage_error("-o: %s", pf_error_message());
   o.progress = isatty(2);
   const time_t t0 = time(NULL);
   cJSON *r = pf_sweep_run(&o);
-  if (!r) {
-    if (f != stdout) fclose(f), remove(out); /* opened early to fail fast; leave no empty results behind */
-    return usage_error("%s", pf_error_message());
-  }
+  if (!r) return usage_error("%s", pf_error_message());
   cJSON_AddNumberToObject(cJSON_GetObjectItem(r, "environment"), "seconds", (double)(time(NULL) - t0));
   char *s = cJSON_Print(r);
-  const int bad = fputs(s, f) < 0 || fputc('\n', f) < 0;
-  free(s);
   cJSON_Delete(r);
-  if ((f != stdout && fclose(f) != 0) || bad) return usage_error("-o: cannot write '%s'", out);
-  if (f != stdout) printf("%s\n", out);
+  if (!s) return usage_error("-o: out of memory");
+  const size_t n = strlen(s);
+  char *t = realloc(s, n + 2);
+  if (!t) {
+    free(s);
+    return usage_error("-o: out of memory");
+  }
+  t[n] = '\n', t[n + 1] = 0;
+  const int bad = to_stdout ? fputs(t, stdout) < 0 : pf_write_file_atomic(out, t, n + 1) != PF_OK;
+  free(t);
+  if (bad) return usage_error("-o: cannot write '%s'%s%s", out, to_stdout ? "" : ": ", to_stdout ? "" : pf_error_message());
+  if (!to_stdout) printf("%s\n", out);
   return 0;
 }

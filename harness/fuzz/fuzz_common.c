@@ -8,6 +8,7 @@
 #include "harness/backend.h"
 #include "harness/plugin.h"
 #include "harness/runner.h"
+#include "harness/tensorfile.h"
 
 uint8_t pf_bytes_u8(pf_bytes *b) { return b->pos < b->n ? b->p[b->pos++] : 0; }
 
@@ -194,12 +195,7 @@ void pf_fuzz_run_case(const char *driver, pf_case *c) {
     char path[1024];
     snprintf(path, sizeof path, "%s/finding-%s-%016llx.json", dir && *dir ? dir : ".", driver,
              (unsigned long long)pf_fnv(json ? json : ""));
-    FILE *f = fopen(path, "w");
-    if (f) {
-      fputs(json ? json : "", f);
-      fputc('\n', f);
-      fclose(f);
-    }
+    const int saved = json && pf_write_file_atomic(path, json, strlen(json)) == PF_OK; /* whole or not at all */
     char d[1024];
     pf_run_describe(c, &r, d, sizeof d);
     char shape[96] = "";
@@ -207,7 +203,7 @@ void pf_fuzz_run_case(const char *driver, pf_case *c) {
       snprintf(shape + strlen(shape), sizeof shape - strlen(shape), i ? "x%zu" : "%zu", c->shape[i]);
     fprintf(stderr, "precfuzz finding: %s %s/%s %s/%s shape %s%s%s: %s\n", driver, c->kernel, c->variant,
             pf_dtype_name(c->dtype), pf_dtype_name(c->accum), shape, c->fault[0] ? " fault " : "", c->fault, d);
-    fprintf(stderr, "reproduce with: precfuzz%s replay %s\n", pf_plugins_flags(), f ? path : "(could not save the case)");
+    fprintf(stderr, "reproduce with: precfuzz%s replay %s\n", pf_plugins_flags(), saved ? path : "(could not save the case)");
     free(json);
     abort();
   }

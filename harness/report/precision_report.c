@@ -11,6 +11,7 @@
 #include "harness/case.h"
 #include "harness/cli/cli.h"
 #include "harness/cli/sweep.h"
+#include "harness/tensorfile.h"
 #include "harness/plugin.h"
 #include "harness/report/report.h"
 
@@ -31,7 +32,7 @@ static void help(void) {
          "Exit status: 0 written, 2 bad usage, unreadable or malformed results, or a failure to write.\n");
 }
 
-int main(int argc, char **argv) {
+static int report_main(int argc, char **argv) {
   prog = "precision-report";
   const char *in = NULL, *out = NULL, *format = "html", *save = NULL, *backend = NULL;
   pf_sweep_opts so;
@@ -103,14 +104,13 @@ int main(int argc, char **argv) {
     root = pf_sweep_run(&so);
     if (!root) return usage_error("%s", pf_error_message());
     cJSON_AddNumberToObject(cJSON_GetObjectItem(root, "environment"), "seconds", (double)(time(NULL) - t0));
-    if (save) {
-      FILE *f = fopen(save, "w");
+    if (save) { /* whole, under a temporary name, renamed */
       char *s = cJSON_Print(root);
-      const int bad = !f || fputs(s, f) < 0 || fputc('\n', f) < 0;
+      const pf_status st = s ? pf_write_file_atomic(save, s, strlen(s)) : PF_ERR_NOMEM;
       free(s);
-      if ((f && fclose(f) != 0) || bad) {
+      if (st) {
         cJSON_Delete(root);
-        return usage_error("--save-results: cannot write '%s' (%s)", save, strerror(errno));
+        return usage_error("--save-results: cannot write '%s' (%s)", save, pf_error_message());
       }
     }
   }
@@ -119,16 +119,35 @@ int main(int argc, char **argv) {
     cJSON_Delete(root);
     return usage_error("%s: %s", in ? in : "the sweep's results", err);
   }
-  FILE *f = strcmp(out, "-") == 0 ? stdout : fopen(out, "w");
+  /* the page is made in memory and written whole under a temporary name, then renamed: a
+   * full disk or an interrupt never leaves half a page, nor loses the old one */
+  const int to_stdout = strcmp(out, "-") == 0;
+  char *page = NULL;
+  size_t plen = 0;
+  FILE *f = to_stdout ? stdout : open_memstream(&page, &plen);
   if (!f) {
     cJSON_Delete(root);
-    return usage_error("-o: cannot write '%s' (%s)", out, strerror(errno));
+    return usage_error("-o: out of memory");
   }
   int rc = strcmp(format, "html") == 0 ? pf_report_html(root, f) : strcmp(format, "md") == 0 ? pf_report_md(root, f)
                                                                                             : pf_report_json(root, f);
-  if (f != stdout && fclose(f) != 0) rc = -1;
   cJSON_Delete(root);
-  if (rc) return usage_error("-o: cannot write '%s'", out);
-  if (f != stdout) printf("%s\n", out);
+  if (!to_stdout) {
+    if (fclose(f) != 0) rc = -1;
+    if (!rc && pf_write_file_atomic(out, page, plen)) rc = -1;
+    free(page);
+  }
+  if (rc) return usage_error("-o: cannot write '%s'%s%s", out, to_stdout ? "" : ": ", to_stdout ? "" : pf_error_message());
+  if (!to_stdout) printf("%s\n", out);
   return 0;
+}
+
+/* The path it prints (or the page, with -o -) must reach its reader: exit 2 otherwise. */
+int main(int argc, char **argv) {
+  const int rc = report_main(argc, argv);
+  if (fflush(stdout) != 0 || ferror(stdout)) {
+    fprintf(stderr, "precision-report: cannot write to standard output (%s)\n", strerror(errno));
+    return 2;
+  }
+  return rc;
 }
