@@ -157,6 +157,45 @@ static void pf_bytes_str(char *buf, size_t len, double b) {
   else snprintf(buf, len, "%.1f KiB", b / 0x1p10);
 }
 
+/* Each input's element count, and what judging the case holds in memory (each input element
+ * as binary64, each output element with its exact, rounded and alternative values, status,
+ * bound, verdict and ulps) against the budget: all from the shape, before anything is made. */
+static pf_status pf_case_sizes(const pf_op *op, const pf_case *c) {
+  double bytes = (double)PF_BYTES_PER_OUTPUT * (double)op->output_count(c);
+  for (int i = 0; i < op->ninputs; i++) {
+    const size_t n = op->input_count(c, i);
+    if (n > op->elems_max)
+      return pf_error(PF_ERR_ARG, "input '%s' would have %zu elements, more than %zu", op->input_names[i], n,
+                      op->elems_max);
+    bytes += (double)PF_BYTES_PER_INPUT * (double)n;
+  }
+  double budget;
+  pf_status st = pf_memory_budget(&budget);
+  if (st) return st;
+  if (bytes > budget) {
+    char need[32], have[32];
+    pf_bytes_str(need, sizeof need, bytes);
+    pf_bytes_str(have, sizeof have, budget);
+    return pf_error(PF_ERR_ARG,
+                    "shape: the case needs about %s (%d bytes per output element, %d per input element), more than "
+                    "the %s precfuzz may use (PRECFUZZ_MEMORY_BYTES; default: half of this machine's memory)",
+                    need, PF_BYTES_PER_OUTPUT, PF_BYTES_PER_INPUT, have);
+  }
+  return PF_OK;
+}
+
+pf_status pf_case_check_size(const pf_case *c) {
+  const pf_op *op = pf_op_find(c->kernel);
+  if (!op) return pf_error(PF_ERR_UNKNOWN, "unknown kernel '%s' (see 'precfuzz list')", c->kernel);
+  if (c->ndims != op->ndims)
+    return pf_error(PF_ERR_ARG, "shape: kernel %s needs %d dimensions, got %d", c->kernel, op->ndims, c->ndims);
+  for (int i = 0; i < op->ndims; i++)
+    if (c->shape[i] < 1 || c->shape[i] > op->dim_max[i])
+      return pf_error(PF_ERR_ARG, "shape: %s = %zu is outside [1, %zu]", op->dim_names[i], c->shape[i],
+                      op->dim_max[i]);
+  return pf_case_sizes(op, c);
+}
+
 pf_status pf_case_validate(const pf_case *c) {
   const pf_op *op = pf_op_find(c->kernel);
   if (!op) return pf_error(PF_ERR_UNKNOWN, "unknown kernel '%s' (see 'precfuzz list')", c->kernel);
@@ -186,29 +225,12 @@ pf_status pf_case_validate(const pf_case *c) {
     return pf_error(PF_ERR_UNKNOWN, "fault '%s' does not exist for %s/%s", c->fault, c->kernel, c->variant);
   if (c->ninputs != op->ninputs)
     return pf_error(PF_ERR_ARG, "kernel %s takes %d inputs, got %d", c->kernel, op->ninputs, c->ninputs);
-  for (int i = 0; i < op->ninputs; i++) {
-    const size_t n = op->input_count(c, i);
-    if (n > op->elems_max)
-      return pf_error(PF_ERR_ARG, "input '%s' would have %zu elements, more than %zu", op->input_names[i], n,
-                      op->elems_max);
-    pf_status st = pf_check_gen(&c->inputs[i], op->input_names[i], n, op->input_dtype ? op->input_dtype(c, i) : c->dtype);
-    if (st) return st;
-  }
-  /* what judging the case holds in memory: each input element as binary64, each output
-   * element with its exact, rounded and alternative values, status, bound, verdict and ulps */
-  double bytes = (double)PF_BYTES_PER_OUTPUT * (double)op->output_count(c);
-  for (int i = 0; i < op->ninputs; i++) bytes += (double)PF_BYTES_PER_INPUT * (double)op->input_count(c, i);
-  double budget;
-  pf_status st = pf_memory_budget(&budget);
+  pf_status st = pf_case_sizes(op, c);
   if (st) return st;
-  if (bytes > budget) {
-    char need[32], have[32];
-    pf_bytes_str(need, sizeof need, bytes);
-    pf_bytes_str(have, sizeof have, budget);
-    return pf_error(PF_ERR_ARG,
-                    "shape: the case needs about %s (%d bytes per output element, %d per input element), more than "
-                    "the %s precfuzz may use (PRECFUZZ_MEMORY_BYTES; default: half of this machine's memory)",
-                    need, PF_BYTES_PER_OUTPUT, PF_BYTES_PER_INPUT, have);
+  for (int i = 0; i < op->ninputs; i++) {
+    st = pf_check_gen(&c->inputs[i], op->input_names[i], op->input_count(c, i),
+                      op->input_dtype ? op->input_dtype(c, i) : c->dtype);
+    if (st) return st;
   }
   pf_verdict v;
   if (c->expect[0] && pf_verdict_parse(c->expect, &v))

@@ -47,6 +47,9 @@ pf_status pf_case_copy(pf_case *dst, const pf_case *src);
 /* Checks every field against the kernel's tables: dtypes, shape limits, parameter ranges,
  * fault names, input counts. On failure returns PF_ERR_ARG/UNKNOWN/UNSUPPORTED with a
  * one-line pf_error_message() naming the field. */
+/* The shape alone: dimensions in range, input sizes, the memory judging would take; checked
+ * before inputs are made (an explicit value fills an input of the shape's size). */
+pf_status pf_case_check_size(const pf_case *c);
 pf_status pf_case_validate(const pf_case *c);
 const pf_kernel *pf_case_kernel(const pf_case *c);
 size_t pf_case_elems(const pf_case *c); /* product of the shape */

@@ -212,6 +212,10 @@ n=$((n + 1))
 "$P" run -k softmax -v safe --cases 0x3 2>&1 | grep -q "3 cases" ||
   { echo "FAIL: --cases 0x3 is not three cases"; fail=$((fail + 1)); }
 
+# sizes are checked before anything is made: --input value= fills an input of the shape's size
+PRECFUZZ_MEMORY_BYTES=1G expect2 "the case needs about" run -k softmax -v safe --shape 16384x16384 --input x:value=1 --cases 1
+expect2 "input 'x' would have" run -k softmax -v safe --shape 1048592x1048592 --input x:value=1 --cases 1
+
 # what is written is whole or not at all, and a write that fails is exit 2 (issue 17)
 n=$((n + 1))
 "$P" list >/dev/full 2>"$T/err"

@@ -326,6 +326,7 @@ int build_case(const pf_kernel *k, const run_opts *o, uint64_t seed, pf_case *c)
     c->inputs[t].seed = s;
   }
   int rc = apply_params(c, o);
+  if (!rc && o->ninput_specs && pf_case_check_size(c)) rc = usage_error("%s", pf_error_message()); /* before --input fills it */
   if (!rc) rc = apply_input_specs(c, o);
   if (rc) pf_case_free(c);
   return rc;
