@@ -212,6 +212,13 @@ n=$((n + 1))
 "$P" run -k softmax -v safe --cases 0x3 2>&1 | grep -q "3 cases" ||
   { echo "FAIL: --cases 0x3 is not three cases"; fail=$((fail + 1)); }
 
+# generator options that would be ignored are refused
+expect2 "--exp-range applies to --dist loguniform only" run -k softmax --exp-range -4:4 --cases 1
+expect2 "--outlier-magnitude" run -k softmax --outliers 3 --cases 1
+expect2 "value sets every element and takes no other field" run -k softmax --input x:value=12,dist=uniform --cases 1
+expect2 "exp applies to dist=loguniform only" run -k softmax --input x:exp=-3:3 --cases 1
+expect2 "outliers need outlier_magnitude" run -k softmax --input x:outliers=2 --cases 1
+
 # sizes are checked before anything is made: --input value= fills an input of the shape's size
 PRECFUZZ_MEMORY_BYTES=1G expect2 "the case needs about" run -k softmax -v safe --shape 16384x16384 --input x:value=1 --cases 1
 expect2 "input 'x' would have" run -k softmax -v safe --shape 1048592x1048592 --input x:value=1 --cases 1

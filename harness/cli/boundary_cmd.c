@@ -116,7 +116,7 @@ int pf_cmd_boundary(int argc, char **argv) {
     }
   }
   if (optind < argc) return usage_error("boundary: unexpected argument '%s'", argv[optind]);
-  if (check_seed_range(&o)) return 2;
+  if (check_run_opts(&o)) return 2;
   if (!o.kernel) return usage_error("boundary: -k KERNEL is required (see precfuzz list)");
   if (!o.variant) return usage_error("boundary: -v VARIANT is required (see precfuzz list)");
   if (!along) return usage_error("boundary: --along AXIS is required (value, value:INPUT, scale, scale:INPUT, param:NAME, dim:NAME)");

@@ -230,7 +230,11 @@ int apply_input_specs(pf_case *c, const run_opts *o) {
       if (strcmp(op->input_names[i], buf) == 0) t = i;
     if (t < 0) return usage_error("--input: kernel %s has no input '%s'", c->kernel, buf);
     pf_gen *g = &c->inputs[t];
+    int nfields = 0, has_value = 0, has_exp = 0;
     for (char *save = NULL, *f = strtok_r(colon + 1, ",", &save); f; f = strtok_r(NULL, ",", &save)) {
+      nfields++;
+      has_value |= strncmp(f, "value=", 6) == 0;
+      has_exp |= strncmp(f, "exp=", 4) == 0;
       char *eq = strchr(f, '=');
       if (!eq || eq == f || !eq[1]) return usage_error("--input %s: '%s' is not FIELD=VALUE", buf, f);
       *eq = 0;
@@ -271,6 +275,13 @@ int apply_input_specs(pf_case *c, const run_opts *o) {
         return usage_error("--input %s: unknown field '%s' (dist, scale, exp, outliers, outlier_magnitude, special_rate, value, file)", buf, f);
       }
     }
+    /* fields that would be ignored are refused */
+    if (has_value && nfields > 1)
+      return usage_error("--input %s: value sets every element and takes no other field", buf);
+    if (has_exp && g->dist != PF_DIST_LOGUNIFORM)
+      return usage_error("--input %s: exp applies to dist=loguniform only", buf);
+    if (g->dist != PF_DIST_VALUES && g->outliers && !(g->outlier_mag > 0))
+      return usage_error("--input %s: outliers need outlier_magnitude > 0", buf);
   }
   return 0;
 }
@@ -392,6 +403,7 @@ int case_option(int ch, char *arg, run_opts *o, const char **shape_arg, const ch
         return usage_error("--exp-range: '%s' is not LO:HI with -1100 <= LO <= HI <= 1100", arg);
       o->gen.exp_min = lo;
       o->gen.exp_max = hi;
+      o->exp_given = 1;
       break;
     }
     case O_PREC:
@@ -422,10 +434,14 @@ int case_option(int ch, char *arg, run_opts *o, const char **shape_arg, const ch
   return 0;
 }
 
-int check_seed_range(const run_opts *o) {
+int check_run_opts(const run_opts *o) {
   if (o->cases > 0 && o->cases - 1 > UINT64_MAX - o->seed)
     return usage_error("--seed %llu with --cases %llu: the seeds would pass 2^64 - 1", (unsigned long long)o->seed,
                        (unsigned long long)o->cases);
+  if (o->exp_given && o->gen.dist != PF_DIST_LOGUNIFORM)
+    return usage_error("--exp-range applies to --dist loguniform only (the distribution is %s)", pf_dist_name(o->gen.dist));
+  if (o->gen.outliers && !(o->gen.outlier_mag > 0))
+    return usage_error("--outliers %zu: give their magnitude with --outlier-magnitude M > 0", o->gen.outliers);
   return 0;
 }
 

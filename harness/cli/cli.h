@@ -45,6 +45,7 @@ typedef struct {
   char *file_paths[16];       /* their absolute paths */
   const char *imprecise;      /* --imprecise DTYPE=X,...: the hazard thresholds (already in effect) */
   int mpfr_only;              /* --oracle mpfr (already in effect) */
+  int exp_given;              /* --exp-range was given (it applies to --dist loguniform only) */
 } run_opts;
 
 /* Options of the commands that build cases (getopt_long values). */
@@ -65,8 +66,10 @@ enum { O_SHAPE = 256, O_SCALE, O_DIST, O_SEED, O_CASES, O_FAULT, O_BACKEND, O_JS
       {"oracle", required_argument, 0, O_ORACLE}, {"threads", required_argument, 0, O_THREADS},            \
       {"help", no_argument, 0, 'h'}
 
-/* Case k of N takes seed + k: 0, or usage_error's 2 when that would pass 2^64 - 1. */
-int check_seed_range(const run_opts *o);
+/* After the options: case k of N takes seed + k, which may not pass 2^64 - 1; generator
+ * options that would be ignored (--exp-range without loguniform, --outliers without a
+ * magnitude) are refused. 0, or usage_error's 2. */
+int check_run_opts(const run_opts *o);
 /* --threads N: threads judging one large case (0: one per processor); 0, or usage_error's 2 */
 int parse_threads(const char *arg);
 

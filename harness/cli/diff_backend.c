@@ -89,7 +89,7 @@ static int diff(int argc, char **argv, int by_variant) {
     return usage_error("%s: unknown option '%s' (see precfuzz %s --help)", cmd, argv[optind - 1], cmd);
   }
   if (optind < argc) return usage_error("%s: unexpected argument '%s'", cmd, argv[optind]);
-  if (check_seed_range(&o)) return 2;
+  if (check_run_opts(&o)) return 2;
   if (strcmp(backend, by_variant ? "cpu" : "cuda") != 0)
     return usage_error("%s: --backend is not an option here%s", cmd, by_variant ? "" : " (it runs both)");
   if (o.kernel && !pf_op_find(o.kernel)) return usage_error("-k: unknown kernel '%s' (see precfuzz list)", o.kernel);

@@ -405,7 +405,7 @@ static int cmd_run(int argc, char **argv) {
     }
   }
   if (optind < argc) return usage_error("run: unexpected argument '%s'", argv[optind]);
-  if (check_seed_range(&o)) return 2;
+  if (check_run_opts(&o)) return 2;
   if (o.tensors && !o.save_dir) return usage_error("--tensors needs --save-findings DIR");
   if (!o.kernel) return usage_error("run: -k KERNEL is required (see precfuzz list)");
   const pf_op *op = pf_op_find(o.kernel);
