@@ -440,8 +440,6 @@ cJSON *pf_run_to_cjson(const pf_case *c, const pf_run *r, int per_element) {
   pf_hexfloat(b, r->cmp.max_rel);
   cJSON_AddStringToObject(j, "max_rel", b);
   cJSON_AddNumberToObject(j, "oracle_max_prec", (double)r->oracle.max_prec);
-  cJSON_AddNumberToObject(j, "seconds_kernel", r->seconds_kernel);
-  cJSON_AddNumberToObject(j, "seconds_oracle", r->seconds_oracle);
   if (r->cmp.verdict != PF_V_OK) {
     char d[1024];
     pf_run_describe(c, r, d, sizeof d);

@@ -12,7 +12,14 @@ failed=0
 fail() { echo "FAIL: $*"; failed=$((failed + 1)); }
 ok() { n=$((n + 1)); }
 
-"$P" sweep --quick -o "$T/r.json" >/dev/null || fail "precfuzz sweep --quick"
+"$P" sweep --quick -o "$T/r.json" >/dev/null 2>&1 || fail "precfuzz sweep --quick"
+# results are the same bytes whatever the thread count and the run (timings are said, not stored)
+"$P" sweep --quick --kernel softmax --jobs 1 -o "$T/j1.json" >/dev/null 2>&1 &&
+  "$P" sweep --quick --kernel softmax --jobs 2 -o "$T/j2.json" >/dev/null 2>&1 && cmp -s "$T/j1.json" "$T/j2.json" && ok ||
+  fail "sweep --jobs 1 and --jobs 2 differ"
+"$P" run -k attention -v flash --shape 1x1x8x8x8 --cases 2 --json >"$T/a1.json" 2>/dev/null
+"$P" run -k attention -v flash --shape 1x1x8x8x8 --cases 2 --json >"$T/a2.json" 2>/dev/null
+cmp -s "$T/a1.json" "$T/a2.json" && ok || fail "run --json differs between two identical runs"
 "$R" -i "$T/r.json" -o "$T/r.html" >"$T/out" 2>"$T/err" && grep -qx "$T/r.html" "$T/out" && ok || fail "precision-report -i: $(cat "$T/err")"
 kernels=$("$P" list | awk 'NR > 1 && NF && $1 != "tp_diff" && !/^parameters/ {print $1} /^parameters/ {exit}' | sort -u)
 python3 - "$T/r.html" $kernels <<'PY' && ok || fail "the report's HTML"

@@ -794,7 +794,8 @@ int pf_cmd_sweep(int argc, char **argv) {
   const time_t t0 = time(NULL);
   cJSON *r = pf_sweep_run(&o);
   if (!r) return usage_error("%s", pf_error_message());
-  cJSON_AddNumberToObject(cJSON_GetObjectItem(r, "environment"), "seconds", (double)(time(NULL) - t0));
+  /* the time is said, not stored: results are the same bytes whatever the machine's speed */
+  fprintf(stderr, "sweep: %.0f s\n", difftime(time(NULL), t0));
   char *s = cJSON_Print(r);
   cJSON_Delete(r);
   if (!s) return usage_error("-o: out of memory");
