@@ -15,6 +15,7 @@ PACKAGES=(
   clang libclang-rt-14-dev      # libFuzzer, ASan, UBSan for the fuzz drivers
   python3 python3-mpmath        # independent check of the oracle's values
   python3-venv                  # scripts/python-env.sh: numpy (and PyTorch) for kernel processes
+  time                          # tests/report.sh: a run's peak memory (/usr/bin/time)
 )
 if [ "${1:-}" = "--chromium" ]; then
   PACKAGES=(chromium)

@@ -264,7 +264,40 @@ static void print_hazards(const pf_run *r) {
     if (r->hazards & (1u << h)) printf("  %s: %s\n", pf_hazard_name((pf_hazard)h), r->hazard_note[h]);
 }
 
-static int run_variant(const pf_kernel *k, const run_opts *o, cJSON *jcases, int *any_finding) {
+/* run --json: the results stream out case by case (memory does not grow with --cases): the
+ * object's head before the first case, each case as it is judged, the tail at the end. */
+typedef struct {
+  const run_opts *o;
+  size_t n; /* cases written */
+} run_json;
+
+static void run_json_head(const run_json *js) {
+  cJSON *h = cJSON_CreateObject();
+  cJSON_AddStringToObject(h, "precfuzz", PF_VERSION);
+  cJSON_AddStringToObject(h, "backend", pf_backend_name(js->o->backend));
+  cJSON_AddStringToObject(h, "device", js->o->device);
+  char *s = cJSON_PrintUnformatted(h);
+  const size_t len = strlen(s);
+  printf("%.*s,\"cases\":[\n", (int)(len - 1), s); /* the head's fields, then the cases' array */
+  free(s);
+  cJSON_Delete(h);
+}
+
+static void run_json_case(run_json *js, cJSON *jr) {
+  if (js->n == 0) run_json_head(js);
+  char *s = cJSON_Print(jr);
+  printf("%s%s", js->n ? ",\n" : "", s);
+  free(s);
+  cJSON_Delete(jr);
+  js->n++;
+}
+
+static void run_json_tail(run_json *js, int any_finding) {
+  if (js->n == 0) run_json_head(js);
+  printf("\n],\"findings\":%s}\n", any_finding ? "true" : "false");
+}
+
+static int run_variant(const pf_kernel *k, const run_opts *o, run_json *jcases, int *any_finding) {
   size_t counts[PF_NVERDICTS] = {0};
   int64_t max_ulps = 0;
   double max_rel = 0, secs_k = 0, secs_o = 0;
@@ -328,7 +361,7 @@ static int run_variant(const pf_kernel *k, const run_opts *o, cJSON *jcases, int
         cJSON *jr = pf_run_to_cjson(&c, &r, 1);
         cJSON_AddNumberToObject(jr, "seed", (double)seed);
         if (saved[0]) cJSON_AddStringToObject(jr, "saved", saved);
-        cJSON_AddItemToArray(jcases, jr);
+        run_json_case(jcases, jr);
       } else if (finding && printed < o->max_print) {
         char d[1024], rep[1536];
         pf_run_describe(&c, &r, d, sizeof d);
@@ -440,14 +473,7 @@ static int run_command(run_opts *op_) {
   if (o.fault && o.variant && !pf_kernel_has_fault(pf_kernel_find(o.kernel, o.variant), o.fault))
     return usage_error("--fault: '%s' does not exist for %s/%s (see precfuzz list)", o.fault, o.kernel, o.variant);
 
-  cJSON *root = NULL, *jcases = NULL;
-  if (o.json) {
-    root = cJSON_CreateObject();
-    cJSON_AddStringToObject(root, "precfuzz", PF_VERSION);
-    cJSON_AddStringToObject(root, "backend", pf_backend_name(o.backend));
-    cJSON_AddStringToObject(root, "device", o.device);
-    jcases = cJSON_AddArrayToObject(root, "cases");
-  }
+  run_json js = {&o, 0}, *jcases = o.json ? &js : NULL;
   int any_finding = 0, ran = 0;
   for (size_t i = 0; i < pf_kernel_count(); i++) {
     const pf_kernel *k = pf_kernel_at(i);
@@ -456,23 +482,12 @@ static int run_command(run_opts *op_) {
                        (o.backend == PF_BACKEND_CUDA && !k->run_cuda)))
       continue; /* running all variants: skip those that cannot take these settings */
     ran++;
-    if ((rc = run_variant(k, &o, jcases, &any_finding))) {
-      cJSON_Delete(root);
-      return rc;
-    }
+    if ((rc = run_variant(k, &o, jcases, &any_finding))) return rc;
   }
-  if (!ran) {
-    cJSON_Delete(root);
+  if (!ran)
     return usage_error("run: no variant of %s supports dtype %s with accumulation %s%s%s", o.kernel,
                        pf_dtype_name(o.dtype), pf_dtype_name(o.accum), o.fault ? " and fault " : "", o.fault ? o.fault : "");
-  }
-  if (root) {
-    cJSON_AddBoolToObject(root, "findings", any_finding);
-    char *s = cJSON_Print(root);
-    puts(s);
-    free(s);
-    cJSON_Delete(root);
-  }
+  if (jcases) run_json_tail(jcases, any_finding);
   if (pf_save_failed) return EXIT_USAGE; /* said on stderr when it happened */
   return any_finding ? EXIT_FINDINGS : 0;
 }
