@@ -21,7 +21,11 @@ ok() { n=$((n + 1)); }
 "$P" run -k attention -v flash --shape 1x1x8x8x8 --cases 2 --json >"$T/a2.json" 2>/dev/null
 cmp -s "$T/a1.json" "$T/a2.json" && ok || fail "run --json differs between two identical runs"
 # run --json streams: memory does not grow with the cases (4,000 cases took 175 MB more than 200)
-rss() { /usr/bin/time -f "%M" "$P" run -k softmax -v safe --shape 2x16 --cases "$1" --json 2>&1 >/dev/null | tail -1; }
+# (under ASan, freed memory waits in its quarantine: switched off here, it would count as growth)
+rss() {
+  ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=0 /usr/bin/time -f "%M" \
+    "$P" run -k softmax -v safe --shape 2x16 --cases "$1" --json 2>&1 >/dev/null | tail -1
+}
 few=$(rss 200) many=$(rss 4000)
 [ $((many - few)) -lt 20000 ] && ok || fail "run --json grew by $((many - few)) KB from 200 to 4000 cases"
 "$R" -i "$T/r.json" -o "$T/r.html" >"$T/out" 2>"$T/err" && grep -qx "$T/r.html" "$T/out" && ok || fail "precision-report -i: $(cat "$T/err")"
