@@ -241,6 +241,17 @@ if [ "$(cat "$T/old.json")" != '{"old": "results"}' ] || ls "$T" | grep -q "old.
 fi
 expect2 "-o: " sweep -o /dev/full/results.json
 
+# loss_scale's domain: fp16's overflow threshold is max + ulp/2 = 65520, so a gradient of
+# 65504 (or 65519) at scale 1 is applied, not "overflows even at the smallest scale"
+for g in 65504 65519; do
+  n=$((n + 1))
+  ! "$P" run -k loss_scale -v static -t fp16 --param scale0=1 --shape 2x4 --input g:value=$g --cases 1 2>&1 |
+    grep -q "cases outside the contract's domain" || { echo "FAIL: loss_scale g = $g at scale 1 is outside the domain"; fail=$((fail + 1)); }
+done
+n=$((n + 1))
+"$P" run -k loss_scale -v static -t fp16 --param scale0=1 --shape 2x4 --input g:value=65520 --cases 1 2>&1 |
+  grep -q "1 of 1 cases outside the contract's domain" || { echo "FAIL: loss_scale g = 65520 at scale 1 is in the domain"; fail=$((fail + 1)); }
+
 # and the good file is fine
 "$P" replay "$T/good.json" >/dev/null 2>&1 || { echo "FAIL: good case did not replay"; fail=$((fail + 1)); }
 echo "cli_errors: $((n - fail)) passed, $fail failed"

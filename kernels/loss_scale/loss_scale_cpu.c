@@ -205,7 +205,10 @@ int pf_loss_scale_in_domain(const pf_case *c, const pf_tensor *in, char *why, si
       snprintf(why, len, "step %zu: a non-finite true gradient", x / n + 1);
       return 0;
     }
-    if (smin > 0 && fabs(g) * smin >= pf_max_finite(c->dtype)) {
+    /* |g| smin is exact in binary64; it overflows T where rounding to nearest reaches inf:
+     * at max + ulp(max)/2, as the reference scaler decides it (g = 65504 at scale 1 does not) */
+    const double thr = pf_max_finite(c->dtype) + pf_ulp(c->dtype, pf_max_finite(c->dtype)) / 2;
+    if (smin > 0 && fabs(g) * smin >= thr) {
       snprintf(why, len, "step %zu: |g| = %g overflows %s even at the smallest scale %g", x / n + 1, fabs(g),
                pf_dtype_name(c->dtype), smin);
       return 0;
