@@ -29,11 +29,59 @@ static void pf_register_builtins(void) {
   for (size_t i = 0; pf_tp_kernels[i]; i++) pf_kernel_register(pf_tp_kernels[i]);
 }
 
+/* A name that may go into a file path and a command line: 1 to 64 of [A-Za-z0-9._-]. */
+static int pf_name_ok(const char *s) {
+  if (!s || !*s || strlen(s) > 64) return 0;
+  for (; *s; s++)
+    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || strchr("._-", *s)))
+      return 0;
+  return 1;
+}
+
+/* The tables a kernel brings, checked once at registration so that nothing later reads a NULL
+ * or an out-of-range field: the first that is wrong, by name. */
+static pf_status pf_kernel_check(const pf_kernel *k) {
+  const pf_op *op = k->op;
+#define PF_BAD(...) return pf_error(PF_ERR_ARG, "kernel registration: " __VA_ARGS__)
+  if (!pf_name_ok(op->name)) PF_BAD("op name must be 1 to 64 of A-Z a-z 0-9 . _ -");
+  if (!pf_name_ok(k->variant)) PF_BAD("%s: variant name must be 1 to 64 of A-Z a-z 0-9 . _ -", op->name);
+  if (!op->summary || !k->summary) PF_BAD("%s/%s: summary is NULL", op->name, k->variant);
+  if (op->ndims < 1 || op->ndims > PF_MAX_DIMS) PF_BAD("%s: ndims %d is not in [1, %d]", op->name, op->ndims, PF_MAX_DIMS);
+  if (!op->dim_names) PF_BAD("%s: dim_names is NULL", op->name);
+  for (int d = 0; d < op->ndims; d++) {
+    if (!op->dim_names[d]) PF_BAD("%s: dim_names[%d] is NULL", op->name, d);
+    if (op->dim_max[d] < 1 || op->dim_default[d] < 1 || op->dim_default[d] > op->dim_max[d])
+      PF_BAD("%s: dimension %d: default %zu not in [1, max %zu]", op->name, d, op->dim_default[d], op->dim_max[d]);
+  }
+  if (op->elems_max < 1) PF_BAD("%s: elems_max is 0", op->name);
+  if (op->nparams < 0 || op->nparams > PF_MAX_PARAMS || (op->nparams && !op->params))
+    PF_BAD("%s: nparams %d with %s params", op->name, op->nparams, op->params ? "its" : "no");
+  for (int i = 0; i < op->nparams; i++)
+    if (!pf_name_ok(op->params[i].name)) PF_BAD("%s: parameter %d has no proper name", op->name, i);
+  if (op->ninputs < 1 || op->ninputs > PF_MAX_INPUTS || !op->input_names)
+    PF_BAD("%s: ninputs %d is not in [1, %d], or input_names is NULL", op->name, op->ninputs, PF_MAX_INPUTS);
+  for (int i = 0; i < op->ninputs; i++)
+    if (!pf_name_ok(op->input_names[i])) PF_BAD("%s: input %d has no proper name", op->name, i);
+  if (!op->input_count || !op->output_count || !op->oracle)
+    PF_BAD("%s: input_count, output_count and oracle are required", op->name);
+  if (!k->dtypes || (k->dtypes & ~(unsigned)((1u << PF_NDTYPES) - 1)))
+    PF_BAD("%s/%s: dtypes 0x%x names no dtype or an unknown one", op->name, k->variant, k->dtypes);
+  if (!k->accums || (k->accums & ~(unsigned)(((1u << PF_NDTYPES) - 1) | PF_ACCUM_STORAGE)))
+    PF_BAD("%s/%s: accums 0x%x names no dtype or an unknown one", op->name, k->variant, k->accums);
+  /* one op, one table: a second op of the same name would answer for the first */
+  const pf_op *same = pf_op_find(op->name);
+  if (same && same != op) PF_BAD("op '%s' is already registered, with another table", op->name);
+#undef PF_BAD
+  return PF_OK;
+}
+
 pf_status pf_kernel_register(const pf_kernel *k) {
   pf_register_builtins();
   if (!k || k->abi != PF_KERNEL_ABI || !k->op || !k->variant || !k->run_cpu || !k->bound || !k->in_domain)
     return pf_error(PF_ERR_ARG, "kernel registration: incomplete kernel or ABI %d (expected %d)",
                     k ? k->abi : -1, PF_KERNEL_ABI);
+  pf_status st = pf_kernel_check(k);
+  if (st) return st;
   if (pf_kernel_find(k->op->name, k->variant))
     return pf_error(PF_ERR_ARG, "kernel %s/%s is already registered", k->op->name, k->variant);
   if (pf_nregistry == PF_MAX_KERNELS) return pf_error(PF_ERR_NOMEM, "kernel registry full");

@@ -72,6 +72,16 @@ expect2 "has no pf_plugin_init" "$P" --kernels "$L/bad_plugin_no_init.so" list
 expect2 "registered no kernel" "$P" --kernels "$L/bad_plugin_empty.so" list
 expect2 "pf_plugin_init failed: kernel registration: incomplete kernel or ABI 99 (expected 4)" "$P" --kernels "$L/bad_plugin_abi.so" list
 expect2 "pf_plugin_init failed: this library refuses to register" "$P" --kernels "$L/bad_plugin_fails.so" list
+# tables with one field wrong: refused at registration, naming the field (they crashed list or run)
+expect2 "softmax-copy/broken: summary is NULL" "$P" --kernels "$L/bad_plugin_table1.so" list
+expect2 "softmax-copy: ndims 99 is not in [1, 5]" "$P" --kernels "$L/bad_plugin_table2.so" list
+expect2 "softmax-copy: input_count, output_count and oracle are required" "$P" --kernels "$L/bad_plugin_table3.so" list
+expect2 "op name must be 1 to 64 of" "$P" --kernels "$L/bad_plugin_table4.so" list
+expect2 "softmax-copy: variant name must be 1 to 64 of" "$P" --kernels "$L/bad_plugin_table5.so" list
+expect2 "softmax-copy: variant name must be 1 to 64 of" "$P" --kernels "$L/bad_plugin_table6.so" list
+expect2 "op 'softmax' is already registered, with another table" "$P" --kernels "$L/bad_plugin_table7.so" list
+expect2 "softmax-copy/broken: dtypes 0x0" "$P" --kernels "$L/bad_plugin_table8.so" list
+expect2 "softmax-copy: input_count, output_count and oracle are required" "$P" --kernels "$L/bad_plugin_table9.so" list
 expect2 "kernel softmax/fast-exp is already registered" "$P" --kernels "$LIB" --kernels "$LIB" list
 expect2 "--kernels needs a shared library" "$P" --kernels
 expect2 "PRECFUZZ_KERNELS: cannot load $T/none.so" env PRECFUZZ_KERNELS="$T/none.so" "$P" list

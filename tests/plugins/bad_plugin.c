@@ -1,5 +1,6 @@
 /* Libraries that --kernels must refuse with one line (tests/plugin.sh), one per PF_BAD_*:
- * no pf_plugin_init, an init that registers nothing, a kernel of another ABI, an init that fails. */
+ * no pf_plugin_init, an init that registers nothing, a kernel of another ABI, an init that fails,
+ * and tables with one field wrong (PF_BAD_TABLE_*: a copy of softmax/safe and its op, broken). */
 #include "kernels/kernel.h"
 
 #if defined(PF_BAD_NO_INIT)
@@ -12,6 +13,28 @@ pf_status pf_plugin_init(void) {
   k = *pf_kernel_find("softmax", "safe");
   k.abi = 99;
   k.variant = "other-abi";
+  return pf_kernel_register(&k);
+}
+#elif defined(PF_BAD_TABLE)
+static pf_kernel k;
+static pf_op op;
+pf_status pf_plugin_init(void) {
+  k = *pf_kernel_find("softmax", "safe");
+  op = *k.op;
+  op.name = "softmax-copy";
+  k.op = &op;
+  k.variant = "broken";
+  switch (PF_BAD_TABLE) {
+  case 1: op.summary = NULL; break;
+  case 2: op.ndims = 99; break;
+  case 3: op.oracle = NULL; break;
+  case 4: op.name = NULL; break;
+  case 5: k.variant = "../escape"; break;
+  case 6: k.variant = ""; break;
+  case 7: op.name = "softmax"; break; /* a second op of that name, with another table */
+  case 8: k.dtypes = 0; break;
+  case 9: op.input_count = NULL; break;
+  }
   return pf_kernel_register(&k);
 }
 #else
