@@ -28,6 +28,14 @@ void pf_hexfloat(char buf[40], double x) {
   else snprintf(buf, 40, "%a", x);
 }
 
+/* A number that strtod takes but that binary64 holds as 0 (pf_parse_double refuses it). */
+static int pf_parse_double_underflows(const char *s) {
+  char *end;
+  errno = 0;
+  const double v = strtod(s, &end);
+  return *s && !isspace((unsigned char)*s) && !*end && v == 0 && errno == ERANGE;
+}
+
 pf_status pf_parse_double(const char *s, double *out) {
   if (!s || !*s) return PF_ERR_PARSE;
   if (strcmp(s, "nan") == 0 || strcmp(s, "NaN") == 0) { *out = NAN; return PF_OK; }
@@ -461,8 +469,8 @@ static pf_status pf_gen_from_cjson(pf_gen *g, const cJSON *o, const char *what, 
     size_t i = 0;
     for (const cJSON *v = vals->child; v; v = v->next, i++) {
       if (!cJSON_IsString(v) || pf_parse_double(v->valuestring, &g->values[i]))
-        return pf_error(PF_ERR_PARSE, "%s: value %zu of input '%s' is not a hex float (or inf, -inf, nan)", what,
-                        i, name);
+        return pf_error(PF_ERR_PARSE, "%s: value %zu of input '%s' is not a hex float (or inf, -inf, nan)%s", what,
+                        i, name, cJSON_IsString(v) && pf_parse_double_underflows(v->valuestring) ? ": it underflows to 0" : "");
     }
     return PF_OK;
   }

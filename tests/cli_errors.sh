@@ -191,7 +191,7 @@ expect2 "NUL character" replay "$T/nul.json"
 expect2 "field 'dtype' is given twice" replay "$T/dupkey.json"
 expect2 "field 'alpha' is given twice" replay "$T/dupparam.json"
 expect2 "beyond 2^53" replay "$T/bigseed.json"
-expect2 "underflow.json: value 1 of input 'x' is not a hex float" replay "$T/underflow.json"
+expect2 "underflow.json: value 1 of input 'x' is not a hex float (or inf, -inf, nan): it underflows to 0" replay "$T/underflow.json"
 expect2 "underflow2.json: value 1 of input 'x' is not a hex float" replay "$T/underflow2.json"
 expect2 "value '1e-400' is not a number" run -k softmax --shape 1x2 --input x:value=1e-400 --cases 1
 printf '{"format":"precfuzz-results/1","format":"x"}' >"$T/dupresults.json"
@@ -205,6 +205,7 @@ expect2 "--seed" run -k softmax --seed ' -1' --cases 1
 expect2 "--seed" run -k softmax --seed '1 ' --cases 1
 expect2 "--cases" run -k softmax --cases ' 3'
 expect2 "the seeds would pass 2^64 - 1" run -k softmax --seed 18446744073709551615 --cases 3
+expect2 "the seeds would pass 2^64 - 1" sweep --seed 18446744073709551615 --cases 3 -o "$T/never.json"
 n=$((n + 1))
 "$P" run -k softmax -v safe --cases 010 2>&1 | grep -q "10 cases" ||
   { echo "FAIL: --cases 010 is not ten cases"; fail=$((fail + 1)); }

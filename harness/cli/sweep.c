@@ -784,6 +784,8 @@ int pf_cmd_sweep(int argc, char **argv) {
       o.jobs = (int)u;
     }
   }
+  if (o.cases - 1 > UINT64_MAX - o.seed) /* case k of a point takes seed + k */
+    return usage_error("--seed %llu with --cases %u: the seeds would pass 2^64 - 1", (unsigned long long)o.seed, o.cases);
   int rc = pf_sweep_backend(&o, backend);
   if (rc) return rc;
   const int to_stdout = strcmp(out, "-") == 0;
