@@ -1,6 +1,7 @@
 #include "dtype.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 static const char *const pf_dtype_names[PF_NDTYPES] = {"fp32", "fp16", "bf16"};
@@ -40,17 +41,18 @@ double pf_min_subnormal(pf_dtype t) {
 double pf_unit_roundoff(pf_dtype t) { return ldexp(1.0, -pf_format_of(t).prec); }
 
 double pf_ulp(pf_dtype t, double x) {
-  pf_format f = pf_format_of(t);
-  int e = f.emax;
-  if (isfinite(x) && x != 0) {
-    (void)frexp(x, &e);
-    e -= 1; /* |x| in [2^e, 2^(e+1)) */
-    if (e < f.emin) e = f.emin;
-    if (e > f.emax) e = f.emax;
-  } else if (x == 0) {
-    e = f.emin;
-  }
-  return ldexp(1.0, e - f.prec + 1);
+  /* from the bits (the fast oracles call it per output): |x| in [2^e, 2^(e+1)), e clamped to
+   * t's exponents (0 and binary64's subnormals to emin, inf and NaN to emax) */
+  const pf_format f = pf_format_of(t);
+  uint64_t b;
+  memcpy(&b, &x, sizeof b);
+  int e = isfinite(x) ? (int)((b >> 52) & 0x7ff) - 1023 : f.emax;
+  if (e < f.emin) e = f.emin;
+  if (e > f.emax) e = f.emax;
+  const uint64_t r = (uint64_t)(e - f.prec + 1 + 1023) << 52; /* >= 2^-149: normal in binary64 */
+  double u;
+  memcpy(&u, &r, sizeof u);
+  return u;
 }
 
 int64_t pf_ordinal(pf_dtype t, double x) {

@@ -139,7 +139,6 @@ __attribute__((target("avx2,fma"))) static void pf_pv_avx2(const double *ph, con
 
 pf_status pf_attn_fast_init(pf_attn_fast *f, const pf_case *c, const pf_tensor *in, int store_sp, int mask,
                             double sentinel, double Lstore, size_t off) {
-  memset(f, 0, sizeof *f);
   const size_t heads = c->shape[0] * c->shape[1], Lq = c->shape[2], Lk = c->shape[3], d = c->shape[4];
   *f = (pf_attn_fast){.heads = heads, .Lq = Lq, .Lk = Lk, .d = d, .Q = in[0].data, .mask = mask,
                       .store_sp = store_sp, .sentinel = sentinel, .Lstore = Lstore, .off = off, .dt = c->dtype};

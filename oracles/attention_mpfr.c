@@ -204,7 +204,11 @@ static void pf_at_rows(void *ctx, int t, size_t begin, size_t end) {
   k->max_prec[t] = prec0;
   for (size_t u = begin; u < end; u++) {
     const size_t h = u / k->Lq, i = u % k->Lq;
-    if (fast && (pf_at_row_undefined(k, h, i) || pf_attn_fast_row(&k->fp, h, i, k->out, &fw))) {
+    if (pf_at_row_undefined(k, h, i)) { /* by rule: counted with the path that is on */
+      (fast ? k->fast_units : k->mpfr_units)[t]++;
+      continue;
+    }
+    if (fast && pf_attn_fast_row(&k->fp, h, i, k->out, &fw)) {
       k->fast_units[t]++;
       continue;
     }
@@ -213,7 +217,7 @@ static void pf_at_rows(void *ctx, int t, size_t begin, size_t end) {
       pf_at_init(&w, k->Lk, prec0);
       have_w = 1;
     }
-    if (!pf_at_row_undefined(k, h, i)) pf_at_row_mpfr(k, &w, &prec_now, &k->max_prec[t], h, i);
+    pf_at_row_mpfr(k, &w, &prec_now, &k->max_prec[t], h, i);
   }
   if (have_w) pf_at_free(&w);
   if (fast) pf_attn_fast_work_free(&fw);

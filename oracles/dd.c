@@ -71,17 +71,6 @@ PF_DD_CLONES pf_dd pf_dd_exp(pf_dd z) {
   return pf_dd_ldexp(pf_dd_mul(pf_exp2_tab[j], p), (int)k);
 }
 
-double pf_quantum(pf_dtype t, double x) {
-  const pf_format f = pf_format_of(t);
-  uint64_t xb;
-  memcpy(&xb, &x, sizeof xb);
-  const int e = (int)((xb >> 52) & 0x7ff) - 1023, q = (e < f.emin ? f.emin : e) - (f.prec - 1);
-  const uint64_t b = (uint64_t)(q + 1023) << 52; /* q >= -149: a normal binary64 power of two */
-  double r;
-  memcpy(&r, &b, sizeof r);
-  return r;
-}
-
 /* The hi part decides, but on a midpoint of t, where the low part breaks the tie: x.hi is a
  * midpoint when it lies half the spacing at its own exponent from r (below a power of two r
  * that spacing is the smaller one, the binade x.hi is in), and the other candidate is r plus
@@ -89,7 +78,7 @@ double pf_quantum(pf_dtype t, double x) {
 double pf_dd_round_dtype(pf_dd x, pf_dtype t) {
   const double r = pf_round(t, x.hi);
   if (x.lo == 0 || r == x.hi) return r;
-  const double q = pf_quantum(t, x.hi);
+  const double q = pf_ulp(t, x.hi);
   if (fabs(x.hi - r) * 2 != q) return r; /* not a midpoint (x.hi - r is exact: they are close) */
   return (x.lo > 0) == (x.hi > r) ? r + (x.hi > r ? q : -q) : r;
 }
@@ -108,7 +97,7 @@ int pf_dd_decided(pf_dd y, double w, pf_dtype t, double *r) {
   /* t: r's rounding region reaches half the spacing q at y.hi's exponent on y.hi's side of r,
    * and at least q / 4 on the other (spacings halve at most, below a power of two) */
   *r = pf_round(t, y.hi);
-  const double q = pf_quantum(t, y.hi), d = fabs(y.hi - *r), margin = fmin(q * 0.5 - d, q * 0.25 + d);
+  const double q = pf_ulp(t, y.hi), d = fabs(y.hi - *r), margin = fmin(q * 0.5 - d, q * 0.25 + d);
   return margin > reach + a * 0x1p-100;
 }
 

@@ -91,9 +91,6 @@ pf_dd pf_dd_exp(pf_dd z);
 /* RN (ties to even) of the double word x = hi + lo to dtype t, |x| below t's largest finite. */
 double pf_dd_round_dtype(pf_dd x, pf_dtype t);
 
-/* The spacing of t's values at x (|x| below t's largest finite): 2^(max(e, emin) - p + 1) for
- * |x| in [2^e, 2^(e+1)). */
-double pf_quantum(pf_dtype t, double x);
 /* 1, and *r the value of t that every point of [y - w, y + w] rounds to, when a cheap test
  * shows that the interval holds no rounding boundary of t and none of binary64 (y.hi is then
  * the binary64 nearest every point of it); 0 when the test cannot tell (the caller takes the

@@ -194,7 +194,7 @@ static void test_dd_decided_is_sound(void **state) {
       const int e = (int)(s % 40) - 20;
       double r = pf_round((pf_dtype)t, i % 4 == 0 ? ldexp(1.0, e) : ldexp(1 + u, e)); /* a value of t */
       if (i % 8 == 1) r = -r;
-      const double q = pf_quantum((pf_dtype)t, r);
+      const double q = pf_ulp((pf_dtype)t, r);
       const double off = q * ((double)((s >> 3) % 2001) / 2000.0 - 0.5) * 1.02; /* around r, a hair past its region */
       const pf_dd y = pf_two_sum(r + off, (r + off) * 0x1p-60 * (u - 0.5));
       if (y.hi == 0) continue;
