@@ -180,7 +180,8 @@ static void test_dd_sqrt_within_its_bound(void **state) {
 
 /* The cheap test never says "decided" wrongly: where it does, MPFR rounds both ends of the
  * interval to its value of t and to y.hi in binary64; around values of t, powers of two (where
- * the spacing halves) among them, with widths from far below to above the spacing. */
+ * the spacing halves) among them, on t's rounding boundaries and a few binary64 steps from
+ * them, with widths from far below to above the spacing. */
 static void test_dd_decided_is_sound(void **state) {
   (void)state;
   mpfr_t v;
@@ -196,7 +197,12 @@ static void test_dd_decided_is_sound(void **state) {
       if (i % 8 == 1) r = -r;
       const double q = pf_ulp((pf_dtype)t, r);
       const double off = q * ((double)((s >> 3) % 2001) / 2000.0 - 0.5) * 1.02; /* around r, a hair past its region */
-      const pf_dd y = pf_two_sum(r + off, (r + off) * 0x1p-60 * (u - 0.5));
+      double c = r + off;
+      if (i % 3 == 2) { /* on a rounding boundary of t, or a few binary64 steps from it */
+        c = r + (i % 2 ? q : -q) / 2;
+        for (int k = (int)(s >> 40) % 7 - 3; k; k += k > 0 ? -1 : 1) c = nextafter(c, k > 0 ? INFINITY : -INFINITY);
+      }
+      const pf_dd y = pf_two_sum(c, c * 0x1p-60 * (u - 0.5));
       if (y.hi == 0) continue;
       const double w = q * ldexp(u, -(int)((s >> 20) % 60));
       double got;
