@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include <sys/stat.h>
 
+#include "harness/parallel.h"
 #include "kernels/kernel.h"
 #include "rng.h"
 #include "tensorfile.h"
@@ -179,6 +180,7 @@ static pf_status pf_case_sizes(const pf_op *op, const pf_case *c) {
   }
   double budget;
   pf_status st = pf_memory_budget(&budget);
+  if (!st) st = pf_simd_setting_check();
   if (st) return st;
   if (bytes > budget) {
     char need[32], have[32];

@@ -19,6 +19,12 @@ int pf_avx2(void) {
 }
 void pf_avx2_reprobe(void) { pf_avx2_ok = -1; }
 
+pf_status pf_simd_setting_check(void) {
+  const char *s = getenv("PRECFUZZ_SIMD");
+  if (!s || !*s || strcmp(s, "on") == 0 || strcmp(s, "off") == 0) return PF_OK;
+  return pf_error(PF_ERR_ARG, "PRECFUZZ_SIMD: '%s' is not on or off", s);
+}
+
 static int pf_threads_setting; /* 0: one per processor */
 
 void pf_parallel_set_threads(int n) { pf_threads_setting = n < 0 ? 0 : n; }

@@ -7,6 +7,8 @@
 
 #include <stddef.h>
 
+#include "harness/status.h"
+
 #define PF_MAX_THREADS 256
 
 /* fn(ctx, thread, begin, end) over [0, n): thread t of `threads` takes the t-th chunk; the
@@ -24,5 +26,8 @@ void pf_parallel_set_threads(int n);
  * "off" is how the tests show it). */
 int pf_avx2(void);
 void pf_avx2_reprobe(void); /* read PRECFUZZ_SIMD again (tests) */
+/* PRECFUZZ_SIMD unset, empty, on or off; anything else is PF_ERR_ARG naming it (checked with
+ * every case, as PRECFUZZ_MEMORY_BYTES is). */
+pf_status pf_simd_setting_check(void);
 
 #endif

@@ -167,6 +167,7 @@ CUDA_VISIBLE_DEVICES= expect2 "no CUDA" sweep --backend cuda -o "$T/cuda.json"
 # against 112 bytes per output and 16 per input element; 4096x4096 softmax needs 2.0 GiB
 PRECFUZZ_MEMORY_BYTES=1G expect2 "shape: the case needs about 2.0 GiB (112 bytes per output element, 16 per input element), more than the 1.0 GiB" \
   run -k softmax --shape 4096x4096
+PRECFUZZ_SIMD=of expect2 "PRECFUZZ_SIMD: 'of' is not on or off" run -k softmax --cases 1
 PRECFUZZ_MEMORY_BYTES=1X expect2 "PRECFUZZ_MEMORY_BYTES: '1X' is not a size" run -k softmax
 PRECFUZZ_MEMORY_BYTES=0.5 expect2 "PRECFUZZ_MEMORY_BYTES: '0.5' is not a size" run -k softmax
 PRECFUZZ_MEMORY_BYTES=0.5G expect2 "more than the 512.0 MiB precfuzz may use" run -k softmax --shape 4096x4096
