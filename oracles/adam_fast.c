@@ -25,7 +25,9 @@
 
 #include <mpfr.h>
 
+#include "harness/parallel.h"
 #include "kernels/adam/adam_math.h" /* the variants' PF_ADAM_* values */
+#include "oracles/dd_avx2.h"
 #include "oracles/oracle_util.h"
 
 static pf_dd pf_bias_correction(double b, unsigned long t) {
@@ -54,6 +56,7 @@ void pf_adam_fast_init(pf_adam_fast *f, const pf_case *c, int master, pf_dtype s
   f->l2 = pf_case_param(c, "mode") == 1;
   f->eps_inside = algo == PF_ADAM_EPS_INSIDE;
   f->master = master, f->st = st, f->pt = pt, f->t = c->dtype;
+  f->avx2 = pf_avx2();
 }
 
 /* nonzero and below 2^-900: a double word's low part could be subnormal */
@@ -113,4 +116,99 @@ PF_DD_CLONES int pf_adam_fast_element(const pf_adam_fast *f, size_t i, size_t n,
   if (!pf_fast_settle(out, 2 * n + i, pp, e, f->pt)) return 0;
   if (f->master && !pf_fast_settle(out, 3 * n + i, pp, e, f->t)) return 0;
   return 1;
+}
+
+#ifdef PF_DD_AVX2
+/* pf_adam_fast_element on elements i..i+3, the same operations lane for lane; only a lane whose
+ * every output the cheap test settles is written (the others go through the scalar path, which
+ * computes the same values and can still settle them from the ends). */
+PF_AVX2_TARGET static int pf_adam_fast_4_avx2(const pf_adam_fast *f, size_t i, size_t n, const double *P,
+                                              const double *G, const double *M, const double *V,
+                                              pf_oracle_result *out) {
+  const __m256d s = pf4_c(1 + 0x1p-40), zero = _mm256_setzero_pd();
+  const __m256d p = _mm256_loadu_pd(P), g = _mm256_loadu_pd(G), m = _mm256_loadu_pd(M), v = _mm256_loadu_pd(V);
+  const __m256d inf = pf4_c(INFINITY);
+  __m256d ok = _mm256_and_pd(_mm256_and_pd(_mm256_cmp_pd(pf4_abs(p), inf, _CMP_LT_OQ),
+                                           _mm256_cmp_pd(pf4_abs(g), inf, _CMP_LT_OQ)),
+                             _mm256_and_pd(_mm256_cmp_pd(pf4_abs(m), inf, _CMP_LT_OQ),
+                                           _mm256_cmp_pd(pf4_abs(v), inf, _CMP_LT_OQ)));
+  ok = _mm256_and_pd(ok, _mm256_cmp_pd(v, zero, _CMP_GE_OQ));
+  /* g' and m' */
+  pf_dd4 gp = pf4_d(g);
+  __m256d eg = zero;
+  if (f->l2) {
+    gp = pf4_add_d(pf4_two_prod(pf4_c(f->wd), p), g);
+    eg = _mm256_mul_pd(_mm256_mul_pd(pf4_c(0x1p-104), pf4_abs(gp.hi)), s);
+  }
+  const pf_dd4 B = pf4_mul(pf4_bcast(f->k1), gp), mp = pf4_add(pf4_two_prod(pf4_c(f->b1), m), B);
+  const __m256d em = _mm256_mul_pd(_mm256_add_pd(_mm256_add_pd(_mm256_mul_pd(pf4_c(fabs(f->k1.hi)), eg),
+                                                               _mm256_mul_pd(pf4_c(0x1p-101), pf4_abs(B.hi))),
+                                                 _mm256_mul_pd(pf4_c(0x1p-103), pf4_abs(mp.hi))),
+                                   s);
+  __m256d bad = _mm256_or_pd(_mm256_or_pd(pf4_tiny(gp), pf4_tiny(B)), pf4_tiny(mp));
+  __m256d rm, rv, rp, rt = zero;
+  ok = _mm256_and_pd(ok, pf4_settle(mp, em, f->st, &rm));
+  /* v' (every term >= 0) */
+  const pf_dd4 g2 = pf4_mul(gp, gp), C = pf4_mul(pf4_bcast(f->k2), g2), vp = pf4_add(pf4_two_prod(pf4_c(f->b2), v), C);
+  const __m256d egr = _mm256_blendv_pd(_mm256_div_pd(_mm256_mul_pd(pf4_c(2), eg), pf4_abs(gp.hi)), zero,
+                                       _mm256_cmp_pd(gp.hi, zero, _CMP_EQ_OQ));
+  const __m256d ev = _mm256_add_pd(_mm256_add_pd(egr, pf4_c(2 * 0x1p-101)), pf4_c(0x1p-103));
+  bad = _mm256_or_pd(bad, _mm256_or_pd(_mm256_or_pd(pf4_tiny(g2), pf4_tiny(C)), pf4_tiny(vp)));
+  ok = _mm256_and_pd(ok, pf4_settle(vp, _mm256_mul_pd(_mm256_mul_pd(ev, s), vp.hi), f->st, &rv));
+  /* d */
+  const pf_dd4 q = pf4_div(vp, pf4_bcast(f->bc2));
+  __m256d ed = _mm256_add_pd(_mm256_add_pd(ev, pf4_c(0x1p-100)), pf4_c(0x1p-105));
+  pf_dd4 d;
+  if (f->eps_inside) {
+    const pf_dd4 qe = pf4_add_d(q, pf4_c(f->eps)), r = pf4_sqrt(qe);
+    const __m256d pos = _mm256_cmp_pd(qe.hi, zero, _CMP_GT_OQ);
+    d = (pf_dd4){_mm256_blendv_pd(qe.hi, r.hi, pos), _mm256_blendv_pd(qe.lo, r.lo, pos)};
+    ed = _mm256_add_pd(_mm256_div_pd(_mm256_mul_pd(_mm256_add_pd(ed, pf4_c(0x1p-104)), s), pf4_c(2)), pf4_c(0x1p-102));
+  } else {
+    const pf_dd4 r = pf4_sqrt(q);
+    const __m256d pos = _mm256_cmp_pd(q.hi, zero, _CMP_GT_OQ);
+    d = pf4_add_d((pf_dd4){_mm256_blendv_pd(q.hi, r.hi, pos), _mm256_blendv_pd(q.lo, r.lo, pos)}, pf4_c(f->eps));
+    ed = _mm256_add_pd(_mm256_add_pd(_mm256_div_pd(_mm256_mul_pd(ed, s), pf4_c(2)), pf4_c(0x1p-102)), pf4_c(0x1p-104));
+  }
+  ed = _mm256_mul_pd(ed, s);
+  ok = _mm256_and_pd(ok, _mm256_cmp_pd(d.hi, zero, _CMP_NEQ_OQ)); /* undefined: the scalar path says so */
+  bad = _mm256_or_pd(bad, _mm256_or_pd(pf4_tiny(q), pf4_tiny(d)));
+  ok = _mm256_and_pd(ok, _mm256_cmp_pd(ed, pf4_c(0x1p-60), _CMP_LE_OQ));
+  /* m'/bc1/d (+ wd p), times lr, from p */
+  const pf_dd4 D = pf4_mul(pf4_bcast(f->bc1), d), x = pf4_div(mp, D);
+  __m256d e = _mm256_mul_pd(
+      _mm256_add_pd(_mm256_mul_pd(_mm256_div_pd(em, D.hi), pf4_c(1 + 0x1p-50)),
+                    _mm256_mul_pd(pf4_abs(x.hi), _mm256_add_pd(_mm256_add_pd(ed, pf4_c(0x1p-99)), pf4_c(0x1p-105)))),
+      s);
+  pf_dd4 y = x;
+  if (!f->l2) {
+    y = pf4_add(x, pf4_two_prod(pf4_c(f->wd), p));
+    e = _mm256_mul_pd(_mm256_add_pd(e, _mm256_mul_pd(pf4_c(0x1p-103), pf4_abs(y.hi))), s);
+  }
+  const pf_dd4 z = pf4_mul(pf4_d(pf4_c(f->lr)), y);
+  e = _mm256_mul_pd(_mm256_add_pd(_mm256_mul_pd(pf4_c(f->lr), e), _mm256_mul_pd(pf4_c(0x1p-101), pf4_abs(z.hi))), s);
+  const pf_dd4 pp = pf4_add_d(pf4_neg(z), p);
+  e = _mm256_mul_pd(_mm256_add_pd(e, _mm256_mul_pd(pf4_c(0x1p-104), pf4_abs(pp.hi))), s);
+  bad = _mm256_or_pd(bad, _mm256_or_pd(_mm256_or_pd(pf4_tiny(D), pf4_tiny(x)),
+                                       _mm256_or_pd(_mm256_or_pd(pf4_tiny(y), pf4_tiny(z)), pf4_tiny(pp))));
+  ok = _mm256_and_pd(ok, pf4_settle(pp, e, f->pt, &rp));
+  if (f->master) ok = _mm256_and_pd(ok, pf4_settle(pp, e, f->t, &rt));
+  const int mask = _mm256_movemask_pd(_mm256_andnot_pd(bad, ok));
+  if (mask) {
+    pf4_store_settled(out, i, mask, mp, rm, f->st);
+    pf4_store_settled(out, n + i, mask, vp, rv, f->st);
+    pf4_store_settled(out, 2 * n + i, mask, pp, rp, f->pt);
+    if (f->master) pf4_store_settled(out, 3 * n + i, mask, pp, rt, f->t);
+  }
+  return mask;
+}
+#endif
+
+int pf_adam_fast_4(const pf_adam_fast *f, size_t i, size_t n, const double *p, const double *g, const double *m,
+                   const double *v, pf_oracle_result *out) {
+#ifdef PF_DD_AVX2
+  if (f->avx2 && f->bc1.hi > 0x1p-900 && f->bc2.hi > 0x1p-900) return pf_adam_fast_4_avx2(f, i, n, p, g, m, v, out);
+#endif
+  (void)f, (void)i, (void)n, (void)p, (void)g, (void)m, (void)v, (void)out;
+  return 0;
 }

@@ -81,7 +81,20 @@ pf_status pf_adam_step_mpfr(const pf_case *c, const pf_tensor *in, const pf_orac
   const int fast = !opts->mpfr_only && !opts->keep_hex;
   pf_adam_fast f;
   if (fast) pf_adam_fast_init(&f, c, master, st, pt);
+  int lanes = 0; /* the current block of four: the elements pf_adam_fast_4 settled */
   for (size_t i = 0; i < n; i++) {
+    /* four at a time with AVX2 where it can; the elements it leaves come one by one below */
+    if (i % 4 == 0) lanes = 0;
+    if (fast && i % 4 == 0 && i + 4 <= n) {
+      const int done = pf_adam_fast_4(&f, i, n, in[0].data + i, in[1].data + i, in[2].data + i, in[3].data + i, out);
+      out->fast_units += (size_t)__builtin_popcount((unsigned)done);
+      if (done == 15) {
+        i += 3;
+        continue;
+      }
+      lanes = done;
+    }
+    if (lanes >> (i % 4) & 1) continue;
     const double p0 = in[0].data[i], g0 = in[1].data[i], m0 = in[2].data[i], v0 = in[3].data[i];
     if (!isfinite(p0) || !isfinite(g0) || !isfinite(m0) || !isfinite(v0)) {
       for (size_t k = 0; k < (master ? 4u : 3u); k++) pf_oracle_set_undefined(out, k * n + i, opts->keep_hex);

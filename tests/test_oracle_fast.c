@@ -17,6 +17,7 @@
 #include "harness/parallel.h"
 #include "harness/runner.h"
 #include "oracles/attention_fast.h"
+#include "oracles/dd_avx2.h"
 #include "oracles/oracle_util.h"
 #include "oracles/softmax_fast.h"
 
@@ -182,6 +183,66 @@ static void test_dd_sqrt_within_its_bound(void **state) {
  * interval to its value of t and to y.hi in binary64; around values of t, powers of two (where
  * the spacing halves) among them, on t's rounding boundaries and a few binary64 steps from
  * them, with widths from far below to above the spacing. */
+#ifdef PF_DD_AVX2
+/* pf4_settle on four intervals: the lanes it settles (bits) and their values in r */
+PF_AVX2_TARGET static int settle4(const pf_dd *y, const double *w, pf_dtype t, double *r) {
+  const pf_dd4 x = {_mm256_set_pd(y[3].hi, y[2].hi, y[1].hi, y[0].hi), _mm256_set_pd(y[3].lo, y[2].lo, y[1].lo, y[0].lo)};
+  __m256d rv;
+  const int mask = _mm256_movemask_pd(pf4_settle(x, _mm256_loadu_pd(w), t, &rv));
+  _mm256_storeu_pd(r, rv);
+  return mask;
+}
+#endif
+
+/* The vector settle test (dd_avx2.h) decides exactly as pf_fast_settle's checks and
+ * pf_dd_decided do, lane for lane, with the same value: intervals within 2^-56 of their
+ * centre (the width the fast paths settle), centres on or a few binary64 steps from t's
+ * rounding boundaries and spread around its values. */
+static void test_dd_decided_avx2_same_as_scalar(void **state) {
+  (void)state;
+#ifdef PF_DD_AVX2
+  unsetenv("PRECFUZZ_SIMD");
+  pf_avx2_reprobe();
+  if (!pf_avx2()) skip();
+  uint64_t s = 0x853c49e6748fea9bull;
+  size_t decided = 0, tried = 0;
+  for (int t = 0; t < PF_NDTYPES; t++)
+    for (int i = 0; i < 50000; i++) {
+      pf_dd y[4];
+      double w[4], r[4];
+      for (int l = 0; l < 4; l++) {
+        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+        const double u = (double)(s >> 11) * 0x1p-53;
+        const int e = (int)(s % 300) - 150;
+        const double b = pf_round((pf_dtype)t, ldexp(1 + u, e)), q = pf_ulp((pf_dtype)t, b);
+        double c = (s >> 8) % 3 ? b + q / 2 : b + q * (u - 0.5);
+        for (int k = (int)(s >> 40) % 9 - 4; k; k += k > 0 ? -1 : 1) c = nextafter(c, k > 0 ? INFINITY : -INFINITY);
+        if ((s >> 30) % 2) c = -c;
+        if ((s >> 31) % 16 == 0) c = 0;
+        y[l] = pf_two_sum(c, c * ldexp(u - 0.5, -53 - (int)((s >> 33) % 8)));
+        w[l] = fabs(y[l].hi) * ldexp(u, -56 - (int)((s >> 36) % 8));
+      }
+      const int mask = settle4(y, w, (pf_dtype)t, r);
+      for (int l = 0; l < 4; l++) {
+        const double a = fabs(y[l].hi);
+        double want;
+        const int pre = w[l] <= 0x1p-56 * a && a >= 0x1p-900 && a * (1 + 0x1p-59) < pf_max_finite((pf_dtype)t);
+        const int dec = pre && pf_dd_decided(y[l], w[l], (pf_dtype)t, &want);
+        tried++;
+        if (dec != (mask >> l & 1) || (dec && !same_value(want, r[l]) && !(want == 0 && r[l] == 0)))
+          fail_msg("%s: y %a + %a, w %a: scalar %d (%a), vector %d (%a)", pf_dtype_name((pf_dtype)t), y[l].hi, y[l].lo,
+                   w[l], dec, dec ? want : 0.0, mask >> l & 1, r[l]);
+        if (dec) assert_memory_equal(&want, &r[l], sizeof want); /* the sign of 0 too */
+        decided += (size_t)dec;
+      }
+    }
+  print_message("vector settle test: %zu of %zu intervals decided, as the scalar test decides them\n", decided, tried);
+  assert_true(decided > tried / 4 && decided < tried);
+#else
+  skip();
+#endif
+}
+
 static void test_dd_decided_is_sound(void **state) {
   (void)state;
   mpfr_t v;
@@ -317,37 +378,60 @@ static void test_attention_fast_paths_same_bits(void **state) {
   pf_case_free(&c);
 }
 
-/* The attention contract's bound and the fast oracle give the same bits with PRECFUZZ_SIMD=off
- * (plain C loops) as with the AVX2 ones, on every variant and a shape with tails. */
-static void test_attention_simd_off_same_bits(void **state) {
+/* The attention contract's bound and the fast oracles give the same bits with PRECFUZZ_SIMD=off
+ * (plain C loops) as with the AVX2 ones: attention on every variant and a shape with tails;
+ * Adam on every variant with special values and tiny numbers mixed in, so that blocks of four
+ * are partly settled by the vector test and partly left to the scalar path. */
+static void test_simd_off_same_bits(void **state) {
   (void)state;
   unsetenv("PRECFUZZ_SIMD");
   pf_avx2_reprobe();
   if (!pf_avx2()) skip(); /* nothing to compare */
-  static const char *variants[] = {"post-scale", "layer-scaled", "flash", "inward"};
-  for (int v = 0; v < 4; v++) {
-    pf_case c;
-    assert_int_equal(pf_case_init(&c, "attention", variants[v], 11 + (uint64_t)v), PF_OK);
-    c.shape[0] = 1, c.shape[1] = 2, c.shape[2] = 7, c.shape[3] = 21, c.shape[4] = 13;
-    pf_oracle_opts o;
-    pf_oracle_opts_default(&o);
-    pf_run r[2];
-    for (int off = 0; off < 2; off++) {
-      if (off) setenv("PRECFUZZ_SIMD", "off", 1);
+  static const struct {
+    const char *kernel, *variant;
+  } cases[] = {{"attention", "post-scale"}, {"attention", "layer-scaled"}, {"attention", "flash"},
+               {"attention", "inward"},     {"adam", "fused"},            {"adam", "torch"},
+               {"adam", "no-master"},       {"adam", "eps-inside"},       {"adam", "no-bias-correction"}};
+  for (size_t v = 0; v < sizeof cases / sizeof cases[0]; v++)
+    for (int t = 0; t < PF_NDTYPES; t++) {
+      pf_case c;
+      assert_int_equal(pf_case_init(&c, cases[v].kernel, cases[v].variant, 11 + (uint64_t)v), PF_OK);
+      c.dtype = (pf_dtype)t;
+      if (strcmp(cases[v].kernel, "attention") == 0) {
+        c.shape[0] = 1, c.shape[1] = 2, c.shape[2] = 7, c.shape[3] = 21, c.shape[4] = 13;
+      } else {
+        c.shape[0] = 4001;
+        for (int x = 0; x < c.ninputs; x++) {
+          c.inputs[x].dist = x % 2 ? PF_DIST_LOGUNIFORM : PF_DIST_NORMAL;
+          c.inputs[x].special_rate = 0.01;
+        }
+        assert_int_equal(pf_case_set_param(&c, "eps", t == 1 ? 0 : 1e-8), PF_OK);
+        assert_int_equal(pf_case_set_param(&c, "wd", 0.1), PF_OK);
+        if (v == 4 && t == 2) assert_int_equal(pf_case_set_param(&c, "mode", 1), PF_OK); /* l2 */
+      }
+      pf_oracle_opts o;
+      pf_oracle_opts_default(&o);
+      pf_run r[2];
+      for (int off = 0; off < 2; off++) {
+        if (off) setenv("PRECFUZZ_SIMD", "off", 1);
+        pf_avx2_reprobe();
+        assert_int_equal(pf_avx2(), !off);
+        assert_int_equal(pf_run_case(&c, &o, &r[off]), PF_OK);
+      }
+      unsetenv("PRECFUZZ_SIMD");
       pf_avx2_reprobe();
-      assert_int_equal(pf_avx2(), !off);
-      assert_int_equal(pf_run_case(&c, &o, &r[off]), PF_OK);
+      assert_memory_equal(r[0].bound, r[1].bound, r[0].nout * sizeof(pf_bound));
+      assert_memory_equal(r[0].oracle.exact, r[1].oracle.exact, r[0].nout * sizeof(double));
+      assert_memory_equal(r[0].oracle.rounded, r[1].oracle.rounded, r[0].nout * sizeof(double));
+      assert_memory_equal(r[0].oracle.rounded_alt, r[1].oracle.rounded_alt, r[0].nout * sizeof(double));
+      assert_memory_equal(r[0].oracle.status, r[1].oracle.status, r[0].nout);
+      assert_memory_equal(r[0].oracle.dtype, r[1].oracle.dtype, r[0].nout);
+      assert_int_equal(r[0].oracle.fast_units, r[1].oracle.fast_units);
+      assert_int_equal(r[0].oracle.mpfr_units, r[1].oracle.mpfr_units);
+      pf_run_free(&r[0]);
+      pf_run_free(&r[1]);
+      pf_case_free(&c);
     }
-    unsetenv("PRECFUZZ_SIMD");
-    pf_avx2_reprobe();
-    assert_memory_equal(r[0].bound, r[1].bound, r[0].nout * sizeof(pf_bound));
-    assert_memory_equal(r[0].oracle.exact, r[1].oracle.exact, r[0].nout * sizeof(double));
-    assert_memory_equal(r[0].oracle.rounded, r[1].oracle.rounded, r[0].nout * sizeof(double));
-    assert_int_equal(r[0].oracle.fast_units, r[1].oracle.fast_units);
-    pf_run_free(&r[0]);
-    pf_run_free(&r[1]);
-    pf_case_free(&c);
-  }
 }
 
 static void test_clip_fast_agrees_with_mpfr(void **state) {
@@ -416,11 +500,12 @@ int main(void) {
       cmocka_unit_test(test_dd_round_breaks_ties_by_the_low_part),
       cmocka_unit_test(test_dd_exp_within_its_bound),
       cmocka_unit_test(test_dd_decided_is_sound),
+      cmocka_unit_test(test_dd_decided_avx2_same_as_scalar),
       cmocka_unit_test(test_dd_sqrt_within_its_bound),
       cmocka_unit_test(test_softmax_fast_hands_spread_rows_to_mpfr),
       cmocka_unit_test(test_softmax_fast_agrees_with_mpfr),
       cmocka_unit_test(test_attention_fast_paths_same_bits),
-      cmocka_unit_test(test_attention_simd_off_same_bits),
+      cmocka_unit_test(test_simd_off_same_bits),
       cmocka_unit_test(test_attention_fast_agrees_with_mpfr),
       cmocka_unit_test(test_clip_fast_agrees_with_mpfr),
       cmocka_unit_test(test_adam_fast_agrees_with_mpfr),
