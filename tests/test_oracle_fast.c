@@ -381,7 +381,8 @@ static void test_attention_fast_paths_same_bits(void **state) {
 /* The attention contract's bound and the fast oracles give the same bits with PRECFUZZ_SIMD=off
  * (plain C loops) as with the AVX2 ones: attention on every variant and a shape with tails;
  * Adam on every variant with special values and tiny numbers mixed in, so that blocks of four
- * are partly settled by the vector test and partly left to the scalar path. */
+ * are partly settled by the vector test and partly left to the scalar path; clipping with and
+ * without a factor, zeros and a tail among the gradients. */
 static void test_simd_off_same_bits(void **state) {
   (void)state;
   unsetenv("PRECFUZZ_SIMD");
@@ -391,7 +392,8 @@ static void test_simd_off_same_bits(void **state) {
     const char *kernel, *variant;
   } cases[] = {{"attention", "post-scale"}, {"attention", "layer-scaled"}, {"attention", "flash"},
                {"attention", "inward"},     {"adam", "fused"},            {"adam", "torch"},
-               {"adam", "no-master"},       {"adam", "eps-inside"},       {"adam", "no-bias-correction"}};
+               {"adam", "no-master"},       {"adam", "eps-inside"},       {"adam", "no-bias-correction"},
+               {"clip", "megatron"},        {"clip", "torch"},            {"clip", "inf"}};
   for (size_t v = 0; v < sizeof cases / sizeof cases[0]; v++)
     for (int t = 0; t < PF_NDTYPES; t++) {
       pf_case c;
@@ -399,6 +401,11 @@ static void test_simd_off_same_bits(void **state) {
       c.dtype = (pf_dtype)t;
       if (strcmp(cases[v].kernel, "attention") == 0) {
         c.shape[0] = 1, c.shape[1] = 2, c.shape[2] = 7, c.shape[3] = 21, c.shape[4] = 13;
+      } else if (strcmp(cases[v].kernel, "clip") == 0) {
+        c.shape[0] = 7, c.shape[1] = 503; /* a tail of three */
+        c.inputs[0].dist = PF_DIST_LOGUNIFORM; /* in fp16, zeros among them: the scalar path's */
+        c.inputs[0].exp_min = -40, c.inputs[0].exp_max = 3;
+        assert_int_equal(pf_case_set_param(&c, "max_norm", t == 0 ? 1e6 : 1e-3), PF_OK); /* f = 1, f < 1 */
       } else {
         c.shape[0] = 4001;
         for (int x = 0; x < c.ninputs; x++) {
@@ -427,6 +434,7 @@ static void test_simd_off_same_bits(void **state) {
       assert_memory_equal(r[0].oracle.status, r[1].oracle.status, r[0].nout);
       assert_memory_equal(r[0].oracle.dtype, r[1].oracle.dtype, r[0].nout);
       assert_int_equal(r[0].oracle.fast_units, r[1].oracle.fast_units);
+      assert_true(r[0].oracle.fast_units > 0);
       assert_int_equal(r[0].oracle.mpfr_units, r[1].oracle.mpfr_units);
       pf_run_free(&r[0]);
       pf_run_free(&r[1]);
