@@ -45,6 +45,11 @@ static void pf_fast_init(void) {
   mpfr_clears(l, r, (mpfr_ptr)0);
 }
 
+void pf_dd_exp_tables(const double **l256, const pf_dd **exp2_tab, pf_dd *sixth) {
+  pthread_once(&pf_fast_once, pf_fast_init);
+  *l256 = pf_l256, *exp2_tab = pf_exp2_tab, *sixth = pf_sixth;
+}
+
 /* exp(z) for -600 <= z <= 0 (a double word), within 2^-87 relative (the budget above; the
  * analysis gives below 2^-93.5, and test_oracle_fast measures 2^-94.8 against MPFR):
  *   N = round(z 256 / ln 2), z = N ln2/256 + r, |r| <= ln2/512 + 2^-40 (< 0.00136);

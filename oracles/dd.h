@@ -88,6 +88,9 @@ static inline int pf_dd_less(pf_dd x, pf_dd y) { return x.hi < y.hi || (x.hi == 
 
 /* exp(z) for -600 <= z <= 0, within 2^-87 relative (dd.c's budget). */
 pf_dd pf_dd_exp(pf_dd z);
+/* pf_dd_exp's constants, made on first use, for a vector copy of it (dd_avx2.h): ln 2 / 256 in
+ * three parts, 2^(j/256) for j = 0..255, 1/6. */
+void pf_dd_exp_tables(const double **l256, const pf_dd **exp2_tab, pf_dd *sixth);
 /* RN (ties to even) of the double word x = hi + lo to dtype t, |x| below t's largest finite. */
 double pf_dd_round_dtype(pf_dd x, pf_dtype t);
 

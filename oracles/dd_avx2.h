@@ -68,6 +68,46 @@ PF_AVX2_INLINE pf_dd4 pf4_sqrt(pf_dd4 x) {
   const __m256d d = _mm256_add_pd(_mm256_sub_pd(_mm256_sub_pd(x.hi, p.hi), p.lo), x.lo);
   return pf4_fast_two_sum(r, _mm256_div_pd(d, _mm256_mul_pd(pf4_c(2.0), r)));
 }
+/* pf_dd_exp four lanes at a time: the same operations (the table read by a gather) */
+PF_AVX2_INLINE pf_dd4 pf4_exp(pf_dd4 z, const double *l256, const pf_dd *tab, pf_dd sixth) {
+  const __m256d N = _mm256_round_pd(_mm256_mul_pd(z.hi, pf4_c(0x1.71547652b82fep8)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m256d mN = _mm256_xor_pd(N, pf4_c(-0.0));
+  pf_dd4 r = pf4_add_d(z, _mm256_mul_pd(mN, pf4_c(l256[0])));
+  r = pf4_add(r, pf4_neg(pf4_two_prod(N, pf4_c(l256[1]))));
+  r = pf4_add_d(r, _mm256_mul_pd(mN, pf4_c(l256[2])));
+  const __m256d x = r.hi;
+  const __m256d q = _mm256_add_pd(
+      pf4_c(1.0 / 24),
+      _mm256_mul_pd(x, _mm256_add_pd(pf4_c(1.0 / 120),
+                                     _mm256_mul_pd(x, _mm256_add_pd(pf4_c(1.0 / 720),
+                                                                    _mm256_mul_pd(x, _mm256_add_pd(pf4_c(1.0 / 5040),
+                                                                                                   _mm256_mul_pd(x, pf4_c(1.0 / 40320)))))))));
+  pf_dd4 p = pf4_add(pf4_bcast(sixth), pf4_two_prod(x, q));
+  p = pf4_add_d(pf4_mul(r, p), pf4_c(0.5));
+  p = pf4_add_d(pf4_mul(r, p), pf4_c(1));
+  p = pf4_add_d(pf4_mul(r, p), pf4_c(1));
+  const __m128i n = _mm256_cvtpd_epi32(N), j = _mm_and_si128(n, _mm_set1_epi32(255));
+  const __m128i k = _mm_srai_epi32(_mm_sub_epi32(n, j), 8), j2 = _mm_slli_epi32(j, 1);
+  const pf_dd4 T = {_mm256_i32gather_pd(&tab[0].hi, j2, 8), _mm256_i32gather_pd(&tab[0].lo, j2, 8)};
+  const __m256d sc = _mm256_castsi256_pd(
+      _mm256_slli_epi64(_mm256_add_epi64(_mm256_cvtepi32_epi64(k), _mm256_set1_epi64x(1023)), 52));
+  const pf_dd4 y = pf4_mul(T, p);
+  return (pf_dd4){_mm256_mul_pd(y.hi, sc), _mm256_mul_pd(y.lo, sc)};
+}
+
+/* four double words from memory (a[0..3]) into lanes, and back */
+PF_AVX2_INLINE pf_dd4 pf4_load(const pf_dd *a) {
+  const __m256d A = _mm256_loadu_pd(&a[0].hi), B = _mm256_loadu_pd(&a[2].hi); /* h0 l0 h1 l1, h2 l2 h3 l3 */
+  return (pf_dd4){_mm256_permute4x64_pd(_mm256_unpacklo_pd(A, B), 0xd8),
+                  _mm256_permute4x64_pd(_mm256_unpackhi_pd(A, B), 0xd8)};
+}
+PF_AVX2_INLINE void pf4_store(pf_dd *a, pf_dd4 x) {
+  const __m256d L = _mm256_unpacklo_pd(x.hi, x.lo), H = _mm256_unpackhi_pd(x.hi, x.lo); /* h0 l0 h2 l2, h1 l1 h3 l3 */
+  _mm256_storeu_pd(&a[0].hi, _mm256_permute2f128_pd(L, H, 0x20));
+  _mm256_storeu_pd(&a[2].hi, _mm256_permute2f128_pd(L, H, 0x31));
+}
+
 /* lanes where x is nonzero and below 2^-900 (dd.h: a low part could be subnormal) */
 PF_AVX2_INLINE __m256d pf4_tiny(pf_dd4 x) {
   return _mm256_and_pd(_mm256_cmp_pd(x.hi, _mm256_setzero_pd(), _CMP_NEQ_UQ),

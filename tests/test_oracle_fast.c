@@ -382,7 +382,8 @@ static void test_attention_fast_paths_same_bits(void **state) {
  * (plain C loops) as with the AVX2 ones: attention on every variant and a shape with tails;
  * Adam on every variant with special values and tiny numbers mixed in, so that blocks of four
  * are partly settled by the vector test and partly left to the scalar path; clipping with and
- * without a factor, zeros and a tail among the gradients. */
+ * without a factor, zeros and a tail among the gradients; softmax rows with masks, -inf scores
+ * and terms below the cut-off in blocks of four. */
 static void test_simd_off_same_bits(void **state) {
   (void)state;
   unsetenv("PRECFUZZ_SIMD");
@@ -393,7 +394,8 @@ static void test_simd_off_same_bits(void **state) {
   } cases[] = {{"attention", "post-scale"}, {"attention", "layer-scaled"}, {"attention", "flash"},
                {"attention", "inward"},     {"adam", "fused"},            {"adam", "torch"},
                {"adam", "no-master"},       {"adam", "eps-inside"},       {"adam", "no-bias-correction"},
-               {"clip", "megatron"},        {"clip", "torch"},            {"clip", "inf"}};
+               {"clip", "megatron"},        {"clip", "torch"},            {"clip", "inf"},
+               {"softmax", "safe"},         {"softmax", "online"}};
   for (size_t v = 0; v < sizeof cases / sizeof cases[0]; v++)
     for (int t = 0; t < PF_NDTYPES; t++) {
       pf_case c;
@@ -401,6 +403,13 @@ static void test_simd_off_same_bits(void **state) {
       c.dtype = (pf_dtype)t;
       if (strcmp(cases[v].kernel, "attention") == 0) {
         c.shape[0] = 1, c.shape[1] = 2, c.shape[2] = 7, c.shape[3] = 21, c.shape[4] = 13;
+      } else if (strcmp(cases[v].kernel, "softmax") == 0) {
+        static const double scales[] = {1, 1024, 16}; /* 1024: terms taken as 0 */
+        c.shape[0] = 9, c.shape[1] = 203;              /* a tail of three */
+        c.inputs[0].scale = scales[t];
+        c.inputs[0].special_rate = 0.002;
+        assert_int_equal(pf_case_set_param(&c, "mask", t), PF_OK);       /* none, causal, top-left */
+        assert_int_equal(pf_case_set_param(&c, "mask_value", t), PF_OK); /* -inf among them */
       } else if (strcmp(cases[v].kernel, "clip") == 0) {
         c.shape[0] = 7, c.shape[1] = 503; /* a tail of three */
         c.inputs[0].dist = PF_DIST_LOGUNIFORM; /* in fp16, zeros among them: the scalar path's */
