@@ -19,7 +19,13 @@
  *    each argument, so evaluating the step at the right ends of the argument intervals (the
  *    corners, where signs may vary) bounds every value a correct run can reach; the state
  *    intervals carry over the steps; the parameter is the dtype's rounding of the master's.
- * No tolerance: a value outside its set was produced by no summation order of the norm. */
+ * No tolerance: a value outside its set was produced by no summation order of the norm.
+ *
+ * The fp32 operations are the machine's own float operations (IEEE binary32, round to nearest
+ * even, gradual underflow; FLT_EVAL_METHOD 0 keeps them in float and -ffp-contract=off keeps
+ * them apart). The squared norm's fast path (Ziv): the sum of the squares as a compensated
+ * double word (clip_fast.c's bound), times the factors, enclosed, and taken when both ends of
+ * the enclosure give the same fp32 ends of the range; otherwise MPFR as above. */
 #include <math.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -28,16 +34,29 @@
 #include "kernels/adam/adam_math.h"
 #include "kernels/kernel.h"
 #include "kernels/tp_diff/tp.h"
+#include "oracles/dd.h"
 #include "oracles/oracle_util.h"
+
+#include <float.h>
+#if !defined(FLT_EVAL_METHOD) || FLT_EVAL_METHOD != 0
+#error "the TP oracle needs float operations evaluated in float"
+#endif
+
+/* fp32 arithmetic on fp32 values (doubles holding them) */
+static inline double f32_add(double a, double b) { return (double)((float)a + (float)b); }
+static inline double f32_sub(double a, double b) { return (double)((float)a - (float)b); }
+static inline double f32_mul(double a, double b) { return (double)((float)a * (float)b); }
+static inline double f32_div(double a, double b) { return (double)((float)a / (float)b); }
+static inline double f32_sqrt(double a) { return (double)sqrtf((float)a); }
 
 /* the fp32 values just above / below x */
 static double pf_up32(double x) {
-  const double r = pf_round(PF_FP32, x);
-  return r < x ? pf_next_up(PF_FP32, r) : r;
+  const float r = (float)x;
+  return (double)r < x ? (double)nextafterf(r, INFINITY) : (double)r;
 }
 static double pf_down32(double x) {
-  const double r = pf_round(PF_FP32, x);
-  return r > x ? pf_next_down(PF_FP32, r) : r;
+  const float r = (float)x;
+  return (double)r > x ? (double)nextafterf(r, -INFINITY) : (double)r;
 }
 static double pf_min4(const double v[4]) {
   double m = v[0];
@@ -48,6 +67,58 @@ static double pf_max4(const double v[4]) {
   double m = v[0];
   for (int i = 1; i < 4; i++) m = v[i] > m || isnan(v[i]) ? v[i] : m;
   return m;
+}
+
+/* the low end of the squared norm's range from its binary64 value (rounded down) */
+static double pf_tp_sum_lo(double x) { return x < 0 ? 0 : pf_up32(x); }
+
+/* x (positive, 1024 bits) as a double word, within 2^-106 of it; t: scratch */
+static pf_dd pf_mpfr_to_dd(mpfr_srcptr x, mpfr_ptr t) {
+  const double hi = mpfr_get_d(x, MPFR_RNDN);
+  mpfr_sub_d(t, x, hi, MPFR_RNDN);
+  return (pf_dd){hi, mpfr_get_d(t, MPFR_RNDN)};
+}
+/* RD and RU to binary64 of a double word (hi = RN(hi + lo)) */
+static double pf_dd_down(pf_dd x) { return x.lo < 0 ? nextafter(x.hi, -INFINITY) : x.hi; }
+static double pf_dd_up(pf_dd x) { return x.lo > 0 ? nextafter(x.hi, INFINITY) : x.hi; }
+
+/* Step 2's range [sum_lo, sum_hi] by the fast path: 1 when both ends are decided (the values
+ * MPFR gives), 0 to leave them to MPFR. g: the gradients (intervals of one value, so the lower
+ * and upper sums of squares are one sum S); flo, fhi: the factors as double words (2^-106 of
+ * MPFR's 1024-bit values); a: the underflow allowance.
+ * MPFR computes RD(RD(S flo) - a) and RU(RU(S fhi) + a), S exactly; here S is a compensated sum
+ * (Sum2) within gamma_n^2 S (clip_fast.c), the product a double word within 2^-101 of it
+ * (twice dd.h's bound) and 2^-105 for the factor, the sum with a within 2^-104, MPFR's own
+ * roundings within 2^-1000; the ends, each past that by its own add's error (2^-100), map
+ * through RD (RU) to binary64 and the fp32 rounding up (down), both monotone: equal ends,
+ * one value for every point between. */
+static int pf_tp_norm_fast(const double *g, size_t n, pf_dd flo, pf_dd fhi, double a, double *sum_lo,
+                           double *sum_hi) {
+  double s = 0, c = 0;
+  for (size_t e = 0; e < n; e++) {
+    const double y = g[e] * g[e], u = s + y, bp = u - s, ap = u - bp; /* fp32 squares: exact */
+    c += (s - ap) + (y - bp);
+    s = u;
+  }
+  const pf_dd S = pf_two_sum(s, c);
+  if (!isfinite(S.hi) || (S.hi != 0 && S.hi < 0x1p-900)) return 0;
+  const double nn = (double)n, gam = nn * 0x1p-53 / (1 - nn * 0x1p-53), rel = gam * gam + 0x1p-105 + 0x1p-101 + 0x1p-1000;
+  const pf_dd ends[2] = {pf_dd_add_d(pf_dd_mul(S, flo), -a), pf_dd_add_d(pf_dd_mul(S, fhi), a)};
+  double got[2][2];
+  for (int k = 0; k < 2; k++) {
+    const pf_dd x = ends[k];
+    const double P = S.hi * (k ? fhi.hi : flo.hi); /* the product, to 2^-52 */
+    const double err = ((rel * P * (1 + 0x1p-50) + 0x1p-104 * fabs(x.hi)) * (1 + 0x1p-40)) * (1 + 0x1p-50) +
+                       fabs(x.hi) * 0x1p-100;
+    if (!(fabs(x.hi) > 0x1p-900) || !isfinite(err)) return 0;
+    for (int side = 0; side < 2; side++) {
+      const pf_dd y = pf_dd_add(x, (pf_dd){side ? err : -err, 0});
+      got[k][side] = k ? pf_down32(pf_dd_up(y)) : pf_tp_sum_lo(pf_dd_down(y));
+    }
+    if (got[k][0] != got[k][1]) return 0;
+  }
+  *sum_lo = got[0][0], *sum_hi = got[1][0];
+  return 1;
 }
 
 static void pf_tp_set(pf_oracle_result *out, size_t x, double lo, double hi, pf_dtype t) {
@@ -81,49 +152,57 @@ pf_status pf_tp_mpfr(const pf_case *c, const pf_tensor *in, const pf_oracle_opts
   for (int k = 0; k < PF_TP_NBLOCKS; k++)
     if (L.b[k].rows * L.b[k].cols > maxblock) maxblock = L.b[k].rows * L.b[k].cols;
   const pf_mpfr_range saved = pf_mpfr_range_widen();
-  mpfr_t slo, shi, t, f;
-  mpfr_inits2(1024, slo, shi, t, f, (mpfr_ptr)0);
+  mpfr_t slo, shi, t, flo, fhi;
+  mpfr_inits2(1024, slo, shi, t, flo, fhi, (mpfr_ptr)0);
+  /* the factors (1 -+ 2^-24)^K, K = the largest tensor + 21, and the underflow allowance */
+  const long K = (long)maxblock + 21;
+  mpfr_set_d(flo, 1 - 0x1p-24, MPFR_RNDN);
+  mpfr_pow_si(flo, flo, K, MPFR_RNDD);
+  mpfr_set_d(fhi, 1 + 0x1p-24, MPFR_RNDN);
+  mpfr_pow_si(fhi, fhi, K, MPFR_RNDU);
+  const double under = (double)(n + 64) * 0x1p-148;
+  const pf_dd flo_d = pf_mpfr_to_dd(flo, t), fhi_d = pf_mpfr_to_dd(fhi, t);
+  const int fast = !opts->mpfr_only;
   unsigned fe = 0;
   out->max_prec = 1024;
   for (size_t s = 0; s < L.steps; s++) {
     /* 1. gradients: the same fp32 buffers in every configuration */
     for (size_t e = 0; e < n; e++) glo[e] = ghi[e] = pf_tp_buffer(&L, grads, s, e, &fe);
     /* 2. the exact squared norm over the intervals, widened for any fp32 summation order */
-    mpfr_set_zero(slo, 1);
-    mpfr_set_zero(shi, 1);
-    for (size_t e = 0; e < n; e++) {
-      const double a = fabs(glo[e]), b = fabs(ghi[e]);
-      const double mn = glo[e] <= 0 && ghi[e] >= 0 ? 0 : (a < b ? a : b), mx = a > b ? a : b;
-      mpfr_set_d(t, mn, MPFR_RNDN);
-      mpfr_fma(slo, t, t, slo, MPFR_RNDD);
-      mpfr_set_d(t, mx, MPFR_RNDN);
-      mpfr_fma(shi, t, t, shi, MPFR_RNDU);
+    double sum_lo, sum_hi;
+    if (fast && pf_tp_norm_fast(glo, n, flo_d, fhi_d, under, &sum_lo, &sum_hi)) {
+      out->fast_units++;
+    } else {
+      out->mpfr_units++;
+      mpfr_set_zero(slo, 1);
+      mpfr_set_zero(shi, 1);
+      for (size_t e = 0; e < n; e++) {
+        const double x = fabs(glo[e]), y = fabs(ghi[e]);
+        const double mn = glo[e] <= 0 && ghi[e] >= 0 ? 0 : (x < y ? x : y), mx = x > y ? x : y;
+        mpfr_set_d(t, mn, MPFR_RNDN);
+        mpfr_fma(slo, t, t, slo, MPFR_RNDD);
+        mpfr_set_d(t, mx, MPFR_RNDN);
+        mpfr_fma(shi, t, t, shi, MPFR_RNDU);
+      }
+      mpfr_mul(slo, slo, flo, MPFR_RNDD);
+      mpfr_sub_d(slo, slo, under, MPFR_RNDD);
+      mpfr_mul(shi, shi, fhi, MPFR_RNDU);
+      mpfr_add_d(shi, shi, under, MPFR_RNDU);
+      sum_lo = pf_tp_sum_lo(mpfr_get_d(slo, MPFR_RNDD));
+      sum_hi = pf_down32(mpfr_get_d(shi, MPFR_RNDU));
     }
-    const long K = (long)maxblock + 21;
-    mpfr_set_d(f, 1 - 0x1p-24, MPFR_RNDN);
-    mpfr_pow_si(f, f, K, MPFR_RNDD);
-    mpfr_mul(slo, slo, f, MPFR_RNDD);
-    mpfr_sub_d(slo, slo, (double)(n + 64) * 0x1p-148, MPFR_RNDD);
-    mpfr_set_d(f, 1 + 0x1p-24, MPFR_RNDN);
-    mpfr_pow_si(f, f, K, MPFR_RNDU);
-    mpfr_mul(shi, shi, f, MPFR_RNDU);
-    mpfr_add_d(shi, shi, (double)(n + 64) * 0x1p-148, MPFR_RNDU);
-    double sum_lo = mpfr_get_d(slo, MPFR_RNDD), sum_hi = mpfr_get_d(shi, MPFR_RNDU);
-    sum_lo = sum_lo < 0 ? 0 : pf_up32(sum_lo);
-    sum_hi = pf_down32(sum_hi);
     /* 3. norm and coefficient */
     const double mn32 = pf_round(F, c->params[PF_TPP_MAXNORM]), e6 = pf_round(F, 1e-6);
-    const double norm_lo = pf_round(F, sqrt(sum_lo)), norm_hi = pf_round(F, sqrt(sum_hi));
-    const double c_lo = pf_div(F, mn32, pf_add(F, norm_hi, e6, &fe), &fe);
-    const double c_hi = pf_div(F, mn32, pf_add(F, norm_lo, e6, &fe), &fe);
+    const double norm_lo = f32_sqrt(sum_lo), norm_hi = f32_sqrt(sum_hi);
+    const double c_lo = f32_div(mn32, f32_add(norm_hi, e6));
+    const double c_hi = f32_div(mn32, f32_add(norm_lo, e6));
     const int may_clip = c_lo < 1, may_not = c_hi >= 1;
-    const double c_top = c_hi < 1 ? c_hi : pf_next_down(F, 1.0);
+    const double c_top = c_hi < 1 ? c_hi : (double)nextafterf(1.0f, 0.0f);
     if (getenv("PF_TP_DEBUG")) fprintf(stderr, "step %zu: sum [%a, %a] norm [%a, %a] coef [%a, %a] (%lld ulps)\n", s + 1, sum_lo, sum_hi, norm_lo, norm_hi, c_lo, c_hi, (long long)pf_ulp_distance(F, c_lo, c_hi));
     for (size_t e = 0; e < n; e++) {
       double lo = INFINITY, hi = -INFINITY;
       if (may_clip) {
-        const double v[4] = {pf_mul(F, glo[e], c_lo, &fe), pf_mul(F, glo[e], c_top, &fe), pf_mul(F, ghi[e], c_lo, &fe),
-                             pf_mul(F, ghi[e], c_top, &fe)};
+        const double v[4] = {f32_mul(glo[e], c_lo), f32_mul(glo[e], c_top), f32_mul(ghi[e], c_lo), f32_mul(ghi[e], c_top)};
         lo = pf_min4(v);
         hi = pf_max4(v);
       }
@@ -139,33 +218,34 @@ pf_status pf_tp_mpfr(const pf_case *c, const pf_tensor *in, const pf_oracle_opts
     const double eps = c->params[PF_TPP_EPS];
     const pf_adam_hyper hw = pf_adam_hyper_make(lr, b1, b2, eps, c->params[PF_TPP_WD], (double)s + 1, 1);
     const pf_adam_hyper h0 = pf_adam_hyper_make(lr, b1, b2, eps, 0, (double)s + 1, 1);
+    int k = 0; /* e's block, as pf_tp_block_of finds it (the offsets ascend) */
     for (size_t e = 0; e < n; e++) {
-      size_t i, j;
-      const pf_adam_hyper *h = L.b[pf_tp_block_of(&L, e, &i, &j)].decay ? &hw : &h0;
-      const double omb1 = pf_sub(F, 1.0, h->beta1, &fe), omb2 = pf_sub(F, 1.0, h->beta2, &fe);
-#define PF_M(m, g) pf_add(F, pf_mul(F, h->beta1, (m), &fe), pf_mul(F, omb1, (g), &fe), &fe)
-#define PF_V(v, g) pf_add(F, pf_mul(F, h->beta2, (v), &fe), pf_mul(F, pf_mul(F, omb2, (g), &fe), (g), &fe), &fe)
-#define PF_D(v) pf_add(F, pf_round(F, sqrt(pf_div(F, (v), h->bc2, &fe))), h->eps, &fe)
+      while (k + 1 < PF_TP_NBLOCKS && L.b[k + 1].offset <= e) k++;
+      const pf_adam_hyper *h = L.b[k].decay ? &hw : &h0;
+      const double omb1 = f32_sub(1.0, h->beta1), omb2 = f32_sub(1.0, h->beta2);
+#define PF_M(m, g) f32_add(f32_mul(h->beta1, (m)), f32_mul(omb1, (g)))
+#define PF_V(v, g) f32_add(f32_mul(h->beta2, (v)), f32_mul(f32_mul(omb2, (g)), (g)))
+#define PF_D(v) f32_add(f32_sqrt(f32_div((v), h->bc2)), h->eps)
       const double m_lo = PF_M(mlo[e], clo[e]), m_hi = PF_M(mhi[e], chi[e]);
       const double a = fabs(clo[e]), b = fabs(chi[e]);
       const double ag_lo = clo[e] <= 0 && chi[e] >= 0 ? 0 : (a < b ? a : b), ag_hi = a > b ? a : b;
       const double v_lo = PF_V(vlo[e], ag_lo), v_hi = PF_V(vhi[e], ag_hi);
-      const double mh_lo = pf_div(F, m_lo, h->bc1, &fe), mh_hi = pf_div(F, m_hi, h->bc1, &fe);
+      const double mh_lo = f32_div(m_lo, h->bc1), mh_hi = f32_div(m_hi, h->bc1);
       const double d_lo = PF_D(v_lo), d_hi = PF_D(v_hi);
-      const double u[4] = {pf_div(F, mh_lo, d_lo, &fe), pf_div(F, mh_lo, d_hi, &fe), pf_div(F, mh_hi, d_lo, &fe),
-                           pf_div(F, mh_hi, d_hi, &fe)};
+      const double u[4] = {f32_div(mh_lo, d_lo), f32_div(mh_lo, d_hi), f32_div(mh_hi, d_lo), f32_div(mh_hi, d_hi)};
       const double u_lo = pf_min4(u), u_hi = pf_max4(u);
-      const double w[4] = {pf_add(F, u_lo, pf_mul(F, h->wd, plo[e], &fe), &fe), pf_add(F, u_lo, pf_mul(F, h->wd, phi[e], &fe), &fe),
-                           pf_add(F, u_hi, pf_mul(F, h->wd, plo[e], &fe), &fe), pf_add(F, u_hi, pf_mul(F, h->wd, phi[e], &fe), &fe)};
-      const double p_lo = pf_sub(F, plo[e], pf_mul(F, h->lr, pf_max4(w), &fe), &fe);
-      const double p_hi = pf_sub(F, phi[e], pf_mul(F, h->lr, pf_min4(w), &fe), &fe);
+      const double w[4] = {f32_add(u_lo, f32_mul(h->wd, plo[e])), f32_add(u_lo, f32_mul(h->wd, phi[e])),
+                           f32_add(u_hi, f32_mul(h->wd, plo[e])), f32_add(u_hi, f32_mul(h->wd, phi[e]))};
+      const double p_lo = f32_sub(plo[e], f32_mul(h->lr, pf_max4(w)));
+      const double p_hi = f32_sub(phi[e], f32_mul(h->lr, pf_min4(w)));
 #undef PF_M
 #undef PF_V
 #undef PF_D
       plo[e] = p_lo, phi[e] = p_hi, mlo[e] = m_lo, mhi[e] = m_hi, vlo[e] = v_lo, vhi[e] = v_hi;
+      const double q_lo = pf_round(T, p_lo), q_hi = pf_round(T, p_hi);
       for (int run = 0; run < 2; run++) {
         pf_tp_set(out, pf_tp_run_at(&L, run, s, PF_TP_MASTER, e), p_lo, p_hi, F);
-        pf_tp_set(out, pf_tp_run_at(&L, run, s, PF_TP_PARAM, e), pf_round(T, p_lo), pf_round(T, p_hi), T);
+        pf_tp_set(out, pf_tp_run_at(&L, run, s, PF_TP_PARAM, e), q_lo, q_hi, T);
         pf_tp_set(out, pf_tp_run_at(&L, run, s, PF_TP_M, e), m_lo, m_hi, F);
         pf_tp_set(out, pf_tp_run_at(&L, run, s, PF_TP_V, e), v_lo, v_hi, F);
       }
@@ -173,7 +253,7 @@ pf_status pf_tp_mpfr(const pf_case *c, const pf_tensor *in, const pf_oracle_opts
     /* copies: equal, exactly */
     for (size_t j = 0; j < 2 * L.nsync; j++) pf_tp_set(out, pf_tp_sync_at(&L, s, 0) + j, 0, 0, F);
   }
-  mpfr_clears(slo, shi, t, f, (mpfr_ptr)0);
+  mpfr_clears(slo, shi, t, flo, fhi, (mpfr_ptr)0);
   pf_mpfr_range_restore(saved);
   free(st);
   return PF_OK;

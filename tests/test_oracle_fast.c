@@ -512,6 +512,38 @@ static void test_adam_fast_agrees_with_mpfr(void **state) {
   assert_true(fast_rows > mpfr_rows);
 }
 
+/* The TP differential's oracle with the squared norm's fast path against the all-MPFR one: the
+ * same sets, bit for bit, on both dtypes, every fault, clipping certain, absent and in between
+ * (the norm near max_norm), zero gradients (a step whose norm is 0) and tiny ones. */
+static void test_tp_fast_agrees_with_mpfr(void **state) {
+  (void)state;
+  static const char *faults[] = {"", "tp-replicated-unclipped", "norm-no-dedup", "norm-not-allreduced",
+                                 "tied-grad-unreduced"};
+  static const double max_norms[] = {1, 1e-3, 1e3, 0x1p-60};
+  const unsigned n = cases_per_config();
+  uint64_t seed = 1;
+  compared = fast_rows = mpfr_rows = 0;
+  for (int t = 1; t < PF_NDTYPES; t++) /* fp16, bf16 */
+    for (size_t f = 0; f < sizeof faults / sizeof *faults; f++)
+      for (int k = 0; k < 4; k++)
+        for (unsigned s = 0; s < n; s++, seed++) {
+          pf_case c;
+          assert_int_equal(pf_case_init(&c, "tp_diff", "megatron", seed), PF_OK);
+          c.dtype = (pf_dtype)t;
+          snprintf(c.fault, sizeof c.fault, "%s", faults[f]);
+          assert_int_equal(pf_case_set_param(&c, "max_norm", max_norms[k]), PF_OK);
+          assert_int_equal(pf_case_set_param(&c, "spread", s % 3 ? 3 : 0), PF_OK);
+          assert_int_equal(pf_case_set_param(&c, "tied", (double)(s % 2)), PF_OK);
+          if (s % 4 == 3) c.inputs[1].scale = 0;       /* every gradient 0 */
+          if (k == 3 && s % 2) c.inputs[1].scale = 0x1p-74; /* squares near the underflow allowance */
+          agree(&c);
+          pf_case_free(&c);
+        }
+  print_message("tp_diff: %zu elements agree; steps: %zu by the fast path, %zu by MPFR\n", compared, fast_rows,
+                mpfr_rows);
+  assert_true(fast_rows > mpfr_rows);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_dd_round_breaks_ties_by_the_low_part),
@@ -526,6 +558,7 @@ int main(void) {
       cmocka_unit_test(test_attention_fast_agrees_with_mpfr),
       cmocka_unit_test(test_clip_fast_agrees_with_mpfr),
       cmocka_unit_test(test_adam_fast_agrees_with_mpfr),
+      cmocka_unit_test(test_tp_fast_agrees_with_mpfr),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
