@@ -1,10 +1,12 @@
-// The device a CUDA run uses (backend.h): checked once, described for the results.
+// The device a CUDA run uses (backend.h): checked once, described for the results; and the
+// table of the module these kernels are built into (cuda_module.h).
 #include <cublas_api.h>
 #include <cuda_runtime.h>
 #include <stdio.h>
 
 #include "harness/backend.h"
 #include "harness/cuda_check.h"
+#include "harness/cuda_module.h"
 
 extern "C" pf_status pf_cuda_describe(char *buf, size_t len) {
   if (len) buf[0] = 0;
@@ -25,4 +27,11 @@ extern "C" pf_status pf_cuda_describe(char *buf, size_t len) {
   snprintf(buf, len, "%s, sm_%d%d, CUDA runtime %d, driver %d, cuBLAS %d (CUBLAS_DEFAULT_MATH: no TF32)", p.name,
            p.major, p.minor, rt, drv, blas);
   return PF_OK;
+}
+
+// The table the executable loads this module for (cuda_module.h): the only symbol it exports.
+extern "C" __attribute__((visibility("default"))) const pf_cuda_module *pf_cuda_module_get(void) {
+  static const pf_cuda_module m = {PF_CUDA_MODULE_ABI, pf_cuda_describe, pf_softmax_fwd_cuda, pf_attention_cuda,
+                                   pf_adam_step_cuda, pf_clip_cuda, pf_loss_scale_cuda};
+  return &m;
 }

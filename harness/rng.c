@@ -4,9 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifdef PF_HAVE_CURAND
-#include <curand.h>
-#endif
 
 void pf_philox4x32_10(const uint32_t key[2], const uint32_t ctr[4], uint32_t out[4]) {
   uint32_t k0 = key[0], k1 = key[1];
@@ -25,51 +22,15 @@ void pf_philox4x32_10(const uint32_t key[2], const uint32_t ctr[4], uint32_t out
   out[0] = c0; out[1] = c1; out[2] = c2; out[3] = c3;
 }
 
-int pf_rng_have_curand(void) {
-#ifdef PF_HAVE_CURAND
-  return 1;
-#else
-  return 0;
-#endif
-}
-
-pf_status pf_rng_init(pf_rng *r, uint64_t seed, int use_curand) {
+pf_status pf_rng_init(pf_rng *r, uint64_t seed) {
   memset(r, 0, sizeof *r);
   r->seed = seed;
-#ifdef PF_HAVE_CURAND
-  if (use_curand) {
-    curandGenerator_t g;
-    if (curandCreateGeneratorHost(&g, CURAND_RNG_PSEUDO_PHILOX4_32_10) != CURAND_STATUS_SUCCESS)
-      return pf_error(PF_ERR_CUDA, "curandCreateGeneratorHost failed (rng.c:%d)", __LINE__);
-    if (curandSetPseudoRandomGeneratorSeed(g, seed) != CURAND_STATUS_SUCCESS) {
-      curandDestroyGenerator(g);
-      return pf_error(PF_ERR_CUDA, "curandSetPseudoRandomGeneratorSeed failed (rng.c:%d)", __LINE__);
-    }
-    r->curand = g;
-  }
-#else
-  (void)use_curand;
-#endif
   return PF_OK;
 }
 
-void pf_rng_free(pf_rng *r) {
-#ifdef PF_HAVE_CURAND
-  if (r->curand) curandDestroyGenerator((curandGenerator_t)r->curand);
-#endif
-  r->curand = NULL;
-}
+void pf_rng_free(pf_rng *r) { (void)r; }
 
 static void pf_rng_refill(pf_rng *r) {
-#ifdef PF_HAVE_CURAND
-  if (r->curand) {
-    if (curandGenerate((curandGenerator_t)r->curand, r->buf, PF_RNG_BUFWORDS) != CURAND_STATUS_SUCCESS)
-      abort(); /* the host generator cannot fail once created: a broken invariant */
-    r->pos = 0;
-    r->len = PF_RNG_BUFWORDS;
-    return;
-  }
-#endif
   const uint32_t key[2] = {(uint32_t)r->seed, (uint32_t)(r->seed >> 32)};
   for (unsigned i = 0; i < PF_RNG_BUFWORDS; i += 4) {
     const uint64_t b = r->next_block++;

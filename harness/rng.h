@@ -4,9 +4,9 @@
  * Philox4x32-10 with key (s low 32 bits, s high 32 bits) and counter
  * (b / 65536, 0, b % 65536, 0): the order in which cuRAND's host generator
  * (curandCreateGeneratorHost, CURAND_RNG_PSEUDO_PHILOX4_32_10) hands out its words.
- * The tensors use the built-in Philox; pf_rng_init(..., 1) takes the words from cuRAND itself
- * where PF_HAVE_CURAND, and tests/test_rng.c proves the two identical wherever it is present
- * (creating a cuRAND host generator costs more than a small case's whole run).
+ * The tensors use this built-in Philox (creating a cuRAND host generator costs more than a small
+ * case's whole run, and linking cuRAND would load the CUDA libraries into every CPU run);
+ * tests/test_rng.c proves it identical to cuRAND's words wherever the toolkit is present.
  * The distributions (tensor.c) are precfuzz's own code on top of these words. */
 #ifndef PF_RNG_H
 #define PF_RNG_H
@@ -20,7 +20,6 @@
 typedef struct {
   uint64_t seed;
   uint64_t next_block; /* built-in generator: next block to compute */
-  void *curand;        /* cuRAND host generator, when used */
   uint32_t buf[PF_RNG_BUFWORDS];
   unsigned pos, len;
 } pf_rng;
@@ -28,9 +27,7 @@ typedef struct {
 /* One Philox4x32-10 block. */
 void pf_philox4x32_10(const uint32_t key[2], const uint32_t ctr[4], uint32_t out[4]);
 
-/* use_curand: 1 to draw from cuRAND's host generator when the build has it, 0 for the
- * built-in Philox (same words). */
-pf_status pf_rng_init(pf_rng *r, uint64_t seed, int use_curand);
+pf_status pf_rng_init(pf_rng *r, uint64_t seed);
 void pf_rng_free(pf_rng *r);
 uint32_t pf_rng_u32(pf_rng *r);
 /* Uniform on [0, 1) with 53 random bits (two words). */
@@ -44,7 +41,5 @@ double pf_rng_normal(pf_rng *r);
 double pf_det_log(double x);
 /* A well-mixed 64-bit value from two (splitmix64 finaliser): derives per-tensor seeds. */
 uint64_t pf_seed_mix(uint64_t a, uint64_t b);
-/* Whether this build can use cuRAND's host generator. */
-int pf_rng_have_curand(void);
 
 #endif

@@ -148,13 +148,13 @@ pf_status pf_tensor_generate(pf_tensor *t, const pf_gen *g) {
   /* The built-in Philox: the same words as cuRAND's host generator (tests/test_rng.c), at a
    * fraction of the cost of creating a cuRAND generator per tensor. */
   pf_rng r;
-  pf_status st = pf_rng_init(&r, g->seed, 0);
+  pf_status st = pf_rng_init(&r, g->seed);
   if (st) return st;
   for (size_t i = 0; i < t->n; i++) t->data[i] = pf_round(t->dtype, pf_draw(&r, g) * g->scale);
   /* Outliers and specials come from their own stream so that the bulk stays the same. */
   pf_rng_free(&r);
   if (g->outliers || g->special_rate > 0) {
-    st = pf_rng_init(&r, pf_seed_mix(g->seed, 0x6f75746c), 0);
+    st = pf_rng_init(&r, pf_seed_mix(g->seed, 0x6f75746c));
     if (st) return st;
     for (size_t k = 0; k < g->outliers && t->n; k++) {
       const size_t i = (size_t)pf_rng_below(&r, t->n);

@@ -162,6 +162,14 @@ CUDA_VISIBLE_DEVICES= expect2 "no CUDA" replay --backend cuda "$T/good.json"
 CUDA_VISIBLE_DEVICES= expect2 "no CUDA" boundary -k softmax -v naive --along value --backend cuda
 CUDA_VISIBLE_DEVICES= expect2 "no CUDA" diff-backend -k softmax --cases 1
 CUDA_VISIBLE_DEVICES= expect2 "no CUDA" sweep --backend cuda -o "$T/cuda.json"
+# the CUDA kernels are a module loaded on first use: a module that is not there is exit 2 naming
+# it (a build without CUDA says it has none), and a CPU run loads no CUDA library at all
+PRECFUZZ_CUDA_MODULE=$T/none.so expect2 "--backend cuda: " run -k softmax --backend cuda --cases 1
+n=$((n + 1))
+if LD_DEBUG=files "$P" run -k softmax -v safe --cases 2 2>&1 >/dev/null | grep -qE 'libcuda|libcublas|libcurand'; then
+  echo "FAIL: a CPU run loaded a CUDA library"
+  fail=$((fail + 1))
+fi
 
 # shapes are bounded by memory: the budget (PRECFUZZ_MEMORY_BYTES, else half the machine's)
 # against 112 bytes per output and 16 per input element; 4096x4096 softmax needs 2.0 GiB

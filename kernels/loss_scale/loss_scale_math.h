@@ -74,8 +74,8 @@ PF_HD int pf_ls_update(int variant, pf_ls_state *s, int overflow) {
       s->growth_tracker = 0;
       s->cur_hysteresis -= 1;
       if (s->cur_hysteresis <= 0) {
-        const double half = pf_round(PF_FP32, s->scale * 0.5);
-        s->scale = half > s->min_scale ? half : s->min_scale;
+        const double halved = pf_round(PF_FP32, s->scale * 0.5);
+        s->scale = halved > s->min_scale ? halved : s->min_scale;
       }
     } else if (++s->growth_tracker == s->window) {
       s->growth_tracker = 0;

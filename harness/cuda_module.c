@@ -1,0 +1,98 @@
+/* Loads the CUDA kernels' module (cuda_module.h) on first use and forwards the entry points the
+ * kernels call to it. Where it is looked for: $PRECFUZZ_CUDA_MODULE (a path), else
+ * ../lib/precfuzz-cuda.so beside the running executable (the build tree's and an installed
+ * tree's layout). A build without CUDA has only pf_cuda_describe (backend.c), which says so. */
+#ifdef PF_HAVE_CUDA
+#include "harness/cuda_module.h"
+
+#include <dlfcn.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness/backend.h"
+
+static const pf_cuda_module *pf_cuda_mod;
+static char pf_cuda_why[PATH_MAX + 256];
+static pthread_once_t pf_cuda_once = PTHREAD_ONCE_INIT;
+
+/* What the module calls back: named here so that every executable holding the loader links
+ * them in (and exports them). */
+void *const pf_cuda_module_needs[] = {(void *)pf_error, (void *)pf_adam_chunks};
+
+static void pf_cuda_load(void) {
+  char path[PATH_MAX];
+  const char *env = getenv("PRECFUZZ_CUDA_MODULE");
+  if (env && *env) {
+    snprintf(path, sizeof path, "%s", env);
+  } else {
+    const ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
+    char *slash = n > 0 ? (path[n] = 0, strrchr(path, '/')) : NULL;
+    if (!slash || (size_t)(slash - path) + sizeof "/../lib/precfuzz-cuda.so" > sizeof path) {
+      snprintf(pf_cuda_why, sizeof pf_cuda_why, "cannot find the running executable to find precfuzz-cuda.so beside "
+                                                "it (set PRECFUZZ_CUDA_MODULE)");
+      return;
+    }
+    strcpy(slash, "/../lib/precfuzz-cuda.so");
+  }
+  void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    snprintf(pf_cuda_why, sizeof pf_cuda_why, "cannot load the CUDA kernels: %s", dlerror());
+    return;
+  }
+  const pf_cuda_module *(*get)(void);
+  *(void **)&get = dlsym(h, "pf_cuda_module_get");
+  const pf_cuda_module *m = get ? get() : NULL;
+  if (!m || m->abi != PF_CUDA_MODULE_ABI) {
+    snprintf(pf_cuda_why, sizeof pf_cuda_why, "%s is not this build's CUDA module (no table, or ABI %d, not %d)", path,
+             m ? m->abi : -1, PF_CUDA_MODULE_ABI);
+    dlclose(h);
+    return;
+  }
+  pf_cuda_mod = m; /* kept loaded for the process's life */
+}
+
+static pf_status pf_cuda_get(const pf_cuda_module **m) {
+  pthread_once(&pf_cuda_once, pf_cuda_load);
+  if (!pf_cuda_mod) return pf_error(PF_ERR_NODEVICE, "--backend cuda: %s", pf_cuda_why);
+  *m = pf_cuda_mod;
+  return PF_OK;
+}
+
+pf_status pf_cuda_describe(char *buf, size_t len) {
+  const pf_cuda_module *m = NULL;
+  if (len) buf[0] = 0;
+  const pf_status st = pf_cuda_get(&m);
+  return st ? st : m->describe(buf, len);
+}
+pf_status pf_softmax_fwd_cuda(const pf_softmax_launch *L, const double *x, double *y, unsigned *fe) {
+  const pf_cuda_module *m = NULL;
+  const pf_status st = pf_cuda_get(&m);
+  return st ? st : m->softmax_fwd(L, x, y, fe);
+}
+pf_status pf_attention_cuda(const pf_attn_launch *L, const double *q, const double *k, const double *v, double *out,
+                            unsigned *fe) {
+  const pf_cuda_module *m = NULL;
+  const pf_status st = pf_cuda_get(&m);
+  return st ? st : m->attention(L, q, k, v, out, fe);
+}
+pf_status pf_adam_step_cuda(int variant, int mode, pf_dtype pt, pf_dtype sdt, const pf_adam_hyper *h,
+                            const pf_adam_tensor *tensors, size_t ntensors, unsigned *fe) {
+  const pf_cuda_module *m = NULL;
+  const pf_status st = pf_cuda_get(&m);
+  return st ? st : m->adam_step(variant, mode, pt, sdt, h, tensors, ntensors, fe);
+}
+pf_status pf_clip_cuda(const pf_clip_launch *L, const double *g, double *out, unsigned *fe) {
+  const pf_cuda_module *m = NULL;
+  const pf_status st = pf_cuda_get(&m);
+  return st ? st : m->clip(L, g, out, fe);
+}
+pf_status pf_loss_scale_cuda(const pf_ls_launch *L, const double *g, double *out, unsigned *fe) {
+  const pf_cuda_module *m = NULL;
+  const pf_status st = pf_cuda_get(&m);
+  return st ? st : m->loss_scale(L, g, out, fe);
+}
+#endif
