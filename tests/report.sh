@@ -20,6 +20,9 @@ ok() { n=$((n + 1)); }
 "$P" run -k attention -v flash --shape 1x1x8x8x8 --cases 2 --json >"$T/a1.json" 2>/dev/null
 "$P" run -k attention -v flash --shape 1x1x8x8x8 --cases 2 --json >"$T/a2.json" 2>/dev/null
 cmp -s "$T/a1.json" "$T/a2.json" && ok || fail "run --json differs between two identical runs"
+"$P" diff-tp --cases 2 --json >"$T/d1.json" 2>/dev/null
+"$P" diff-tp --cases 2 --json >"$T/d2.json" 2>/dev/null
+[ -s "$T/d1.json" ] && cmp -s "$T/d1.json" "$T/d2.json" && ok || fail "diff-tp --json differs between two identical runs"
 # run --json streams: memory does not grow with the cases (4,000 cases took 175 MB more than 200)
 # (under ASan, freed memory waits in its quarantine: switched off here, it would count as growth)
 rss() {
@@ -28,6 +31,8 @@ rss() {
 }
 few=$(rss 200) many=$(rss 4000)
 [ $((many - few)) -lt 20000 ] && ok || fail "run --json grew by $((many - few)) KB from 200 to 4000 cases"
+# and stays small: no CUDA library is loaded for a CPU run (10^5 cases took 4.3 MB here)
+[ "$many" -lt 204800 ] && ok || fail "run --json of 4000 cases took $many KB (limit 200 MB)"
 "$R" -i "$T/r.json" -o "$T/r.html" >"$T/out" 2>"$T/err" && grep -qx "$T/r.html" "$T/out" && ok || fail "precision-report -i: $(cat "$T/err")"
 kernels=$("$P" list | awk 'NR > 1 && NF && $1 != "tp_diff" && !/^parameters/ {print $1} /^parameters/ {exit}' | sort -u)
 python3 - "$T/r.html" $kernels <<'PY' && ok || fail "the report's HTML"
