@@ -1,8 +1,12 @@
 /* Tensor files (tensorfile.h): .npy and safetensors. */
 #include "tensorfile.h"
 
+#include "interrupt.h"
+
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <nettle/sha2.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -397,9 +401,18 @@ pf_status pf_write_file_atomic(const char *path, const void *buf, size_t len) {
   char *tmp = malloc(pl + 16);
   if (!tmp) return PF_ERR_NOMEM;
   snprintf(tmp, pl + 16, "%s.tmp.XXXXXX", path);
+  /* made and registered with the signals held: removed if one ends the process before the rename */
+  sigset_t hold, was;
+  sigemptyset(&hold);
+  sigaddset(&hold, SIGINT);
+  sigaddset(&hold, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &hold, &was);
   const int fd = mkstemp(tmp);
+  const int mk_errno = errno;
+  if (fd >= 0) pf_interrupt_tmp(tmp);
+  pthread_sigmask(SIG_SETMASK, &was, NULL);
   if (fd < 0) {
-    pf_status st = pf_error(PF_ERR_IO, "%s: cannot write (%s)", path, strerror(errno));
+    pf_status st = pf_error(PF_ERR_IO, "%s: cannot write (%s)", path, strerror(mk_errno));
     free(tmp);
     return st;
   }
@@ -416,6 +429,7 @@ pf_status pf_write_file_atomic(const char *path, const void *buf, size_t len) {
   }
   if (ok && rename(tmp, path) != 0) ok = 0, err = errno;
   if (!ok) unlink(tmp);
+  pf_interrupt_tmp(NULL);
   free(tmp);
   return ok ? PF_OK : pf_error(PF_ERR_IO, "%s: write failed (%s)", path, strerror(err));
 }
@@ -428,7 +442,7 @@ pf_status pf_write_file_atomic_probe(const char *path) {
   const int fd = mkstemp(tmp);
   pf_status st = PF_OK;
   if (fd < 0) st = pf_error(PF_ERR_IO, "%s: cannot write (%s)", path, strerror(errno));
-  else close(fd), unlink(tmp);
+  else pf_interrupt_tmp(tmp), close(fd), unlink(tmp), pf_interrupt_tmp(NULL);
   free(tmp);
   return st;
 }

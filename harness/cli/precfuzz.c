@@ -10,11 +10,13 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "harness/backend.h"
 #include "harness/case.h"
+#include "harness/interrupt.h"
 #include "harness/cli/cli.h"
 #include "harness/cli/minimize.h"
 #include "harness/cli/sweep.h"
@@ -294,7 +296,7 @@ static void run_json_case(run_json *js, cJSON *jr) {
 
 static void run_json_tail(run_json *js, int any_finding) {
   if (js->n == 0) run_json_head(js);
-  printf("\n],\"findings\":%s}\n", any_finding ? "true" : "false");
+  printf("\n],\"findings\":%s%s}\n", any_finding ? "true" : "false", pf_interrupted() ? ",\"interrupted\":true" : "");
 }
 
 static int run_variant(const pf_kernel *k, const run_opts *o, run_json *jcases, int *any_finding) {
@@ -314,8 +316,10 @@ static int run_variant(const pf_kernel *k, const run_opts *o, run_json *jcases, 
   const uint64_t chunk = o->backend == PF_BACKEND_CUDA ? 64 : 1;
   pf_case cs[64];
   pf_run rs[64];
-  for (uint64_t c0 = 0; c0 < o->cases; c0 += chunk) {
+  uint64_t done = 0; /* cases judged: all of them, or those before a Ctrl-C */
+  for (uint64_t c0 = 0; c0 < o->cases && !pf_interrupted(); c0 += chunk) {
     const uint64_t nc = o->cases - c0 < chunk ? o->cases - c0 : chunk;
+    done += nc;
     for (uint64_t j = 0; j < nc; j++) {
       const int rc = build_case(k, o, o->seed + c0 + j, &cs[j]);
       if (rc) {
@@ -377,10 +381,14 @@ static int run_variant(const pf_kernel *k, const run_opts *o, run_json *jcases, 
       pf_case_free(&c);
     }
   }
+  if (!jcases && !done) return 0; /* interrupted before this variant began */
   if (!jcases) {
+    if (done < o->cases)
+      printf("interrupted (%s) after %llu of %llu cases\n", pf_interrupted() == SIGTERM ? "SIGTERM" : "Ctrl-C",
+             (unsigned long long)done, (unsigned long long)o->cases);
     printf("%s/%s %s/%s: %llu cases (seeds %llu..%llu): ", k->op->name, k->variant, pf_dtype_name(o->dtype),
-           pf_dtype_name(o->accum), (unsigned long long)o->cases, (unsigned long long)o->seed,
-           (unsigned long long)(o->seed + o->cases - 1));
+           pf_dtype_name(o->accum), (unsigned long long)done, (unsigned long long)o->seed,
+           (unsigned long long)(o->seed + done - 1));
     for (int v = 0; v < PF_NVERDICTS; v++)
       if (counts[v]) printf("%s %zu  ", pf_verdict_name((pf_verdict)v), counts[v]);
     printf("\n  findings %llu (%llu outside the contract's domain); max ulps %lld (seed %llu); max rel error %.3g;"
@@ -389,7 +397,7 @@ static int run_variant(const pf_kernel *k, const run_opts *o, run_json *jcases, 
            (unsigned long long)worst_seed, max_rel, secs_k, secs_o);
     if (cases_outside)
       printf("  %llu of %llu cases outside the contract's domain (its bound does not apply there)\n",
-             (unsigned long long)cases_outside, (unsigned long long)o->cases);
+             (unsigned long long)cases_outside, (unsigned long long)done);
     if (findings > printed) printf("  (%llu more findings not shown; --max-print, --save-findings)\n", (unsigned long long)(findings - printed));
     printf("  hazards in %lu cases", hz.any);
     for (int h = 0, first = 1; h < PF_NHAZARDS; h++)
@@ -454,6 +462,7 @@ static int cmd_run(int argc, char **argv) {
     free_input_files(&o);
     return rc;
   }
+  pf_interrupt_polled(1); /* Ctrl-C: stop after the case at hand and say what was judged */
   rc = run_command(&o);
   free_input_files(&o);
   return rc;
@@ -489,6 +498,7 @@ static int run_command(run_opts *op_) {
                        pf_dtype_name(o.dtype), pf_dtype_name(o.accum), o.fault ? " and fault " : "", o.fault ? o.fault : "");
   if (jcases) run_json_tail(jcases, any_finding);
   if (pf_save_failed) return EXIT_USAGE; /* said on stderr when it happened */
+  if (pf_interrupted()) return 128 + pf_interrupted(); /* as the shell says a signal ended it */
   return any_finding ? EXIT_FINDINGS : 0;
 }
 
@@ -821,6 +831,7 @@ static int precfuzz_main(int argc, char **argv) {
 /* What a command printed must have reached its reader: a full disk or a closed pipe on stdout
  * is exit 2, not a silent success. */
 int main(int argc, char **argv) {
+  pf_interrupt_install();
   const int rc = precfuzz_main(argc, argv);
   if (fflush(stdout) != 0 || ferror(stdout)) {
     fprintf(stderr, "%s: cannot write to standard output (%s)\n", prog, strerror(errno));

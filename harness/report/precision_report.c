@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "harness/interrupt.h"
 #include "harness/case.h"
 #include "harness/cli/cli.h"
 #include "harness/cli/sweep.h"
@@ -144,6 +145,7 @@ static int report_main(int argc, char **argv) {
 
 /* The path it prints (or the page, with -o -) must reach its reader: exit 2 otherwise. */
 int main(int argc, char **argv) {
+  pf_interrupt_install(); /* Ctrl-C: no half-written file, an existing -o file kept */
   const int rc = report_main(argc, argv);
   if (fflush(stdout) != 0 || ferror(stdout)) {
     fprintf(stderr, "precision-report: cannot write to standard output (%s)\n", strerror(errno));

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Ctrl-C: run stops after the case at hand, prints what it judged (its JSON stays whole) and
+# exits 130; sweep -o and precision-report -o end at once and leave an existing file as it was,
+# with no temporary file beside it.
+# usage: interrupt.sh PRECFUZZ PRECISION_REPORT
+set -u
+set -m # job control: background jobs take SIGINT (a script's would ignore it)
+P=$1
+R=$2
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+n=0
+failed=0
+fail() { echo "FAIL: $*"; failed=$((failed + 1)); }
+ok() { n=$((n + 1)); }
+
+# interrupt CMD...: starts it, lets it work, sends SIGINT; its exit status in $rc
+interrupt() {
+  "$@" >"$T/out" 2>"$T/err" &
+  local pid=$!
+  sleep 2
+  kill -INT "$pid"
+  wait "$pid"
+  rc=$?
+}
+
+long=(run -k attention -v flash --shape 1x1x64x64x32 --cases 1000000)
+interrupt "$P" "${long[@]}"
+[ $rc -eq 130 ] && ok || fail "run: exit $rc after Ctrl-C (want 130): $(head -3 "$T/err")"
+grep -qE '^interrupted \(Ctrl-C\) after [0-9]+ of 1000000 cases$' "$T/out" && ok || fail "run: no 'interrupted after' line"
+grep -qE '^attention/flash fp16/fp32: [0-9]+ cases \(seeds 1\.\.[0-9]+\): ok' "$T/out" && ok || fail "run: no summary of the cases judged"
+
+interrupt "$P" "${long[@]}" --json
+[ $rc -eq 130 ] && ok || fail "run --json: exit $rc after Ctrl-C (want 130)"
+python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["interrupted"] is True and len(d["cases"]) > 0, d.keys()' "$T/out" && ok || fail "run --json after Ctrl-C is not whole JSON saying so"
+
+printf 'old results\n' >"$T/results.json"
+interrupt "$P" sweep -o "$T/results.json"
+[ $rc -eq 130 ] && ok || fail "sweep: exit $rc after Ctrl-C (want 130)"
+[ "$(cat "$T/results.json")" = "old results" ] && ok || fail "sweep -o: Ctrl-C changed the existing file"
+printf 'old page\n' >"$T/page.html"
+interrupt "$R" -o "$T/page.html"
+[ $rc -eq 130 ] && ok || fail "precision-report: exit $rc after Ctrl-C (want 130)"
+[ "$(cat "$T/page.html")" = "old page" ] && ok || fail "precision-report -o: Ctrl-C changed the existing file"
+leftover=$(find "$T" -name '*.tmp.*' | head -1)
+[ -z "$leftover" ] && ok || fail "a temporary file was left: $leftover"
+
+echo "interrupt: $n passed, $failed failed"
+[ $failed -eq 0 ]
