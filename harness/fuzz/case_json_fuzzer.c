@@ -1,12 +1,14 @@
-/* case_json_fuzzer: the case-file parser on arbitrary bytes. It must never crash, and every
- * case it accepts must write back to JSON that parses to the identical text (bit-exact
- * round trip); a mismatch aborts. */
+/* case_json_fuzzer: the case-file parser on arbitrary bytes. It must never crash; every text it
+ * accepts must be strict JSON by cJSON's own reading (json_check.h: nothing after the value, no
+ * key twice), and every case it accepts must write back to JSON that parses to the identical
+ * text (bit-exact round trip); a mismatch aborts. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "harness/case.h"
+#include "harness/fuzz/json_check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char *text = malloc(size + 1);
@@ -15,6 +17,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   text[size] = 0;
   pf_case c, d;
   if (pf_case_from_json(&c, text, "input") == PF_OK) {
+    pf_fuzz_json_check_accepted(text, "case_json_fuzzer");
     char *j1 = pf_case_to_json(&c);
     if (!j1 || pf_case_from_json(&d, j1, "rewritten") != PF_OK) {
       fprintf(stderr, "case_json_fuzzer: an accepted case does not parse after rewriting: %s\n", pf_error_message());
