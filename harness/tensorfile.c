@@ -1,6 +1,7 @@
 /* Tensor files (tensorfile.h): .npy and safetensors. */
 #include "tensorfile.h"
 
+#include "case.h"
 #include "interrupt.h"
 
 #include <cjson/cJSON.h>
@@ -221,18 +222,23 @@ static pf_status pf_st_parse(const unsigned char *buf, size_t len, const char *n
   if (n > PF_ST_MAX_HEADER) return pf_error(PF_ERR_PARSE, "%s: safetensors header of %llu bytes is larger than %llu", what, (unsigned long long)n, PF_ST_MAX_HEADER);
   if (n > len - 8) return pf_error(PF_ERR_PARSE, "%s: truncated safetensors header (%llu bytes announced, %zu in the file)", what, (unsigned long long)n, len - 8);
   if (n < 2 || buf[8] != '{') return pf_error(PF_ERR_PARSE, "%s: the safetensors header is not a JSON object", what);
-  const char *h = (const char *)buf + 8, *end = NULL;
+  const char *h = (const char *)buf + 8;
   if (memchr(h, 0, (size_t)n)) return pf_error(PF_ERR_PARSE, "%s: a NUL byte in the safetensors header", what);
-  cJSON *j = cJSON_ParseWithLengthOpts(h, (size_t)n, &end, 0);
-  if (!j || !cJSON_IsObject(j)) {
+  /* read as strictly as a case file: no key twice at any depth, no \u0000 in a name, nothing
+   * after the object but whitespace (safetensors pads with spaces) */
+  char *text = malloc((size_t)n + 1), hw[600];
+  if (!text) return PF_ERR_NOMEM;
+  memcpy(text, h, (size_t)n);
+  text[n] = 0;
+  snprintf(hw, sizeof hw, "%s: the safetensors header", what);
+  cJSON *j = NULL;
+  const pf_status pst = pf_json_parse_strict(text, hw, &j);
+  free(text);
+  if (pst) return pst;
+  if (!cJSON_IsObject(j)) {
     cJSON_Delete(j);
-    return pf_error(PF_ERR_PARSE, "%s: the safetensors header is not valid JSON", what);
+    return pf_error(PF_ERR_PARSE, "%s: the safetensors header is not a JSON object", what);
   }
-  for (const char *p = end; p < h + n; p++)
-    if (*p != ' ') {
-      cJSON_Delete(j);
-      return pf_error(PF_ERR_PARSE, "%s: trailing bytes after the safetensors header's JSON", what);
-    }
   const size_t data_len = len - 8 - (size_t)n;
   const unsigned char *data = buf + 8 + n;
   pf_status st = PF_OK;
