@@ -30,6 +30,9 @@ pf_status pf_error(pf_status s, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(buf, sizeof buf, fmt, ap);
   va_end(ap);
+  /* one line whatever it quotes (a file's key, a tensor's name): control characters as '?' */
+  for (char *c = buf; *c; c++)
+    if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
   memcpy(pf_errbuf, buf, sizeof buf);
   return s;
 }
