@@ -166,6 +166,39 @@ static void pf_bytes_str(char *buf, size_t len, double b) {
   else snprintf(buf, len, "%.1f KiB", b / 0x1p10);
 }
 
+/* The time limit on judging one case (pf_case_set_time_limit), and whether the CPU emulation
+ * counts (not with the CUDA backend). */
+static double pf_time_limit = PF_CASE_SECONDS_DEFAULT;
+static int pf_time_emulation = 1;
+void pf_case_set_time_limit(double seconds) { pf_time_limit = seconds; }
+void pf_case_time_counts_emulation(int on) { pf_time_emulation = on; }
+
+/* "0.4 s", "40 s", "12 min", "67 h", "3.2 days" */
+void pf_secs_str(char *buf, size_t len, double s) {
+  if (s < 10) snprintf(buf, len, "%.1f s", s);
+  else if (s < 120) snprintf(buf, len, "%.0f s", s);
+  else if (s < 7200) snprintf(buf, len, "%.0f min", s / 60);
+  else if (s < 172800) snprintf(buf, len, "%.0f h", s / 3600);
+  else snprintf(buf, len, "%.1f days", s / 86400);
+}
+
+pf_status pf_case_estimate(const pf_case *c, double *seconds) {
+  const pf_op *op = pf_op_find(c->kernel);
+  double em = 0, orc = 0;
+  if (op && op->cost) op->cost(c, &em, &orc);
+  *seconds = orc + (pf_time_emulation ? em : 0);
+  if (!(*seconds <= pf_time_limit)) {
+    char est[32], lim[32];
+    pf_secs_str(est, sizeof est, *seconds);
+    pf_secs_str(lim, sizeof lim, pf_time_limit);
+    return pf_error(PF_ERR_ARG,
+                    "shape: judging one case is estimated at %s on one processor (%s%.3g s; oracle %.3g s), more than "
+                    "the limit of %s (--max-case-seconds)",
+                    est, pf_time_emulation ? "CPU emulation " : "", pf_time_emulation ? em : 0.0, orc, lim);
+  }
+  return PF_OK;
+}
+
 /* Each input's element count, and what judging the case holds in memory (each input element
  * as binary64, each output element with its exact, rounded and alternative values, status,
  * bound, verdict and ulps) against the budget: all from the shape, before anything is made. */
@@ -191,7 +224,8 @@ static pf_status pf_case_sizes(const pf_op *op, const pf_case *c) {
                     "the %s precfuzz may use (PRECFUZZ_MEMORY_BYTES; default: half of this machine's memory)",
                     need, PF_BYTES_PER_OUTPUT, PF_BYTES_PER_INPUT, have);
   }
-  return PF_OK;
+  double secs;
+  return pf_case_estimate(c, &secs);
 }
 
 pf_status pf_case_check_size(const pf_case *c) {

@@ -50,6 +50,16 @@ pf_status pf_case_copy(pf_case *dst, const pf_case *src);
 /* The shape alone: dimensions in range, input sizes, the memory judging would take; checked
  * before inputs are made (an explicit value fills an input of the shape's size). */
 pf_status pf_case_check_size(const pf_case *c);
+/* The time judging one case may take, estimated from its shape (the operation's cost: seconds
+ * on one processor); pf_case_check_size and pf_case_validate refuse a case beyond it. Default
+ * one hour; without the CPU emulation (the CUDA backend) only the oracle counts. */
+#define PF_CASE_SECONDS_DEFAULT 3600.0
+void pf_case_set_time_limit(double seconds);
+void pf_case_time_counts_emulation(int on);
+/* *seconds: the estimate for c; PF_ERR_ARG with the estimate and the limit when beyond it. */
+pf_status pf_case_estimate(const pf_case *c, double *seconds);
+/* A duration as people read it: "0.4 s", "40 s", "12 min", "67 h", "3.2 days". */
+void pf_secs_str(char *buf, size_t len, double s);
 pf_status pf_case_validate(const pf_case *c);
 const pf_kernel *pf_case_kernel(const pf_case *c);
 size_t pf_case_elems(const pf_case *c); /* product of the shape */

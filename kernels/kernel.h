@@ -17,7 +17,7 @@
 #include "harness/tensor.h"
 #include "harness/verdict.h"
 
-#define PF_KERNEL_ABI 4
+#define PF_KERNEL_ABI 5
 
 typedef enum { PF_PARAM_REAL, PF_PARAM_INT, PF_PARAM_CHOICE } pf_param_type;
 
@@ -142,6 +142,11 @@ typedef struct pf_op {
   /* Optional: hazards only the operation can name (saturated, stagnant: hazard.h), recorded
    * with pf_run_flag_hazard; imprecise and biased are judged for every operation. */
   void (*hazards)(const pf_case *c, struct pf_run *r, const struct pf_hazard_limits *l);
+  /* Optional: what judging one case costs, estimated from its shape: seconds on one processor
+   * for the kernel's CPU emulation and for the oracle (its fast path), from rates measured with
+   * precfuzz run --threads 1 on a 2-core x86-64 machine. A case beyond the time limit
+   * (pf_case_set_time_limit, --max-case-seconds) is refused before anything is made. */
+  void (*cost)(const pf_case *c, double *emulation_s, double *oracle_s);
 } pf_op;
 
 struct pf_kernel {

@@ -162,6 +162,12 @@ CUDA_VISIBLE_DEVICES= expect2 "no CUDA" replay --backend cuda "$T/good.json"
 CUDA_VISIBLE_DEVICES= expect2 "no CUDA" boundary -k softmax -v naive --along value --backend cuda
 CUDA_VISIBLE_DEVICES= expect2 "no CUDA" diff-backend -k softmax --cases 1
 CUDA_VISIBLE_DEVICES= expect2 "no CUDA" sweep --backend cuda -o "$T/cuda.json"
+# a case whose judging is estimated beyond the time limit is refused before anything is made
+expect2 "judging one case is estimated at" run -k attention -v flash --shape 1x1x512x512x64 --cases 1 --max-case-seconds 0.01
+expect2 "judging one case is estimated at" run -k softmax --shape 4096x4096 --cases 1 --max-case-seconds 0.5
+expect2 "--max-case-seconds: '0' is not a number of seconds > 0" run -k softmax --cases 1 --max-case-seconds 0
+expect2 "--max-case-seconds: 'inf' is not a number of seconds > 0" run -k softmax --cases 1 --max-case-seconds inf
+PRECFUZZ_PROGRESS=yes expect2 "PRECFUZZ_PROGRESS: 'yes' is not 0 or 1" run -k softmax --cases 1
 # the CUDA kernels are a module loaded on first use: a module that is not there is exit 2 naming
 # it (a build without CUDA says it has none), and a CPU run loads no CUDA library at all
 PRECFUZZ_CUDA_MODULE=$T/none.so expect2 "--backend cuda: " run -k softmax --backend cuda --cases 1

@@ -20,6 +20,12 @@ ok() { n=$((n + 1)); }
 "$P" run -k attention -v flash --shape 1x1x8x8x8 --cases 2 --json >"$T/a1.json" 2>/dev/null
 "$P" run -k attention -v flash --shape 1x1x8x8x8 --cases 2 --json >"$T/a2.json" 2>/dev/null
 cmp -s "$T/a1.json" "$T/a2.json" && ok || fail "run --json differs between two identical runs"
+# progress: on a terminal only (here stderr is a file: none), or asked for; never on stdout
+"$P" run -k softmax --shape 64x1024 --cases 3 >"$T/p.out" 2>"$T/p.err"
+! grep -q 'cases, ' "$T/p.err" && ok || fail "progress shown on a stderr that is not a terminal"
+PRECFUZZ_PROGRESS=1 "$P" run -k softmax --shape 64x1024 --cases 3 >"$T/p.out" 2>"$T/p.err"
+grep -q 'softmax/safe: 3 of 3 cases, ' "$T/p.err" && ! grep -q 'of 3 cases' "$T/p.out" && ok ||
+  fail "PRECFUZZ_PROGRESS=1 shows no progress on stderr"
 "$P" diff-tp --cases 2 --json >"$T/d1.json" 2>/dev/null
 "$P" diff-tp --cases 2 --json >"$T/d2.json" 2>/dev/null
 [ -s "$T/d1.json" ] && cmp -s "$T/d1.json" "$T/d2.json" && ok || fail "diff-tp --json differs between two identical runs"

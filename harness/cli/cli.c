@@ -425,6 +425,13 @@ int case_option(int ch, char *arg, run_opts *o, const char **shape_arg, const ch
       break;
     case O_THREADS: /* how, not what: no part of the reproduce line */
       return parse_threads(arg);
+    case O_MAXSECS: { /* a guard, not part of the case */
+      double v;
+      if (pf_parse_double(arg, &v) || !(v > 0) || !isfinite(v))
+        return usage_error("--max-case-seconds: '%s' is not a number of seconds > 0", arg);
+      pf_case_set_time_limit(v);
+      break;
+    }
     case O_INPUT:
       if (o->ninput_specs == 16) return usage_error("--input: more than 16 given");
       o->input_spec[o->ninput_specs++] = arg;
@@ -480,6 +487,7 @@ void axis_reproduce_line(const pf_case *c, const run_opts *o, const pf_axis *a, 
 int backend_setup(const char *backend, const char *kernel, const char *variant, int *out, char *device, size_t len) {
   if (device && len) device[0] = 0;
   if (pf_backend_parse(backend, out)) return usage_error("%s", pf_error_message());
+  pf_case_time_counts_emulation(*out != PF_BACKEND_CUDA); /* a GPU's run costs next to nothing */
   if (*out != PF_BACKEND_CUDA) {
     if (device) snprintf(device, len, "none: the CPU emulation");
     return 0;

@@ -51,7 +51,7 @@ typedef struct {
 /* Options of the commands that build cases (getopt_long values). */
 enum { O_SHAPE = 256, O_SCALE, O_DIST, O_SEED, O_CASES, O_FAULT, O_BACKEND, O_JSON, O_SAVE, O_PARAM,
        O_OUTLIERS, O_OUTMAG, O_SPECIAL, O_EXPRANGE, O_PREC, O_MAXPRINT, O_INPUT,
-       O_ALONG, O_FROM, O_TO, O_FAIL, O_POINTS, O_FORMAT, O_REFINE, O_TENSORS, O_IMPRECISE, O_ORACLE, O_THREADS };
+       O_ALONG, O_FROM, O_TO, O_FAIL, O_POINTS, O_FORMAT, O_REFINE, O_TENSORS, O_IMPRECISE, O_ORACLE, O_THREADS, O_MAXSECS };
 #define PF_CASE_LONGOPTS                                                                                 \
   {"kernel", required_argument, 0, 'k'}, {"variant", required_argument, 0, 'v'},                          \
       {"dtype", required_argument, 0, 't'}, {"accum", required_argument, 0, 'a'},                         \
@@ -64,7 +64,7 @@ enum { O_SHAPE = 256, O_SCALE, O_DIST, O_SEED, O_CASES, O_FAULT, O_BACKEND, O_JS
       {"exp-range", required_argument, 0, O_EXPRANGE}, {"oracle-prec", required_argument, 0, O_PREC},     \
       {"input", required_argument, 0, O_INPUT}, {"imprecise", required_argument, 0, O_IMPRECISE},           \
       {"oracle", required_argument, 0, O_ORACLE}, {"threads", required_argument, 0, O_THREADS},            \
-      {"help", no_argument, 0, 'h'}
+      {"max-case-seconds", required_argument, 0, O_MAXSECS}, {"help", no_argument, 0, 'h'}
 
 /* After the options: case k of N takes seed + k, which may not pass 2^64 - 1; generator
  * options that would be ignored (--exp-range without loguniform, --outliers without a

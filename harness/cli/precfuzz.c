@@ -13,6 +13,8 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "harness/backend.h"
 #include "harness/case.h"
@@ -177,12 +179,17 @@ static void print_help_run(void) {
       "                           fp16, bf16); -t and --shape then default to the file's, --cases to 1\n"
       "      --max-print N        finding and hazard lines printed per variant (default 10)\n"
       "      --oracle fast|mpfr   fast (default): a certified fast path where the operation has one\n"
-      "                           (softmax, attention), MPFR where it cannot decide; mpfr: MPFR alone,\n"
-      "                           the reference\n"
+      "                           (all but the trajectories), MPFR where it cannot decide; mpfr: MPFR\n"
+      "                           alone, the reference\n"
       "      --threads N          threads judging one large case (default 0: one per processor; cases\n"
       "                           of a few milliseconds run on one); the results do not depend on it\n"
+      "      --max-case-seconds S refuse a case whose judging is estimated (from its shape, on one\n"
+      "                           processor) at more than S seconds (default 3600)\n"
       "      --imprecise DTYPE=X,... the imprecise hazard's thresholds (relative error, as each stage\n"
       "                           measures it), e.g. fp16=0x1p-6; defaults fp32 2^-10, fp16 2^-7, bf16 2^-4\n\n"
+      "On a terminal a long run shows its progress and an estimate of the time left on stderr\n"
+      "(PRECFUZZ_PROGRESS=1: anywhere, 0: never); Ctrl-C stops it after the case at hand with the\n"
+      "summary of the cases judged (exit 130).\n\n"
       "Besides each case's verdict (did the kernel keep its contract?) run reports its hazards\n"
       "(HAZARD lines: saturated, stagnant, biased, imprecise: a result useless for training,\n"
       "contract kept or not) and where torch.testing.assert_close's default tolerance disagrees.\n"
@@ -299,6 +306,35 @@ static void run_json_tail(run_json *js, int any_finding) {
   printf("\n],\"findings\":%s%s}\n", any_finding ? "true" : "false", pf_interrupted() ? ",\"interrupted\":true" : "");
 }
 
+/* Progress of a long run, on a terminal (stderr) only: CI logs stay clean. PRECFUZZ_PROGRESS=1
+ * shows it anywhere, =0 nowhere. One line rewritten at most twice a second. */
+typedef struct {
+  int on;
+  double t0, last, per_case; /* per_case: the shape's estimate (pf_case_estimate) */
+} run_progress;
+
+static double run_now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static void run_progress_show(run_progress *p, const pf_kernel *k, uint64_t done, uint64_t total) {
+  if (!p->on) return;
+  const double now = run_now(), el = now - p->t0;
+  if (done < total && now - p->last < 0.5) return;
+  p->last = now;
+  /* what is left, from the cases judged so far once there are some, else from the estimate */
+  const double left = done ? el / (double)done * (double)(total - done) : p->per_case * (double)total;
+  char e[32], l[32];
+  pf_secs_str(e, sizeof e, el);
+  pf_secs_str(l, sizeof l, left);
+  fprintf(stderr, "\r\033[K%s/%s: %llu of %llu cases, %s, about %s left", k->op->name, k->variant,
+          (unsigned long long)done, (unsigned long long)total, e, l);
+  if (done == total) fprintf(stderr, "\r\033[K");
+  fflush(stderr);
+}
+
 static int run_variant(const pf_kernel *k, const run_opts *o, run_json *jcases, int *any_finding) {
   size_t counts[PF_NVERDICTS] = {0};
   int64_t max_ulps = 0;
@@ -317,15 +353,21 @@ static int run_variant(const pf_kernel *k, const run_opts *o, run_json *jcases, 
   pf_case cs[64];
   pf_run rs[64];
   uint64_t done = 0; /* cases judged: all of them, or those before a Ctrl-C */
+  const char *pv = getenv("PRECFUZZ_PROGRESS");
+  run_progress progress = {pv ? strcmp(pv, "1") == 0 : isatty(STDERR_FILENO), run_now(), 0, 0};
   for (uint64_t c0 = 0; c0 < o->cases && !pf_interrupted(); c0 += chunk) {
     const uint64_t nc = o->cases - c0 < chunk ? o->cases - c0 : chunk;
-    done += nc;
     for (uint64_t j = 0; j < nc; j++) {
       const int rc = build_case(k, o, o->seed + c0 + j, &cs[j]);
       if (rc) {
         for (uint64_t x = 0; x < j; x++) pf_case_free(&cs[x]);
         return rc;
       }
+    }
+    if (c0 == 0 && progress.on) { /* the shape's estimate; shown when the run may take a while */
+      pf_case_estimate(&cs[0], &progress.per_case);
+      progress.on = progress.per_case * (double)o->cases > 2 || (pv && strcmp(pv, "1") == 0);
+      run_progress_show(&progress, k, 0, o->cases);
     }
     const pf_status st = pf_run_cases(cs, nc, &oo, rs);
     if (st) {
@@ -380,7 +422,10 @@ static int run_variant(const pf_kernel *k, const run_opts *o, run_json *jcases, 
       pf_run_free(&r);
       pf_case_free(&c);
     }
+    done += nc;
+    run_progress_show(&progress, k, done, o->cases);
   }
+  if (progress.on && done < o->cases) fprintf(stderr, "\r\033[K"); /* interrupted: the line cleared */
   if (!jcases && !done) return 0; /* interrupted before this variant began */
   if (!jcases) {
     if (done < o->cases)
@@ -461,6 +506,11 @@ static int cmd_run(int argc, char **argv) {
   if ((rc = load_input_files(&o, op))) {
     free_input_files(&o);
     return rc;
+  }
+  const char *pv = getenv("PRECFUZZ_PROGRESS");
+  if (pv && strcmp(pv, "0") != 0 && strcmp(pv, "1") != 0) {
+    free_input_files(&o);
+    return usage_error("PRECFUZZ_PROGRESS: '%s' is not 0 or 1", pv);
   }
   pf_interrupt_polled(1); /* Ctrl-C: stop after the case at hand and say what was judged */
   rc = run_command(&o);

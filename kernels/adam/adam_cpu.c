@@ -127,6 +127,12 @@ static void pf_adam_hazards(const pf_case *c, pf_run *r, const pf_hazard_limits 
   }
 }
 
+/* per element: the emulation about 145 ns, the oracle 85 (measured: 65536, fused) */
+static void pf_adam_cost(const pf_case *c, double *emulation_s, double *oracle_s) {
+  *emulation_s = 145e-9 * (double)c->shape[0];
+  *oracle_s = 85e-9 * (double)c->shape[0];
+}
+
 const pf_op pf_adam_op = {
     .name = "adam",
     .summary = "one Adam/AdamW optimizer step over n parameters",
@@ -149,6 +155,7 @@ const pf_op pf_adam_op = {
     .refine = pf_adam_refine,
     .input_dims = pf_adam_input_dims,
     .hazards = pf_adam_hazards,
+    .cost = pf_adam_cost,
 };
 
 static pf_status pf_adam_check(const pf_case *c) {

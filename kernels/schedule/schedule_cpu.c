@@ -201,6 +201,13 @@ static int pf_sched_input_dims(const pf_case *c, int i, int *d) {
   return 1;
 }
 
+/* per step and element: the emulation about 160 ns, the oracle 1.6 us (measured: 1000x1000) */
+static void pf_sched_cost(const pf_case *c, double *emulation_s, double *oracle_s) {
+  const double n = (double)c->shape[0] * (double)c->shape[1];
+  *emulation_s = 160e-9 * n;
+  *oracle_s = 1.6e-6 * n;
+}
+
 const pf_op pf_schedule_op = {
     .name = "schedule",
     .summary = "T Adam steps with a learning-rate schedule, loss scaling and clipping on a quadratic, against the exact trajectory",
@@ -223,6 +230,7 @@ const pf_op pf_schedule_op = {
     .review = pf_sched_review,
     .input_dims = pf_sched_input_dims,
     .hazards = pf_sched_hazards,
+    .cost = pf_sched_cost,
 };
 
 /* The step stage: the least step the run's own arithmetic must take from its state (p, g,

@@ -64,6 +64,13 @@ static void pf_softmax_hazards(const pf_case *c, pf_run *r, const pf_hazard_limi
   }
 }
 
+/* rows x cols elements: the emulation about 31 ns each, the oracle 20 (measured: 1x65536 fp32) */
+static void pf_softmax_cost(const pf_case *c, double *emulation_s, double *oracle_s) {
+  const double n = (double)c->shape[0] * (double)c->shape[1];
+  *emulation_s = 31e-9 * n;
+  *oracle_s = 20e-9 * n;
+}
+
 const pf_op pf_softmax_op = {
     .name = "softmax",
     .summary = "row softmax of alpha * x with optional causal mask",
@@ -83,6 +90,7 @@ const pf_op pf_softmax_op = {
     .oracle = pf_softmax_fwd_mpfr,
     .input_dims = pf_softmax_input_dims,
     .hazards = pf_softmax_hazards,
+    .cost = pf_softmax_cost,
 };
 
 static int pf_softmax_algo(const pf_case *c) { return pf_case_algo(c); }
