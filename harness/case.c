@@ -669,6 +669,12 @@ static const char *pf_json_duplicate(const cJSON *o) {
 
 pf_status pf_json_parse_strict(const char *text, const char *what, cJSON **out) {
   *out = NULL;
+  /* JSON's whitespace is space, tab, LF and CR; cJSON would skip any control character as
+   * whitespace, and one inside a string must be escaped */
+  for (const char *p = text; *p; p++)
+    if ((unsigned char)*p < 0x20 && *p != '\t' && *p != '\n' && *p != '\r')
+      return pf_error(PF_ERR_PARSE, "%s: a control character (0x%02x) at byte %ld", what, (unsigned)*p,
+                      (long)(p - text));
   /* a NUL inside a string would cut it short where C reads it ("safe\u0000evil" is "safe") */
   for (const char *p = text; *p; p++) {
     if (*p != '"') continue;

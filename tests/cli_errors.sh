@@ -202,6 +202,8 @@ printf '%s' "$good" | sed 's/"seed":1/"seed":18446744073709551615/' >"$T/bigseed
 case_json '[1,2]' '' | sed 's/"inputs":{"x":{"dist":"normal","seed":1}}/"inputs":{"x":{"values":["1","1e-400"]}}/' >"$T/underflow.json"
 case_json '[1,2]' '' | sed 's/"inputs":{"x":{"dist":"normal","seed":1}}/"inputs":{"x":{"values":["1","0x1p-99999"]}}/' >"$T/underflow2.json"
 expect2 "data after the JSON value" replay "$T/trailing.json"
+{ printf '%s' "$good"; printf '\001'; } >"$T/ctrl.json" # cJSON would skip it as whitespace
+expect2 "a control character (0x01)" replay "$T/ctrl.json"
 expect2 "NUL character" replay "$T/nul.json"
 expect2 "field 'dtype' is given twice" replay "$T/dupkey.json"
 expect2 "field 'alpha' is given twice" replay "$T/dupparam.json"

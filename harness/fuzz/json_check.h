@@ -1,8 +1,9 @@
 /* What the strict JSON reader (pf_json_parse_strict) promises about a text it accepted, checked
  * independently with cJSON's own reader by the parsers' fuzz drivers: the text is one JSON
- * value with nothing but whitespace after it, no object in it names a key twice, and printing
- * it and reading the print back gives the same print (nothing is lost on the way). A broken
- * promise aborts. */
+ * value with nothing but whitespace after it, holds no control character but JSON's whitespace
+ * (cJSON would skip any as whitespace), no object in it names a key twice, and printing it and
+ * reading the print back gives the same print (nothing is lost on the way). A broken promise
+ * aborts. */
 #ifndef PF_FUZZ_JSON_CHECK_H
 #define PF_FUZZ_JSON_CHECK_H
 
@@ -24,6 +25,12 @@ static void pf_fuzz_json_no_duplicates(const cJSON *x, const char *who) {
 }
 
 static void pf_fuzz_json_check_accepted(const char *text, const char *who) {
+  for (const char *p = text; *p; p++)
+    if ((unsigned char)*p < 0x20 && !strchr("\t\n\r", *p)) {
+      fprintf(stderr, "%s: an accepted text holds control character 0x%02x (not JSON whitespace, unescaped)\n", who,
+              (unsigned)*p);
+      abort();
+    }
   const char *end = NULL;
   cJSON *v = cJSON_ParseWithOpts(text, &end, 0);
   if (!v) {
