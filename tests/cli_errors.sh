@@ -165,6 +165,7 @@ CUDA_VISIBLE_DEVICES= expect2 "no CUDA" sweep --backend cuda -o "$T/cuda.json"
 # a case whose judging is estimated beyond the time limit is refused before anything is made
 expect2 "judging one case is estimated at" run -k attention -v flash --shape 1x1x512x512x64 --cases 1 --max-case-seconds 0.01
 expect2 "judging one case is estimated at" run -k softmax --shape 4096x4096 --cases 1 --max-case-seconds 0.5
+expect2 "judging one case is estimated at 41 min" run -k attention -v flash --shape 4x256x4096x4096x1 --max-case-seconds 600
 expect2 "--max-case-seconds: '0' is not a number of seconds > 0" run -k softmax --cases 1 --max-case-seconds 0
 expect2 "--max-case-seconds: 'inf' is not a number of seconds > 0" run -k softmax --cases 1 --max-case-seconds inf
 PRECFUZZ_PROGRESS=yes expect2 "PRECFUZZ_PROGRESS: 'yes' is not 0 or 1" run -k softmax --cases 1
