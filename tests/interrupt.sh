@@ -9,9 +9,7 @@ P=$1
 R=$2
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-n=0
-failed=0
-fail() { echo "FAIL: $*"; failed=$((failed + 1)); }
+. "$(dirname "$0")/check.sh"
 ok() { n=$((n + 1)); }
 
 # interrupt CMD...: starts it, lets it work, sends SIGINT; its exit status in $rc
