@@ -23,9 +23,9 @@ pyenv:
 configure: deps
 	@test -f $(BUILD)/CMakeCache.txt || cmake -S . -B $(BUILD)
 
-# Every test, the exhaustive ones included.
+# Every test, the exhaustive ones included; JUnit XML in $(BUILD)/test-results.xml.
 test: all pyenv
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --output-junit test-results.xml
 
 # Everything but the tests labelled exhaustive.
 test-quick: all pyenv
@@ -37,7 +37,7 @@ ASAN_BUILD ?= $(BUILD)/asan
 test-asan: deps pyenv
 	@test -f $(ASAN_BUILD)/CMakeCache.txt || cmake -S . -B $(ASAN_BUILD) -DPF_SANITIZE=ON -DPF_ENABLE_CUDA=OFF
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
-	cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS) -LE 'exhaustive|gpu'
+	cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS) -LE 'exhaustive|gpu' --output-junit test-results.xml
 
 # clang + libFuzzer + ASan + UBSan build of the drivers (and of precfuzz itself).
 fuzz-build: deps
