@@ -2,9 +2,11 @@
 #include "harness/plugin.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harness/exec_kernel.h"
 #include "kernels/kernel.h"
@@ -27,22 +29,56 @@ const char *pf_plugin_of(const pf_kernel *k) {
 
 const char *pf_plugins_flags(void) { return pf_flags; }
 
+/* s for a shell: as it is when every character is plain, else in single quotes */
+static void pf_shell_quote(char *dst, size_t len, const char *s) {
+  int plain = *s != 0;
+  for (const char *c = s; *c; c++)
+    plain &= (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || strchr("_./:=+-,@%", *c);
+  if (plain) {
+    snprintf(dst, len, "%s", s);
+    return;
+  }
+  size_t at = 0;
+  if (len < 3) return;
+  dst[at++] = '\'';
+  for (const char *c = s; *c && at + 6 < len; c++) {
+    if (*c == '\'') memcpy(dst + at, "'\\''", 4), at += 4;
+    else dst[at++] = *c;
+  }
+  dst[at++] = '\'';
+  dst[at] = 0;
+}
+
+/* The precfuzz beside the running program (precfuzz itself, precision-report and the fuzz
+ * drivers are built into one directory), by its full path, else "precfuzz" (on PATH). */
+static char pf_self_text[4200] = "precfuzz";
+static void pf_self_find(void) {
+  char exe[4096];
+  const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 16);
+  if (n <= 0) return;
+  exe[n] = 0;
+  char *slash = strrchr(exe, '/');
+  if (!slash) return;
+  strcpy(slash + 1, "precfuzz");
+  if (access(exe, X_OK) == 0) pf_shell_quote(pf_self_text, sizeof pf_self_text, exe);
+}
+
+const char *pf_self(void) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, pf_self_find);
+  return pf_self_text;
+}
+
 /* The kernels registered since `before` came from spec; " --kernels SPEC" joins the flags,
  * quoted for the shell where it needs to be (exec:"python3 k.py"). */
 static void pf_plugin_record(const char *spec, size_t before) {
   char *kept = strdup(spec);
   for (size_t i = before; i < pf_kernel_count() && pf_norigin < PF_MAX_PLUGIN_KERNELS && kept; i++)
     pf_origin[pf_norigin].k = pf_kernel_at(i), pf_origin[pf_norigin++].path = kept;
-  size_t at = strlen(pf_flags);
-  int plain = 1;
-  for (const char *c = spec; *c; c++)
-    plain &= (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || strchr("_./:=+-,@%", *c);
-  at += (size_t)snprintf(pf_flags + at, sizeof pf_flags - at, plain ? " --kernels %s" : " --kernels '", spec);
-  for (const char *c = spec; !plain && *c && at + 5 < sizeof pf_flags; c++) {
-    if (*c == '\'') at += (size_t)snprintf(pf_flags + at, sizeof pf_flags - at, "'\\''");
-    else pf_flags[at++] = *c, pf_flags[at] = 0;
-  }
-  if (!plain && at + 1 < sizeof pf_flags) pf_flags[at++] = '\'', pf_flags[at] = 0;
+  char q[2048];
+  pf_shell_quote(q, sizeof q, spec);
+  const size_t at = strlen(pf_flags);
+  snprintf(pf_flags + at, sizeof pf_flags - at, " --kernels %s", q);
 }
 
 pf_status pf_plugin_load(const char *path) {

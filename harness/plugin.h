@@ -28,5 +28,8 @@ const char *pf_plugin_of(const struct pf_kernel *k);
 /* " --kernels PATH" for every library loaded so far ("" for none): the replay commands
  * printed with findings put it after "precfuzz". */
 const char *pf_plugins_flags(void);
+/* The precfuzz command a printed replay line starts with: the precfuzz beside the running
+ * program by its full path (quoted for a shell where it needs to be), or "precfuzz". */
+const char *pf_self(void);
 
 #endif

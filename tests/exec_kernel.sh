@@ -42,9 +42,10 @@ expect2 "softmax/np-naive does not support dtype bf16" "$P" --kernels "$K" run -
 check "off by 3" "$P" --kernels "$K off-by-3" run -k softmax -v np-softmax -t fp16 --shape 2x4 --cases 2 --save-findings "$T/f"
 [ $rc -eq 1 ] && echo "$out" | grep -q "^FINDING softmax/np-softmax fp16/fp32 seed 1: inaccurate at \[0,1\]: .* 3 ulps" ||
   fail "off-by-3: $rc $out"
-line=$(echo "$out" | grep -m1 "reproduce with: precfuzz" | sed 's/^ *reproduce with: precfuzz//')
+line=$(echo "$out" | grep -m1 "reproduce with: " | sed 's/^ *reproduce with: //')
 n=$((n + 1))
-out2=$(eval "\"$P\" $line" 2>&1)
+[ "${line%% *}" -ef "$P" ] || fail "the replay line does not name the precfuzz that ran ($P): $line"
+out2=$(eval "$line" 2>&1)
 [ $? -eq 0 ] && echo "$out2" | grep -q "inaccurate .*\[as expected\]" || fail "the printed replay line: $line: $out2"
 
 # failures of the process: the verdict failed, with the reason, and the next case is served
@@ -100,7 +101,7 @@ check fuzz env PRECFUZZ_KERNELS="$K" PF_FUZZ_VARIANT=np-softmax "$F" -runs=500 -
 check "fuzz crash" env PRECFUZZ_KERNELS="$K crash-at 3" PF_FUZZ_VARIANT=np-softmax "$F" -runs=50 -seed=1 \
   -artifact_prefix="$T/" corpora/softmax_fuzzer
 [ $rc -ne 0 ] && echo "$out" | grep -q "precfuzz finding: softmax_fuzzer softmax/np-softmax .*failed: the kernel process was killed" &&
-  echo "$out" | grep -q "reproduce with: precfuzz --kernels 'exec:.*crash-at 3' replay" || fail "fuzz crash: $out"
+  echo "$out" | grep -q "reproduce with: [^ ]*precfuzz --kernels 'exec:.*crash-at 3' replay" || fail "fuzz crash: $out"
 rm -f finding-softmax_fuzzer-*.json
 expect2 "fuzz driver: PF_FUZZ_VARIANT: 'sfe' is no variant of softmax" env PF_FUZZ_VARIANT=safe,sfe "$F" -runs=1 corpora/softmax_fuzzer
 

@@ -291,7 +291,7 @@ void reproduce_line(const pf_case *c, const run_opts *o, uint64_t seed, char *bu
   const pf_op *op = pf_op_find(c->kernel);
   char sc[40];
   pf_hexfloat(sc, o->gen.scale);
-  size_t n = (size_t)snprintf(buf, len, "precfuzz%s run -k %s -v %s -t %s -a %s --shape ", pf_plugins_flags(), c->kernel, c->variant,
+  size_t n = (size_t)snprintf(buf, len, "%s%s run -k %s -v %s -t %s -a %s --shape ", pf_self(), pf_plugins_flags(), c->kernel, c->variant,
                               pf_dtype_name(c->dtype), pf_dtype_name(c->accum));
   for (int d = 0; d < c->ndims && n < len; d++) n += (size_t)snprintf(buf + n, len - n, d ? "x%zu" : "%zu", c->shape[d]);
   if (n < len) n += (size_t)snprintf(buf + n, len - n, " --dist %s --scale %s", pf_dist_name(o->gen.dist), sc);

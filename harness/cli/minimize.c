@@ -409,7 +409,7 @@ int pf_cmd_minimize(int argc, char **argv) {
                                         "and no dimension could shrink further before they were made explicit")
                                : "more than 4096 drawn values to make explicit, and no dimension could shrink further "
                                  "without losing the verdict");
-  printf("precfuzz%s replay %s\n", pf_plugins_flags(), outp);
+  printf("%s%s replay %s\n", pf_self(), pf_plugins_flags(), outp);
   pf_case_free(&c);
   return 0;
 }

@@ -415,7 +415,7 @@ static int run_variant(const pf_kernel *k, const run_opts *o, run_json *jcases, 
         printf("FINDING %s/%s %s/%s seed %llu: %s\n", c.kernel, c.variant, pf_dtype_name(c.dtype),
                pf_dtype_name(c.accum), (unsigned long long)seed, d);
         if (!r.in_domain) printf("  outside the contract's domain: %s\n", r.why);
-        if (saved[0]) printf("  reproduce with: precfuzz%s replay %s\n  or: %s\n", pf_plugins_flags(), saved, rep);
+        if (saved[0]) printf("  reproduce with: %s%s replay %s\n  or: %s\n", pf_self(), pf_plugins_flags(), saved, rep);
         else printf("  reproduce with: %s\n", rep);
         printed++;
       }
@@ -778,7 +778,7 @@ static int cmd_judge(int argc, char **argv) {
     char tol[32] = "";
     if (!like && ulps != 1) snprintf(tol, sizeof tol, " --ulps %ld", ulps);
     if (finding)
-      printf("  reproduce with: precfuzz%s judge %s --outputs %s%s%s%s%s%s\n", pf_plugins_flags(), case_path, outputs,
+      printf("  reproduce with: %s%s judge %s --outputs %s%s%s%s%s%s\n", pf_self(), pf_plugins_flags(), case_path, outputs,
              tensor ? " --tensor " : "", tensor ? tensor : "", like ? " --like " : "", like ? like->variant : "", tol);
   }
   pf_run_free(&r);

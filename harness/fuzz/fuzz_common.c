@@ -203,7 +203,7 @@ void pf_fuzz_run_case(const char *driver, pf_case *c) {
       snprintf(shape + strlen(shape), sizeof shape - strlen(shape), i ? "x%zu" : "%zu", c->shape[i]);
     fprintf(stderr, "precfuzz finding: %s %s/%s %s/%s shape %s%s%s: %s\n", driver, c->kernel, c->variant,
             pf_dtype_name(c->dtype), pf_dtype_name(c->accum), shape, c->fault[0] ? " fault " : "", c->fault, d);
-    fprintf(stderr, "reproduce with: precfuzz%s replay %s\n", pf_plugins_flags(), saved ? path : "(could not save the case)");
+    fprintf(stderr, "reproduce with: %s%s replay %s\n", pf_self(), pf_plugins_flags(), saved ? path : "(could not save the case)");
     free(json);
     abort();
   }

@@ -75,6 +75,7 @@ static char pf_crash_path[4200];
 static const char *pf_cur_file; /* replaying: the file the input came from */
 static char pf_replay_flags[512];  /* " --driver D [--fault F] [--backend cuda]" for the replay line */
 static char pf_kernels_flags[4096]; /* " --kernels LIB" per $PRECFUZZ_KERNELS library */
+static char pf_self_cmd[4200];        /* pf_self(): the precfuzz that replays it */
 
 static void pf_on_abort(int sig) {
   if (pf_cur_file) {
@@ -99,8 +100,9 @@ static void pf_on_abort(int sig) {
     (void)!write(2, pf_crash_path, strlen(pf_crash_path));
     (void)!write(2, " (see -artifact_prefix)\n", 24);
   } else {
-    const char m1[] = "precfuzz standalone: the input is saved; replay with: precfuzz";
+    const char m1[] = "precfuzz standalone: the input is saved; replay with: ";
     (void)!write(2, m1, sizeof m1 - 1);
+    (void)!write(2, pf_self_cmd, strlen(pf_self_cmd));
     (void)!write(2, pf_kernels_flags, strlen(pf_kernels_flags));
     (void)!write(2, " replay", 7);
     (void)!write(2, pf_replay_flags, strlen(pf_replay_flags));
@@ -298,6 +300,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   snprintf(pf_kernels_flags, sizeof pf_kernels_flags, "%s", pf_plugins_flags());
+  snprintf(pf_self_cmd, sizeof pf_self_cmd, "%s", pf_self()); /* the handler only writes */
   const char *slash = strrchr(argv[0], '/'), *fault = getenv("PF_FUZZ_FAULT"), *be = getenv("PF_FUZZ_BACKEND");
   snprintf(pf_replay_flags, sizeof pf_replay_flags, " --driver %s%s%s%s%s", slash ? slash + 1 : argv[0],
            fault && *fault ? " --fault " : "", fault && *fault ? fault : "", be && *be ? " --backend " : "",
