@@ -560,7 +560,8 @@ static void print_help_replay(void) {
          "named *.json or is JSON text; anything else is a raw input of the driver named by --driver\n"
          "or by a directory in its path (build/fuzz/findings/<driver>[-<fault>]/, corpora/<driver>/),\n"
          "with the fault of --fault, that directory or $PF_FUZZ_FAULT. A case with \"expect\" (a regression)\n"
-         "passes when its verdict equals the expected one; otherwise a finding fails.\n"
+         "passes when its verdict equals the expected one; otherwise a finding fails. --json writes\n"
+         "what run --json writes (each case with its \"file\" and \"as_expected\").\n"
          "Exit status: 0 all as expected (or no finding), 1 otherwise, 2 bad usage or input.\n");
 }
 
@@ -598,8 +599,13 @@ static int cmd_replay(int argc, char **argv) {
   pf_oracle_opts_default(&oo);
   oo.keep_hex = json;
   oo.backend = backend;
-  int failed = 0;
-  cJSON *arr = json ? cJSON_CreateArray() : NULL;
+  int failed = 0, any_finding = 0;
+  /* --json: the shape run --json has, streamed as run streams it */
+  run_opts jo;
+  run_opts_init(&jo, 0);
+  jo.backend = backend;
+  snprintf(jo.device, sizeof jo.device, "%s", backend == PF_BACKEND_CUDA ? device : "none: the CPU emulation");
+  run_json js = {&jo, 0};
   for (int f = 0; f < nfiles; f++) {
     const char *file = files[f];
     pf_case c;
@@ -607,7 +613,6 @@ static int cmd_replay(int argc, char **argv) {
     pf_status st = pf_load_input(file, driver, fault, &c, what, sizeof what);
     if (st) {
       pf_case_free(&c);
-      cJSON_Delete(arr);
       free(files);
       return usage_error("%s", pf_error_message());
     }
@@ -616,18 +621,18 @@ static int cmd_replay(int argc, char **argv) {
     if (st) {
       pf_run_free(&r);
       pf_case_free(&c);
-      cJSON_Delete(arr);
       free(files);
       return usage_error("%s: %s", file, pf_error_message());
     }
     const char *got = pf_verdict_name(r.cmp.verdict);
     const int ok = c.expect[0] ? strcmp(c.expect, got) == 0 : !pf_verdict_is_finding(r.cmp.verdict);
     failed |= !ok;
+    any_finding |= pf_verdict_is_finding(r.cmp.verdict);
     if (json) {
       cJSON *j = pf_run_to_cjson(&c, &r, 1);
       cJSON_AddStringToObject(j, "file", file);
       cJSON_AddBoolToObject(j, "as_expected", ok);
-      cJSON_AddItemToArray(arr, j);
+      run_json_case(&js, j);
     } else {
       char d[1024] = "";
       if (r.cmp.verdict != PF_V_OK) pf_run_describe(&c, &r, d, sizeof d);
@@ -642,12 +647,7 @@ static int cmd_replay(int argc, char **argv) {
     pf_run_free(&r);
     pf_case_free(&c);
   }
-  if (arr) {
-    char *s = cJSON_Print(arr);
-    puts(s);
-    free(s);
-    cJSON_Delete(arr);
-  }
+  if (json) run_json_tail(&js, any_finding);
   free(files);
   return failed ? EXIT_FINDINGS : 0;
 }
