@@ -26,6 +26,26 @@ cmp -s "$T/a1.json" "$T/a2.json" && ok || fail "run --json differs between two i
 PRECFUZZ_PROGRESS=1 "$P" run -k softmax --shape 64x1024 --cases 3 >"$T/p.out" 2>"$T/p.err"
 grep -q 'softmax/safe: 3 of 3 cases, ' "$T/p.err" && ! grep -q 'of 3 cases' "$T/p.out" && ok ||
   fail "PRECFUZZ_PROGRESS=1 shows no progress on stderr"
+# --sarif: one result per finding (rule = verdict, at the variant, the replay line in the message,
+# which gives the finding again), none for a clean run, and the file whole
+"$P" run -k softmax -v naive --scale 200 --cases 3 --sarif "$T/f.sarif" >/dev/null 2>&1
+line=$(python3 - "$T/f.sarif" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["version"] == "2.1.0", d["version"]
+run = d["runs"][0]
+rules = {r["id"] for r in run["tool"]["driver"]["rules"]}
+res = run["results"]
+assert len(res) == 3 and all(r["ruleId"] == "overflow" and r["ruleId"] in rules for r in res), res
+assert res[0]["locations"][0]["logicalLocations"][0]["fullyQualifiedName"] == "softmax/naive"
+print(res[0]["message"]["text"].split("Reproduce with: ")[1])
+PY
+) && ok || fail "run --sarif with findings: $line"
+out=$(eval "$line" 2>&1); [ $? -eq 1 ] && echo "$out" | grep -q '^FINDING softmax/naive .* seed 1: overflow' && ok ||
+  fail "the SARIF message's replay line: $line: $out"
+"$P" run -k softmax -v safe --cases 3 --sarif "$T/ok.sarif" >/dev/null 2>&1 &&
+  python3 -c 'import json, sys; assert json.load(open(sys.argv[1]))["runs"][0]["results"] == []' "$T/ok.sarif" && ok ||
+  fail "run --sarif without findings"
 "$P" diff-tp --cases 2 --json >"$T/d1.json" 2>/dev/null
 "$P" diff-tp --cases 2 --json >"$T/d2.json" 2>/dev/null
 [ -s "$T/d1.json" ] && cmp -s "$T/d1.json" "$T/d2.json" && ok || fail "diff-tp --json differs between two identical runs"

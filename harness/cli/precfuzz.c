@@ -170,6 +170,8 @@ static void print_help_run(void) {
       "      --oracle-prec BITS   starting MPFR precision (default 256; raised when needed)\n"
       "      --json               results as JSON, with per-element outputs and exact values\n"
       "      --save-findings DIR  write every finding as a case file (replay with precfuzz replay)\n"
+      "      --sarif FILE         findings and hazards as SARIF 2.1.0 for a code-scanning CI (rule: the\n"
+      "                           verdict or hazard; location: the kernel variant; the replay line)\n"
       "      --tensors npy|safetensors  with --save-findings: also the finding's inputs, output and\n"
       "                           correctly rounded result as tensor files the case names\n"
       "      --input NAME:F=V,... one input's generator differently: F is dist, scale, exp (LO:HI),\n"
@@ -306,6 +308,76 @@ static void run_json_tail(run_json *js, int any_finding) {
   printf("\n],\"findings\":%s%s}\n", any_finding ? "true" : "false", pf_interrupted() ? ",\"interrupted\":true" : "");
 }
 
+/* run --sarif FILE: findings and hazards as SARIF 2.1.0 (what code-scanning CIs show): a rule
+ * per verdict and hazard, a result per case that has one, at the kernel variant (a logical
+ * location), its message the finding and the command that replays it. */
+static const char *const pf_sarif_text[PF_NVERDICTS] = {
+    "", "", "a result beyond the contract's error bound", "a result lost to zero or the subnormals",
+    "a result that overflowed (inf, or NaN caused by an overflow)", "NaN where the exact result is a number",
+    "a trajectory or differential run that diverged from the legitimate set",
+    "the kernel gave no outputs to judge (crashed, hung, broke the protocol)"};
+
+static void sarif_add(cJSON *results, const char *rule, const char *level, const pf_case *c, uint64_t seed,
+                      const char *text, const char *replay) {
+  cJSON *r = cJSON_CreateObject(), *msg = cJSON_CreateObject(), *locs = cJSON_CreateArray(),
+        *loc = cJSON_CreateObject(), *ll = cJSON_CreateArray(), *l = cJSON_CreateObject(),
+        *fp = cJSON_CreateObject();
+  char name[2 * PF_NAME_LEN + 2], buf[3072], key[512];
+  snprintf(name, sizeof name, "%s/%s", c->kernel, c->variant);
+  snprintf(buf, sizeof buf, "%s %s/%s seed %llu: %s. Reproduce with: %s", name, pf_dtype_name(c->dtype),
+           pf_dtype_name(c->accum), (unsigned long long)seed, text, replay);
+  snprintf(key, sizeof key, "%s %s/%s %s", name, pf_dtype_name(c->dtype), pf_dtype_name(c->accum), rule);
+  cJSON_AddStringToObject(r, "ruleId", rule);
+  cJSON_AddStringToObject(r, "level", level);
+  cJSON_AddStringToObject(msg, "text", buf);
+  cJSON_AddItemToObject(r, "message", msg);
+  cJSON_AddStringToObject(l, "fullyQualifiedName", name);
+  cJSON_AddStringToObject(l, "kind", "function");
+  cJSON_AddItemToArray(ll, l);
+  cJSON_AddItemToObject(loc, "logicalLocations", ll);
+  cJSON_AddItemToArray(locs, loc);
+  cJSON_AddItemToObject(r, "locations", locs);
+  cJSON_AddStringToObject(fp, "precfuzz/v1", key); /* one alert per variant, dtypes and rule */
+  cJSON_AddItemToObject(r, "partialFingerprints", fp);
+  cJSON_AddItemToArray(results, r);
+}
+
+/* The SARIF file around the results gathered: written whole, or exit 2 */
+static int sarif_write(const char *path, cJSON *results) {
+  cJSON *root = cJSON_CreateObject(), *runs = cJSON_CreateArray(), *run = cJSON_CreateObject(),
+        *tool = cJSON_CreateObject(), *drv = cJSON_CreateObject(), *rules = cJSON_CreateArray();
+  cJSON_AddStringToObject(root, "$schema", "https://json.schemastore.org/sarif-2.1.0.json");
+  cJSON_AddStringToObject(root, "version", "2.1.0");
+  cJSON_AddStringToObject(drv, "name", "precfuzz");
+  cJSON_AddStringToObject(drv, "version", PF_VERSION);
+  for (int v = 0; v < PF_NVERDICTS; v++) {
+    if (!pf_verdict_is_finding((pf_verdict)v)) continue;
+    cJSON *ru = cJSON_CreateObject(), *sd = cJSON_CreateObject();
+    cJSON_AddStringToObject(ru, "id", pf_verdict_name((pf_verdict)v));
+    cJSON_AddStringToObject(sd, "text", pf_sarif_text[v]);
+    cJSON_AddItemToObject(ru, "shortDescription", sd);
+    cJSON_AddItemToArray(rules, ru);
+  }
+  for (int h = 0; h < PF_NHAZARDS; h++) {
+    cJSON *ru = cJSON_CreateObject(), *sd = cJSON_CreateObject();
+    cJSON_AddStringToObject(ru, "id", pf_hazard_name((pf_hazard)h));
+    cJSON_AddStringToObject(sd, "text", "a hazard: a result the contract allows that training cannot use");
+    cJSON_AddItemToObject(ru, "shortDescription", sd);
+    cJSON_AddItemToArray(rules, ru);
+  }
+  cJSON_AddItemToObject(drv, "rules", rules);
+  cJSON_AddItemToObject(tool, "driver", drv);
+  cJSON_AddItemToObject(run, "tool", tool);
+  cJSON_AddItemToObject(run, "results", results);
+  cJSON_AddItemToArray(runs, run);
+  cJSON_AddItemToObject(root, "runs", runs);
+  char *t = cJSON_Print(root);
+  const int bad = !t || pf_write_file_atomic(path, t, strlen(t)) != PF_OK;
+  free(t);
+  cJSON_Delete(root);
+  return bad ? usage_error("--sarif: %s", pf_error_message()) : 0;
+}
+
 /* Progress of a long run, on a terminal (stderr) only: CI logs stay clean. PRECFUZZ_PROGRESS=1
  * shows it anywhere, =0 nowhere. One line rewritten at most twice a second. */
 typedef struct {
@@ -393,6 +465,18 @@ static int run_variant(const pf_kernel *k, const run_opts *o, run_json *jcases, 
         if (o->save_dir && save_finding(&c, &r, o, seed, saved, sizeof saved)) saved[0] = 0;
       }
       pf_hazard_tally_add(&hz, &r);
+      if (o->sarif_results && (finding || r.hazards)) {
+        char rep[1536], d[1024];
+        reproduce_line(&c, o, seed, rep, sizeof rep);
+        if (finding) {
+          pf_run_describe(&c, &r, d, sizeof d);
+          sarif_add(o->sarif_results, pf_verdict_name(r.cmp.verdict), r.in_domain ? "error" : "warning", &c, seed, d,
+                    rep);
+        }
+        for (int h = 0; h < PF_NHAZARDS; h++)
+          if (r.hazards & (1u << h)) sarif_add(o->sarif_results, pf_hazard_name((pf_hazard)h), "warning", &c, seed,
+                                               r.hazard_note[h], rep);
+      }
       if (!jcases && r.hazards && hazard_printed < o->max_print) {
         char rep[1536], hs[64];
         reproduce_line(&c, o, seed, rep, sizeof rep);
@@ -461,9 +545,10 @@ static int cmd_run(int argc, char **argv) {
   run_opts o;
   run_opts_init(&o, 100);
   o.max_print = 10;
-  const char *shape_arg = NULL, *backend = "cpu";
+  const char *shape_arg = NULL, *backend = "cpu", *sarif = NULL;
   static const struct option longopts[] = {PF_CASE_LONGOPTS,
                                            {"save-findings", required_argument, 0, O_SAVE},
+                                           {"sarif", required_argument, 0, O_SARIF},
                                            {"tensors", required_argument, 0, O_TENSORS},
                                            {"max-print", required_argument, 0, O_MAXPRINT},
                                            {0, 0, 0, 0}};
@@ -477,6 +562,7 @@ static int cmd_run(int argc, char **argv) {
     }
     switch (ch) {
     case O_SAVE: o.save_dir = optarg; break;
+    case O_SARIF: sarif = optarg; break;
     case O_TENSORS:
       if (strcmp(optarg, "npy") && strcmp(optarg, "safetensors"))
         return usage_error("--tensors: '%s' is not npy or safetensors", optarg);
@@ -512,8 +598,24 @@ static int cmd_run(int argc, char **argv) {
     free_input_files(&o);
     return usage_error("PRECFUZZ_PROGRESS: '%s' is not 0 or 1", pv);
   }
+  if (sarif) {
+    if (pf_write_file_atomic_probe(sarif)) {
+      free_input_files(&o);
+      return usage_error("--sarif: %s", pf_error_message());
+    }
+    o.sarif_results = cJSON_CreateArray();
+  }
   pf_interrupt_polled(1); /* Ctrl-C: stop after the case at hand and say what was judged */
   rc = run_command(&o);
+  if (sarif) { /* what was judged, findings or not (an empty list says there were none) */
+    cJSON *results = o.sarif_results;
+    if (rc != EXIT_USAGE) {
+      const int wrc = sarif_write(sarif, results);
+      if (wrc) rc = wrc;
+    } else {
+      cJSON_Delete(results);
+    }
+  }
   free_input_files(&o);
   return rc;
 }
