@@ -18,28 +18,23 @@
 #include "oracles/clip_fast.h"
 
 #include <math.h>
-#include <stdlib.h>
 
 #include "harness/parallel.h"
 #include "oracles/dd.h"
 #include "oracles/dd_avx2.h"
 
 #ifdef PF_DD_AVX2
-/* g[x] f (or g[x] where f is 1) for x in [0, kn - kn % 4), four at a time: the lanes the cheap
- * test settles are written; the others are marked in todo[x / 4] for the scalar loop, which
- * computes the same values */
-PF_AVX2_TARGET static void pf_clip_scale_avx2(const double *g, size_t kn, int one, pf_dd f, double ey, pf_dtype t,
-                                             pf_oracle_result *out, unsigned char *todo) {
-  const pf_dd4 f4 = pf4_bcast(f);
-  for (size_t x = 0; x + 4 <= kn; x += 4) {
-    const pf_dd4 gx = pf4_d(_mm256_loadu_pd(g + x));
-    const pf_dd4 y = one ? gx : pf4_mul(gx, f4);
-    const __m256d err = one ? _mm256_setzero_pd() : _mm256_mul_pd(pf4_c(ey), pf4_abs(y.hi));
-    __m256d r;
-    const int mask = _mm256_movemask_pd(pf4_settle(y, err, t, &r));
-    if (mask) pf4_store_settled(out, 1 + x, mask, y, r, t);
-    todo[x / 4] = (unsigned char)(~mask & 15);
-  }
+/* g[0..3] f (or g where f is 1) as outputs i..i+3: the lanes the cheap test settles are written,
+ * and returned as a bit mask; the scalar loop takes the others (it computes the same values) */
+PF_AVX2_TARGET static int pf_clip_scale4(const double *g, int one, pf_dd f, double ey, pf_dtype t,
+                                        pf_oracle_result *out, size_t i) {
+  const pf_dd4 gx = pf4_d(_mm256_loadu_pd(g));
+  const pf_dd4 y = one ? gx : pf4_mul(gx, pf4_bcast(f));
+  const __m256d err = one ? _mm256_setzero_pd() : _mm256_mul_pd(pf4_c(ey), pf4_abs(y.hi));
+  __m256d r;
+  const int mask = _mm256_movemask_pd(pf4_settle(y, err, t, &r));
+  if (mask) pf4_store_settled(out, i, mask, y, r, t);
+  return mask;
 }
 #endif
 
@@ -75,25 +70,21 @@ PF_DD_CLONES int pf_clip_fast(const double *g, size_t kn, int inf_norm, pf_dtype
   else if (f.hi * (1 + 2 * ef) < 1 && (f.hi == 0 || f.hi >= 0x1p-900)) one = 0;
   else return 0; /* f's enclosure straddles 1, or f near binary64's underflow */
   const double ey = (ef + 0x1p-100) * (1 + 0x1p-40);
-  unsigned char *todo = NULL; /* with AVX2: per block of four, the lanes left to the loop below */
+  int lanes = 0; /* the current block of four: the outputs the vector test settled */
 #ifdef PF_DD_AVX2
-  if (pf_avx2() && kn >= 4 && (todo = malloc(kn / 4))) pf_clip_scale_avx2(g, kn, one, f, ey, t, out, todo);
+  const int avx2 = pf_avx2();
 #endif
   for (size_t x = 0; x < kn; x++) {
-    if (todo && x < kn - kn % 4 && !(todo[x / 4] >> (x % 4) & 1)) continue;
+#ifdef PF_DD_AVX2
+    if (x % 4 == 0) lanes = avx2 && x + 4 <= kn ? pf_clip_scale4(g + x, one, f, ey, t, out, 1 + x) : 0;
+#endif
+    if (lanes >> (x % 4) & 1) continue;
     if (one) {
-      if (!pf_fast_settle(out, 1 + x, (pf_dd){g[x], 0}, 0, t)) {
-        free(todo);
-        return 0;
-      }
+      if (!pf_fast_settle(out, 1 + x, (pf_dd){g[x], 0}, 0, t)) return 0;
       continue;
     }
     const pf_dd y = pf_dd_mul((pf_dd){g[x], 0}, f);
-    if (!pf_fast_settle(out, 1 + x, y, ey * fabs(y.hi), t)) {
-      free(todo);
-      return 0;
-    }
+    if (!pf_fast_settle(out, 1 + x, y, ey * fabs(y.hi), t)) return 0;
   }
-  free(todo);
   return 1;
 }

@@ -108,33 +108,30 @@ PF_AVX2_TARGET static int pf_softmax_terms_avx2(const pf_dd *t, pf_dd m, size_t 
   return 1;
 }
 
-/* The outputs of [0, cols - cols % 4) that the cheap test settles, four at a time; todo[j / 4]
- * the lanes left to pf_softmax_output */
-PF_AVX2_TARGET static void pf_softmax_outputs_avx2(const pf_dd *e, size_t cols, pf_dd inv, double w_rel, pf_dtype dt,
-                                                  pf_oracle_result *out, size_t base, unsigned char *todo) {
-  const pf_dd4 iv = pf4_bcast(inv);
-  for (size_t j = 0; j + 4 <= cols; j += 4) {
-    const pf_dd4 ej = pf4_load(e + j), y = pf4_mul(ej, iv);
-    __m256d r;
-    /* a term taken as 0 (its low part holds -inf or z) is pf_softmax_output's */
-    const __m256d ok = _mm256_andnot_pd(_mm256_cmp_pd(ej.hi, _mm256_setzero_pd(), _CMP_EQ_OQ),
-                                        pf4_settle(y, _mm256_mul_pd(pf4_abs(y.hi), pf4_c(w_rel)), dt, &r));
-    const int mask = _mm256_movemask_pd(ok);
-    if (mask) pf4_store_settled(out, base + j, mask, y, r, dt);
-    todo[j / 4] = (unsigned char)(~mask & 15);
-  }
+/* Outputs i..i+3 from terms e[0..3]: the lanes the cheap test settles are written, and returned
+ * as a bit mask; pf_softmax_output takes the others (it computes the same values) */
+PF_AVX2_TARGET static int pf_softmax_outputs4(const pf_dd *e, pf_dd inv, double w_rel, pf_dtype dt,
+                                             pf_oracle_result *out, size_t i) {
+  const pf_dd4 ej = pf4_load(e), y = pf4_mul(ej, pf4_bcast(inv));
+  __m256d r;
+  /* a term taken as 0 (its low part holds -inf or z) is pf_softmax_output's */
+  const __m256d ok = _mm256_andnot_pd(_mm256_cmp_pd(ej.hi, _mm256_setzero_pd(), _CMP_EQ_OQ),
+                                      pf4_settle(y, _mm256_mul_pd(pf4_abs(y.hi), pf4_c(w_rel)), dt, &r));
+  const int mask = _mm256_movemask_pd(ok);
+  if (mask) pf4_store_settled(out, i, mask, y, r, dt);
+  return mask;
 }
 #endif
 
 /* One row by the fast path: 1 when every output was settled, 0 to leave the row to MPFR.
  * t: the scores as double words, or -inf (masked); m: their maximum; e: cols double words of
- * work, todo: cols / 4 bytes. */
-PF_DD_CLONES static int pf_softmax_fast_row(const pf_dd *t, pf_dd m, size_t cols, pf_dtype dt, pf_dd *e, unsigned char *todo,
-                               pf_oracle_result *out, size_t base) {
+ * work. */
+PF_DD_CLONES static int pf_softmax_fast_row(const pf_dd *t, pf_dd m, size_t cols, pf_dtype dt, pf_dd *e,
+                                            pf_oracle_result *out, size_t base) {
   pf_dd acc[4] = {{0, 0}, {0, 0}, {0, 0}, {0, 0}};
   size_t zeros = 0, j = 0;
-  const int avx2 = todo != NULL;
 #ifdef PF_DD_AVX2
+  const int avx2 = pf_avx2();
   if (avx2) {
     if (!pf_softmax_terms_avx2(t, m, cols, e, acc, &zeros)) return 0;
     j = cols - cols % 4;
@@ -148,11 +145,12 @@ PF_DD_CLONES static int pf_softmax_fast_row(const pf_dd *t, pf_dd m, size_t cols
    * zeros 2^-200, which binary64 can hold) */
   const double w_rel = delta + (double)zeros * 0x1p-200;
   const pf_dd inv = pf_dd_div((pf_dd){1, 0}, s);
-#ifdef PF_DD_AVX2
-  if (avx2) pf_softmax_outputs_avx2(e, cols, inv, w_rel, dt, out, base, todo);
-#endif
+  int lanes = 0; /* the current block of four: the outputs the vector test settled */
   for (j = 0; j < cols; j++) {
-    if (avx2 && j < cols - cols % 4 && !(todo[j / 4] >> (j % 4) & 1)) continue;
+#ifdef PF_DD_AVX2
+    if (j % 4 == 0) lanes = avx2 && j + 4 <= cols ? pf_softmax_outputs4(e + j, inv, w_rel, dt, out, base + j) : 0;
+#endif
+    if (lanes >> (j % 4) & 1) continue;
     if (!pf_softmax_output(e, j, inv, w_rel, s.hi, dt, out, base + j)) return 0;
   }
   return 1;
@@ -169,8 +167,6 @@ PF_DD_CLONES int pf_softmax_fast(const pf_case *c, const double *x, size_t row, 
                     pf_oracle_result *out, pf_dd *work) {
   const size_t rows = c->shape[0], cols = c->shape[1];
   pf_dd *t = work, *e = work + cols, m = {-INFINITY, 0};
-  /* the vector loops' bookkeeping, after the 2 cols double words */
-  unsigned char *todo = pf_avx2() ? (unsigned char *)(work + 2 * cols) : NULL;
   int any = 0;
   for (size_t j = 0; j < cols; j++) {
     const int masked = pf_oracle_masked(mask, row, j, rows, cols);
@@ -190,5 +186,5 @@ PF_DD_CLONES int pf_softmax_fast(const pf_case *c, const double *x, size_t row, 
     any = 1;
   }
   if (!any) return pf_softmax_fast_undefined(out, row * cols, cols); /* every score -inf */
-  return pf_softmax_fast_row(t, m, cols, c->dtype, e, todo, out, row * cols);
+  return pf_softmax_fast_row(t, m, cols, c->dtype, e, out, row * cols);
 }

@@ -14,8 +14,7 @@ static inline int pf_oracle_masked(int mask, size_t row, size_t j, size_t rows, 
 
 /* Row `row` of the case (x: its inputs; alpha, mask, sentinel: the case's score definition):
  * 1 when every output was settled into out, else 0 and nothing of the row to trust. work
- * holds pf_softmax_fast_work_len(cols) double words. */
-static inline size_t pf_softmax_fast_work_len(size_t cols) { return 2 * cols + cols / 64 + 1; }
+ * holds 2 cols double words. */
 int pf_softmax_fast(const pf_case *c, const double *x, size_t row, double alpha, int mask, double sentinel,
                     pf_oracle_result *out, pf_dd *work);
 

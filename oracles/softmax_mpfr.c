@@ -116,7 +116,7 @@ static void pf_sm_rows(void *ctx, int t, size_t begin, size_t end) {
   pf_oracle_result *out = k->out;
   const size_t cols = c->shape[1];
   const long prec0 = opts->prec < 64 ? 64 : opts->prec;
-  pf_dd *fw = k->fast ? malloc(pf_softmax_fast_work_len(cols) * sizeof *fw) : NULL;
+  pf_dd *fw = k->fast ? malloc(2 * cols * sizeof *fw) : NULL;
   if (k->fast && !fw) {
     k->nomem[t] = 1;
     return;
