@@ -47,18 +47,12 @@ PF_DD_CLONES int pf_clip_fast(const double *g, size_t kn, int inf_norm, pf_dtype
     for (size_t x = 0; x < kn; x++) m = fabs(g[x]) > m ? fabs(g[x]) : m;
     N = (pf_dd){m, 0}, eN = 0;
   } else {
-    double s = 0, c = 0;
-    for (size_t x = 0; x < kn; x++) {
-      const double y = g[x] * g[x], u = s + y, bp = u - s, ap = u - bp;
-      c += (s - ap) + (y - bp);
-      s = u;
-    }
-    const pf_dd S = pf_two_sum(s, c);
+    double rel;
+    const pf_dd S = pf_dd_sum_squares(g, kn, &rel);
     if (S.hi == 0) N = S, eN = 0;
     else {
-      const double n = (double)kn, gam = n * 0x1p-53 / (1 - n * 0x1p-53);
       N = pf_dd_sqrt(S);
-      eN = (gam * gam / 2 + 0x1p-102) * (1 + 0x1p-40);
+      eN = (rel / 2 + 0x1p-102) * (1 + 0x1p-40);
     }
   }
   if (!pf_fast_settle(out, 0, N, eN * N.hi, norm_t)) return 0;

@@ -76,6 +76,21 @@ static inline pf_dd pf_dd_sqrt(pf_dd x) {
   const double d = ((x.hi - p.hi) - p.lo) + x.lo; /* x.hi - p.hi exact: they are close */
   return pf_fast_two_sum(r, d / (2 * r));
 }
+/* The sum of the squares of n values of fp32, fp16 or bf16 (their squares exact in binary64,
+ * multiples of 2^-298) as a double word: a compensated sum (Sum2, Ogita, Rump and Oishi 2005,
+ * Prop. 4.5) within *rel = gamma_n^2 of the sum, relative (gamma_n = n u / (1 - n u); the terms
+ * are positive). n u < 1. */
+static inline pf_dd pf_dd_sum_squares(const double *x, size_t n, double *rel) {
+  double s = 0, c = 0;
+  for (size_t i = 0; i < n; i++) {
+    const double y = x[i] * x[i], u = s + y, bp = u - s, ap = u - bp;
+    c += (s - ap) + (y - bp);
+    s = u;
+  }
+  const double gam = (double)n * 0x1p-53 / (1 - (double)n * 0x1p-53);
+  *rel = gam * gam;
+  return pf_two_sum(s, c);
+}
 /* x 2^k for 2^k a normal binary64 number and the products normal (or zero): exact */
 static inline pf_dd pf_dd_ldexp(pf_dd x, int k) {
   const uint64_t b = (uint64_t)(k + 1023) << 52;

@@ -5,10 +5,9 @@
  * on two pipeline stages and add its two gradient buffers alike); they differ only in the
  * order the squared norm is summed (per-tensor partial sums on each rank, the all-reduce).
  * So the set is built from:
- * 1. the gradients: the fp32 buffers every configuration computes alike (intervals of one
- *    value; the arithmetic below takes intervals);
- * 2. the exact squared norm of the norm set (MPFR, 1024 bits: exact for sums of fp32 squares)
- *    over those intervals, widened by the proven bound of fp32 summation in any order:
+ * 1. the gradients: the fp32 buffers every configuration computes alike (one value each);
+ * 2. the exact squared norm of the norm set (MPFR, 1024 bits: exact for sums of fp32 squares),
+ *    widened by the proven bound of fp32 summation in any order:
  *    every term passes through at most K roundings, K = the largest tensor + 21 (the square,
  *    the per-tensor norm and its square, 14 tensors, 4 ranks), so the computed sum lies in
  *    [S (1 - u)^K - a, S (1 + u)^K + a], u = 2^-24, a = (n + 64) 2^-148 for underflow;
@@ -63,6 +62,9 @@ static double pf_min4(const double v[4]) {
   for (int i = 1; i < 4; i++) m = v[i] < m || isnan(v[i]) ? v[i] : m;
   return m;
 }
+/* the smaller and larger of two, NaN if either is (as pf_min4 and pf_max4) */
+static double pf_min2(double a, double b) { return b < a || isnan(b) ? b : a; }
+static double pf_max2(double a, double b) { return b > a || isnan(b) ? b : a; }
 static double pf_max4(const double v[4]) {
   double m = v[0];
   for (int i = 1; i < 4; i++) m = v[i] > m || isnan(v[i]) ? v[i] : m;
@@ -83,26 +85,20 @@ static double pf_dd_down(pf_dd x) { return x.lo < 0 ? nextafter(x.hi, -INFINITY)
 static double pf_dd_up(pf_dd x) { return x.lo > 0 ? nextafter(x.hi, INFINITY) : x.hi; }
 
 /* Step 2's range [sum_lo, sum_hi] by the fast path: 1 when both ends are decided (the values
- * MPFR gives), 0 to leave them to MPFR. g: the gradients (intervals of one value, so the lower
- * and upper sums of squares are one sum S); flo, fhi: the factors as double words (2^-106 of
+ * MPFR gives), 0 to leave them to MPFR. g: the gradients, whose squares sum to S; flo, fhi: the factors as double words (2^-106 of
  * MPFR's 1024-bit values); a: the underflow allowance.
  * MPFR computes RD(RD(S flo) - a) and RU(RU(S fhi) + a), S exactly; here S is a compensated sum
- * (Sum2) within gamma_n^2 S (clip_fast.c), the product a double word within 2^-101 of it
+ * (pf_dd_sum_squares) within gamma_n^2 S, the product a double word within 2^-101 of it
  * (twice dd.h's bound) and 2^-105 for the factor, the sum with a within 2^-104, MPFR's own
  * roundings within 2^-1000; the ends, each past that by its own add's error (2^-100), map
  * through RD (RU) to binary64 and the fp32 rounding up (down), both monotone: equal ends,
  * one value for every point between. */
 static int pf_tp_norm_fast(const double *g, size_t n, pf_dd flo, pf_dd fhi, double a, double *sum_lo,
                            double *sum_hi) {
-  double s = 0, c = 0;
-  for (size_t e = 0; e < n; e++) {
-    const double y = g[e] * g[e], u = s + y, bp = u - s, ap = u - bp; /* fp32 squares: exact */
-    c += (s - ap) + (y - bp);
-    s = u;
-  }
-  const pf_dd S = pf_two_sum(s, c);
+  double rel;
+  const pf_dd S = pf_dd_sum_squares(g, n, &rel);
   if (!isfinite(S.hi) || (S.hi != 0 && S.hi < 0x1p-900)) return 0;
-  const double nn = (double)n, gam = nn * 0x1p-53 / (1 - nn * 0x1p-53), rel = gam * gam + 0x1p-105 + 0x1p-101 + 0x1p-1000;
+  rel += 0x1p-105 + 0x1p-101 + 0x1p-1000;
   const pf_dd ends[2] = {pf_dd_add_d(pf_dd_mul(S, flo), -a), pf_dd_add_d(pf_dd_mul(S, fhi), a)};
   double got[2][2];
   for (int k = 0; k < 2; k++) {
@@ -140,10 +136,10 @@ pf_status pf_tp_mpfr(const pf_case *c, const pf_tensor *in, const pf_oracle_opts
   const pf_dtype F = PF_FP32, T = L.dtype;
   const size_t n = L.n;
   const double *grads = in[1].data;
-  double *st = malloc(n * 10 * sizeof(double)); /* p, m, v lo/hi; g lo/hi */
+  double *st = malloc(n * 9 * sizeof(double)); /* p, m, v lo/hi; g; clipped g lo/hi */
   if (!st) return pf_error(PF_ERR_NOMEM, "tp oracle: cannot allocate %zu elements", n);
   double *plo = st, *phi = st + n, *mlo = st + 2 * n, *mhi = st + 3 * n, *vlo = st + 4 * n, *vhi = st + 5 * n;
-  double *glo = st + 6 * n, *ghi = st + 7 * n, *clo = st + 8 * n, *chi = st + 9 * n;
+  double *g = st + 6 * n, *clo = st + 7 * n, *chi = st + 8 * n;
   for (size_t e = 0; e < n; e++) {
     plo[e] = phi[e] = in[0].data[e];
     mlo[e] = mhi[e] = vlo[e] = vhi[e] = 0;
@@ -152,8 +148,8 @@ pf_status pf_tp_mpfr(const pf_case *c, const pf_tensor *in, const pf_oracle_opts
   for (int k = 0; k < PF_TP_NBLOCKS; k++)
     if (L.b[k].rows * L.b[k].cols > maxblock) maxblock = L.b[k].rows * L.b[k].cols;
   const pf_mpfr_range saved = pf_mpfr_range_widen();
-  mpfr_t slo, shi, t, flo, fhi;
-  mpfr_inits2(1024, slo, shi, t, flo, fhi, (mpfr_ptr)0);
+  mpfr_t sq, slo, shi, t, flo, fhi;
+  mpfr_inits2(1024, sq, slo, shi, t, flo, fhi, (mpfr_ptr)0);
   /* the factors (1 -+ 2^-24)^K, K = the largest tensor + 21, and the underflow allowance */
   const long K = (long)maxblock + 21;
   mpfr_set_d(flo, 1 - 0x1p-24, MPFR_RNDN);
@@ -167,26 +163,21 @@ pf_status pf_tp_mpfr(const pf_case *c, const pf_tensor *in, const pf_oracle_opts
   out->max_prec = 1024;
   for (size_t s = 0; s < L.steps; s++) {
     /* 1. gradients: the same fp32 buffers in every configuration */
-    for (size_t e = 0; e < n; e++) glo[e] = ghi[e] = pf_tp_buffer(&L, grads, s, e, &fe);
+    for (size_t e = 0; e < n; e++) g[e] = pf_tp_buffer(&L, grads, s, e, &fe);
     /* 2. the exact squared norm over the intervals, widened for any fp32 summation order */
     double sum_lo, sum_hi;
-    if (fast && pf_tp_norm_fast(glo, n, flo_d, fhi_d, under, &sum_lo, &sum_hi)) {
+    if (fast && pf_tp_norm_fast(g, n, flo_d, fhi_d, under, &sum_lo, &sum_hi)) {
       out->fast_units++;
     } else {
       out->mpfr_units++;
-      mpfr_set_zero(slo, 1);
-      mpfr_set_zero(shi, 1);
+      mpfr_set_zero(sq, 1);
       for (size_t e = 0; e < n; e++) {
-        const double x = fabs(glo[e]), y = fabs(ghi[e]);
-        const double mn = glo[e] <= 0 && ghi[e] >= 0 ? 0 : (x < y ? x : y), mx = x > y ? x : y;
-        mpfr_set_d(t, mn, MPFR_RNDN);
-        mpfr_fma(slo, t, t, slo, MPFR_RNDD);
-        mpfr_set_d(t, mx, MPFR_RNDN);
-        mpfr_fma(shi, t, t, shi, MPFR_RNDU);
+        mpfr_set_d(t, g[e], MPFR_RNDN);
+        mpfr_fma(sq, t, t, sq, MPFR_RNDN); /* exact */
       }
-      mpfr_mul(slo, slo, flo, MPFR_RNDD);
+      mpfr_mul(slo, sq, flo, MPFR_RNDD);
       mpfr_sub_d(slo, slo, under, MPFR_RNDD);
-      mpfr_mul(shi, shi, fhi, MPFR_RNDU);
+      mpfr_mul(shi, sq, fhi, MPFR_RNDU);
       mpfr_add_d(shi, shi, under, MPFR_RNDU);
       sum_lo = pf_tp_sum_lo(mpfr_get_d(slo, MPFR_RNDD));
       sum_hi = pf_down32(mpfr_get_d(shi, MPFR_RNDU));
@@ -202,13 +193,13 @@ pf_status pf_tp_mpfr(const pf_case *c, const pf_tensor *in, const pf_oracle_opts
     for (size_t e = 0; e < n; e++) {
       double lo = INFINITY, hi = -INFINITY;
       if (may_clip) {
-        const double v[4] = {f32_mul(glo[e], c_lo), f32_mul(glo[e], c_top), f32_mul(ghi[e], c_lo), f32_mul(ghi[e], c_top)};
-        lo = pf_min4(v);
-        hi = pf_max4(v);
+        const double a = f32_mul(g[e], c_lo), b = f32_mul(g[e], c_top);
+        lo = pf_min2(a, b);
+        hi = pf_max2(a, b);
       }
       if (may_not) {
-        lo = glo[e] < lo ? glo[e] : lo;
-        hi = ghi[e] > hi ? ghi[e] : hi;
+        lo = g[e] < lo ? g[e] : lo;
+        hi = g[e] > hi ? g[e] : hi;
       }
       clo[e] = lo;
       chi[e] = hi;
@@ -257,7 +248,7 @@ pf_status pf_tp_mpfr(const pf_case *c, const pf_tensor *in, const pf_oracle_opts
     /* copies: equal, exactly */
     for (size_t j = 0; j < 2 * L.nsync; j++) pf_tp_set(out, pf_tp_sync_at(&L, s, 0) + j, 0, 0, F);
   }
-  mpfr_clears(slo, shi, t, flo, fhi, (mpfr_ptr)0);
+  mpfr_clears(sq, slo, shi, t, flo, fhi, (mpfr_ptr)0);
   pf_mpfr_range_restore(saved);
   free(st);
   return PF_OK;
