@@ -182,21 +182,26 @@ void pf_secs_str(char *buf, size_t len, double s) {
   else snprintf(buf, len, "%.1f days", s / 86400);
 }
 
-pf_status pf_case_estimate(const pf_case *c, double *seconds) {
-  const pf_op *op = pf_op_find(c->kernel);
+static pf_status pf_op_estimate(const pf_op *op, const pf_case *c, double *seconds) {
   double em = 0, orc = 0;
   if (op && op->cost) op->cost(c, &em, &orc);
-  *seconds = orc + (pf_time_emulation ? em : 0);
+  if (!pf_time_emulation) em = 0; /* the CUDA backend: the oracle alone */
+  *seconds = orc + em;
   if (!(*seconds <= pf_time_limit)) {
-    char est[32], lim[32];
+    char est[32], lim[32], part[64] = "";
     pf_secs_str(est, sizeof est, *seconds);
     pf_secs_str(lim, sizeof lim, pf_time_limit);
+    if (em > 0) snprintf(part, sizeof part, "CPU emulation %.3g s; ", em);
     return pf_error(PF_ERR_ARG,
-                    "shape: judging one case is estimated at %s on one processor (%s%.3g s; oracle %.3g s), more than "
-                    "the limit of %s (--max-case-seconds)",
-                    est, pf_time_emulation ? "CPU emulation " : "", pf_time_emulation ? em : 0.0, orc, lim);
+                    "shape: judging one case is estimated at %s on one processor (%soracle %.3g s), more than the "
+                    "limit of %s (--max-case-seconds)",
+                    est, part, orc, lim);
   }
   return PF_OK;
+}
+
+pf_status pf_case_estimate(const pf_case *c, double *seconds) {
+  return pf_op_estimate(pf_op_find(c->kernel), c, seconds);
 }
 
 /* Each input's element count, and what judging the case holds in memory (each input element
@@ -225,7 +230,7 @@ static pf_status pf_case_sizes(const pf_op *op, const pf_case *c) {
                     need, PF_BYTES_PER_OUTPUT, PF_BYTES_PER_INPUT, have);
   }
   double secs;
-  return pf_case_estimate(c, &secs);
+  return pf_op_estimate(op, c, &secs);
 }
 
 pf_status pf_case_check_size(const pf_case *c) {

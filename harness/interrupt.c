@@ -3,7 +3,6 @@
 
 #include <signal.h>
 #include <stdatomic.h>
-#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 

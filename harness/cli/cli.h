@@ -25,6 +25,7 @@ int parse_shape(const char *s, const pf_op *op, size_t *shape);
 typedef struct {
   const char *kernel, *variant, *fault, *save_dir;
   struct cJSON *sarif_results; /* run --sarif: the results gathered (NULL: not asked for) */
+  int progress;                /* run: PRECFUZZ_PROGRESS 1 or 0; -1 (unset): on a terminal */
   const char *tensors; /* --tensors npy|safetensors: findings also as tensor files */
   pf_dtype dtype, accum;
   int have_shape;

@@ -312,10 +312,12 @@ static void run_json_tail(run_json *js, int any_finding) {
  * per verdict and hazard, a result per case that has one, at the kernel variant (a logical
  * location), its message the finding and the command that replays it. */
 static const char *const pf_sarif_text[PF_NVERDICTS] = {
-    "", "", "a result beyond the contract's error bound", "a result lost to zero or the subnormals",
-    "a result that overflowed (inf, or NaN caused by an overflow)", "NaN where the exact result is a number",
-    "a trajectory or differential run that diverged from the legitimate set",
-    "the kernel gave no outputs to judge (crashed, hung, broke the protocol)"};
+    [PF_V_INACCURATE] = "a result beyond the contract's error bound",
+    [PF_V_UNDERFLOW] = "a result lost to zero or the subnormals",
+    [PF_V_OVERFLOW] = "a result that overflowed (inf, or NaN caused by an overflow)",
+    [PF_V_NAN] = "NaN where the exact result is a number",
+    [PF_V_DIVERGENT] = "a trajectory or differential run that diverged from the legitimate set",
+    [PF_V_FAILED] = "the kernel gave no outputs to judge (crashed, hung, broke the protocol)"};
 
 static void sarif_add(cJSON *results, const char *rule, const char *level, const pf_case *c, uint64_t seed,
                       const char *text, const char *replay) {
@@ -354,7 +356,7 @@ static int sarif_write(const char *path, cJSON *results) {
     if (!pf_verdict_is_finding((pf_verdict)v)) continue;
     cJSON *ru = cJSON_CreateObject(), *sd = cJSON_CreateObject();
     cJSON_AddStringToObject(ru, "id", pf_verdict_name((pf_verdict)v));
-    cJSON_AddStringToObject(sd, "text", pf_sarif_text[v]);
+    cJSON_AddStringToObject(sd, "text", pf_sarif_text[v] ? pf_sarif_text[v] : pf_verdict_name((pf_verdict)v));
     cJSON_AddItemToObject(ru, "shortDescription", sd);
     cJSON_AddItemToArray(rules, ru);
   }
@@ -425,8 +427,7 @@ static int run_variant(const pf_kernel *k, const run_opts *o, run_json *jcases, 
   pf_case cs[64];
   pf_run rs[64];
   uint64_t done = 0; /* cases judged: all of them, or those before a Ctrl-C */
-  const char *pv = getenv("PRECFUZZ_PROGRESS");
-  run_progress progress = {pv ? strcmp(pv, "1") == 0 : isatty(STDERR_FILENO), run_now(), 0, 0};
+  run_progress progress = {o->progress < 0 ? isatty(STDERR_FILENO) : o->progress, run_now(), 0, 0};
   for (uint64_t c0 = 0; c0 < o->cases && !pf_interrupted(); c0 += chunk) {
     const uint64_t nc = o->cases - c0 < chunk ? o->cases - c0 : chunk;
     for (uint64_t j = 0; j < nc; j++) {
@@ -438,7 +439,7 @@ static int run_variant(const pf_kernel *k, const run_opts *o, run_json *jcases, 
     }
     if (c0 == 0 && progress.on) { /* the shape's estimate; shown when the run may take a while */
       pf_case_estimate(&cs[0], &progress.per_case);
-      progress.on = progress.per_case * (double)o->cases > 2 || (pv && strcmp(pv, "1") == 0);
+      progress.on = progress.per_case * (double)o->cases > 2 || o->progress == 1;
       run_progress_show(&progress, k, 0, o->cases);
     }
     const pf_status st = pf_run_cases(cs, nc, &oo, rs);
@@ -598,6 +599,7 @@ static int cmd_run(int argc, char **argv) {
     free_input_files(&o);
     return usage_error("PRECFUZZ_PROGRESS: '%s' is not 0 or 1", pv);
   }
+  o.progress = pv ? *pv == '1' : -1;
   if (sarif) {
     if (pf_write_file_atomic_probe(sarif)) {
       free_input_files(&o);
