@@ -441,6 +441,9 @@ pf_status pf_write_file_atomic(const char *path, const void *buf, size_t len) {
 }
 
 pf_status pf_write_file_atomic_probe(const char *path) {
+  struct stat sb;
+  if (!*path) return pf_error(PF_ERR_IO, "no file name given");
+  if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) return pf_error(PF_ERR_IO, "%s: is a directory", path);
   const size_t pl = strlen(path);
   char *tmp = malloc(pl + 16);
   if (!tmp) return PF_ERR_NOMEM;

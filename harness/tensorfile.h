@@ -57,7 +57,8 @@ pf_status pf_safetensors_write(const char *path, const pf_tensor_view *ts, size_
 
 /* Writes len bytes to path atomically (temporary name, checked close, rename). */
 pf_status pf_write_file_atomic(const char *path, const void *buf, size_t len);
-/* Whether pf_write_file_atomic could make its temporary file beside path (made and removed). */
+/* Whether pf_write_file_atomic could write path: a name, not a directory, its temporary file
+ * makeable beside it (made and removed). */
 pf_status pf_write_file_atomic_probe(const char *path);
 
 #endif

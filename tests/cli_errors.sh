@@ -170,6 +170,9 @@ expect2 "--max-case-seconds: '0' is not a number of seconds > 0" run -k softmax 
 expect2 "--max-case-seconds: 'inf' is not a number of seconds > 0" run -k softmax --cases 1 --max-case-seconds inf
 PRECFUZZ_PROGRESS=yes expect2 "PRECFUZZ_PROGRESS: 'yes' is not 0 or 1" run -k softmax --cases 1
 expect2 "--sarif: $T/no/dir/f.sarif: cannot write" run -k softmax --cases 1 --sarif "$T/no/dir/f.sarif"
+expect2 "--sarif: no file name given" run -k softmax --cases 1 --sarif ""
+expect2 "--sarif: $T: is a directory" run -k softmax --cases 1 --sarif "$T"
+expect2 ": is a directory" sweep --quick --kernel softmax -o "$T"
 # the CUDA kernels are a module loaded on first use: a module that is not there is exit 2 naming
 # it (a build without CUDA says it has none), and a CPU run loads no CUDA library at all
 PRECFUZZ_CUDA_MODULE=$T/none.so expect2 "--backend cuda: " run -k softmax --backend cuda --cases 1

@@ -26,6 +26,9 @@ cmp -s "$T/a1.json" "$T/a2.json" && ok || fail "run --json differs between two i
 PRECFUZZ_PROGRESS=1 "$P" run -k softmax --shape 64x1024 --cases 3 >"$T/p.out" 2>"$T/p.err"
 grep -q 'softmax/safe: 3 of 3 cases, ' "$T/p.err" && ! grep -q 'of 3 cases' "$T/p.out" && ok ||
   fail "PRECFUZZ_PROGRESS=1 shows no progress on stderr"
+# -o that cannot be written is said before the sweep runs (it took seconds before saying so)
+out=$("$R" -o "$T" 2>&1); [ $? -eq 2 ] && [ "$out" = "precision-report: -o: $T: is a directory" ] && ok ||
+  fail "precision-report -o DIR: $out"
 # --sarif: one result per finding (rule = verdict, at the variant, the replay line in the message,
 # which gives the finding again), none for a clean run, and the file whole
 "$P" run -k softmax -v naive --scale 200 --cases 3 --sarif "$T/f.sarif" >/dev/null 2>&1

@@ -87,6 +87,9 @@ static int report_main(int argc, char **argv) {
     if (rc) return rc;
   }
   if (!out) out = strcmp(format, "html") == 0 ? "precision-report.html" : "-";
+  /* where the page and the results go can be written: said now, not after the sweep */
+  if (strcmp(out, "-") != 0 && pf_write_file_atomic_probe(out)) return usage_error("-o: %s", pf_error_message());
+  if (save && pf_write_file_atomic_probe(save)) return usage_error("--save-results: %s", pf_error_message());
   cJSON *root = NULL;
   if (in) {
     char *text = NULL;
