@@ -1,6 +1,7 @@
 /* Zeroed arrays of many megabytes on transparent huge pages where the system allows them
  * (madvise): first touching 100 MB in 4 KiB pages costs tens of milliseconds of page faults,
- * as much as a large case's fast oracle. Smaller arrays come from calloc. */
+ * as much as a large case's fast oracle. Smaller arrays come from calloc, from a heap that is
+ * kept between cases (bigmem.c). */
 #ifndef PF_BIGMEM_H
 #define PF_BIGMEM_H
 

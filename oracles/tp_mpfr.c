@@ -57,20 +57,22 @@ static double pf_down32(double x) {
   const float r = (float)x;
   return (double)r > x ? (double)nextafterf(r, -INFINITY) : (double)r;
 }
-static double pf_min4(const double v[4]) {
-  double m = v[0];
-  for (int i = 1; i < 4; i++) m = v[i] < m || isnan(v[i]) ? v[i] : m;
-  return m;
+/* the smallest and largest of four, NaN if any is (then which NaN does not matter: every
+ * undefined output is written as NAN); without branches, which the data would mispredict */
+static inline int pf_any_nan4(const double v[4]) {
+  return (v[0] != v[0]) | (v[1] != v[1]) | (v[2] != v[2]) | (v[3] != v[3]);
 }
-/* the smaller and larger of two, NaN if either is (as pf_min4 and pf_max4) */
+static inline double pf_min4(const double v[4]) {
+  const double a = v[1] < v[0] ? v[1] : v[0], b = v[3] < v[2] ? v[3] : v[2];
+  return pf_any_nan4(v) ? NAN : b < a ? b : a;
+}
+static inline double pf_max4(const double v[4]) {
+  const double a = v[1] > v[0] ? v[1] : v[0], b = v[3] > v[2] ? v[3] : v[2];
+  return pf_any_nan4(v) ? NAN : b > a ? b : a;
+}
+/* the smaller and larger of two, NaN if either is */
 static double pf_min2(double a, double b) { return b < a || isnan(b) ? b : a; }
 static double pf_max2(double a, double b) { return b > a || isnan(b) ? b : a; }
-static double pf_max4(const double v[4]) {
-  double m = v[0];
-  for (int i = 1; i < 4; i++) m = v[i] > m || isnan(v[i]) ? v[i] : m;
-  return m;
-}
-
 /* the low end of the squared norm's range from its binary64 value (rounded down) */
 static double pf_tp_sum_lo(double x) { return x < 0 ? 0 : pf_up32(x); }
 
@@ -117,7 +119,8 @@ static int pf_tp_norm_fast(const double *g, size_t n, pf_dd flo, pf_dd fhi, doub
   return 1;
 }
 
-static void pf_tp_set(pf_oracle_result *out, size_t x, double lo, double hi, pf_dtype t) {
+/* output x is the set [lo, hi] of dtype t (NaN at either end: undefined) */
+static inline void pf_tp_set(pf_oracle_result *out, size_t x, double lo, double hi, pf_dtype t) {
   out->dtype[x] = (unsigned char)t;
   if (isnan(lo) || isnan(hi)) {
     out->status[x] = PF_ORACLE_UNDEFINED;
@@ -130,10 +133,65 @@ static void pf_tp_set(pf_oracle_result *out, size_t x, double lo, double hi, pf_
   out->exact[x] = lo == hi ? lo : lo / 2 + hi / 2;
 }
 
+/* Step 1, the gradient buffers of step s: pf_tp_buffer's operations for every element, the
+ * fp32 adds as the machine's (pf_add of fp32 values is the binary32 add); head: scratch. */
+static void pf_tp_buffers(const pf_tp_layout *L, const double *grads, size_t s, double *g, double *head) {
+  const pf_dtype T = L->dtype;
+  const size_t n = L->n, embed = L->b[PF_TP_EMBED].offset, nt = L->tied ? n - embed : 0;
+  const double S = L->loss_scale;
+  for (size_t e = 0; e < n; e++) g[e] = 0;
+  for (size_t e = 0; e < nt; e++) head[e] = 0;
+  for (size_t k = 0; k < L->mb; k++) { /* in micro-batch order, as the kernel sums */
+    const double *gk = grads + (s * L->mb + k) * (n + L->head);
+    for (size_t e = 0; e < n; e++) g[e] = f32_add(g[e], pf_round(T, S * gk[e]));
+    for (size_t e = 0; e < nt; e++) head[e] = f32_add(head[e], pf_round(T, S * gk[n + e]));
+  }
+  for (size_t e = 0; e < nt; e++) g[embed + e] = f32_add(g[embed + e], head[e]); /* stage 0 + stage 1 */
+  if (T == PF_FP16) {
+    const double inv = pf_round(PF_FP32, 1.0 / S);
+    for (size_t e = 0; e < n; e++) g[e] = f32_mul(g[e], inv);
+  }
+}
+/* Step 4 for the elements [e0, e1) of one block: FusedAdam in fp32 on the intervals of the
+ * clipped gradient [clo, chi] and of the state (updated in place), the sets written to run
+ * 0's outputs of step s. */
+static void pf_tp_adam_intervals(const pf_tp_layout *L, size_t s, const pf_adam_hyper *h, size_t e0, size_t e1,
+                                 const double *clo, const double *chi, double *plo, double *phi, double *mlo,
+                                 double *mhi, double *vlo, double *vhi, pf_oracle_result *out) {
+  const double omb1 = f32_sub(1.0, h->beta1), omb2 = f32_sub(1.0, h->beta2);
+  const size_t om = pf_tp_run_at(L, 0, s, PF_TP_MASTER, 0), op = pf_tp_run_at(L, 0, s, PF_TP_PARAM, 0),
+               oM = pf_tp_run_at(L, 0, s, PF_TP_M, 0), oV = pf_tp_run_at(L, 0, s, PF_TP_V, 0);
+  const pf_dtype F = PF_FP32, T = L->dtype;
+#define PF_M(m, g) f32_add(f32_mul(h->beta1, (m)), f32_mul(omb1, (g)))
+#define PF_V(v, g) f32_add(f32_mul(h->beta2, (v)), f32_mul(f32_mul(omb2, (g)), (g)))
+#define PF_D(v) f32_add(f32_sqrt(f32_div((v), h->bc2)), h->eps)
+  for (size_t e = e0; e < e1; e++) {
+    const double m_lo = PF_M(mlo[e], clo[e]), m_hi = PF_M(mhi[e], chi[e]);
+    const double a = fabs(clo[e]), b = fabs(chi[e]);
+    const double ag_lo = clo[e] <= 0 && chi[e] >= 0 ? 0 : (a < b ? a : b), ag_hi = a > b ? a : b;
+    const double v_lo = PF_V(vlo[e], ag_lo), v_hi = PF_V(vhi[e], ag_hi);
+    const double mh_lo = f32_div(m_lo, h->bc1), mh_hi = f32_div(m_hi, h->bc1);
+    const double d_lo = PF_D(v_lo), d_hi = PF_D(v_hi);
+    const double u[4] = {f32_div(mh_lo, d_lo), f32_div(mh_lo, d_hi), f32_div(mh_hi, d_lo), f32_div(mh_hi, d_hi)};
+    const double u_lo = pf_min4(u), u_hi = pf_max4(u);
+    const double w[4] = {f32_add(u_lo, f32_mul(h->wd, plo[e])), f32_add(u_lo, f32_mul(h->wd, phi[e])),
+                         f32_add(u_hi, f32_mul(h->wd, plo[e])), f32_add(u_hi, f32_mul(h->wd, phi[e]))};
+    const double p_lo = f32_sub(plo[e], f32_mul(h->lr, pf_max4(w)));
+    const double p_hi = f32_sub(phi[e], f32_mul(h->lr, pf_min4(w)));
+    plo[e] = p_lo, phi[e] = p_hi, mlo[e] = m_lo, mhi[e] = m_hi, vlo[e] = v_lo, vhi[e] = v_hi;
+    pf_tp_set(out, om + e, p_lo, p_hi, F);
+    pf_tp_set(out, op + e, pf_round(T, p_lo), pf_round(T, p_hi), T);
+    pf_tp_set(out, oM + e, m_lo, m_hi, F);
+    pf_tp_set(out, oV + e, v_lo, v_hi, F);
+  }
+#undef PF_M
+#undef PF_V
+#undef PF_D
+}
 pf_status pf_tp_mpfr(const pf_case *c, const pf_tensor *in, const pf_oracle_opts *opts, pf_oracle_result *out) {
   pf_tp_layout L;
   pf_tp_layout_make(c, &L);
-  const pf_dtype F = PF_FP32, T = L.dtype;
+  const pf_dtype F = PF_FP32;
   const size_t n = L.n;
   const double *grads = in[1].data;
   double *st = malloc(n * 9 * sizeof(double)); /* p, m, v lo/hi; g; clipped g lo/hi */
@@ -159,11 +217,11 @@ pf_status pf_tp_mpfr(const pf_case *c, const pf_tensor *in, const pf_oracle_opts
   const double under = (double)(n + 64) * 0x1p-148;
   const pf_dd flo_d = pf_mpfr_to_dd(flo, t), fhi_d = pf_mpfr_to_dd(fhi, t);
   const int fast = !opts->mpfr_only;
-  unsigned fe = 0;
+  const int debug = getenv("PF_TP_DEBUG") != NULL;
   out->max_prec = 1024;
   for (size_t s = 0; s < L.steps; s++) {
     /* 1. gradients: the same fp32 buffers in every configuration */
-    for (size_t e = 0; e < n; e++) g[e] = pf_tp_buffer(&L, grads, s, e, &fe);
+    pf_tp_buffers(&L, grads, s, g, clo);
     /* 2. the exact squared norm over the intervals, widened for any fp32 summation order */
     double sum_lo, sum_hi;
     if (fast && pf_tp_norm_fast(g, n, flo_d, fhi_d, under, &sum_lo, &sum_hi)) {
@@ -189,7 +247,7 @@ pf_status pf_tp_mpfr(const pf_case *c, const pf_tensor *in, const pf_oracle_opts
     const double c_hi = f32_div(mn32, f32_add(norm_lo, e6));
     const int may_clip = c_lo < 1, may_not = c_hi >= 1;
     const double c_top = c_hi < 1 ? c_hi : (double)nextafterf(1.0f, 0.0f);
-    if (getenv("PF_TP_DEBUG")) fprintf(stderr, "step %zu: sum [%a, %a] norm [%a, %a] coef [%a, %a] (%lld ulps)\n", s + 1, sum_lo, sum_hi, norm_lo, norm_hi, c_lo, c_hi, (long long)pf_ulp_distance(F, c_lo, c_hi));
+    if (debug) fprintf(stderr, "step %zu: sum [%a, %a] norm [%a, %a] coef [%a, %a] (%lld ulps)\n", s + 1, sum_lo, sum_hi, norm_lo, norm_hi, c_lo, c_hi, (long long)pf_ulp_distance(F, c_lo, c_hi));
     for (size_t e = 0; e < n; e++) {
       double lo = INFINITY, hi = -INFINITY;
       if (may_clip) {
@@ -209,34 +267,9 @@ pf_status pf_tp_mpfr(const pf_case *c, const pf_tensor *in, const pf_oracle_opts
     const double eps = c->params[PF_TPP_EPS];
     const pf_adam_hyper hw = pf_adam_hyper_make(lr, b1, b2, eps, c->params[PF_TPP_WD], (double)s + 1, 1);
     const pf_adam_hyper h0 = pf_adam_hyper_make(lr, b1, b2, eps, 0, (double)s + 1, 1);
-    int k = 0; /* e's block, as pf_tp_block_of finds it (the offsets ascend) */
-    for (size_t e = 0; e < n; e++) {
-      while (k + 1 < PF_TP_NBLOCKS && L.b[k + 1].offset <= e) k++;
-      const pf_adam_hyper *h = L.b[k].decay ? &hw : &h0;
-      const double omb1 = f32_sub(1.0, h->beta1), omb2 = f32_sub(1.0, h->beta2);
-#define PF_M(m, g) f32_add(f32_mul(h->beta1, (m)), f32_mul(omb1, (g)))
-#define PF_V(v, g) f32_add(f32_mul(h->beta2, (v)), f32_mul(f32_mul(omb2, (g)), (g)))
-#define PF_D(v) f32_add(f32_sqrt(f32_div((v), h->bc2)), h->eps)
-      const double m_lo = PF_M(mlo[e], clo[e]), m_hi = PF_M(mhi[e], chi[e]);
-      const double a = fabs(clo[e]), b = fabs(chi[e]);
-      const double ag_lo = clo[e] <= 0 && chi[e] >= 0 ? 0 : (a < b ? a : b), ag_hi = a > b ? a : b;
-      const double v_lo = PF_V(vlo[e], ag_lo), v_hi = PF_V(vhi[e], ag_hi);
-      const double mh_lo = f32_div(m_lo, h->bc1), mh_hi = f32_div(m_hi, h->bc1);
-      const double d_lo = PF_D(v_lo), d_hi = PF_D(v_hi);
-      const double u[4] = {f32_div(mh_lo, d_lo), f32_div(mh_lo, d_hi), f32_div(mh_hi, d_lo), f32_div(mh_hi, d_hi)};
-      const double u_lo = pf_min4(u), u_hi = pf_max4(u);
-      const double w[4] = {f32_add(u_lo, f32_mul(h->wd, plo[e])), f32_add(u_lo, f32_mul(h->wd, phi[e])),
-                           f32_add(u_hi, f32_mul(h->wd, plo[e])), f32_add(u_hi, f32_mul(h->wd, phi[e]))};
-      const double p_lo = f32_sub(plo[e], f32_mul(h->lr, pf_max4(w)));
-      const double p_hi = f32_sub(phi[e], f32_mul(h->lr, pf_min4(w)));
-#undef PF_M
-#undef PF_V
-#undef PF_D
-      plo[e] = p_lo, phi[e] = p_hi, mlo[e] = m_lo, mhi[e] = m_hi, vlo[e] = v_lo, vhi[e] = v_hi;
-      pf_tp_set(out, pf_tp_run_at(&L, 0, s, PF_TP_MASTER, e), p_lo, p_hi, F);
-      pf_tp_set(out, pf_tp_run_at(&L, 0, s, PF_TP_PARAM, e), pf_round(T, p_lo), pf_round(T, p_hi), T);
-      pf_tp_set(out, pf_tp_run_at(&L, 0, s, PF_TP_M, e), m_lo, m_hi, F);
-      pf_tp_set(out, pf_tp_run_at(&L, 0, s, PF_TP_V, e), v_lo, v_hi, F);
+    for (int k = 0; k < PF_TP_NBLOCKS; k++) { /* e's block: the last whose offset is at most e */
+      const size_t e0 = k ? L.b[k].offset : 0, e1 = k + 1 < PF_TP_NBLOCKS ? L.b[k + 1].offset : n;
+      pf_tp_adam_intervals(&L, s, L.b[k].decay ? &hw : &h0, e0, e1, clo, chi, plo, phi, mlo, mhi, vlo, vhi, out);
     }
     /* the TP=2 run's sets are the TP=1 run's: its four blocks of n elements copied whole */
     const size_t from = pf_tp_run_at(&L, 0, s, PF_TP_MASTER, 0), to = pf_tp_run_at(&L, 1, s, PF_TP_MASTER, 0);
