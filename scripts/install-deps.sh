@@ -16,6 +16,7 @@ PACKAGES=(
   python3 python3-mpmath        # independent check of the oracle's values
   python3-venv                  # scripts/python-env.sh: numpy (and PyTorch) for kernel processes
   time                          # tests/report.sh: a run's peak memory (/usr/bin/time)
+  groff-base                    # tests/install.sh: the man pages render without a warning
 )
 if [ "${1:-}" = "--chromium" ]; then
   PACKAGES=(chromium)
