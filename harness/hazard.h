@@ -9,7 +9,7 @@
  *              element, per row or per tensor as the stage says (pf_stage.measure).
  * imprecise and biased are judged for every operation from its outputs and the oracle's exact
  * values; saturated and stagnant by the operation (pf_op.hazards), which knows what its outputs
- * mean. README.md, "Hazards", says how each is measured and where its thresholds come from. */
+ * mean. docs/verdicts.md, "Hazards", says how each is measured and where its thresholds come from. */
 #ifndef PF_HAZARD_H
 #define PF_HAZARD_H
 

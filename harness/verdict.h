@@ -1,4 +1,4 @@
-/* Verdicts (README.md, "What the verdicts mean"): what one element, and one case, came to. */
+/* Verdicts (docs/verdicts.md): what one element, and one case, came to. */
 #ifndef PF_VERDICT_H
 #define PF_VERDICT_H
 

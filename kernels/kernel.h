@@ -157,7 +157,7 @@ struct pf_kernel {
   unsigned dtypes;     /* storage dtypes: bit (1u << pf_dtype) */
   unsigned accums;     /* accumulation dtypes; PF_ACCUM_STORAGE allows accum == storage */
   const char *const *faults; /* fault switches this variant honours, NULL-terminated */
-  const char *contract;      /* the contract in words (the README table repeats it) */
+  const char *contract;      /* the contract in words (docs/kernels/<op>.md repeats it) */
   /* CPU emulation: outputs (output_count values of c->dtype) and floating-point events. */
   pf_status (*run_cpu)(const pf_case *c, const pf_tensor *in, double *out, unsigned *fe);
   /* Rigorous per-element bound (see pf_bound) for this case and these inputs. */

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's fidelity table: the frameworks' own kernels under precfuzz. For each example
+# The fidelity table (docs/own-kernels.md): the frameworks' own kernels under precfuzz. For each example
 # (examples/torch_*.py, examples/deepspeed_loss_scaler.py, examples/megatron_grad_scaler.py) and dtype, generated cases judged
 # against the contract it names (findings, largest distance from the correctly rounded result
 # in ulps) and the share of its outputs bitwise equal to precfuzz's emulation of that contract
@@ -13,7 +13,7 @@ PY=$(scripts/python-env.sh --frameworks) || exit 2
 TV=$("$PY" -c "import torch; print(torch.__version__.split('+')[0])")
 DV=$("$PY" -c "import deepspeed; print(deepspeed.__version__)" 2>/dev/null | tail -1)
 MV=$("$PY" -c "from importlib.metadata import version; print(version('megatron-core'))")
-# why a variant and dtype is not bit for bit what the emulation computes (measured, see README)
+# why a variant and dtype is not bit for bit what the emulation computes (measured, see docs/own-kernels.md)
 why() {
   case "$1 $2" in
     "torch-softmax fp32" | "torch-softmax fp16") echo "ATen's vectorized softmax (its exp and sum order) is not modelled" ;;

@@ -1,4 +1,4 @@
-/* softmax: CPU variants and the MPFR oracle against values derived by hand (README notes
+/* softmax: CPU variants and the MPFR oracle against values derived by hand (docs/kernels/softmax.md notes
  * each derivation), verdicts at hand-derived thresholds, and the soundness of every
  * variant's contract over many generated cases. */
 #include <math.h>
@@ -171,7 +171,7 @@ static void test_softmax_contracts_hold_on_generated_cases(void **state) {
               pf_run_describe(&c, &r, d2, sizeof d2);
               fail_msg("%s %s/%s dist %d scale %g: %s", variants[v], pf_dtype_name(c.dtype), pf_dtype_name(c.accum), d, scales[s], d2);
             }
-            /* not vacuous: about n + 30 X unit roundoffs for binary32 (README, Contracts) */
+            /* not vacuous: about n + 30 X unit roundoffs for binary32 (docs/kernels/softmax.md) */
             if (t == PF_FP32 && a == 0 && d == 0 && s == 0)
               for (size_t i = 0; i < r.nout; i++) assert_true(r.cmp.allowed[i] <= 2 * (int64_t)c.shape[1] + 64);
             pf_run_free(&r);

@@ -1,6 +1,6 @@
 /* precfuzz-bench: what a case costs, kernel (CPU emulation) and oracle (the fast path where
  * an operation has one, and MPFR alone), against a plain binary64 reference, for the shapes
- * the README quotes. Prints figures; asserts nothing (speed is measured, not tested).
+ * docs/oracle.md quotes. Prints figures; asserts nothing (speed is measured, not tested).
  * usage: precfuzz-bench [REPEATS [KERNEL]]   (default 3, the median printed; every kernel) */
 #include <math.h>
 #include <stdio.h>

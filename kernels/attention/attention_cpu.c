@@ -248,7 +248,7 @@ pf_status pf_attention_fwd_cpu(const pf_case *c, const pf_tensor *in, double *ou
 }
 
 /* ---- contracts -------------------------------------------------------------------------
- * Rigorous bounds (README, "Contracts (attention)"). For query row i of one head:
+ * Rigorous bounds (docs/kernels/attention.md). For query row i of one head:
  * E_j = |alpha| sum_m |q_m k_jm| bounds |s_j| and the GEMM's error; delta_j bounds the
  * error of the score the softmax sees; Delta = max delta_j moves every probability by a
  * factor within e^(+-2 Delta). The softmax's own bound comes from kernels/softmax. The

@@ -113,7 +113,7 @@ pf_status pf_softmax_fwd_cpu(const pf_case *c, const pf_tensor *in, double *out,
 }
 
 /* ---- contracts ---------------------------------------------------------------------------
- * Rigorous bounds, derived in README.md ("Contracts"). Notation: u the unit roundoff of the
+ * Rigorous bounds, derived in docs/kernels/softmax.md. Notation: u the unit roundoff of the
  * accumulation dtype, s its smallest subnormal, n the row length, X = max |alpha x| over the
  * row (and |sentinel| where masked with a finite one), expf within 2 ulps of binary32. */
 

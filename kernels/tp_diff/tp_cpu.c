@@ -7,7 +7,7 @@
  * against rank 0, the tied copy on stage 1 against stage 0: bitwise) and both runs' master,
  * parameter and Adam state; the oracle (oracles/tp_mpfr.c) gives for every value the set a
  * correct run may produce.
- * Faults (bugs the frameworks had; README "Tensor-parallel differential"): tp-replicated-unclipped, norm-no-dedup, norm-not-allreduced,
+ * Faults (bugs the frameworks had; docs/kernels/tp-diff.md): tp-replicated-unclipped, norm-no-dedup, norm-not-allreduced,
  * tied-grad-unreduced. */
 #include <math.h>
 #include <pthread.h>
