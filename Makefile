@@ -45,9 +45,11 @@ fuzz-build: deps
 	cmake --build $(FUZZ_BUILD) -j $(JOBS)
 
 # Each driver for FUZZ_SECONDS; fails on any finding. Also replays the bad-input checks
-# against the sanitized precfuzz.
+# against the sanitized precfuzz, and checks that a user's instrumented kernel library gives
+# the drivers coverage feedback.
 fuzz: fuzz-build
 	tests/cli_errors.sh $(FUZZ_BUILD)/bin/precfuzz
+	tests/plugin_coverage.sh $(FUZZ_BUILD)
 	FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_JOBS=$(FUZZ_JOBS) FUZZ_SEED=$(FUZZ_SEED) FUZZ_BUILD=$(FUZZ_BUILD) scripts/run-fuzzers.sh
 
 # Each fault switch under its driver, from an empty corpus: fails if one is not found.

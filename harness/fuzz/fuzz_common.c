@@ -33,6 +33,19 @@ static int pf_fuzz_listed(const char *list, const char *name) {
   return 0;
 }
 
+#ifndef PF_DECODER_ONLY
+/* libFuzzer calls this before the first input: a user's kernels from $PRECFUZZ_KERNELS are
+ * loaded before fuzzing starts, so that a library built with -fsanitize=fuzzer-no-link has
+ * its coverage counters registered with the engine from the start (docs/own-kernels.md). */
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+  if (pf_plugins_load_env()) {
+    fprintf(stderr, "fuzz driver: PRECFUZZ_KERNELS: %s\n", pf_error_message());
+    exit(2);
+  }
+  return 0;
+}
+#endif
+
 const pf_kernel *pf_fuzz_begin(const char *op, pf_bytes *b, pf_case *c) {
   /* $PRECFUZZ_KERNELS: a user's variants join the built-in ones the first byte picks from */
   if (pf_plugins_load_env()) {
