@@ -401,6 +401,20 @@ static void pf_index_str(const pf_case *c, const pf_op *op, size_t i, char *buf,
   else snprintf(buf, len, "[%zu]", i);
 }
 
+/* Why element i has no ulp distance (NULL: it has one): the exact result is undefined, or the
+ * output is NaN. */
+static const char *pf_ulps_why(const pf_run *r, size_t i) {
+  if (r->cmp.ulps[i] != INT64_MAX) return NULL;
+  if (r->oracle.status[i] == PF_ORACLE_UNDEFINED) return "the exact result is undefined";
+  return isnan(r->out[i]) ? "the output is NaN" : "no distance in the dtype";
+}
+/* Why element i has no number of ulps allowed (NULL: it has one). */
+static const char *pf_allowed_why(const pf_run *r, size_t i) {
+  if (r->cmp.allowed[i] != INT64_MAX) return NULL;
+  if (r->oracle.status[i] == PF_ORACLE_UNDEFINED) return "the exact result is undefined";
+  return "the bound allows values beyond the dtype's range";
+}
+
 void pf_run_describe(const pf_case *c, const pf_run *r, char *buf, size_t len) {
   if (r->cmp.verdict == PF_V_FAILED) {
     snprintf(buf, len, "failed: %s", r->note);
@@ -414,14 +428,30 @@ void pf_run_describe(const pf_case *c, const pf_run *r, char *buf, size_t len) {
   char yd[32] = "", ed[32] = "";
   if (isfinite(r->out[i])) snprintf(yd, sizeof yd, " (%.9g)", r->out[i]);
   if (isfinite(r->oracle.exact[i])) snprintf(ed, sizeof ed, " (%.9g)", r->oracle.exact[i]);
-  snprintf(buf, len, "%s%s%s at %s: got %s%s, exact %s%s, %lld ulps, allowed %lld; events %s",
-           pf_verdict_name(r->cmp.elem[i]), r->born ? ", born in " : "", r->born ? r->born : "", at, y, yd, e, ed,
-           r->cmp.ulps[i] == INT64_MAX ? -1LL : (long long)r->cmp.ulps[i],
-           r->cmp.allowed[i] == INT64_MAX ? -1LL : (long long)r->cmp.allowed[i], pf_fe_str(r->fe, fe));
+  char ulps[80], allowed[80];
+  const char *uw = pf_ulps_why(r, i), *aw = pf_allowed_why(r, i);
+  if (uw) snprintf(ulps, sizeof ulps, "no ulps (%s)", uw);
+  else snprintf(ulps, sizeof ulps, "%lld ulps", (long long)r->cmp.ulps[i]);
+  if (aw) snprintf(allowed, sizeof allowed, "no ulps allowed (%s)", aw);
+  else snprintf(allowed, sizeof allowed, "allowed %lld", (long long)r->cmp.allowed[i]);
+  snprintf(buf, len, "%s%s%s at %s: got %s%s, exact %s%s, %s, %s; events %s", pf_verdict_name(r->cmp.elem[i]),
+           r->born ? ", born in " : "", r->born ? r->born : "", at, y, yd, e, ed, ulps, allowed, pf_fe_str(r->fe, fe));
   if (r->note[0]) {
     const size_t used = strlen(buf);
     snprintf(buf + used, len - used, "; %s", r->note);
   }
+}
+
+/* a measure: a number, or null and "<name>_why" where it is not finite */
+static void pf_add_measure(cJSON *j, const char *name, double v, const char *why_inf) {
+  if (isfinite(v)) {
+    cJSON_AddNumberToObject(j, name, v);
+    return;
+  }
+  char key[64];
+  cJSON_AddNullToObject(j, name);
+  snprintf(key, sizeof key, "%s_why", name);
+  cJSON_AddStringToObject(j, key, isnan(v) ? "not a number" : why_inf);
 }
 
 cJSON *pf_run_to_cjson(const pf_case *c, const pf_run *r, int per_element) {
@@ -437,8 +467,8 @@ cJSON *pf_run_to_cjson(const pf_case *c, const pf_run *r, int per_element) {
   cJSON *counts = cJSON_AddObjectToObject(j, "counts");
   for (int v = 0; v < PF_NVERDICTS; v++) cJSON_AddNumberToObject(counts, pf_verdict_name((pf_verdict)v), (double)r->cmp.counts[v]);
   cJSON_AddNumberToObject(j, "max_ulps", (double)r->cmp.max_ulps);
-  pf_hexfloat(b, r->cmp.max_rel);
-  cJSON_AddStringToObject(j, "max_rel", b);
+  /* measures are numbers (values of tensors are hex strings); JSON has no inf: null, and why */
+  pf_add_measure(j, "max_rel", r->cmp.max_rel, "an output is nonzero where the exact result is 0");
   cJSON_AddNumberToObject(j, "oracle_max_prec", (double)r->oracle.max_prec);
   if (r->cmp.verdict != PF_V_OK) {
     char d[1024];
@@ -448,8 +478,7 @@ cJSON *pf_run_to_cjson(const pf_case *c, const pf_run *r, int per_element) {
     cJSON_AddStringToObject(j, "detail", d);
     if (r->note[0]) cJSON_AddStringToObject(j, "why", r->note);
   }
-  pf_hexfloat(b, r->worst_err);
-  cJSON_AddStringToObject(j, "error_measured", b);
+  pf_add_measure(j, "error_measured", r->worst_err, "an infinite error");
   cJSON *hz = cJSON_AddArrayToObject(j, "hazards");
   for (int h = 0; h < PF_NHAZARDS; h++) {
     if (!(r->hazards & (1u << h))) continue;
@@ -499,8 +528,12 @@ cJSON *pf_run_to_cjson(const pf_case *c, const pf_run *r, int per_element) {
         pf_hexfloat(b, r->oracle.rounded_alt[i]);
         cJSON_AddStringToObject(e, "rounded_alt", b);
       }
-      cJSON_AddNumberToObject(e, "ulps", r->cmp.ulps[i] == INT64_MAX ? -1 : (double)r->cmp.ulps[i]);
-      cJSON_AddNumberToObject(e, "allowed", r->cmp.allowed[i] == INT64_MAX ? -1 : (double)r->cmp.allowed[i]);
+      /* no sentinel numbers: null, and a field saying why */
+      const char *uw = pf_ulps_why(r, i), *aw = pf_allowed_why(r, i);
+      if (uw) cJSON_AddNullToObject(e, "ulps"), cJSON_AddStringToObject(e, "ulps_why", uw);
+      else cJSON_AddNumberToObject(e, "ulps", (double)r->cmp.ulps[i]);
+      if (aw) cJSON_AddNullToObject(e, "allowed"), cJSON_AddStringToObject(e, "allowed_why", aw);
+      else cJSON_AddNumberToObject(e, "allowed", (double)r->cmp.allowed[i]);
       cJSON_AddStringToObject(e, "verdict", pf_verdict_name(r->cmp.elem[i]));
       cJSON_AddItemToArray(els, e);
     }
