@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The Python environment of precfuzz's kernel-protocol tests and examples: a virtual
-# environment (.venv, or $PRECFUZZ_VENV) with numpy and ml_dtypes, and with --torch PyTorch too.
+# environment (.venv, or $PRECFUZZ_VENV) with numpy, ml_dtypes and jsonschema, and with --torch PyTorch too.
 #   scripts/python-env.sh            make it (or check it is there); prints its python
 #   scripts/python-env.sh --torch    also PyTorch (tests labelled torch, examples/torch_*.py)
 #   scripts/python-env.sh --frameworks   PyTorch, DeepSpeed 0.19.8 without its CUDA ops
@@ -21,7 +21,7 @@ DEEPSPEED_VERSION=0.19.8
 MEGATRON_CORE_VERSION=0.16.1 # its dependencies (numpy, packaging, torch) are installed already
 # DeepSpeed's own dependencies (pure Python) but torch, which is installed as above
 DEEPSPEED_DEPS=(wheel einops hjson msgpack ninja packaging psutil py-cpuinfo "pydantic>=2.0.0" tqdm)
-BASE=(numpy ml_dtypes)
+BASE=(numpy ml_dtypes jsonschema) # jsonschema: tests/schemas.sh
 # what torch 2.15's wheel needs besides the NVIDIA libraries the toolkit provides
 TORCH_SMALL=(filelock typing_extensions sympy networkx jinja2 fsspec
   "nvidia-cufile==1.17.1.22.*" "nvidia-cusparselt-cu13==0.8.1" "nvidia-nvshmem-cu13==3.7.2" "nvidia-nccl-cu13==2.30.7")
@@ -38,7 +38,7 @@ done
 
 py="$VENV/bin/python"
 have() { [ -x "$py" ] && "$py" -c "$1" >/dev/null 2>&1; }
-base_ok() { have "import numpy, ml_dtypes"; }
+base_ok() { have "import numpy, ml_dtypes, jsonschema"; }
 torch_ok() { have "import torch; torch.softmax(torch.ones(2, dtype=torch.float16), 0)"; }
 deepspeed_ok() { have "import deepspeed.runtime.fp16.loss_scaler"; }
 megatron_ok() { have "import megatron.core.optimizer.grad_scaler"; }
