@@ -17,7 +17,7 @@
 #include "harness/tensor.h"
 #include "harness/verdict.h"
 
-#define PF_KERNEL_ABI 5
+#define PF_KERNEL_ABI 6
 
 typedef enum { PF_PARAM_REAL, PF_PARAM_INT, PF_PARAM_CHOICE } pf_param_type;
 
@@ -147,6 +147,10 @@ typedef struct pf_op {
    * precfuzz run --threads 1 on a 2-core x86-64 machine. A case beyond the time limit
    * (pf_case_set_time_limit, --max-case-seconds) is refused before anything is made. */
   void (*cost)(const pf_case *c, double *emulation_s, double *oracle_s);
+  /* Optional: the fuzz driver's decoder: bytes to a case of this operation (1; the caller frees
+   * it), or 0 when they are too few. The built-in ones are kernels/<op>/<op>_fuzzer.c, from
+   * which CMake builds the driver <op>_fuzzer; replay and minimize decode raw inputs with it. */
+  int (*fuzz_decode)(const uint8_t *data, size_t size, pf_case *out);
 } pf_op;
 
 struct pf_kernel {

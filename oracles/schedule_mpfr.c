@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/schedule.h"
+#include "kernels/schedule/lr_schedule.h"
 #include "kernels/kernel.h"
 #include "kernels/schedule/schedule.h"
 #include "oracles/oracle_util.h"

@@ -70,7 +70,7 @@ out=$(${line} 2>&1); rc=$?
 expect2 "--kernels: cannot load $T/none.so" "$P" --kernels "$T/none.so" list
 expect2 "has no pf_plugin_init" "$P" --kernels "$L/bad_plugin_no_init.so" list
 expect2 "registered no kernel" "$P" --kernels "$L/bad_plugin_empty.so" list
-expect2 "pf_plugin_init failed: kernel registration: incomplete kernel or ABI 99 (expected 5)" "$P" --kernels "$L/bad_plugin_abi.so" list
+expect2 "pf_plugin_init failed: kernel registration: incomplete kernel or ABI 99 (expected 6)" "$P" --kernels "$L/bad_plugin_abi.so" list
 expect2 "pf_plugin_init failed: this library refuses to register" "$P" --kernels "$L/bad_plugin_fails.so" list
 # tables with one field wrong: refused at registration, naming the field (they crashed list or run)
 expect2 "softmax-copy/broken: summary is NULL" "$P" --kernels "$L/bad_plugin_table1.so" list

@@ -42,10 +42,12 @@ static void pf_path_driver(const char *path, char *drv, size_t dlen, char *fault
   char *p = strdup(path);
   if (!p) return;
   for (char *tok = strtok(p, "/"); tok; tok = strtok(NULL, "/")) {
-    for (const pf_decoder *d = pf_decoders; d->driver; d++) {
-      const size_t n = strlen(d->driver);
-      if (strncmp(tok, d->driver, n) == 0 && (tok[n] == 0 || tok[n] == '-')) {
-        snprintf(drv, dlen, "%s", d->driver);
+    pf_fuzz_driver ds[64];
+    const int nd = pf_fuzz_drivers(ds, 64);
+    for (int i = 0; i < nd && i < 64; i++) {
+      const size_t n = strlen(ds[i].driver);
+      if (strncmp(tok, ds[i].driver, n) == 0 && (tok[n] == 0 || tok[n] == '-')) {
+        snprintf(drv, dlen, "%s", ds[i].driver);
         snprintf(fault, flen, "%s", tok[n] == '-' ? tok + n + 1 : "");
       }
     }
@@ -81,11 +83,13 @@ pf_status pf_load_input(const char *path, const char *driver, const char *fault,
   }
   if (!drv[0]) {
     free(data);
+    char names[1024];
+    pf_fuzz_driver_names(names, sizeof names);
     return pf_error(PF_ERR_ARG, "%s: not a case file (no JSON object) and no driver in its path: name it with --driver "
-                    "(adam_fuzzer, attention_fuzzer, clip_fuzzer, loss_scale_fuzzer, schedule_fuzzer, softmax_fuzzer, "
-                    "tp_diff_fuzzer)", path);
+                    "(%s)", path, names);
   }
-  const pf_decoder *d = pf_decoder_find(drv);
+  pf_fuzz_driver dv;
+  const pf_fuzz_driver *d = pf_fuzz_driver_find(drv, &dv) ? &dv : NULL;
   if (!d) {
     free(data);
     return pf_error(PF_ERR_UNKNOWN, "--driver: unknown driver '%s'", drv);
@@ -95,17 +99,17 @@ pf_status pf_load_input(const char *path, const char *driver, const char *fault,
   if (f && *f) {
     int honoured = 0;
     for (size_t k = 0; k < pf_kernel_count(); k++)
-      honoured |= strcmp(pf_kernel_at(k)->op->name, d->op) == 0 && pf_kernel_has_fault(pf_kernel_at(k), f);
+      honoured |= pf_kernel_at(k)->op == d->op && pf_kernel_has_fault(pf_kernel_at(k), f);
     if (!honoured) {
       free(data);
-      return pf_error(PF_ERR_UNKNOWN, "fault '%s' is not a fault of %s's kernel %s", f, d->driver, d->op);
+      return pf_error(PF_ERR_UNKNOWN, "fault '%s' is not a fault of %s's kernel %s", f, d->driver, d->op->name);
     }
   }
   /* the decoder reads the fault from the environment, as the driver does */
   char *saved = env ? strdup(env) : NULL;
   if (f && *f) setenv("PF_FUZZ_FAULT", f, 1);
   else unsetenv("PF_FUZZ_FAULT");
-  const int ok = d->decode((const uint8_t *)data, n, c);
+  const int ok = d->op->fuzz_decode((const uint8_t *)data, n, c);
   if (saved) setenv("PF_FUZZ_FAULT", saved, 1);
   else unsetenv("PF_FUZZ_FAULT");
   free(saved);

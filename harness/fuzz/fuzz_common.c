@@ -33,18 +33,45 @@ static int pf_fuzz_listed(const char *list, const char *name) {
   return 0;
 }
 
-#ifndef PF_DECODER_ONLY
-/* libFuzzer calls this before the first input: a user's kernels from $PRECFUZZ_KERNELS are
- * loaded before fuzzing starts, so that a library built with -fsanitize=fuzzer-no-link has
- * its coverage counters registered with the engine from the start (docs/own-kernels.md). */
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-  if (pf_plugins_load_env()) {
-    fprintf(stderr, "fuzz driver: PRECFUZZ_KERNELS: %s\n", pf_error_message());
-    exit(2);
+/* ---- the operations' drivers ---------------------------------------------------------- */
+
+int pf_fuzz_drivers(pf_fuzz_driver *out, int max) {
+  const pf_op *seen[64];
+  int n = 0;
+  for (size_t i = 0; i < pf_kernel_count() && n < 64; i++) {
+    const pf_op *op = pf_kernel_at(i)->op;
+    int dup = !op->fuzz_decode;
+    for (int j = 0; j < n && !dup; j++) dup = seen[j] == op;
+    if (dup) continue;
+    if (n < max) {
+      snprintf(out[n].driver, sizeof out[n].driver, "%s_fuzzer", op->name);
+      out[n].op = op;
+    }
+    seen[n++] = op;
   }
+  return n;
+}
+
+int pf_fuzz_driver_find(const char *driver, pf_fuzz_driver *out) {
+  pf_fuzz_driver d[64];
+  const int n = pf_fuzz_drivers(d, 64);
+  for (int i = 0; i < n && i < 64; i++)
+    if (strcmp(d[i].driver, driver) == 0) {
+      *out = d[i];
+      return 1;
+    }
   return 0;
 }
-#endif
+
+void pf_fuzz_driver_names(char *buf, size_t len) {
+  pf_fuzz_driver d[64];
+  const int n = pf_fuzz_drivers(d, 64);
+  size_t used = 0;
+  buf[0] = 0;
+  for (int i = 0; i < n && i < 64 && used < len; i++)
+    used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? ", " : "", d[i].driver);
+}
+
 
 const pf_kernel *pf_fuzz_begin(const char *op, pf_bytes *b, pf_case *c) {
   /* $PRECFUZZ_KERNELS: a user's variants join the built-in ones the first byte picks from */

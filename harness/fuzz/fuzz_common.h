@@ -1,5 +1,7 @@
 /* What every fuzz driver shares: reading its input bytes, running a decoded case, and
- * reporting a finding (one line, the saved case, the replay command) before abort(). */
+ * reporting a finding (one line, the saved case, the replay command) before abort(). Part of
+ * the core library: the operations' decoders (kernels/<op>/<op>_fuzzer.c) use it, and so do
+ * replay and minimize of raw inputs. */
 #ifndef PF_FUZZ_COMMON_H
 #define PF_FUZZ_COMMON_H
 
@@ -36,32 +38,19 @@ void pf_fuzz_raw_values(pf_bytes *b, pf_gen *g, pf_dtype t, size_t n);
  * keeps the input. Invalid cases (the decoder's bug) abort too. */
 void pf_fuzz_run_case(const char *driver, pf_case *c);
 
-/* Each driver is a decoder, pf_decode_<driver>(bytes, size, out): 1 and a case in out (the
- * caller frees it), or 0 when the bytes are too short to decode. PF_FUZZ_ENTRY makes it a
- * libFuzzer target; the decoders are also linked into precfuzz (replay and minimize of raw
- * inputs), built with PF_DECODER_ONLY. */
-#ifdef PF_DECODER_ONLY
-#define PF_FUZZ_ENTRY(driver)
-#else
-#define PF_FUZZ_ENTRY(driver)                                    \
-  int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) { \
-    pf_case c;                                                   \
-    if (pf_decode_##driver(data, size, &c)) {                    \
-      pf_fuzz_run_case(#driver, &c);                             \
-      pf_case_free(&c);                                          \
-    }                                                            \
-    return 0;                                                    \
-  }
-#endif
-
-/* The decoders by driver name (harness/fuzz/decoders.c). */
-typedef int (*pf_decode_fn)(const uint8_t *data, size_t size, pf_case *out);
+/* The fuzz drivers of the operations: one per registered operation with a decoder
+ * (pf_op.fuzz_decode), named "<op>_fuzzer" (CMake builds one from each
+ * kernels/<op>/<op>_fuzzer.c with harness/fuzz/op_driver.c); replay and minimize decode raw
+ * inputs with them. */
 typedef struct {
-  const char *driver; /* "softmax_fuzzer" */
-  const char *op;     /* "softmax" */
-  pf_decode_fn decode;
-} pf_decoder;
-extern const pf_decoder pf_decoders[];
-const pf_decoder *pf_decoder_find(const char *driver);
+  char driver[PF_NAME_LEN + 8]; /* "<op>_fuzzer" */
+  const pf_op *op;
+} pf_fuzz_driver;
+/* Every operation's driver, in registry order: fills at most max, returns how many there are. */
+int pf_fuzz_drivers(pf_fuzz_driver *out, int max);
+/* The driver named driver: 1 and *out, or 0. */
+int pf_fuzz_driver_find(const char *driver, pf_fuzz_driver *out);
+/* "a_fuzzer, b_fuzzer, ...": every driver's name, for a message. */
+void pf_fuzz_driver_names(char *buf, size_t len);
 
 #endif

@@ -12,7 +12,7 @@
 
 #include "harness/case.h"
 #include "harness/fuzz/json_check.h"
-#include "harness/report/report.h"
+#include "reports/report.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char *text = malloc(size + 1);

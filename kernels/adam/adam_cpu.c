@@ -133,6 +133,7 @@ static void pf_adam_cost(const pf_case *c, double *emulation_s, double *oracle_s
   *oracle_s = 85e-9 * (double)c->shape[0];
 }
 
+int pf_decode_adam_fuzzer(const uint8_t *data, size_t size, pf_case *out); /* adam_fuzzer.c */
 const pf_op pf_adam_op = {
     .name = "adam",
     .summary = "one Adam/AdamW optimizer step over n parameters",
@@ -156,6 +157,7 @@ const pf_op pf_adam_op = {
     .input_dims = pf_adam_input_dims,
     .hazards = pf_adam_hazards,
     .cost = pf_adam_cost,
+    .fuzz_decode = pf_decode_adam_fuzzer,
 };
 
 static pf_status pf_adam_check(const pf_case *c) {

@@ -92,6 +92,7 @@ static void pf_attention_cost(const pf_case *c, double *emulation_s, double *ora
   *oracle_s = scores * (70e-9 + 1.5e-9 * d);
 }
 
+int pf_decode_attention_fuzzer(const uint8_t *data, size_t size, pf_case *out); /* attention_fuzzer.c */
 const pf_op pf_attention_op = {
     .name = "attention",
     .summary = "softmax(Q K^T / sqrt(d) + mask) V per batch and head",
@@ -112,6 +113,7 @@ const pf_op pf_attention_op = {
     .input_dims = pf_attn_input_dims,
     .batch_dim0 = 1,
     .cost = pf_attention_cost,
+    .fuzz_decode = pf_decode_attention_fuzzer,
 };
 
 /* The dtype the softmax runs in. */

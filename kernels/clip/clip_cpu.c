@@ -66,6 +66,7 @@ static void pf_clip_cost(const pf_case *c, double *emulation_s, double *oracle_s
   *oracle_s = 14e-9 * n;
 }
 
+int pf_decode_clip_fuzzer(const uint8_t *data, size_t size, pf_case *out); /* clip_fuzzer.c */
 const pf_op pf_clip_op = {
     .name = "clip",
     .summary = "gradient clipping by the global norm of k tensors",
@@ -85,6 +86,7 @@ const pf_op pf_clip_op = {
     .input_dims = pf_clip_input_dims,
     .hazards = pf_clip_hazards,
     .cost = pf_clip_cost,
+    .fuzz_decode = pf_decode_clip_fuzzer,
 };
 
 pf_clip_launch pf_clip_launch_of(const pf_case *c) {

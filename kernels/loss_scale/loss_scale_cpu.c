@@ -114,6 +114,7 @@ static void pf_ls_cost(const pf_case *c, double *emulation_s, double *oracle_s) 
   *oracle_s = 185e-9 * n;
 }
 
+int pf_decode_loss_scale_fuzzer(const uint8_t *data, size_t size, pf_case *out); /* loss_scale_fuzzer.c */
 const pf_op pf_loss_scale_op = {
     .name = "loss_scale",
     .summary = "dynamic loss scaling over a stream of gradient steps",
@@ -136,6 +137,7 @@ const pf_op pf_loss_scale_op = {
     .input_dims = pf_ls_input_dims,
     .hazards = pf_ls_hazards,
     .cost = pf_ls_cost,
+    .fuzz_decode = pf_decode_loss_scale_fuzzer,
 };
 
 pf_ls_launch pf_loss_scale_launch_of(const pf_case *c) {

@@ -4,7 +4,7 @@
 #define PF_KERNELS_SCHEDULE_H
 
 #include "harness/case.h"
-#include "harness/schedule.h"
+#include "kernels/schedule/lr_schedule.h"
 #include "kernels/loss_scale/loss_scale_math.h"
 
 /* Parameter indices, in the order of the table in schedule_cpu.c. */

@@ -23,7 +23,7 @@
 #include <string.h>
 
 #include "harness/runner.h"
-#include "harness/schedule.h"
+#include "kernels/schedule/lr_schedule.h"
 #include "kernels/adam/adam_math.h"
 #include "kernels/kernel.h"
 #include "kernels/loss_scale/loss_scale_math.h"
@@ -208,6 +208,7 @@ static void pf_sched_cost(const pf_case *c, double *emulation_s, double *oracle_
   *oracle_s = 1.6e-6 * n;
 }
 
+int pf_decode_schedule_fuzzer(const uint8_t *data, size_t size, pf_case *out); /* schedule_fuzzer.c */
 const pf_op pf_schedule_op = {
     .name = "schedule",
     .summary = "T Adam steps with a learning-rate schedule, loss scaling and clipping on a quadratic, against the exact trajectory",
@@ -231,6 +232,7 @@ const pf_op pf_schedule_op = {
     .input_dims = pf_sched_input_dims,
     .hazards = pf_sched_hazards,
     .cost = pf_sched_cost,
+    .fuzz_decode = pf_decode_schedule_fuzzer,
 };
 
 /* The step stage: the least step the run's own arithmetic must take from its state (p, g,

@@ -71,6 +71,7 @@ static void pf_softmax_cost(const pf_case *c, double *emulation_s, double *oracl
   *oracle_s = 20e-9 * n;
 }
 
+int pf_decode_softmax_fuzzer(const uint8_t *data, size_t size, pf_case *out); /* softmax_fuzzer.c */
 const pf_op pf_softmax_op = {
     .name = "softmax",
     .summary = "row softmax of alpha * x with optional causal mask",
@@ -91,6 +92,7 @@ const pf_op pf_softmax_op = {
     .input_dims = pf_softmax_input_dims,
     .hazards = pf_softmax_hazards,
     .cost = pf_softmax_cost,
+    .fuzz_decode = pf_decode_softmax_fuzzer,
 };
 
 static int pf_softmax_algo(const pf_case *c) { return pf_case_algo(c); }

@@ -545,6 +545,7 @@ static void pf_tp_cost(const pf_case *c, double *emulation_s, double *oracle_s) 
   *oracle_s = 65e-9 * units;
 }
 
+int pf_decode_tp_diff_fuzzer(const uint8_t *data, size_t size, pf_case *out); /* tp_diff_fuzzer.c */
 const pf_op pf_tp_op = {
     .name = "tp_diff",
     .summary = "TP=1 against TP=2 (both PP=2 when tied) mixed-precision optimizer steps of a transformer layer's parameters",
@@ -566,6 +567,7 @@ const pf_op pf_tp_op = {
     .refine = pf_tp_refine,
     .review = pf_tp_review,
     .cost = pf_tp_cost,
+    .fuzz_decode = pf_decode_tp_diff_fuzzer,
 };
 
 static void pf_tp_bound(const pf_case *c, const pf_tensor *in, pf_bound *out) {

@@ -1,0 +1,58 @@
+/* tp_diff_fuzzer: bytes -> one TP=1 against TP=2 case (tp_diff) -> copy checks and the
+ * oracle's legitimate sets; aborts on a finding inside the contract's domain.
+ *
+ * Layout: [variant][dtype][steps][hidden][ffn][vocab][seq][microbatches][tied][lr][beta1]
+ *         [beta2][eps][wd][max_norm][spread][loss scale][seed: 8 bytes][dist]
+ *         [scale exponent of init][of grads]
+ * Sizes stay small (hidden <= 16, ffn <= 32, vocab <= 33: odd vocabularies split unevenly);
+ * gradients are spread around the clipping threshold so that clipping is on in some steps
+ * and off in others. */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "harness/fuzz/fuzz_common.h"
+#include "kernels/kernel.h"
+
+static const double lrs[] = {1e-3, 3e-4, 6e-5, 1e-4, 3e-3, 1e-2, 1e-5, 6e-4};
+static const double beta1s[] = {0.9, 0.95, 0.0, 0.5, 0.99, 0.8, 0.9, 0.9};
+static const double beta2s[] = {0.95, 0.999, 0.98, 0.99, 0.9999, 0.9, 0.95, 0.999};
+static const double epss[] = {1e-8, 1e-6, 1e-5, 1e-12, 1e-15, 1e-3, 1e-8, 1e-8};
+static const double wds[] = {0.1, 0.0, 0.01, 0.05, 1.0, 0.1, 0.0, 0.1};
+static const double max_norms[] = {1.0, 0.5, 0.1, 10, 1e-3, 1e3, 1.0, 1.0};
+static const double spreads[] = {3, 1, 0, 6, 10, 0.5, 3, 2};
+
+int pf_decode_tp_diff_fuzzer(const uint8_t *data, size_t size, pf_case *out) {
+  if (size < 8) return 0;
+  pf_bytes b = {data, size, 0};
+  pf_case c;
+  pf_fuzz_begin("tp_diff", &b, &c);
+  c.dtype = pf_bytes_u8(&b) % 2 ? PF_FP16 : PF_BF16;
+  c.shape[0] = 1 + pf_bytes_u8(&b) % 6;
+  c.shape[1] = 2 * (1 + pf_bytes_u8(&b) % 8);
+  c.shape[2] = 2 * (1 + pf_bytes_u8(&b) % 16);
+  c.shape[3] = 2 + pf_bytes_u8(&b) % 32;
+  c.shape[4] = 1 + pf_bytes_u8(&b) % 8;
+  pf_case_set_param(&c, "microbatches", 1 + pf_bytes_u8(&b) % 4);
+  pf_case_set_param(&c, "tied", pf_bytes_u8(&b) % 4 != 3); /* a zero byte: tied */
+  pf_case_set_param(&c, "lr", lrs[pf_bytes_u8(&b) % 8]);
+  pf_case_set_param(&c, "beta1", beta1s[pf_bytes_u8(&b) % 8]);
+  pf_case_set_param(&c, "beta2", beta2s[pf_bytes_u8(&b) % 8]);
+  pf_case_set_param(&c, "eps", epss[pf_bytes_u8(&b) % 8]);
+  pf_case_set_param(&c, "wd", wds[pf_bytes_u8(&b) % 8]);
+  pf_case_set_param(&c, "max_norm", max_norms[pf_bytes_u8(&b) % 8]);
+  pf_case_set_param(&c, "spread", spreads[pf_bytes_u8(&b) % 8]);
+  const uint8_t ls = pf_bytes_u8(&b);
+  if (c.dtype == PF_FP16) pf_case_set_param(&c, "loss_scale", ldexp(1.0, ls % 20));
+  const uint64_t seed = pf_bytes_u64(&b);
+  const pf_dist dist = (pf_dist)(pf_bytes_u8(&b) % 4);
+  for (int t = 0; t < 3; t++) {
+    c.inputs[t].seed = seed + (uint64_t)t;
+    c.inputs[t].dist = dist;
+  }
+  c.inputs[0].scale = ldexp(1.0, (int)(pf_bytes_u8(&b) % 16) - 12);
+  c.inputs[1].scale = ldexp(1.0, (int)(pf_bytes_u8(&b) % 8) - 4);
+  *out = c;
+  return 1;
+}
+
