@@ -99,6 +99,44 @@ typedef struct {
 
 struct pf_run;
 
+/* What the sweep (precfuzz sweep, precision-report) does with an operation. Axes, fail sets,
+ * shapes and input specs are written as precfuzz boundary and run take them. */
+typedef struct {
+  const char *name;   /* what the boundary is */
+  const char *shape, *along, *fail;
+  double lo, hi;      /* 0: the axis's default end (values: the least positive value, the largest);
+                         -1: the negative side (lo: the axis's lowest, hi: minus the least positive value) */
+  const char *inputs[3];
+} pf_sweep_search;
+enum {
+  PF_SWEEP_SCAN = 0,         /* per variant, dtype and accumulation: the scan and the searches;
+                                each fault along the scan */
+  PF_SWEEP_TRAJECTORIES = 1, /* the same, and one trajectory per variant and dtype */
+  PF_SWEEP_DIFFERENTIAL = 2, /* clean runs of the first variant in each dtype, and each fault's
+                                cases to its first finding */
+};
+typedef struct {
+  int kind;
+  const char *shape, *along; /* the accuracy scan: its cases' shape and axis */
+  double lo, hi;
+  const char *fail;
+  const char *inputs[3];       /* --input specs of the scan */
+  const char *params[3];       /* --param NAME=VALUE of the scan */
+  const char *fault_params[3]; /* and of the fault-detection runs (a fault needs its setting) */
+  const char *fault_param[2][2]; /* {fault, "NAME=VALUE"}: a setting only that fault's runs need */
+  unsigned cases_div;          /* the scan runs cases / cases_div cases per point (expensive kernels) */
+  pf_sweep_search searches[3];
+  const char *explanation;     /* the boundaries in words, for the report */
+  /* PF_SWEEP_TRAJECTORIES: the trajectory's shape (quick: a shorter one) and inputs, and its
+   * deviation from the exact trajectory at each of the n steps (deviation[n]; returns n) */
+  const char *trajectory_shape, *trajectory_shape_quick;
+  const char *trajectory_inputs[3];
+  const char *trajectory_param; /* the parameter shown beside each trajectory */
+  size_t (*trajectory)(const pf_case *c, const struct pf_run *r, double *deviation, size_t max);
+  /* PF_SWEEP_DIFFERENTIAL: clean cases per dtype (quick: fewer), and the most cases run to find a fault */
+  unsigned clean_cases, clean_cases_quick, fault_cases;
+} pf_op_sweep;
+
 typedef struct pf_op {
   const char *name;
   const char *summary;
@@ -151,6 +189,8 @@ typedef struct pf_op {
    * it), or 0 when they are too few. The built-in ones are kernels/<op>/<op>_fuzzer.c, from
    * which CMake builds the driver <op>_fuzzer; replay and minimize decode raw inputs with it. */
   int (*fuzz_decode)(const uint8_t *data, size_t size, pf_case *out);
+  /* Optional: what the sweep does with it (NULL: the sweep leaves it out). */
+  const pf_op_sweep *sweep;
 } pf_op;
 
 struct pf_kernel {

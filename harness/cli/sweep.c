@@ -20,7 +20,6 @@
 #include "harness/cli/cli.h"
 #include "harness/cli/minimize.h"
 #include "harness/runner.h"
-#include "kernels/schedule/schedule.h"
 
 #ifndef PF_C_COMPILER
 #define PF_C_COMPILER "unknown"
@@ -29,90 +28,16 @@
 #define PF_CUDA_TOOLKIT "none found at build time"
 #endif
 
-/* ---- what to search, per kernel ------------------------------------------------------------ */
-
-typedef struct {
-  const char *name;   /* what the boundary is */
-  const char *shape;
-  const char *along;
-  const char *fail;
-  double lo, hi;      /* 0: the axis's default end (values: the least positive value, the largest);
-                         -1: the negative side (lo: the axis's lowest, hi: minus the least positive value) */
-  const char *inputs[3];
-} pf_sweep_threshold;
-
-typedef struct {
-  const char *kernel;
-  const char *shape;        /* the accuracy scan's cases */
-  const char *along;        /* the scan's axis */
-  double lo, hi;
-  const char *fail;
-  const char *inputs[3];    /* --input specs of the scan */
-  const char *params[3];    /* --param NAME=VALUE of the scan */
-  const char *fault_params[3]; /* and of the fault-detection runs (a fault needs its setting) */
-  unsigned cases_div;       /* the scan runs cases / cases_div cases per point (expensive kernels) */
-  pf_sweep_threshold th[3];
-  const char *explanation;
-} pf_sweep_kernel;
-
-static const pf_sweep_kernel pf_sweep_table[] = {
-    {"softmax", "4x64", "scale", 0x1p-2, 0x1p12, "finding", {NULL}, {NULL}, {NULL}, 1,
-     {{"overflow", "1x1", "value", "overflow,nan", 0, 0, {NULL}},
-      {"underflow", "1x1", "value", "underflow,nan", -1, -1, {NULL}}},
-     "naive computes exp(x) directly: it overflows the dtype it is computed in when x > ln(max): 11.09 in fp16, "
-     "88.72 in fp32 and bf16 (the same exponent range); with every exp of a row rounded to 0 (x < ln of half the "
-     "least subnormal) it divides 0 by 0. safe and online subtract the row's maximum first, so every exponent is at "
-     "most 0 and the sum at least 1: no overflow and no total underflow at any scale; what remains is the rounding of "
-     "x - max, which grows with |x| (the error versus scale plot)."},
-    {"attention", "1x2x8x8x32", "scale", 0x1p-2, 0x1p8, "finding", {NULL}, {NULL}, {NULL}, 2,
-     {{"score overflow", "1x1x2x2x16", "value", "overflow,nan", 0, 0, {NULL}}},
-     "The scores are q.k summed over head_dim d terms: with every element x, d x^2, stored as x^2 sqrt(d) after the "
-     "1/sqrt(d) scale. post-scale scales after the GEMM: accumulated in fp16 the sum d x^2 itself overflows at x = 64 "
-     "(d = 16, 16 x^2 >= 65520); accumulated in fp32 only the stored score 4 x^2 can, at x = 128. inward scales q and k "
-     "by d^-1/4 before the GEMM, so even an fp16 accumulator only holds the scaled sum: x = 128 in both. layer-scaled "
-     "stores the scores L times smaller (the sweep uses L = 1); flash keeps its scores and running maximum in fp32 "
-     "(no fp16 limit with fp32 accumulation), but an fp16 accumulator overflows at x = 64 as post-scale's does. The "
-     "search's cases have head_dim 16."},
-    {"adam", "64", "scale:g", 0x1p-40, 0x1p16, "finding", {NULL}, {NULL}, {NULL}, 1,
-     {{"lost update (small gradients)", "1", "value:g", "finding", 0x1p-40, 1, {"p:value=1", "m:value=0", "v:value=0"}},
-      {"overflow (large gradients)", "1", "value:g", "overflow,nan", 1, 0, {"p:value=1", "m:value=0", "v:value=0"}}},
-     "One step from m = v = 0 at p = 1: the exact step is lr g / (|g| + eps), about lr whatever g. With the state in "
-     "fp16, v = (1 - beta2) g^2 underflows to 0 below |g| of about 5e-3 and eps = 1e-8 rounds to 0 in fp16, so m / "
-     "(sqrt(v) + eps) divides by zero; (1 - beta2) g^2 leaves fp16 above |g| of about 8.1e3 (the scan of 64 drawn "
-     "gradients fails from a scale of a few thousand on, where the largest of them gets there). bf16 has fp32's "
-     "exponent range, so its failures are rounding (an lr step below half an ulp of p is lost), not range; the fp32 "
-     "master of FusedAdam keeps the step."},
-    {"clip", "4x64", "scale", 0x1p-20, 0x1p16, "finding", {NULL}, {NULL}, {NULL}, 1,
-     {{"squares underflow", "1x16", "value", "event:underflow", 0, 1, {NULL}},
-      {"squares overflow", "1x16", "value", "event:overflow", 1, 0, {NULL}}},
-     "The global norm sums g^2: accumulated in fp16, a square below 2^-25 (|g| <= 1448 2^-23 = 1.726e-4) rounds to "
-     "0 and the sum overflows once it passes 65504 (the search's 16 equal gradients: |g| >= 64); in fp32 the squares "
-     "keep fp32's range. torch stores each tensor's norm in the gradient dtype (the norm of norms): 4 |g| for 16 "
-     "equal gradients overflows fp16 from |g| = 16384; inf takes max |g|, exact."},
-    {"loss_scale", "8x16", "scale", 0x1p-30, 0x1p16, "finding", {NULL}, {NULL}, {NULL}, 1,
-     {{"skip at the initial scale", "1x16", "value", "event:overflow", 0, 0, {NULL}},
-      {"scaled gradient flushed to zero", "1x16", "value", "event:underflow", 0, 1, {NULL}}},
-     "The backward pass holds S g in the gradient dtype: at DeepSpeed's and Megatron's initial 2^32 (PyTorch 2^16) "
-     "an fp16 gradient overflows above 65504 / S, and the scaler skips and halves; gradients below 2^-25 / S are "
-     "flushed to 0 (lost, not skipped). DeepSpeed stops at its minimum scale (seed 000); Megatron and PyTorch keep "
-     "skipping."},
-    {"schedule", "100x8", "param:lr", 1e-4, 1e-1, "divergent", {"curv:scale=1", "noise:scale=0x1.47ae147ae147bp-7"},
-     {NULL}, {"scaler=static", "scale0=1", "nonfinite_from=50"}, 2, {{0}},
-     "Trajectories of loss scaling, clipping and AdamW on a quadratic with curvatures |N(0,1)| and gradient noise "
-     "0.01, against the exact trajectory: divergent when a parameter leaves tolerance (|p*| + lr) (1%), an update is "
-     "lost or the run stops. With fp32 masters (fp32-state) the run follows the exact trajectory; with the state and "
-     "parameter in bf16 or fp16 (lowp-state, PyTorch) the decay and steps below half an ulp are lost and the "
-     "parameters drift (the deviation versus step plot)."},
-};
-#define PF_SWEEP_NKERNELS (sizeof pf_sweep_table / sizeof pf_sweep_table[0])
+/* What to search for each operation is its own (pf_op.sweep, kernels/<op>/): the sweep runs
+ * every operation that has one, in registry order. */
 
 /* ---- the jobs ------------------------------------------------------------------------------ */
 
-typedef enum { J_CONFIG, J_TRAJECTORY, J_FAULT, J_TP } pf_job_kind;
+typedef enum { J_CONFIG, J_TRAJECTORY, J_FAULT, J_DIFFERENTIAL } pf_job_kind;
 
 typedef struct {
   pf_job_kind kind;
-  const pf_sweep_kernel *spec;
+  const pf_op *op;
   const pf_kernel *k;
   pf_dtype dtype, accum;
   const char *fault;
@@ -173,7 +98,7 @@ static void pf_add_value(cJSON *o, const char *key, double x) {
 }
 
 /* One threshold search, as JSON. */
-static cJSON *pf_sweep_threshold_json(const pf_sweep_threshold *th, const pf_kernel *k, pf_dtype t, pf_dtype a,
+static cJSON *pf_sweep_threshold_json(const pf_sweep_search *th, const pf_kernel *k, pf_dtype t, pf_dtype a,
                                       const pf_sweep_opts *so, const pf_oracle_opts *oo, char *err, size_t elen) {
   run_opts r;
   pf_case c;
@@ -258,7 +183,7 @@ static cJSON *pf_sweep_finding_json(const pf_case *tmpl, const run_opts *r, cons
 }
 
 static void pf_job_config(pf_job *jb, const pf_sweep_opts *so) {
-  const pf_sweep_kernel *sp = jb->spec;
+  const pf_op_sweep *sp = jb->op->sweep;
   const pf_kernel *k = jb->k;
   pf_oracle_opts oo;
   pf_oracle_opts_default(&oo);
@@ -361,8 +286,8 @@ static void pf_job_config(pf_job *jb, const pf_sweep_opts *so) {
   free(tm);
   pf_sweep_opts_release(&r);
   cJSON *ths = cJSON_AddArrayToObject(j, "thresholds");
-  for (int t = 0; t < 3 && sp->th[t].name && !jb->error[0] && !jb->skipped; t++) {
-    cJSON *tj = pf_sweep_threshold_json(&sp->th[t], k, jb->dtype, jb->accum, so, &oo, jb->error, sizeof jb->error);
+  for (int t = 0; t < 3 && sp->searches[t].name && !jb->error[0] && !jb->skipped; t++) {
+    cJSON *tj = pf_sweep_threshold_json(&sp->searches[t], k, jb->dtype, jb->accum, so, &oo, jb->error, sizeof jb->error);
     if (tj) cJSON_AddItemToArray(ths, tj);
   }
   if (jb->error[0] || jb->skipped) {
@@ -372,14 +297,16 @@ static void pf_job_config(pf_job *jb, const pf_sweep_opts *so) {
   jb->result = j;
 }
 
-/* The deviation from the exact trajectory per step: max over parameters of |p - p*| / (|p*| + lr). */
+/* One trajectory of the variant against the exact one: its deviation at each step (the
+ * operation's measure, pf_op_sweep.trajectory). */
 static void pf_job_trajectory(pf_job *jb, const pf_sweep_opts *so) {
   const pf_kernel *k = jb->k;
-  static const char *const inputs[3] = {"curv:scale=1", "noise:scale=0x1.47ae147ae147bp-7", NULL};
+  const pf_op_sweep *sp = jb->op->sweep;
   run_opts r;
   pf_case c;
-  const char *shape = so->quick ? "60x8" : "200x8";
-  if (pf_sweep_opts_for(&r, k, jb->dtype, PF_FP32, shape, inputs, NULL, so->seed) || build_case(k, &r, so->seed, &c)) {
+  const char *shape = so->quick ? sp->trajectory_shape_quick : sp->trajectory_shape;
+  if (pf_sweep_opts_for(&r, k, jb->dtype, PF_FP32, shape, sp->trajectory_inputs, NULL, so->seed) ||
+      build_case(k, &r, so->seed, &c)) {
     snprintf(jb->error, sizeof jb->error, "trajectory %s: cannot build its case", k->variant);
     return;
   }
@@ -387,33 +314,29 @@ static void pf_job_trajectory(pf_job *jb, const pf_sweep_opts *so) {
   pf_oracle_opts_default(&oo);
   oo.backend = so->backend;
   pf_run run;
+  double *dev = NULL;
+  const size_t steps = c.shape[0];
   if (pf_run_case(&c, &oo, &run)) {
     snprintf(jb->error, sizeof jb->error, "trajectory %s: %s", k->variant, pf_error_message());
+  } else if (!(dev = malloc((steps ? steps : 1) * sizeof *dev))) {
+    snprintf(jb->error, sizeof jb->error, "trajectory %s: out of memory", k->variant);
   } else {
-    const size_t T = c.shape[0], n = c.shape[1];
-    const double lr = pf_case_param(&c, "lr");
+    const size_t nd = sp->trajectory(&c, &run, dev, steps);
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "variant", k->variant);
     cJSON_AddStringToObject(j, "dtype", pf_dtype_name(jb->dtype));
     cJSON_AddStringToObject(j, "shape", shape);
-    cJSON_AddNumberToObject(j, "lr", lr);
+    cJSON_AddNumberToObject(j, sp->trajectory_param, pf_case_param(&c, sp->trajectory_param));
     cJSON_AddStringToObject(j, "verdict", pf_verdict_name(run.cmp.verdict));
     if (run.note[0]) cJSON_AddStringToObject(j, "why", run.note);
-    cJSON *dev = cJSON_AddArrayToObject(j, "deviation");
-    for (size_t t = 0; t < T; t++) {
-      double d = 0;
-      for (size_t i = 0; i < n; i++) {
-        const size_t x = PF_SCHED_PARAMS(T, n) + t * n + i;
-        const double e = fabs(run.out[x] - run.oracle.exact[x]) / (fabs(run.oracle.exact[x]) + lr);
-        if (!(e <= d)) d = e;
-      }
-      cJSON_AddItemToArray(dev, pf_num_or_null(d));
-    }
+    cJSON *da = cJSON_AddArrayToObject(j, "deviation");
+    for (size_t t = 0; t < nd; t++) cJSON_AddItemToArray(da, pf_num_or_null(dev[t]));
     char line[1536];
     reproduce_line(&c, &r, so->seed, line, sizeof line);
     cJSON_AddStringToObject(j, "replay", line);
     jb->result = j;
   }
+  free(dev);
   pf_run_free(&run);
   pf_case_free(&c);
   pf_sweep_opts_release(&r);
@@ -422,7 +345,7 @@ static void pf_job_trajectory(pf_job *jb, const pf_sweep_opts *so) {
 /* Runs along the variant's scan (every case at each grid point, in order) until the fault
  * gives a finding on a case where the variant without the fault gives none. */
 static void pf_job_fault(pf_job *jb, const pf_sweep_opts *so) {
-  const pf_sweep_kernel *sp = jb->spec;
+  const pf_op_sweep *sp = jb->op->sweep;
   const pf_kernel *k = jb->k;
   const unsigned n = so->quick ? 2 : 4;
   run_opts r;
@@ -434,9 +357,13 @@ static void pf_job_fault(pf_job *jb, const pf_sweep_opts *so) {
     return;
   }
   r.fault = jb->fault;
-  /* the missing rescale shows only when the keys span more than one block */
-  if (strcmp(jb->fault, "flash-no-rescale") == 0 && r.nparams < PF_MAX_PARAMS)
-    r.param_name[r.nparams] = strdup("block"), r.param_value[r.nparams++] = "4";
+  /* a setting only this fault's runs need (pf_op_sweep.fault_param) */
+  for (int f = 0; f < 2 && sp->fault_param[f][0]; f++) {
+    const char *eq = strchr(sp->fault_param[f][1], '=');
+    if (strcmp(jb->fault, sp->fault_param[f][0]) == 0 && eq && r.nparams < PF_MAX_PARAMS)
+      r.param_name[r.nparams] = strndup(sp->fault_param[f][1], (size_t)(eq - sp->fault_param[f][1])),
+      r.param_value[r.nparams++] = eq + 1;
+  }
   cJSON *j = cJSON_CreateObject();
   cJSON_AddStringToObject(j, "kernel", k->op->name);
   cJSON_AddStringToObject(j, "variant", k->variant);
@@ -502,18 +429,34 @@ static void pf_job_fault(pf_job *jb, const pf_sweep_opts *so) {
   else jb->result = j;
 }
 
-/* TP=1 against TP=2: clean runs (every one must pass) and each fault's cases to its first finding. */
-static void pf_job_tp(pf_job *jb, const pf_sweep_opts *so) {
-  const pf_kernel *k = pf_kernel_find("tp_diff", "megatron");
+/* The dtypes a differential runs in, from the lowest precision up (its faults: the first). */
+static const pf_dtype pf_diff_dtypes[] = {PF_BF16, PF_FP16, PF_FP32};
+
+/* The first variant of op (registry order). */
+static const pf_kernel *pf_first_variant(const pf_op *op) {
+  for (size_t i = 0; i < pf_kernel_count(); i++)
+    if (pf_kernel_at(i)->op == op) return pf_kernel_at(i);
+  return NULL;
+}
+
+/* A differential operation: clean runs of its first variant in each dtype (every one must
+ * pass) and each fault's cases to its first finding. */
+static void pf_job_differential(pf_job *jb, const pf_sweep_opts *so) {
+  const pf_kernel *k = pf_first_variant(jb->op);
+  const pf_op_sweep *sp = jb->op->sweep;
   pf_oracle_opts oo;
   pf_oracle_opts_default(&oo);
   oo.backend = so->backend;
   cJSON *j = cJSON_CreateObject();
   cJSON *clean = cJSON_AddArrayToObject(j, "clean");
-  const unsigned cases = so->quick ? 4 : 60;
-  for (int t = 0; t < 2; t++) {
+  const unsigned cases = so->quick ? sp->clean_cases_quick : sp->clean_cases;
+  int first = -1;
+  for (size_t d = 0; d < sizeof pf_diff_dtypes / sizeof pf_diff_dtypes[0]; d++) {
+    const pf_dtype t = pf_diff_dtypes[d];
+    if (!pf_kernel_accepts(k, t, PF_FP32)) continue;
+    if (first < 0) first = (int)t;
     run_opts r;
-    pf_sweep_opts_for(&r, k, t ? PF_FP16 : PF_BF16, PF_FP32, NULL, NULL, NULL, so->seed);
+    pf_sweep_opts_for(&r, k, t, PF_FP32, NULL, NULL, NULL, so->seed);
     unsigned findings = 0, outside = 0;
     for (unsigned i = 0; i < cases; i++) {
       pf_case c;
@@ -527,21 +470,21 @@ static void pf_job_tp(pf_job *jb, const pf_sweep_opts *so) {
       pf_case_free(&c);
     }
     cJSON *e = cJSON_CreateObject();
-    cJSON_AddStringToObject(e, "dtype", t ? "fp16" : "bf16");
+    cJSON_AddStringToObject(e, "dtype", pf_dtype_name(t));
     cJSON_AddNumberToObject(e, "cases", cases);
     cJSON_AddNumberToObject(e, "outside_domain", outside);
     cJSON_AddNumberToObject(e, "findings", findings);
     cJSON_AddItemToArray(clean, e);
   }
   cJSON *faults = cJSON_AddArrayToObject(j, "faults");
-  for (int f = 0; k->faults && k->faults[f]; f++) {
+  for (int f = 0; first >= 0 && k->faults && k->faults[f]; f++) {
     run_opts r;
-    pf_sweep_opts_for(&r, k, PF_BF16, PF_FP32, NULL, NULL, NULL, so->seed);
+    pf_sweep_opts_for(&r, k, (pf_dtype)first, PF_FP32, NULL, NULL, NULL, so->seed);
     r.fault = k->faults[f];
     int found = 0;
     unsigned i = 0;
     char note[320] = "", line[1536] = "";
-    for (; i < 40 && !found; i++) {
+    for (; i < sp->fault_cases && !found; i++) {
       pf_case c;
       pf_run run;
       if (build_case(k, &r, so->seed + i, &c)) break;
@@ -581,13 +524,13 @@ static void *pf_worker(void *arg) {
     case J_CONFIG: pf_job_config(jb, pool->o); break;
     case J_TRAJECTORY: pf_job_trajectory(jb, pool->o); break;
     case J_FAULT: pf_job_fault(jb, pool->o); break;
-    case J_TP: pf_job_tp(jb, pool->o); break;
+    case J_DIFFERENTIAL: pf_job_differential(jb, pool->o); break;
     }
     pthread_mutex_lock(&pool->lock);
     pool->done++;
     if (pool->o->progress) {
       fprintf(stderr, "\rprecfuzz sweep: %zu/%zu  %-60.60s", pool->done, pool->njobs,
-              jb->kind == J_TP ? "tp_diff" : jb->kind == J_FAULT ? jb->fault : jb->k->variant);
+              jb->kind == J_DIFFERENTIAL ? jb->op->name : jb->kind == J_FAULT ? jb->fault : jb->k->variant);
       if (pool->done == pool->njobs) fprintf(stderr, "\n");
     }
     pthread_mutex_unlock(&pool->lock);
@@ -624,6 +567,18 @@ cJSON *pf_sweep_environment(const pf_sweep_opts *o) {
   return e;
 }
 
+/* The operations the sweep runs (those with pf_op.sweep), in registry order: at most max. */
+static size_t pf_sweep_ops(const pf_op **ops, size_t max) {
+  size_t n = 0;
+  for (size_t i = 0; i < pf_kernel_count(); i++) {
+    const pf_op *op = pf_kernel_at(i)->op;
+    int seen = !op->sweep;
+    for (size_t j = 0; j < n && !seen; j++) seen = ops[j] == op;
+    if (!seen && n < max) ops[n++] = op;
+  }
+  return n;
+}
+
 cJSON *pf_sweep_run(const pf_sweep_opts *o) {
   size_t cap = 512, n = 0;
   pf_job *jobs = calloc(cap, sizeof *jobs);
@@ -631,12 +586,20 @@ cJSON *pf_sweep_run(const pf_sweep_opts *o) {
     pf_error(PF_ERR_NOMEM, "sweep: out of memory");
     return NULL;
   }
-  for (size_t s = 0; s < PF_SWEEP_NKERNELS; s++) {
-    const pf_sweep_kernel *sp = &pf_sweep_table[s];
-    if (o->only && strcmp(o->only, sp->kernel) != 0) continue;
+  const pf_op *ops[64];
+  const size_t nops = pf_sweep_ops(ops, 64);
+  for (size_t s = 0; s < nops; s++) {
+    const pf_op *op = ops[s];
+    if (o->only && strcmp(o->only, op->name) != 0) continue;
+    if (op->sweep->kind == PF_SWEEP_DIFFERENTIAL) {
+      const pf_kernel *k = pf_first_variant(op);
+      if (o->backend != PF_BACKEND_CUDA || k->run_cuda)
+        jobs[n++] = (pf_job){J_DIFFERENTIAL, op, k, PF_BF16, PF_FP32, NULL, NULL, 0, ""};
+      continue;
+    }
     for (size_t i = 0; i < pf_kernel_count() && n + 16 < cap; i++) {
       const pf_kernel *k = pf_kernel_at(i);
-      if (strcmp(k->op->name, sp->kernel) != 0 || (o->backend == PF_BACKEND_CUDA && !k->run_cuda)) continue;
+      if (k->op != op || (o->backend == PF_BACKEND_CUDA && !k->run_cuda)) continue;
       for (int t = 0; t < PF_NDTYPES; t++) {
         if (!(k->dtypes & (1u << t))) continue;
         if (o->quick && t != PF_FP16) continue;
@@ -644,17 +607,15 @@ cJSON *pf_sweep_run(const pf_sweep_opts *o) {
           const pf_dtype acc = st ? (pf_dtype)t : PF_FP32;
           if ((st && t == PF_FP32) || !pf_kernel_accepts(k, (pf_dtype)t, acc)) continue;
           if (o->quick && st) continue;
-          jobs[n++] = (pf_job){J_CONFIG, sp, k, (pf_dtype)t, acc, NULL, NULL, 0, ""};
+          jobs[n++] = (pf_job){J_CONFIG, op, k, (pf_dtype)t, acc, NULL, NULL, 0, ""};
         }
-        if (strcmp(sp->kernel, "schedule") == 0) jobs[n++] = (pf_job){J_TRAJECTORY, sp, k, (pf_dtype)t, PF_FP32, NULL, NULL, 0, ""};
+        if (op->sweep->kind == PF_SWEEP_TRAJECTORIES)
+          jobs[n++] = (pf_job){J_TRAJECTORY, op, k, (pf_dtype)t, PF_FP32, NULL, NULL, 0, ""};
       }
       for (int f = 0; k->faults && k->faults[f]; f++)
-        jobs[n++] = (pf_job){J_FAULT, sp, k, PF_FP16, PF_FP32, k->faults[f], NULL, 0, ""};
+        jobs[n++] = (pf_job){J_FAULT, op, k, PF_FP16, PF_FP32, k->faults[f], NULL, 0, ""};
     }
   }
-  if ((!o->only || strcmp(o->only, "tp_diff") == 0) &&
-      (o->backend != PF_BACKEND_CUDA || pf_kernel_find("tp_diff", "megatron")->run_cuda))
-    jobs[n++] = (pf_job){J_TP, NULL, NULL, PF_BF16, PF_FP32, NULL, NULL, 0, ""};
   pf_pool pool = {o, jobs, n, 0, 0, PTHREAD_MUTEX_INITIALIZER};
   const int nt = o->jobs < 1 ? 1 : o->jobs > 64 ? 64 : o->jobs;
   pthread_t th[64];
@@ -670,18 +631,18 @@ cJSON *pf_sweep_run(const pf_sweep_opts *o) {
   cJSON *kernels = cJSON_AddArrayToObject(root, "kernels");
   cJSON *faults = cJSON_AddArrayToObject(root, "faults");
   const char *err = NULL;
-  for (size_t s = 0; s < PF_SWEEP_NKERNELS; s++) {
-    const pf_sweep_kernel *sp = &pf_sweep_table[s];
-    if (o->only && strcmp(o->only, sp->kernel) != 0) continue;
+  for (size_t s = 0; s < nops; s++) {
+    const pf_op *op = ops[s];
+    if ((o->only && strcmp(o->only, op->name) != 0) || op->sweep->kind == PF_SWEEP_DIFFERENTIAL) continue;
     cJSON *kj = cJSON_CreateObject();
-    cJSON_AddStringToObject(kj, "kernel", sp->kernel);
-    cJSON_AddStringToObject(kj, "summary", pf_op_find(sp->kernel)->summary);
-    cJSON_AddStringToObject(kj, "explanation", sp->explanation);
+    cJSON_AddStringToObject(kj, "kernel", op->name);
+    cJSON_AddStringToObject(kj, "summary", op->summary);
+    cJSON_AddStringToObject(kj, "explanation", op->sweep->explanation ? op->sweep->explanation : "");
     cJSON *cfgs = cJSON_AddArrayToObject(kj, "configs");
-    cJSON *trs = strcmp(sp->kernel, "schedule") == 0 ? cJSON_AddArrayToObject(kj, "trajectories") : NULL;
+    cJSON *trs = op->sweep->kind == PF_SWEEP_TRAJECTORIES ? cJSON_AddArrayToObject(kj, "trajectories") : NULL;
     for (size_t i = 0; i < n; i++) {
       pf_job *jb = &jobs[i];
-      if (jb->spec != sp) continue;
+      if (jb->op != op) continue;
       if (jb->error[0] && !err) err = jb->error;
       if (!jb->result) continue;
       if (jb->kind == J_CONFIG) cJSON_AddItemToArray(cfgs, jb->result);
@@ -705,9 +666,11 @@ cJSON *pf_sweep_run(const pf_sweep_opts *o) {
     free(t);
   }
   cJSON_Delete(sk);
+  /* a differential's summary under its operation's name */
   for (size_t i = 0; i < n; i++)
-    if (jobs[i].kind == J_TP && jobs[i].result) {
-      cJSON_AddItemToObject(root, "tp_diff", jobs[i].result);
+    if (jobs[i].kind == J_DIFFERENTIAL && jobs[i].result) {
+      if (jobs[i].error[0] && !err) err = jobs[i].error;
+      cJSON_AddItemToObject(root, jobs[i].op->name, jobs[i].result);
       jobs[i].result = NULL;
     }
   for (size_t i = 0; i < n; i++) cJSON_Delete(jobs[i].result);
@@ -726,8 +689,8 @@ static void pf_sweep_help(void) {
          "Runs every kernel variant (the built-in ones and a user's, precfuzz --kernels, of the same\n"
          "kernels), dtype and accumulation through its accuracy scan (N cases at each of G+1 points\n"
          "of its scan axis: error, failures, findings) and its boundary searches\n"
-         "(overflow, underflow, divergence: precfuzz boundary), the schedule trajectories, the TP\n"
-         "differential summary and the fault-detection table, and writes the results (format\n"
+         "(overflow, underflow, divergence: precfuzz boundary), the trajectories, the differential\n"
+         "summaries and the fault-detection table, and writes the results (format\n"
          "precfuzz-results/1) for precision-report. Default: results.json, 16 cases, 32 intervals, seed 1,\n"
          "as many threads as processors (the results do not depend on them).\n"
          "  --kernel K   one kernel only      --quick   fp16 only, few cases (for tests)\n"
@@ -738,7 +701,11 @@ static void pf_sweep_help(void) {
 int pf_sweep_backend(pf_sweep_opts *o, const char *backend) {
   if (pf_backend_parse(backend, &o->backend)) return usage_error("%s", pf_error_message());
   if (o->backend != PF_BACKEND_CUDA) return 0;
-  const char *only = o->only ? o->only : "softmax"; /* a kernel every CUDA build has */
+  /* the device is checked with the named kernel, else the first that has a CUDA implementation */
+  const char *only = o->only;
+  for (size_t i = 0; !only && i < pf_kernel_count(); i++)
+    if (pf_kernel_at(i)->run_cuda) only = pf_kernel_at(i)->op->name;
+  if (!only) only = pf_kernel_at(0)->op->name;
   return backend_setup(backend, only, NULL, &o->backend, o->device, sizeof o->device);
 }
 
@@ -767,8 +734,8 @@ int pf_cmd_sweep(int argc, char **argv) {
     if (strcmp(a, "-o") == 0) out = v;
     else if (strcmp(a, "--backend") == 0) backend = v;
     else if (strcmp(a, "--kernel") == 0) {
-      int ok = strcmp(v, "tp_diff") == 0;
-      for (size_t s = 0; s < PF_SWEEP_NKERNELS; s++) ok |= strcmp(v, pf_sweep_table[s].kernel) == 0;
+      const pf_op *op = pf_op_find(v);
+      const int ok = op && op->sweep;
       if (!ok) return usage_error("--kernel: '%s' is not a kernel the sweep knows (see precfuzz list)", v);
       o.only = v;
     } else if (parse_u64(v, &u)) return usage_error("%s: '%s' is not a count", a, v);

@@ -1,5 +1,6 @@
 /* The sweep: every built-in kernel variant, dtype and accumulation through its boundary
- * searches and accuracy scan, the schedule trajectories, the TP differential summary and the
+ * searches and accuracy scan (what each operation says to search: pf_op.sweep), the trajectories,
+ * the differential summaries and the
  * fault-detection table, as one results document (format precfuzz-results/1) that
  * precision-report turns into a page. */
 #ifndef PF_CLI_SWEEP_H

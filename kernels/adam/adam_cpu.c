@@ -133,6 +133,22 @@ static void pf_adam_cost(const pf_case *c, double *emulation_s, double *oracle_s
   *oracle_s = 85e-9 * (double)c->shape[0];
 }
 
+/* the precision report's sweep: the scan along the gradients' scale, and where one step from
+ * m = v = 0 at p = 1 is lost (small gradients) or overflows (large ones) */
+static const pf_op_sweep pf_adam_sweep = {
+    .kind = PF_SWEEP_SCAN,
+    .shape = "64", .along = "scale:g", .lo = 0x1p-40, .hi = 0x1p16, .fail = "finding", .cases_div = 1,
+    .searches = {{"lost update (small gradients)", "1", "value:g", "finding", 0x1p-40, 1, {"p:value=1", "m:value=0", "v:value=0"}},
+                 {"overflow (large gradients)", "1", "value:g", "overflow,nan", 1, 0, {"p:value=1", "m:value=0", "v:value=0"}}},
+    .explanation =
+        "One step from m = v = 0 at p = 1: the exact step is lr g / (|g| + eps), about lr whatever g. With the state in "
+        "fp16, v = (1 - beta2) g^2 underflows to 0 below |g| of about 5e-3 and eps = 1e-8 rounds to 0 in fp16, so m / "
+        "(sqrt(v) + eps) divides by zero; (1 - beta2) g^2 leaves fp16 above |g| of about 8.1e3 (the scan of 64 drawn "
+        "gradients fails from a scale of a few thousand on, where the largest of them gets there). bf16 has fp32's "
+        "exponent range, so its failures are rounding (an lr step below half an ulp of p is lost), not range; the fp32 "
+        "master of FusedAdam keeps the step.",
+};
+
 int pf_decode_adam_fuzzer(const uint8_t *data, size_t size, pf_case *out); /* adam_fuzzer.c */
 const pf_op pf_adam_op = {
     .name = "adam",
@@ -158,6 +174,7 @@ const pf_op pf_adam_op = {
     .hazards = pf_adam_hazards,
     .cost = pf_adam_cost,
     .fuzz_decode = pf_decode_adam_fuzzer,
+    .sweep = &pf_adam_sweep,
 };
 
 static pf_status pf_adam_check(const pf_case *c) {

@@ -92,6 +92,23 @@ static void pf_attention_cost(const pf_case *c, double *emulation_s, double *ora
   *oracle_s = scores * (70e-9 + 1.5e-9 * d);
 }
 
+/* the precision report's sweep: the scan along the inputs' scale, and where a score overflows;
+ * the missing rescale shows only when the keys span more than one block */
+static const pf_op_sweep pf_attention_sweep = {
+    .kind = PF_SWEEP_SCAN,
+    .shape = "1x2x8x8x32", .along = "scale", .lo = 0x1p-2, .hi = 0x1p8, .fail = "finding", .cases_div = 2,
+    .fault_param = {{"flash-no-rescale", "block=4"}},
+    .searches = {{"score overflow", "1x1x2x2x16", "value", "overflow,nan", 0, 0, {NULL}}},
+    .explanation =
+        "The scores are q.k summed over head_dim d terms: with every element x, d x^2, stored as x^2 sqrt(d) after the "
+        "1/sqrt(d) scale. post-scale scales after the GEMM: accumulated in fp16 the sum d x^2 itself overflows at x = 64 "
+        "(d = 16, 16 x^2 >= 65520); accumulated in fp32 only the stored score 4 x^2 can, at x = 128. inward scales q and k "
+        "by d^-1/4 before the GEMM, so even an fp16 accumulator only holds the scaled sum: x = 128 in both. layer-scaled "
+        "stores the scores L times smaller (the sweep uses L = 1); flash keeps its scores and running maximum in fp32 "
+        "(no fp16 limit with fp32 accumulation), but an fp16 accumulator overflows at x = 64 as post-scale's does. The "
+        "search's cases have head_dim 16.",
+};
+
 int pf_decode_attention_fuzzer(const uint8_t *data, size_t size, pf_case *out); /* attention_fuzzer.c */
 const pf_op pf_attention_op = {
     .name = "attention",
@@ -114,6 +131,7 @@ const pf_op pf_attention_op = {
     .batch_dim0 = 1,
     .cost = pf_attention_cost,
     .fuzz_decode = pf_decode_attention_fuzzer,
+    .sweep = &pf_attention_sweep,
 };
 
 /* The dtype the softmax runs in. */

@@ -66,6 +66,20 @@ static void pf_clip_cost(const pf_case *c, double *emulation_s, double *oracle_s
   *oracle_s = 14e-9 * n;
 }
 
+/* the precision report's sweep: the scan along the gradients' scale, and where the squares of
+ * the norm underflow and overflow */
+static const pf_op_sweep pf_clip_sweep = {
+    .kind = PF_SWEEP_SCAN,
+    .shape = "4x64", .along = "scale", .lo = 0x1p-20, .hi = 0x1p16, .fail = "finding", .cases_div = 1,
+    .searches = {{"squares underflow", "1x16", "value", "event:underflow", 0, 1, {NULL}},
+                 {"squares overflow", "1x16", "value", "event:overflow", 1, 0, {NULL}}},
+    .explanation =
+        "The global norm sums g^2: accumulated in fp16, a square below 2^-25 (|g| <= 1448 2^-23 = 1.726e-4) rounds to "
+        "0 and the sum overflows once it passes 65504 (the search's 16 equal gradients: |g| >= 64); in fp32 the squares "
+        "keep fp32's range. torch stores each tensor's norm in the gradient dtype (the norm of norms): 4 |g| for 16 "
+        "equal gradients overflows fp16 from |g| = 16384; inf takes max |g|, exact.",
+};
+
 int pf_decode_clip_fuzzer(const uint8_t *data, size_t size, pf_case *out); /* clip_fuzzer.c */
 const pf_op pf_clip_op = {
     .name = "clip",
@@ -87,6 +101,7 @@ const pf_op pf_clip_op = {
     .hazards = pf_clip_hazards,
     .cost = pf_clip_cost,
     .fuzz_decode = pf_decode_clip_fuzzer,
+    .sweep = &pf_clip_sweep,
 };
 
 pf_clip_launch pf_clip_launch_of(const pf_case *c) {

@@ -114,6 +114,20 @@ static void pf_ls_cost(const pf_case *c, double *emulation_s, double *oracle_s) 
   *oracle_s = 185e-9 * n;
 }
 
+/* the precision report's sweep: the scan along the gradients' scale, and where the initial
+ * scale skips a step and where a scaled gradient is flushed to zero */
+static const pf_op_sweep pf_loss_scale_sweep = {
+    .kind = PF_SWEEP_SCAN,
+    .shape = "8x16", .along = "scale", .lo = 0x1p-30, .hi = 0x1p16, .fail = "finding", .cases_div = 1,
+    .searches = {{"skip at the initial scale", "1x16", "value", "event:overflow", 0, 0, {NULL}},
+                 {"scaled gradient flushed to zero", "1x16", "value", "event:underflow", 0, 1, {NULL}}},
+    .explanation =
+        "The backward pass holds S g in the gradient dtype: at DeepSpeed's and Megatron's initial 2^32 (PyTorch 2^16) "
+        "an fp16 gradient overflows above 65504 / S, and the scaler skips and halves; gradients below 2^-25 / S are "
+        "flushed to 0 (lost, not skipped). DeepSpeed stops at its minimum scale (seed 000); Megatron and PyTorch keep "
+        "skipping.",
+};
+
 int pf_decode_loss_scale_fuzzer(const uint8_t *data, size_t size, pf_case *out); /* loss_scale_fuzzer.c */
 const pf_op pf_loss_scale_op = {
     .name = "loss_scale",
@@ -138,6 +152,7 @@ const pf_op pf_loss_scale_op = {
     .hazards = pf_ls_hazards,
     .cost = pf_ls_cost,
     .fuzz_decode = pf_decode_loss_scale_fuzzer,
+    .sweep = &pf_loss_scale_sweep,
 };
 
 pf_ls_launch pf_loss_scale_launch_of(const pf_case *c) {

@@ -208,6 +208,41 @@ static void pf_sched_cost(const pf_case *c, double *emulation_s, double *oracle_
   *oracle_s = 1.6e-6 * n;
 }
 
+/* The deviation from the exact trajectory per step: max over parameters of |p - p*| / (|p*| + lr). */
+static size_t pf_schedule_deviation(const pf_case *c, const pf_run *r, double *dev, size_t max) {
+  const size_t T = c->shape[0], n = c->shape[1];
+  const double lr = pf_case_param(c, "lr");
+  for (size_t t = 0; t < T && t < max; t++) {
+    double d = 0;
+    for (size_t i = 0; i < n; i++) {
+      const size_t x = PF_SCHED_PARAMS(T, n) + t * n + i;
+      const double e = fabs(r->out[x] - r->oracle.exact[x]) / (fabs(r->oracle.exact[x]) + lr);
+      if (!(e <= d)) d = e;
+    }
+    dev[t] = d;
+  }
+  return T < max ? T : max;
+}
+
+/* the precision report's sweep: the scan along the learning rate, and a trajectory of each
+ * variant and dtype against the exact one */
+static const pf_op_sweep pf_schedule_sweep = {
+    .kind = PF_SWEEP_TRAJECTORIES,
+    .shape = "100x8", .along = "param:lr", .lo = 1e-4, .hi = 1e-1, .fail = "divergent", .cases_div = 2,
+    .inputs = {"curv:scale=1", "noise:scale=0x1.47ae147ae147bp-7"},
+    .fault_params = {"scaler=static", "scale0=1", "nonfinite_from=50"},
+    .trajectory_shape = "200x8", .trajectory_shape_quick = "60x8",
+    .trajectory_inputs = {"curv:scale=1", "noise:scale=0x1.47ae147ae147bp-7"},
+    .trajectory_param = "lr",
+    .trajectory = pf_schedule_deviation,
+    .explanation =
+        "Trajectories of loss scaling, clipping and AdamW on a quadratic with curvatures |N(0,1)| and gradient noise "
+        "0.01, against the exact trajectory: divergent when a parameter leaves tolerance (|p*| + lr) (1%), an update is "
+        "lost or the run stops. With fp32 masters (fp32-state) the run follows the exact trajectory; with the state and "
+        "parameter in bf16 or fp16 (lowp-state, PyTorch) the decay and steps below half an ulp are lost and the "
+        "parameters drift (the deviation versus step plot).",
+};
+
 int pf_decode_schedule_fuzzer(const uint8_t *data, size_t size, pf_case *out); /* schedule_fuzzer.c */
 const pf_op pf_schedule_op = {
     .name = "schedule",
@@ -233,6 +268,7 @@ const pf_op pf_schedule_op = {
     .hazards = pf_sched_hazards,
     .cost = pf_sched_cost,
     .fuzz_decode = pf_decode_schedule_fuzzer,
+    .sweep = &pf_schedule_sweep,
 };
 
 /* The step stage: the least step the run's own arithmetic must take from its state (p, g,

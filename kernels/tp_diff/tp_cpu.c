@@ -545,6 +545,13 @@ static void pf_tp_cost(const pf_case *c, double *emulation_s, double *oracle_s) 
   *oracle_s = 65e-9 * units;
 }
 
+/* the precision report's sweep: clean runs in each dtype (every one must pass) and each fault's
+ * cases to its first finding */
+static const pf_op_sweep pf_tp_sweep = {
+    .kind = PF_SWEEP_DIFFERENTIAL,
+    .clean_cases = 60, .clean_cases_quick = 4, .fault_cases = 40,
+};
+
 int pf_decode_tp_diff_fuzzer(const uint8_t *data, size_t size, pf_case *out); /* tp_diff_fuzzer.c */
 const pf_op pf_tp_op = {
     .name = "tp_diff",
@@ -568,6 +575,7 @@ const pf_op pf_tp_op = {
     .review = pf_tp_review,
     .cost = pf_tp_cost,
     .fuzz_decode = pf_decode_tp_diff_fuzzer,
+    .sweep = &pf_tp_sweep,
 };
 
 static void pf_tp_bound(const pf_case *c, const pf_tensor *in, pf_bound *out) {
