@@ -191,6 +191,9 @@ typedef struct pf_op {
   int (*fuzz_decode)(const uint8_t *data, size_t size, pf_case *out);
   /* Optional: what the sweep does with it (NULL: the sweep leaves it out). */
   const pf_op_sweep *sweep;
+  /* Optional: a command of its own, `precfuzz COMMAND [run's options]` = `precfuzz run -k
+   * <op> -t <command_dtype> [...]`: its name, one line for precfuzz --help, its --help text. */
+  const char *command, *command_summary, *command_help, *command_dtype;
 } pf_op;
 
 struct pf_kernel {

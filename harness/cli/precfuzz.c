@@ -890,33 +890,36 @@ static int cmd_judge(int argc, char **argv) {
   return finding ? EXIT_FINDINGS : 0;
 }
 
-/* ---- diff-tp: run -k tp_diff with its defaults ------------------------------------------- */
+/* ---- an operation's own command: run -k OP with its defaults (pf_op.command) ---------------- */
 
-static int cmd_diff_tp(int argc, char **argv) {
+/* The operation whose command cmd is, or NULL. */
+static const pf_op *op_of_command(const char *cmd) {
+  for (size_t i = 0; i < pf_kernel_count(); i++) {
+    const pf_op *op = pf_kernel_at(i)->op;
+    if (op->command && strcmp(op->command, cmd) == 0) return op;
+  }
+  return NULL;
+}
+
+static int cmd_op_command(const pf_op *op, int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-      printf("usage: precfuzz diff-tp [--fault NAME] [--cases N] [--seed N] [--json] [-t bf16|fp16]\n"
-             "                       [--shape STEPSxHIDDENxFFNxVOCABxSEQ] [--param NAME=VALUE]... [run's options]\n\n"
-             "Runs the mixed-precision optimizer step of a transformer layer's parameters as TP=1 and as\n"
-             "TP=2 (PP=2 when the embedding is tied to the LM head), one thread per rank, and checks that\n"
-             "replicated parameters and tied copies stay bitwise equal on every rank and that both runs'\n"
-             "master, parameter, m and v stay in the set every summation order of the norm allows\n"
-             "(the kernel tp_diff; precfuzz list shows its parameters). Default dtype bf16.\n"
-             "Faults: tp-replicated-unclipped, norm-no-dedup, norm-not-allreduced, tied-grad-unreduced.\n"
-             "Exit status: 0 no finding, 1 findings, 2 bad usage or input.\n");
+      fputs(op->command_help ? op->command_help : "", stdout);
       return 0;
     }
     if (strcmp(argv[i], "-k") == 0 || strncmp(argv[i], "--kernel", 8) == 0 || strncmp(argv[i], "-k", 2) == 0)
-      return usage_error("diff-tp: -k is not an option here (diff-tp is run -k tp_diff)");
+      return usage_error("%s: -k is not an option here (%s is run -k %s)", op->command, op->command, op->name);
   }
   char **args = calloc((size_t)argc + 6, sizeof(char *));
-  if (!args) return usage_error("diff-tp: out of memory");
+  if (!args) return usage_error("%s: out of memory", op->command);
   int n = 0;
   args[n++] = argv[0];
   args[n++] = "-k";
-  args[n++] = "tp_diff";
-  args[n++] = "-t";
-  args[n++] = "bf16";
+  args[n++] = (char *)op->name;
+  if (op->command_dtype) {
+    args[n++] = "-t";
+    args[n++] = (char *)op->command_dtype;
+  }
   for (int i = 1; i < argc; i++) args[n++] = argv[i];
   const int rc = cmd_run(n, args);
   free(args);
@@ -930,9 +933,13 @@ static void print_help(void) {
          "  list      the kernels, variants, dtypes, parameters, faults and contracts\n"
          "  run       run generated cases of a kernel against the MPFR oracle\n"
          "  replay    run case files again (findings, regressions)\n"
-         "  judge     judge outputs computed elsewhere (.npy, safetensors) on a case's inputs\n"
-         "  diff-tp   TP=1 against TP=2 optimizer steps: replicated copies and rounding sets\n"
-         "  diff-backend  the same cases on the CPU emulation and the GPU, compared bit for bit\n"
+         "  judge     judge outputs computed elsewhere (.npy, safetensors) on a case's inputs\n");
+  for (size_t i = 0; i < pf_kernel_count(); i++) { /* the operations' own commands, once each */
+    const pf_op *op = pf_kernel_at(i)->op;
+    if (op->command && op_of_command(op->command) == op && (i == 0 || pf_kernel_at(i - 1)->op != op))
+      printf("  %-9s %s\n", op->command, op->command_summary ? op->command_summary : "");
+  }
+  printf("  diff-backend  the same cases on the CPU emulation and the GPU, compared bit for bit\n"
          "  diff-variant  the same cases on two variants (a framework's kernel and its emulation), bit for bit\n"
          "  boundary  where along one value, scale, parameter or dimension a variant starts to fail\n"
          "  sweep     every variant's boundaries and accuracy, for precision-report (results.json)\n"
@@ -973,13 +980,21 @@ static int precfuzz_main(int argc, char **argv) {
   if (strcmp(cmd, "run") == 0) return cmd_run(argc - 1, argv + 1);
   if (strcmp(cmd, "replay") == 0) return cmd_replay(argc - 1, argv + 1);
   if (strcmp(cmd, "judge") == 0) return cmd_judge(argc - 1, argv + 1);
-  if (strcmp(cmd, "diff-tp") == 0) return cmd_diff_tp(argc - 1, argv + 1);
   if (strcmp(cmd, "boundary") == 0) return pf_cmd_boundary(argc - 1, argv + 1);
   if (strcmp(cmd, "sweep") == 0) return pf_cmd_sweep(argc - 1, argv + 1);
   if (strcmp(cmd, "diff-backend") == 0) return pf_cmd_diff_backend(argc - 1, argv + 1);
   if (strcmp(cmd, "diff-variant") == 0) return pf_cmd_diff_variant(argc - 1, argv + 1);
   if (strcmp(cmd, "minimize") == 0) return pf_cmd_minimize(argc - 1, argv + 1);
-  return usage_error("unknown command '%s' (list, run, replay, judge, diff-tp, diff-backend, diff-variant, boundary, sweep, minimize, version; see precfuzz --help)", cmd);
+  /* an operation's own command (after the built-in ones, which it cannot shadow) */
+  const pf_op *cop = op_of_command(cmd);
+  if (cop) return cmd_op_command(cop, argc - 1, argv + 1);
+  char own[256] = "";
+  for (size_t i = 0; i < pf_kernel_count(); i++) {
+    const pf_op *op = pf_kernel_at(i)->op;
+    if (op->command && op_of_command(op->command) == op && !strstr(own, op->command))
+      snprintf(own + strlen(own), sizeof own - strlen(own), ", %s", op->command);
+  }
+  return usage_error("unknown command '%s' (list, run, replay, judge%s, diff-backend, diff-variant, boundary, sweep, minimize, version; see precfuzz --help)", cmd, own);
 }
 
 /* What a command printed must have reached its reader: a full disk or a closed pipe on stdout

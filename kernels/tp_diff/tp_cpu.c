@@ -576,6 +576,19 @@ const pf_op pf_tp_op = {
     .cost = pf_tp_cost,
     .fuzz_decode = pf_decode_tp_diff_fuzzer,
     .sweep = &pf_tp_sweep,
+    .command = "diff-tp",
+    .command_summary = "TP=1 against TP=2 optimizer steps: replicated copies and rounding sets",
+    .command_dtype = "bf16",
+    .command_help =
+        "usage: precfuzz diff-tp [--fault NAME] [--cases N] [--seed N] [--json] [-t bf16|fp16]\n"
+        "                       [--shape STEPSxHIDDENxFFNxVOCABxSEQ] [--param NAME=VALUE]... [run's options]\n\n"
+        "Runs the mixed-precision optimizer step of a transformer layer's parameters as TP=1 and as\n"
+        "TP=2 (PP=2 when the embedding is tied to the LM head), one thread per rank, and checks that\n"
+        "replicated parameters and tied copies stay bitwise equal on every rank and that both runs'\n"
+        "master, parameter, m and v stay in the set every summation order of the norm allows\n"
+        "(the kernel tp_diff; precfuzz list shows its parameters). Default dtype bf16.\n"
+        "Faults: tp-replicated-unclipped, norm-no-dedup, norm-not-allreduced, tied-grad-unreduced.\n"
+        "Exit status: 0 no finding, 1 findings, 2 bad usage or input.\n",
 };
 
 static void pf_tp_bound(const pf_case *c, const pf_tensor *in, pf_bound *out) {
