@@ -3,6 +3,7 @@
 #include <cublas_api.h>
 #include <cuda_runtime.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "harness/backend.h"
 #include "harness/cuda_check.h"
@@ -29,9 +30,28 @@ extern "C" pf_status pf_cuda_describe(char *buf, size_t len) {
   return PF_OK;
 }
 
+// The entry points the kernels' .cu files add (PF_CUDA_ENTRY): constant-initialized, so that
+// the order in which the files' initializers run does not matter.
+static struct {
+  const char *name;
+  void *fn;
+} pf_cuda_entries[64];
+static int pf_cuda_nentries;
+
+extern "C" int pf_cuda_module_add(const char *name, void *fn) {
+  if (pf_cuda_nentries < (int)(sizeof pf_cuda_entries / sizeof pf_cuda_entries[0]))
+    pf_cuda_entries[pf_cuda_nentries++] = {name, fn};
+  return 0;
+}
+
+static void *pf_cuda_module_entry(const char *name) {
+  for (int i = 0; i < pf_cuda_nentries; i++)
+    if (strcmp(pf_cuda_entries[i].name, name) == 0) return pf_cuda_entries[i].fn;
+  return NULL;
+}
+
 // The table the executable loads this module for (cuda_module.h): the only symbol it exports.
 extern "C" __attribute__((visibility("default"))) const pf_cuda_module *pf_cuda_module_get(void) {
-  static const pf_cuda_module m = {PF_CUDA_MODULE_ABI, pf_cuda_describe, pf_softmax_fwd_cuda, pf_attention_cuda,
-                                   pf_adam_step_cuda, pf_clip_cuda, pf_loss_scale_cuda};
+  static const pf_cuda_module m = {PF_CUDA_MODULE_ABI, pf_cuda_describe, pf_cuda_module_entry};
   return &m;
 }

@@ -1,5 +1,5 @@
-/* Loads the CUDA kernels' module (cuda_module.h) on first use and forwards the entry points the
- * kernels call to it. Where it is looked for: $PRECFUZZ_CUDA_MODULE (a path), else
+/* Loads the CUDA kernels' module (cuda_module.h) on first use and finds the entry points the
+ * operations call in it. Where it is looked for: $PRECFUZZ_CUDA_MODULE (a path), else
  * ../lib/precfuzz-cuda.so beside the running executable (the build tree's and an installed
  * tree's layout). A build without CUDA has only pf_cuda_describe (backend.c), which says so. */
 #ifdef PF_HAVE_CUDA
@@ -20,8 +20,9 @@ static char pf_cuda_why[PATH_MAX + 256];
 static pthread_once_t pf_cuda_once = PTHREAD_ONCE_INIT;
 
 /* What the module calls back: named here so that every executable holding the loader links
- * them in (and exports them). */
-void *const pf_cuda_module_needs[] = {(void *)pf_error, (void *)pf_adam_chunks};
+ * it in (and exports it); an operation's own callbacks are in its object file, linked with its
+ * registration. */
+void *const pf_cuda_module_needs[] = {(void *)pf_error};
 
 static void pf_cuda_load(void) {
   char path[PATH_MAX];
@@ -68,31 +69,12 @@ pf_status pf_cuda_describe(char *buf, size_t len) {
   const pf_status st = pf_cuda_get(&m);
   return st ? st : m->describe(buf, len);
 }
-pf_status pf_softmax_fwd_cuda(const pf_softmax_launch *L, const double *x, double *y, unsigned *fe) {
+pf_status pf_cuda_entry(const char *name, void **fn) {
   const pf_cuda_module *m = NULL;
   const pf_status st = pf_cuda_get(&m);
-  return st ? st : m->softmax_fwd(L, x, y, fe);
-}
-pf_status pf_attention_cuda(const pf_attn_launch *L, const double *q, const double *k, const double *v, double *out,
-                            unsigned *fe) {
-  const pf_cuda_module *m = NULL;
-  const pf_status st = pf_cuda_get(&m);
-  return st ? st : m->attention(L, q, k, v, out, fe);
-}
-pf_status pf_adam_step_cuda(int variant, int mode, pf_dtype pt, pf_dtype sdt, const pf_adam_hyper *h,
-                            const pf_adam_tensor *tensors, size_t ntensors, unsigned *fe) {
-  const pf_cuda_module *m = NULL;
-  const pf_status st = pf_cuda_get(&m);
-  return st ? st : m->adam_step(variant, mode, pt, sdt, h, tensors, ntensors, fe);
-}
-pf_status pf_clip_cuda(const pf_clip_launch *L, const double *g, double *out, unsigned *fe) {
-  const pf_cuda_module *m = NULL;
-  const pf_status st = pf_cuda_get(&m);
-  return st ? st : m->clip(L, g, out, fe);
-}
-pf_status pf_loss_scale_cuda(const pf_ls_launch *L, const double *g, double *out, unsigned *fe) {
-  const pf_cuda_module *m = NULL;
-  const pf_status st = pf_cuda_get(&m);
-  return st ? st : m->loss_scale(L, g, out, fe);
+  if (st) return st;
+  if (!(*fn = m->entry(name)))
+    return pf_error(PF_ERR_NODEVICE, "--backend cuda: the CUDA module has no %s (a module of another build?)", name);
+  return PF_OK;
 }
 #endif

@@ -14,6 +14,9 @@
 #include <cmocka.h>
 
 #include "harness/backend.h"
+#ifdef PF_HAVE_CUDA
+#include "harness/cuda_module.h"
+#endif
 #include "harness/runner.h"
 #include "kernels/adam/adam_cuda.h"
 #include "kernels/attention/attention.h"
@@ -84,6 +87,37 @@ static void test_no_device_is_a_clear_error(void **state) {
 #endif
   pf_run_free(&r);
   pf_case_free(&c);
+}
+
+/* Every kernel with a CUDA implementation finds its entry point in the module: without a
+ * device its run fails at its first CUDA call (no device), not for want of the entry (a
+ * host side asking for a name its .cu does not add). */
+static void test_cuda_module_entries(void **state) {
+#ifdef PF_HAVE_CUDA
+  setenv("CUDA_VISIBLE_DEVICES", "", 1);
+  void *fn = NULL;
+  assert_int_equal(pf_cuda_entry("pf_no_such_entry", &fn), PF_ERR_NODEVICE);
+  assert_non_null(strstr(pf_error_message(), "the CUDA module has no pf_no_such_entry"));
+  size_t checked = 0;
+  for (size_t i = 0; i < pf_kernel_count(); i++) {
+    const pf_kernel *k = pf_kernel_at(i);
+    if (!k->run_cuda) continue;
+    pf_case c;
+    assert_int_equal(pf_case_init(&c, k->op->name, k->variant, 1), PF_OK);
+    pf_oracle_opts o;
+    pf_oracle_opts_default(&o);
+    o.backend = PF_BACKEND_CUDA;
+    pf_run r;
+    assert_int_equal(pf_run_case(&c, &o, &r), PF_ERR_NODEVICE);
+    if (strstr(pf_error_message(), "has no")) fail_msg("%s/%s: %s", k->op->name, k->variant, pf_error_message());
+    pf_run_free(&r);
+    pf_case_free(&c);
+    checked++;
+  }
+  assert_true(checked >= 5);
+#else
+  skip();
+#endif
 }
 
 static void test_kernel_without_cuda(void **state) {
@@ -305,6 +339,7 @@ int main(void) {
       cmocka_unit_test(test_default_options_are_the_cpu),
       cmocka_unit_test(test_backend_diff),
       cmocka_unit_test(test_no_device_is_a_clear_error),
+      cmocka_unit_test(test_cuda_module_entries),
       cmocka_unit_test(test_kernel_without_cuda),
       cmocka_unit_test(test_softmax_launch_translation),
       cmocka_unit_test(test_clip_and_loss_scale_launch_translation),

@@ -11,6 +11,7 @@
 
 #include "harness/cuda_check.h"
 #include "kernels/adam/adam_cuda.h"
+#include "harness/cuda_module.h"
 
 __global__ void pf_adam_multi_tensor_kernel(int variant, int mode, pf_dtype pt, pf_dtype st, pf_adam_hyper h,
                                             double *p, double *m, double *v, const double *g, const size_t *base,
@@ -96,3 +97,6 @@ done:
   free(sizes);
   return st;
 }
+
+// the module's entry point for the host side (kernels/adam/adam_cpu.c)
+PF_CUDA_ENTRY(pf_adam_step_cuda)

@@ -214,6 +214,14 @@ size_t pf_adam_chunks(const size_t *sizes, size_t ntensors, size_t chunk, pf_ada
 }
 
 #ifdef PF_HAVE_CUDA
+#include "harness/cuda_module.h"
+/* the CUDA kernel, in the module (harness/cuda_module.h) */
+pf_status pf_adam_step_cuda(int variant, int mode, pf_dtype pt, pf_dtype sdt, const pf_adam_hyper *h,
+                            const pf_adam_tensor *tensors, size_t ntensors, unsigned *fe) {
+  __typeof__(&pf_adam_step_cuda) fn;
+  const pf_status st = pf_cuda_entry("pf_adam_step_cuda", (void **)&fn);
+  return st ? st : fn(variant, mode, pt, sdt, h, tensors, ntensors, fe);
+}
 /* The case-to-launch translation: the same hyperparameters and layout as the CPU run; the
  * case's n elements are one tensor of the list (a batch of cases is one longer tensor). */
 static pf_status pf_adam_step_cuda_case(const pf_case *c, const pf_tensor *in, double *out, unsigned *fe) {

@@ -21,6 +21,7 @@
 
 #include "harness/cuda_check.h"
 #include "kernels/attention/attention_cuda.h"
+#include "harness/cuda_module.h"
 
 __global__ void pf_attn_to_storage(const double *x, void *y, size_t n, pf_dtype t) {
   const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -203,3 +204,6 @@ done:
   cudaFree(dfe);
   return st;
 }
+
+// the module's entry point for the host side (kernels/attention/attention_cpu.c)
+PF_CUDA_ENTRY(pf_attention_cuda)

@@ -621,6 +621,14 @@ static const char *const pf_flash_faults[] = {"flash-no-rescale", "softmax-no-ma
 
 #ifdef PF_HAVE_CUDA
 #include "kernels/attention/attention_cuda.h"
+#include "harness/cuda_module.h"
+/* the CUDA kernel, in the module (harness/cuda_module.h) */
+pf_status pf_attention_cuda(const pf_attn_launch *L, const double *q, const double *k, const double *v, double *out,
+                            unsigned *fe) {
+  __typeof__(&pf_attention_cuda) fn;
+  const pf_status st = pf_cuda_entry("pf_attention_cuda", (void **)&fn);
+  return st ? st : fn(L, q, k, v, out, fe);
+}
 static pf_status pf_attention_cuda_case(const pf_case *c, const pf_tensor *in, double *out, unsigned *fe) {
   const pf_attn_launch L = pf_attention_launch_of(c, fe);
   return pf_attention_cuda(&L, in[0].data, in[1].data, in[2].data, out, fe);

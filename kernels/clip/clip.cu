@@ -7,6 +7,7 @@
 
 #include "harness/cuda_check.h"
 #include "kernels/clip/clip_cuda.h"
+#include "harness/cuda_module.h"
 
 __global__ void pf_clip_part_kernel(pf_clip_launch L, const double *g, double *part, unsigned *fe_out) {
   const size_t t = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -63,3 +64,6 @@ done:
   cudaFree(dfe);
   return st;
 }
+
+// the module's entry point for the host side (kernels/clip/clip_cpu.c)
+PF_CUDA_ENTRY(pf_clip_cuda)

@@ -124,6 +124,13 @@ pf_status pf_clip_cpu(const pf_case *c, const pf_tensor *in, double *out, unsign
 
 #ifdef PF_HAVE_CUDA
 #include "kernels/clip/clip_cuda.h"
+#include "harness/cuda_module.h"
+/* the CUDA kernel, in the module (harness/cuda_module.h) */
+pf_status pf_clip_cuda(const pf_clip_launch *L, const double *g, double *out, unsigned *fe) {
+  __typeof__(&pf_clip_cuda) fn;
+  const pf_status st = pf_cuda_entry("pf_clip_cuda", (void **)&fn);
+  return st ? st : fn(L, g, out, fe);
+}
 static pf_status pf_clip_cuda_case(const pf_case *c, const pf_tensor *in, double *out, unsigned *fe) {
   const pf_clip_launch L = pf_clip_launch_of(c);
   return pf_clip_cuda(&L, in[0].data, out, fe);

@@ -10,6 +10,7 @@
 
 #include "harness/cuda_check.h"
 #include "kernels/loss_scale/loss_scale_cuda.h"
+#include "harness/cuda_module.h"
 
 __global__ void pf_ls_steps_kernel(pf_ls_launch L, const double *g, double *out, unsigned *fe_out) {
   __shared__ pf_ls_state s;
@@ -63,3 +64,6 @@ done:
   cudaFree(dfe);
   return st;
 }
+
+// the module's entry point for the host side (kernels/loss_scale/loss_scale_cpu.c)
+PF_CUDA_ENTRY(pf_loss_scale_cuda)

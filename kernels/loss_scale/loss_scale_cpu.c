@@ -192,6 +192,13 @@ pf_status pf_loss_scale_cpu(const pf_case *c, const pf_tensor *in, double *out, 
 
 #ifdef PF_HAVE_CUDA
 #include "kernels/loss_scale/loss_scale_cuda.h"
+#include "harness/cuda_module.h"
+/* the CUDA kernel, in the module (harness/cuda_module.h) */
+pf_status pf_loss_scale_cuda(const pf_ls_launch *L, const double *g, double *out, unsigned *fe) {
+  __typeof__(&pf_loss_scale_cuda) fn;
+  const pf_status st = pf_cuda_entry("pf_loss_scale_cuda", (void **)&fn);
+  return st ? st : fn(L, g, out, fe);
+}
 static pf_status pf_loss_scale_cuda_case(const pf_case *c, const pf_tensor *in, double *out, unsigned *fe) {
   const pf_ls_launch L = pf_loss_scale_launch_of(c);
   return pf_loss_scale_cuda(&L, in[0].data, out, fe);

@@ -8,6 +8,7 @@
 #include "harness/cuda_check.h"
 #include "kernels/softmax/softmax_cuda.h"
 #include "kernels/softmax/softmax_math.h"
+#include "harness/cuda_module.h"
 
 __global__ void pf_softmax_fwd_kernel(const double *x, double *y, double *tmp, size_t rows, size_t cols,
                                       int algo, int no_max, pf_dtype acc, pf_dtype out_t, double alpha_acc,
@@ -48,3 +49,6 @@ done:
   cudaFree(dfe);
   return st;
 }
+
+// the module's entry point for the host side (kernels/softmax/softmax_cpu.c)
+PF_CUDA_ENTRY(pf_softmax_fwd_cuda)

@@ -282,6 +282,13 @@ pf_softmax_launch pf_softmax_launch_of(const pf_case *c, unsigned *fe) {
 }
 
 #ifdef PF_HAVE_CUDA
+#include "harness/cuda_module.h"
+/* the CUDA kernel, in the module (harness/cuda_module.h) */
+pf_status pf_softmax_fwd_cuda(const pf_softmax_launch *L, const double *x, double *y, unsigned *fe) {
+  __typeof__(&pf_softmax_fwd_cuda) fn;
+  const pf_status st = pf_cuda_entry("pf_softmax_fwd_cuda", (void **)&fn);
+  return st ? st : fn(L, x, y, fe);
+}
 static pf_status pf_softmax_fwd_cuda_case(const pf_case *c, const pf_tensor *in, double *out, unsigned *fe) {
   const pf_softmax_launch L = pf_softmax_launch_of(c, fe);
   return pf_softmax_fwd_cuda(&L, in[0].data, out, fe);
