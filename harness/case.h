@@ -18,7 +18,7 @@
 typedef struct pf_kernel pf_kernel;
 
 typedef struct {
-  char kernel[PF_NAME_LEN];  /* operation, e.g. "softmax" */
+  char kernel[PF_NAME_LEN];  /* the operation's name (precfuzz list) */
   char variant[PF_NAME_LEN]; /* e.g. "safe" */
   pf_dtype dtype;            /* storage (and output) dtype */
   pf_dtype accum;            /* accumulation dtype */

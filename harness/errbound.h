@@ -3,7 +3,7 @@
  * and adds the rounding of the dtype it is done in: u |z| for a normal result, half a
  * subnormal step otherwise. The value itself is the exact quantity evaluated in binary64;
  * the slack added at the end covers that evaluation (pf_eb_bound). Used to state a kernel's
- * contract from its sequence of operations (Adam, clipping). */
+ * contract from its sequence of operations (an optimizer step, a norm). */
 #ifndef PF_ERRBOUND_H
 #define PF_ERRBOUND_H
 

@@ -147,8 +147,8 @@ static void pf_imprecise_unit(const pf_case *c, pf_run *r, const pf_stage *s, si
 static int pf_stages_of(const pf_case *c, const pf_run *r, pf_stage *st) {
   const pf_op *op = r->kernel->op;
   if (op->stages) return op->stages(c, st);
-  /* rows along the last dimension (softmax's: a probability vector, whose tiny entries do
-   * not matter beside its large ones) */
+  /* rows along the last dimension (a row of probabilities, say, whose tiny entries do not
+   * matter beside its large ones) */
   st[0] = (pf_stage){"output", 0, r->nout, 0, 0, c->ndims, {0}, PF_MEASURE_ROW};
   for (int d = 0; d < c->ndims; d++) st[0].dims[d] = d;
   return 1;

@@ -5,7 +5,7 @@
  * which registers its kernel variants with pf_kernel_register (kernels/kernel.h): variants of
  * a built-in operation (judged by its MPFR oracle) or operations of its own. The library
  * calls back into precfuzz (the executables export their symbols), e.g. pf_kernel_find to
- * reuse a built-in variant's bound and domain. examples/softmax_fast_exp/ is one. */
+ * reuse a built-in variant's bound and domain. examples/ holds one (docs/own-kernels.md). */
 #ifndef PF_PLUGIN_H
 #define PF_PLUGIN_H
 

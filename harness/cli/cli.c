@@ -148,7 +148,7 @@ int load_input_files(run_opts *o, const pf_op *op) {
     o->file_paths[k] = realpath(path, NULL);
     covered[t] = 1;
     pf_case c;
-    /* the case's dtype from the file only where the input is held in it (not Adam's fp32 master) */
+    /* the case's dtype from the file only where the input is held in it (not an input the operation holds in another dtype: pf_op.input_dtype) */
     if (!o->have_dtype && !op->input_dtype) o->dtype = f->dtype, o->have_dtype = 1;
     if (!o->have_shape && op->input_dims) {
       /* the shape from the file: the input's dimensions, leading file dimensions flattened */

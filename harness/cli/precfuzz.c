@@ -155,7 +155,7 @@ static void print_help_run(void) {
       "  -v, --variant VARIANT    variant; default: all variants of KERNEL\n"
       "  -t, --dtype DTYPE        storage dtype: fp32, fp16, bf16 (default fp16)\n"
       "  -a, --accum ACCUM        accumulation dtype: fp32 or the storage dtype (default fp32)\n"
-      "      --shape RxC          shape (default: the kernel's, softmax 4x256)\n"
+      "      --shape RxC          shape (default: the kernel's: precfuzz list)\n"
       "      --scale S            inputs are drawn from the distribution times S (default 1)\n"
       "      --dist NAME          normal, uniform, loguniform, heavy (default normal)\n"
       "      --exp-range LO:HI    loguniform: exponents LO..HI (default -8:8)\n"
