@@ -123,17 +123,17 @@ int pf_results_check(const cJSON *root, char *err, size_t len) {
   pf_chk k = {err, len, 0};
   char p[256], q[256];
   if (!cJSON_IsObject(root)) {
-    snprintf(err, len, "not a JSON object (a precfuzz-results/1 document from precfuzz sweep)");
+    snprintf(err, len, "not a JSON object (a precfuzz-results/2 document from precfuzz sweep)");
     return -1;
   }
   const cJSON *fmt = need(&k, root, "", "format", T_STR);
-  if (fmt && strcmp(fmt->valuestring, "precfuzz-results/1") != 0) {
+  if (fmt && strcmp(fmt->valuestring, "precfuzz-results/2") != 0) {
     char shown[48]; /* the value, printable and short: the message stays one line */
     size_t n = 0;
     for (const char *c = fmt->valuestring; *c && n < sizeof shown - 4; c++) shown[n++] = *c >= 0x20 && *c < 0x7f ? *c : '?';
     if (strlen(fmt->valuestring) > n) shown[n++] = '.', shown[n++] = '.', shown[n++] = '.';
     shown[n] = 0;
-    snprintf(err, len, "format: '%s' is not precfuzz-results/1", shown);
+    snprintf(err, len, "format: '%s' is not precfuzz-results/2", shown);
     return -1;
   }
   const cJSON *env = need(&k, root, "", "environment", T_OBJ);
@@ -179,20 +179,24 @@ int pf_results_check(const cJSON *root, char *err, size_t len) {
     const cJSON *fd = need(&k, f, p, "found", T_BOOL);
     if (fd && cJSON_IsTrue(fd)) need(&k, f, p, "line", T_STR), need(&k, f, p, "replay", T_STR);
   }
-  const cJSON *tp = cJSON_GetObjectItemCaseSensitive(root, "tp_diff");
-  if (tp) {
-    need(&k, root, "", "tp_diff", T_OBJ);
-    const cJSON *cl = need(&k, tp, "tp_diff", "clean", T_ARR), *e;
-    i = 0;
+  const cJSON *ds = need(&k, root, "", "differentials", T_ARR), *d;
+  i = 0;
+  cJSON_ArrayForEach(d, ds) {
+    char dp[64];
+    sub(dp, sizeof dp, "", "differentials", i++);
+    need(&k, d, dp, "kernel", T_STR), need(&k, d, dp, "variant", T_STR), need(&k, d, dp, "summary", T_STR);
+    need(&k, d, dp, "explanation", T_STR);
+    const cJSON *cl = need(&k, d, dp, "clean", T_ARR), *e;
+    int j = 0;
     cJSON_ArrayForEach(e, cl) {
-      sub(p, sizeof p, "tp_diff", "clean", i++);
+      sub(p, sizeof p, dp, "clean", j++);
       need(&k, e, p, "dtype", T_STR), need(&k, e, p, "cases", T_NUM), need(&k, e, p, "outside_domain", T_NUM);
       need(&k, e, p, "findings", T_NUM);
     }
-    const cJSON *tf = need(&k, tp, "tp_diff", "faults", T_ARR);
-    i = 0;
+    const cJSON *tf = need(&k, d, dp, "faults", T_ARR);
+    j = 0;
     cJSON_ArrayForEach(e, tf) {
-      sub(p, sizeof p, "tp_diff", "faults", i++);
+      sub(p, sizeof p, dp, "faults", j++);
       need(&k, e, p, "fault", T_STR), need(&k, e, p, "found", T_BOOL), need(&k, e, p, "cases_to_find", T_NUM);
     }
   }
@@ -684,22 +688,34 @@ int pf_report_html(const cJSON *root, FILE *f) {
     esc(f, str(kj, "kernel"));
     fputs("</a>", f);
   }
-  fputs(", <a href=\"#tp\">TP differential</a>, <a href=\"#faults\">fault detection</a>, <a href=\"#findings\">findings</a>, "
+  const cJSON *dj;
+  cJSON_ArrayForEach(dj, get(root, "differentials")) {
+    fputs(", <a href=\"#diff-", f);
+    esc(f, str(dj, "kernel"));
+    fputs("\">", f);
+    esc(f, str(dj, "kernel"));
+    fputs("</a>", f);
+  }
+  fputs(", <a href=\"#faults\">fault detection</a>, <a href=\"#findings\">findings</a>, "
         "<a href=\"#environment\">environment</a>.</p>\n",
         f);
   html_summary(f, root);
   cJSON_ArrayForEach(kj, get(root, "kernels")) html_kernel(f, kj);
-  /* TP */
-  const cJSON *tp = get(root, "tp_diff");
-  fputs("<section id=\"tp\">\n<h2>TP differential (tp_diff)</h2>\n", f);
-  if (tp) {
-    fputs("<p>TP=1 against TP=2 mixed-precision optimizer steps: replicated parameters bitwise equal on every rank, "
-          "both runs inside the set of values every summation order of the norm allows. Clean runs must give no finding; "
-          "each fault must be found.</p>\n<table>\n<tr><th>dtype</th><th>cases</th><th>outside the domain</th>"
-          "<th>findings</th></tr>\n",
-          f);
+  /* the differentials: each its clean runs and its faults */
+  cJSON_ArrayForEach(dj, get(root, "differentials")) {
+    fputs("<section id=\"diff-", f);
+    esc(f, str(dj, "kernel"));
+    fputs("\">\n<h2>", f);
+    esc(f, str(dj, "summary"));
+    fputs(" (", f);
+    esc(f, str(dj, "kernel"));
+    fputs("/", f);
+    esc(f, str(dj, "variant"));
+    fputs(")</h2>\n<p>", f);
+    esc(f, str(dj, "explanation"));
+    fputs("</p>\n<table>\n<tr><th>dtype</th><th>cases</th><th>outside the domain</th><th>findings</th></tr>\n", f);
     const cJSON *e;
-    cJSON_ArrayForEach(e, get(tp, "clean")) {
+    cJSON_ArrayForEach(e, get(dj, "clean")) {
       fprintf(f, "<tr><td>");
       esc(f, str(e, "dtype"));
       fprintf(f, "</td><td>%.0f</td><td>%.0f</td><td class=\"%s\">%.0f</td></tr>\n", num(e, "cases"), num(e, "outside_domain"),
@@ -708,7 +724,7 @@ int pf_report_html(const cJSON *root, FILE *f) {
     fputs("</table>\n<table>\n<tr><th>fault</th><th>found</th><th>cases to the first finding</th><th>the finding</th>"
           "<th>replay</th></tr>\n",
           f);
-    cJSON_ArrayForEach(e, get(tp, "faults")) {
+    cJSON_ArrayForEach(e, get(dj, "faults")) {
       fputs("<tr><td>", f);
       esc(f, str(e, "fault"));
       fprintf(f, "</td><td class=\"%s\">%s</td><td>%.0f</td><td>", flag(e, "found") ? "good" : "bad", flag(e, "found") ? "yes" : "no",
@@ -718,11 +734,8 @@ int pf_report_html(const cJSON *root, FILE *f) {
       esc(f, str(e, "replay"));
       fputs("</code></td></tr>\n", f);
     }
-    fputs("</table>\n", f);
-  } else {
-    fputs("<p>Not part of this sweep.</p>\n", f);
+    fputs("</table>\n</section>\n", f);
   }
-  fputs("</section>\n", f);
   /* faults */
   fputs("<section id=\"faults\">\n<h2>Fault detection</h2>\n<p>Each fault switch (a known bug put back into a "
         "variant) run along its variant's scan until a case gives a finding that the variant without the fault does "
@@ -830,10 +843,11 @@ int pf_report_md(const cJSON *root, FILE *f) {
   cJSON_ArrayForEach(t, get(root, "faults"))
     fprintf(f, "| %s | %s/%s | %s | %.0f |\n", str(t, "fault"), str(t, "kernel"), str(t, "variant"), flag(t, "found") ? "yes" : "NO",
             num(t, "runs"));
-  const cJSON *tp = get(root, "tp_diff");
-  if (tp) {
-    cJSON_ArrayForEach(t, get(tp, "clean"))
-      fprintf(f, "\nTP differential %s: %.0f cases, %.0f findings", str(t, "dtype"), num(t, "cases"), num(t, "findings"));
+  const cJSON *dj;
+  cJSON_ArrayForEach(dj, get(root, "differentials")) {
+    cJSON_ArrayForEach(t, get(dj, "clean"))
+      fprintf(f, "\n%s/%s differential %s: %.0f cases, %.0f findings", str(dj, "kernel"), str(dj, "variant"), str(t, "dtype"),
+              num(t, "cases"), num(t, "findings"));
     fputs("\n", f);
   }
   return ferror(f) ? -1 : 0;
@@ -868,7 +882,7 @@ int pf_report_json(const cJSON *root, FILE *f) {
     cJSON_AddItemToArray(rows, r);
   }
   cJSON_AddItemToObject(out, "faults", cJSON_Duplicate(get(root, "faults"), 1));
-  if (get(root, "tp_diff")) cJSON_AddItemToObject(out, "tp_diff", cJSON_Duplicate(get(root, "tp_diff"), 1));
+  cJSON_AddItemToObject(out, "differentials", cJSON_Duplicate(get(root, "differentials"), 1));
   char *s = cJSON_Print(out);
   fputs(s, f);
   fputc('\n', f);

@@ -1,4 +1,4 @@
-/* precision-report: a sweep's results (precfuzz-results/1) as one self-contained HTML page
+/* precision-report: a sweep's results (precfuzz-results/2) as one self-contained HTML page
  * (inline CSS and SVG, no script, no external asset), a Markdown summary, or a JSON summary. */
 #ifndef PF_REPORT_H
 #define PF_REPORT_H

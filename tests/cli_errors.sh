@@ -216,7 +216,7 @@ expect2 "beyond 2^53" replay "$T/bigseed.json"
 expect2 "underflow.json: value 1 of input 'x' is not a hex float (or inf, -inf, nan): it underflows to 0" replay "$T/underflow.json"
 expect2 "underflow2.json: value 1 of input 'x' is not a hex float" replay "$T/underflow2.json"
 expect2 "value '1e-400' is not a number" run -k softmax --shape 1x2 --input x:value=1e-400 --cases 1
-printf '{"format":"precfuzz-results/1","format":"x"}' >"$T/dupresults.json"
+printf '{"format":"precfuzz-results/2","format":"x"}' >"$T/dupresults.json"
 n=$((n + 1))
 "$(dirname "$P")/precision-report" -i "$T/dupresults.json" -o "$T/r.html" 2>"$T/err" >/dev/null
 if [ $? -ne 2 ] || ! grep -qF "field 'format' is given twice" "$T/err"; then

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # precision-report: a quick sweep's report is well-formed (parsed as XML), has every kernel's
-# section with its SVG plots, the TP and fault sections; md and json summaries; malformed
+# section with its SVG plots, the differential (TP) and fault sections; md and json summaries; malformed
 # results get exit 2 and one line naming the problem.
 # usage: report.sh PRECFUZZ PRECISION_REPORT
 P=$1
@@ -76,7 +76,7 @@ for k in sys.argv[2:]:
     assert svgs, "kernel %s: no SVG plot" % k
     assert any(p.get("points", "").strip() for s in svgs for p in s.iter("{http://www.w3.org/2000/svg}polyline")), \
         "kernel %s: plots without data" % k
-for i in ("summary", "tp", "faults", "findings", "environment"):
+for i in ("summary", "diff-tp_diff", "faults", "findings", "environment"):
     assert i in ids, "no #" + i
 links = [a.get("href") for a in root.iter("{http://www.w3.org/1999/xhtml}a")]
 assert all(h.startswith("#") for h in links), "an external link"
@@ -98,7 +98,7 @@ expect2() {
 }
 # mutate EXPR FILE: a copy of the results with one Python statement applied to d
 mutate() { python3 -c "import json,sys; d=json.load(open('$T/r.json')); $1; json.dump(d, open('$2','w'))"; }
-printf '{"format": "precfuzz-results/1", "kernels": [' >"$T/trunc.json"
+printf '{"format": "precfuzz-results/2", "kernels": [' >"$T/trunc.json"
 printf '' >"$T/empty.json"
 mutate 'd["format"]="precfuzz-results/9"' "$T/fmt.json"
 mutate 'del d["kernels"][0]["configs"][0]["max_ulps"]' "$T/miss.json"
@@ -106,13 +106,15 @@ mutate 'd["kernels"][1]["configs"][2]["scan"]["points"][3]["fails"]="x"' "$T/typ
 mutate 'd["faults"][0]["found"]=1' "$T/bool.json"
 mutate 'd["kernels"][0]["configs"][0]["thresholds"][0]["found"]=True; del d["kernels"][0]["configs"][0]["thresholds"][0]["replay"]' "$T/th.json"
 mutate 'd=[d]' "$T/arr.json"
+mutate 'del d["differentials"][0]["faults"][0]["cases_to_find"]' "$T/diff.json"
 expect2 "not valid JSON" -i "$T/trunc.json"
 expect2 "not valid JSON" -i "$T/empty.json"
-expect2 "is not precfuzz-results/1" -i "$T/fmt.json"
+expect2 "is not precfuzz-results/2" -i "$T/fmt.json"
 expect2 "kernels[0].configs[0].max_ulps: missing (a number)" -i "$T/miss.json"
 expect2 "kernels[1].configs[2].scan.points[3].fails: wrong type (a number)" -i "$T/type.json"
 expect2 "faults[0].found: wrong type (true or false)" -i "$T/bool.json"
 expect2 "thresholds[0].replay: missing" -i "$T/th.json"
+expect2 "differentials[0].faults[0].cases_to_find: missing (a number)" -i "$T/diff.json"
 expect2 "not a JSON object" -i "$T/arr.json"
 expect2 "No such file" -i "$T/none.json"
 expect2 "is not html, md or json" -i "$T/r.json" --format pdf

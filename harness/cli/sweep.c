@@ -626,7 +626,7 @@ cJSON *pf_sweep_run(const pf_sweep_opts *o) {
   for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
 
   cJSON *root = cJSON_CreateObject();
-  cJSON_AddStringToObject(root, "format", "precfuzz-results/1");
+  cJSON_AddStringToObject(root, "format", "precfuzz-results/2");
   cJSON_AddItemToObject(root, "environment", pf_sweep_environment(o));
   cJSON *kernels = cJSON_AddArrayToObject(root, "kernels");
   cJSON *faults = cJSON_AddArrayToObject(root, "faults");
@@ -666,12 +666,20 @@ cJSON *pf_sweep_run(const pf_sweep_opts *o) {
     free(t);
   }
   cJSON_Delete(sk);
-  /* a differential's summary under its operation's name */
+  /* the differentials' summaries, each with its operation's name, words and first variant */
+  cJSON *diffs = cJSON_AddArrayToObject(root, "differentials");
   for (size_t i = 0; i < n; i++)
-    if (jobs[i].kind == J_DIFFERENTIAL && jobs[i].result) {
+    if (jobs[i].kind == J_DIFFERENTIAL) {
       if (jobs[i].error[0] && !err) err = jobs[i].error;
-      cJSON_AddItemToObject(root, jobs[i].op->name, jobs[i].result);
-      jobs[i].result = NULL;
+      if (!jobs[i].result) continue;
+      cJSON *d = cJSON_CreateObject();
+      cJSON_AddStringToObject(d, "kernel", jobs[i].op->name);
+      cJSON_AddStringToObject(d, "variant", jobs[i].k->variant);
+      cJSON_AddStringToObject(d, "summary", jobs[i].op->summary);
+      cJSON_AddStringToObject(d, "explanation", jobs[i].op->sweep->explanation ? jobs[i].op->sweep->explanation : "");
+      cJSON *item;
+      while ((item = jobs[i].result->child)) cJSON_AddItemToObject(d, item->string, cJSON_DetachItemViaPointer(jobs[i].result, item));
+      cJSON_AddItemToArray(diffs, d);
     }
   for (size_t i = 0; i < n; i++) cJSON_Delete(jobs[i].result);
   free(jobs);
@@ -691,7 +699,7 @@ static void pf_sweep_help(void) {
          "of its scan axis: error, failures, findings) and its boundary searches\n"
          "(overflow, underflow, divergence: precfuzz boundary), the trajectories, the differential\n"
          "summaries and the fault-detection table, and writes the results (format\n"
-         "precfuzz-results/1) for precision-report. Default: results.json, 16 cases, 32 intervals, seed 1,\n"
+         "precfuzz-results/2) for precision-report. Default: results.json, 16 cases, 32 intervals, seed 1,\n"
          "as many threads as processors (the results do not depend on them).\n"
          "  --kernel K   one kernel only      --quick   fp16 only, few cases (for tests)\n"
          "  --backend cuda   on the GPU: the variants that have a CUDA implementation (precfuzz list)\n"

@@ -1,7 +1,7 @@
 /* The sweep: every built-in kernel variant, dtype and accumulation through its boundary
  * searches and accuracy scan (what each operation says to search: pf_op.sweep), the trajectories,
  * the differential summaries and the
- * fault-detection table, as one results document (format precfuzz-results/1) that
+ * fault-detection table, as one results document (format precfuzz-results/2) that
  * precision-report turns into a page. */
 #ifndef PF_CLI_SWEEP_H
 #define PF_CLI_SWEEP_H

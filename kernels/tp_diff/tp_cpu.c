@@ -550,6 +550,9 @@ static void pf_tp_cost(const pf_case *c, double *emulation_s, double *oracle_s) 
 static const pf_op_sweep pf_tp_sweep = {
     .kind = PF_SWEEP_DIFFERENTIAL,
     .clean_cases = 60, .clean_cases_quick = 4, .fault_cases = 40,
+    .explanation = "TP=1 against TP=2 mixed-precision optimizer steps: replicated parameters bitwise equal on every "
+                   "rank, both runs inside the set of values every summation order of the norm allows. Clean runs must "
+                   "give no finding; each fault must be found.",
 };
 
 int pf_decode_tp_diff_fuzzer(const uint8_t *data, size_t size, pf_case *out); /* tp_diff_fuzzer.c */
