@@ -1,0 +1,31 @@
+"""The exact values of one Adam step with mpmath (not MPFR), for tests/oracle_mpmath_check.py: exact(case,
+inputs) gives every output element's exact value in the layout precfuzz uses (None: undefined)."""
+import mpmath
+
+from mpmath_util import parse_hex
+
+
+def adam(case, pv, gv, mv, vv):
+    """Exact m', v', p' (and the written-back parameter for variants with an fp32 master)."""
+    p = {k: (parse_hex(x) if isinstance(x, str) and x.startswith(("0x", "-0x")) else x) for k, x in case["params"].items()}
+    b1, b2, lr, eps, wd, t = p["beta1"], p["beta2"], p["lr"], p["eps"], p["wd"], int(p["step"])
+    var = case["variant"]
+    nobc = var == "no-bias-correction"
+    bc1 = 1 if nobc else 1 - b1 ** t
+    bc2 = 1 if nobc else 1 - b2 ** t
+    M, V, P = [], [], []
+    for p0, g0, m0, v0 in zip(pv, gv, mv, vv):
+        g = g0 + wd * p0 if p["mode"] == "l2" else g0
+        m = b1 * m0 + (1 - b1) * g
+        v = b2 * v0 + (1 - b2) * g * g
+        d = mpmath.sqrt(v / bc2 + eps) if var == "eps-inside" else mpmath.sqrt(v / bc2) + eps
+        upd = (m / bc1) / d + (0 if p["mode"] == "l2" else wd * p0)
+        M.append(m)
+        V.append(v)
+        P.append(p0 - lr * upd)
+    master = var not in ("torch", "no-master")
+    return M + V + P + (P if master else [])
+
+
+def exact(case, inputs):
+    return adam(case, inputs["p"], inputs["g"], inputs["m"], [abs(x) for x in inputs["v"]])

@@ -1,0 +1,34 @@
+"""The exact values of attention with mpmath (not MPFR), for tests/oracle_mpmath_check.py: exact(case,
+inputs) gives every output element's exact value in the layout precfuzz uses (None: undefined)."""
+import mpmath
+
+from mpmath_util import lowest, parse_hex
+
+
+def attention(case, q, k, v):
+    """Exact O, then (non-flash) S and P, in the layout precfuzz uses."""
+    B, H, Lq, Lk, d = case["shape"]
+    p = case["params"]
+    sentinel = {"-inf": mpmath.mpf("-inf"), "-10000": mpmath.mpf(-10000),
+                "lowest": mpmath.mpf(lowest(case["dtype"]))}[p["mask_value"]]
+    Lstore = p["layer"] if case["variant"] == "layer-scaled" else 1
+    off = Lk - Lq if Lk >= Lq else 0
+    alpha = 1 / mpmath.sqrt(d)
+    O, S, P = [], [], []
+    for h in range(B * H):
+        for i in range(Lq):
+            qi = q[(h * Lq + i) * d:(h * Lq + i + 1) * d]
+            s = [alpha * mpmath.fsum(qi[m] * k[(h * Lk + j) * d + m] for m in range(d)) for j in range(Lk)]
+            S.extend(x / Lstore for x in s)
+            t = [sentinel if p["mask"] == "causal" and j > i + off else s[j] for j in range(Lk)]
+            mx = max(x for x in t if mpmath.isfinite(x))
+            e = [mpmath.mpf(0) if x == mpmath.ninf else mpmath.exp(x - mx) for x in t]
+            z = mpmath.fsum(e)
+            pr = [x / z for x in e]
+            P.extend(pr)
+            O.extend(mpmath.fsum(pr[j] * v[(h * Lk + j) * d + m] for j in range(Lk)) for m in range(d))
+    return O if case["variant"] == "flash" else O + S + P
+
+
+def exact(case, inputs):
+    return attention(case, inputs["q"], inputs["k"], inputs["v"])
