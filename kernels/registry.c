@@ -5,13 +5,23 @@
 #include "harness/bigmem.h"
 #include "kernels/kernel.h"
 
-extern const pf_kernel *const pf_softmax_kernels[];
-extern const pf_kernel *const pf_attention_kernels[];
-extern const pf_kernel *const pf_adam_kernels[];
-extern const pf_kernel *const pf_loss_scale_kernels[];
-extern const pf_kernel *const pf_clip_kernels[];
-extern const pf_kernel *const pf_schedule_kernels[];
-extern const pf_kernel *const pf_tp_kernels[];
+/* The built-in operations, one line each, in the order they are listed, swept and reported:
+ * kernels/<op>/ defines pf_<name>_kernels, its variants (NULL-terminated), each pointing at the
+ * operation's pf_op. Adding an operation is its folder, its oracle, its tests and a line here
+ * (docs/adding-a-kernel-family.md). */
+#define PF_BUILTIN_OPS(X) \
+  X(softmax)              \
+  X(attention)            \
+  X(adam)                 \
+  X(clip)                 \
+  X(loss_scale)           \
+  X(schedule)             \
+  X(tp)
+
+#define PF_DECLARE(name) extern const pf_kernel *const pf_##name##_kernels[];
+PF_BUILTIN_OPS(PF_DECLARE)
+#define PF_TABLE(name) pf_##name##_kernels,
+static const pf_kernel *const *const pf_builtin_tables[] = {PF_BUILTIN_OPS(PF_TABLE)};
 
 #define PF_MAX_KERNELS 256
 static const pf_kernel *pf_registry[PF_MAX_KERNELS];
@@ -21,13 +31,8 @@ static int pf_builtins_done;
 static void pf_register_builtins(void) {
   if (pf_builtins_done) return;
   pf_builtins_done = 1;
-  for (size_t i = 0; pf_softmax_kernels[i]; i++) pf_kernel_register(pf_softmax_kernels[i]);
-  for (size_t i = 0; pf_attention_kernels[i]; i++) pf_kernel_register(pf_attention_kernels[i]);
-  for (size_t i = 0; pf_adam_kernels[i]; i++) pf_kernel_register(pf_adam_kernels[i]);
-  for (size_t i = 0; pf_clip_kernels[i]; i++) pf_kernel_register(pf_clip_kernels[i]);
-  for (size_t i = 0; pf_loss_scale_kernels[i]; i++) pf_kernel_register(pf_loss_scale_kernels[i]);
-  for (size_t i = 0; pf_schedule_kernels[i]; i++) pf_kernel_register(pf_schedule_kernels[i]);
-  for (size_t i = 0; pf_tp_kernels[i]; i++) pf_kernel_register(pf_tp_kernels[i]);
+  for (size_t t = 0; t < sizeof pf_builtin_tables / sizeof pf_builtin_tables[0]; t++)
+    for (size_t i = 0; pf_builtin_tables[t][i]; i++) pf_kernel_register(pf_builtin_tables[t][i]);
 }
 
 /* A name that may go into a file path and a command line: 1 to 64 of [A-Za-z0-9._-]. */
