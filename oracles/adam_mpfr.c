@@ -7,6 +7,8 @@
  *   p' = p - lr (m'/bc1 / d + wd p)   (no decay term in l2 mode)
  * PyTorch's AdamW order computes the same quantity. An element whose denominator can be 0
  * (v' = 0 and eps = 0) is undefined. */
+#include "oracles/adam_mpfr.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -8,6 +8,8 @@
  *
  * The stored scores S are s_j / L for layer-scaled (what that variant stores) and s_j
  * otherwise; flash stores no S or P. A row that reads a NaN or an infinity is undefined. */
+#include "oracles/attention_mpfr.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

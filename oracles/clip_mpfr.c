@@ -2,6 +2,8 @@
  * squares, or max |g|), coef = max_norm / (norm + 1e-6), and every gradient times
  * min(1, coef), by interval arithmetic in MPFR, rounded to the outputs' dtypes (the norm in
  * fp32, or in the gradient dtype for torch). */
+#include "oracles/clip_mpfr.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

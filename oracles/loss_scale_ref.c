@@ -5,6 +5,8 @@
  * rounding threshold; S g is exact in binary64: a binary32 value times a scale), or g is not
  * finite. Expected outputs: the true gradient for an applied step, 0 for a skipped or
  * stopped one, the status, and the scale after the step. */
+#include "oracles/loss_scale_ref.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -7,6 +7,8 @@
  * the exact overflows (the non-finite steps). Not an interval computation:
  * over T steps its own relative error stays below T * 2^-500, far inside any tolerance the
  * contract allows (>= 2^-60), so it cannot move a verdict. */
+#include "oracles/schedule_mpfr.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

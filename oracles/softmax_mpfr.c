@@ -8,6 +8,8 @@
  *   t_j = alpha * x_j (exact), or the mask sentinel itself (-inf, -10000, lowest finite of
  *   the storage dtype) at masked positions; y_j = exp(t_j) / sum_k exp(t_k).
  * Undefined rows (all outputs NaN): a NaN or +inf score, or every score -inf. */
+#include "oracles/softmax_mpfr.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -25,6 +25,8 @@
  * them apart). The squared norm's fast path (Ziv): the sum of the squares as a compensated
  * double word (clip_fast.c's bound), times the factors, enclosed, and taken when both ends of
  * the enclosure give the same fp32 ends of the range; otherwise MPFR as above. */
+#include "oracles/tp_mpfr.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <stdio.h>

@@ -27,7 +27,7 @@
 #include "harness/runner.h"
 #include "kernels/kernel.h"
 
-pf_status pf_adam_step_mpfr(const pf_case *c, const pf_tensor *in, const pf_oracle_opts *opts, pf_oracle_result *out);
+#include "oracles/adam_mpfr.h"
 
 enum { P_LR = 0, P_BETA1, P_BETA2, P_EPS, P_WD, P_STEP, P_MODE };
 

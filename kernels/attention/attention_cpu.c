@@ -26,8 +26,7 @@
 #include "kernels/kernel.h"
 #include "kernels/softmax/softmax.h"
 
-pf_status pf_attention_fwd_mpfr(const pf_case *c, const pf_tensor *in, const pf_oracle_opts *opts,
-                                pf_oracle_result *out);
+#include "oracles/attention_mpfr.h"
 
 enum { D_B = 0, D_H, D_LQ, D_LK, D_D };
 enum { P_LAYER = 0, P_MASK, P_MASKVAL, P_SMACC, P_BLOCK };

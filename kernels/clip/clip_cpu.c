@@ -21,7 +21,7 @@
 #include "harness/runner.h"
 #include "kernels/kernel.h"
 
-pf_status pf_clip_mpfr(const pf_case *c, const pf_tensor *in, const pf_oracle_opts *opts, pf_oracle_result *out);
+#include "oracles/clip_mpfr.h"
 
 
 static const char *const pf_clip_dims[] = {"tensors", "n"};

@@ -18,7 +18,7 @@
 #include "kernels/kernel.h"
 #include "kernels/loss_scale/loss_scale.h"
 
-pf_status pf_loss_scale_ref(const pf_case *c, const pf_tensor *in, const pf_oracle_opts *opts, pf_oracle_result *out);
+#include "oracles/loss_scale_ref.h"
 
 enum { P_SCALE0 = 0, P_MINSCALE, P_WINDOW, P_HYST, P_DECAY, P_SPIKE_STEP, P_SPIKE_MAG, P_NONFINITE };
 

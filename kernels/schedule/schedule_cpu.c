@@ -29,7 +29,7 @@
 #include "kernels/loss_scale/loss_scale_math.h"
 #include "kernels/schedule/schedule.h"
 
-pf_status pf_schedule_mpfr(const pf_case *c, const pf_tensor *in, const pf_oracle_opts *opts, pf_oracle_result *out);
+#include "oracles/schedule_mpfr.h"
 
 static const char *const pf_sched_dims[] = {"steps", "n"};
 static const char *const pf_sched_inputs[] = {"p0", "curv", "noise"};

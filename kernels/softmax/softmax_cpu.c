@@ -15,8 +15,7 @@
 #include "kernels/kernel.h"
 #include "kernels/softmax/softmax.h"
 
-pf_status pf_softmax_fwd_mpfr(const pf_case *c, const pf_tensor *in, const pf_oracle_opts *opts,
-                              pf_oracle_result *out);
+#include "oracles/softmax_mpfr.h"
 
 static const char *const pf_softmax_dims[] = {"rows", "cols"};
 static const char *const pf_softmax_inputs[] = {"x"};

@@ -20,7 +20,7 @@
 #include "kernels/kernel.h"
 #include "kernels/tp_diff/tp.h"
 
-pf_status pf_tp_mpfr(const pf_case *c, const pf_tensor *in, const pf_oracle_opts *opts, pf_oracle_result *out);
+#include "oracles/tp_mpfr.h"
 
 static const char *const pf_tp_dims[] = {"steps", "hidden", "ffn", "vocab", "seq"};
 static const char *const pf_tp_inputs[] = {"init", "grads", "gscale"};

@@ -1,0 +1,11 @@
+/* The adam oracle (adam_mpfr.c): one exact Adam step; its operation's pf_op.oracle. */
+#ifndef PF_ORACLE_ADAM_MPFR_H
+#define PF_ORACLE_ADAM_MPFR_H
+
+#include "harness/case.h"
+#include "harness/tensor.h"
+#include "oracles/oracle.h"
+
+pf_status pf_adam_step_mpfr(const pf_case *c, const pf_tensor *in, const pf_oracle_opts *opts, pf_oracle_result *out);
+
+#endif

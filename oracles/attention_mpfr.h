@@ -1,0 +1,11 @@
+/* The attention oracle (attention_mpfr.c): exact attention (output, and the stored scores and probabilities); its operation's pf_op.oracle. */
+#ifndef PF_ORACLE_ATTENTION_MPFR_H
+#define PF_ORACLE_ATTENTION_MPFR_H
+
+#include "harness/case.h"
+#include "harness/tensor.h"
+#include "oracles/oracle.h"
+
+pf_status pf_attention_fwd_mpfr(const pf_case *c, const pf_tensor *in, const pf_oracle_opts *opts, pf_oracle_result *out);
+
+#endif

@@ -1,0 +1,11 @@
+/* The schedule oracle (schedule_mpfr.c): the exact training trajectory; its operation's pf_op.oracle. */
+#ifndef PF_ORACLE_SCHEDULE_MPFR_H
+#define PF_ORACLE_SCHEDULE_MPFR_H
+
+#include "harness/case.h"
+#include "harness/tensor.h"
+#include "oracles/oracle.h"
+
+pf_status pf_schedule_mpfr(const pf_case *c, const pf_tensor *in, const pf_oracle_opts *opts, pf_oracle_result *out);
+
+#endif
