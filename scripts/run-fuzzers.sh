@@ -56,6 +56,27 @@ if [ "$mode" = --merge ]; then
 fi
 
 out=$FUZZ_BUILD/runs
+# junit FILE SUITE: the table as JUnit XML for a CI's test report, from lines on stdin
+# "name<TAB>failed (0 or 1)<TAB>message<TAB>text", written whole under a temporary name
+JUNIT_PY=$(cat <<'PY'
+import os, sys, xml.etree.ElementTree as ET
+rows = [l.rstrip("\n").split("\t") for l in sys.stdin if l.strip()]
+root = ET.Element("testsuites", name="precfuzz " + sys.argv[2], tests=str(len(rows)),
+                  failures=str(sum(r[1] == "1" for r in rows)))
+suite = ET.SubElement(root, "testsuite", name=sys.argv[2], tests=root.get("tests"), failures=root.get("failures"),
+                      errors="0", skipped="0")
+for name, failed, msg, text in rows:
+    case = ET.SubElement(suite, "testcase", classname=sys.argv[2], name=name)
+    if failed == "1":
+        ET.SubElement(case, "failure", type="finding", message=msg).text = text
+    else:
+        ET.SubElement(case, "system-out").text = msg + ("\n" + text if text else "")
+tmp = sys.argv[1] + ".tmp"
+ET.ElementTree(root).write(tmp, encoding="UTF-8", xml_declaration=True)
+os.replace(tmp, sys.argv[1])
+PY
+)
+junit() { python3 -c "$JUNIT_PY" "$1" "$2"; }
 rm -rf "$out"
 mkdir -p "$out"
 
@@ -219,8 +240,18 @@ if [ "$mode" = run ]; then
     echo "  raw input: $(cat "$out/$drv.artifact"); replay it with: $FUZZ_BUILD/bin/$drv $(cat "$out/$drv.artifact")"
     echo "  or: precfuzz replay $(cat "$out/$drv.artifact"); shrink it: precfuzz minimize $(cat "$out/$drv.artifact")"
   done
+  for drv in "${drivers[@]}"; do
+    IFS=$'\t' read -r _ _ runs eps cov found confirmed secs <"$out/$drv.row"
+    if [ -f "$out/$drv.artifact" ]; then
+      msg=$(grep -m1 -E "^precfuzz finding|ERROR: (Address|Undefined|LeakSanitizer|libFuzzer)|runtime error" "$out/$drv.log")
+      printf '%s\t1\t%s\t%s\n' "$drv" "${msg:-a finding}" "raw input $(cat "$out/$drv.artifact"): $FUZZ_BUILD/bin/$drv $(cat "$out/$drv.artifact")"
+    else
+      printf '%s\t0\t%s runs (%s/s), coverage %s, no finding\t\n' "$drv" "$runs" "$eps" "$cov"
+    fi
+  done | tr -d '\r' | junit "$FUZZ_BUILD/fuzz-results.xml" fuzz
   echo
-  echo "logs: $out/; new corpus entries: $FUZZ_BUILD/corpus/ (make fuzz-merge folds them into corpora/)"
+  echo "logs: $out/; new corpus entries: $FUZZ_BUILD/corpus/ (make fuzz-merge folds them into corpora/);" \
+    "JUnit: $FUZZ_BUILD/fuzz-results.xml"
   [ $total -eq 0 ] || exit 1
   exit 0
 fi
@@ -263,5 +294,15 @@ for p in "${pairs[@]}"; do
   printf '%-22s %-32s %12s %10s %6s %10s\n' "$drv" "$fault" "$runs" "$secs" "$([ "$found" = 1 ] && echo yes || echo NO)" "${mini:--}"
   [ "$found" = 1 ] || missed=$((missed + 1))
 done
-echo "minimized findings: $FUZZ_BUILD/findings/<driver>-<fault>/*.min.json (logs: $out/*.min)"
+for p in "${pairs[@]}"; do
+  drv=${p%%$'\t'*}
+  fault=${p#*$'\t'}
+  IFS=$'\t' read -r _ _ runs eps cov found confirmed secs <"$out/$drv-$fault.row"
+  if [ "$found" = 1 ]; then
+    printf '%s %s\t0\tfound after %s runs in %s s\t%s\n' "$drv" "$fault" "$runs" "$secs" "$(grep -m1 '^precfuzz finding' "$out/$drv-$fault.log")"
+  else
+    printf '%s %s\t1\tthe fault was not found within %s s\t%s runs\n' "$drv" "$fault" "$FUZZ_SECONDS" "$runs"
+  fi
+done | junit "$FUZZ_BUILD/fuzz-faults-results.xml" fuzz-faults
+echo "minimized findings: $FUZZ_BUILD/findings/<driver>-<fault>/*.min.json (logs: $out/*.min); JUnit: $FUZZ_BUILD/fuzz-faults-results.xml"
 [ $missed -eq 0 ] || { echo "$missed fault(s) not found within ${FUZZ_SECONDS}s" >&2; exit 1; }

@@ -172,6 +172,9 @@ PRECFUZZ_PROGRESS=yes expect2 "PRECFUZZ_PROGRESS: 'yes' is not 0 or 1" run -k so
 expect2 "--sarif: $T/no/dir/f.sarif: cannot write" run -k softmax --cases 1 --sarif "$T/no/dir/f.sarif"
 expect2 "--sarif: no file name given" run -k softmax --cases 1 --sarif ""
 expect2 "--sarif: $T: is a directory" run -k softmax --cases 1 --sarif "$T"
+expect2 "--junit: $T/no/dir/j.xml: cannot write" run -k softmax --cases 1 --junit "$T/no/dir/j.xml"
+expect2 "--junit: no file name given" run -k softmax --cases 1 --junit ""
+expect2 "--junit: $T: is a directory" run -k softmax --cases 1 --junit "$T"
 expect2 ": is a directory" sweep --quick --kernel softmax -o "$T"
 # the CUDA kernels are a module loaded on first use: a module that is not there is exit 2 naming
 # it (a build without CUDA says it has none), and a CPU run loads no CUDA library at all

@@ -49,6 +49,31 @@ out=$(eval "$line" 2>&1); [ $? -eq 1 ] && echo "$out" | grep -q '^FINDING softma
 "$P" run -k softmax -v safe --cases 3 --sarif "$T/ok.sarif" >/dev/null 2>&1 &&
   python3 -c 'import json, sys; assert json.load(open(sys.argv[1]))["runs"][0]["results"] == []' "$T/ok.sarif" && ok ||
   fail "run --sarif without findings"
+# --junit: a suite per variant, a case per seed; a finding is a failure of its verdict whose text
+# replays it; a hazard is said in system-err and is no failure; the counts add up
+"$P" run -k softmax --scale 200 --cases 3 --junit "$T/j.xml" >/dev/null 2>&1
+"$P" run -k softmax -v safe -t fp16 -a fp16 --shape 1x4096 --input x:value=0 --cases 1 --junit "$T/h.xml" >/dev/null 2>&1
+line=$(python3 - "$T/j.xml" "$T/h.xml" <<'PY'
+import sys, xml.etree.ElementTree as ET
+r = ET.parse(sys.argv[1]).getroot()
+assert r.tag == "testsuites" and r.get("tests") == "9" and r.get("failures") == "3", r.attrib
+suites = {s.get("name"): s for s in r}
+naive = suites["softmax/naive fp16/fp32"]
+assert naive.get("tests") == "3" and naive.get("failures") == "3"
+assert suites["softmax/safe fp16/fp32"].get("failures") == "0"
+cases = list(naive)
+assert [c.get("name") for c in cases] == ["seed 1", "seed 2", "seed 3"]
+f = cases[0].find("failure")
+assert f.get("type") == "overflow" and f.get("message").startswith("overflow at ")
+h = ET.parse(sys.argv[2]).getroot()
+assert h.get("failures") == "0" and h.get("tests") == "1", h.attrib
+err = h.find("testsuite/testcase/system-err").text
+assert err.startswith("hazard saturated: ") and "reproduce with: " in err, err
+print(f.text.split("reproduce with: ")[1])
+PY
+) && ok || fail "run --junit: $line"
+out=$(eval "$line" 2>&1); [ $? -eq 1 ] && echo "$out" | grep -q '^FINDING softmax/naive .* seed 1: overflow' && ok ||
+  fail "the JUnit failure's replay line: $line: $out"
 "$P" diff-tp --cases 2 --json >"$T/d1.json" 2>/dev/null
 "$P" diff-tp --cases 2 --json >"$T/d2.json" 2>/dev/null
 [ -s "$T/d1.json" ] && cmp -s "$T/d1.json" "$T/d2.json" && ok || fail "diff-tp --json differs between two identical runs"

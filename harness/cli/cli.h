@@ -25,6 +25,7 @@ int parse_shape(const char *s, const pf_op *op, size_t *shape);
 typedef struct {
   const char *kernel, *variant, *fault, *save_dir;
   struct cJSON *sarif_results; /* run --sarif: the results gathered (NULL: not asked for) */
+  struct pf_junit *junit;      /* run --junit: the test cases gathered (NULL: not asked for) */
   int progress;                /* run: PRECFUZZ_PROGRESS 1 or 0; -1 (unset): on a terminal */
   const char *tensors; /* --tensors npy|safetensors: findings also as tensor files */
   pf_dtype dtype, accum;
@@ -53,7 +54,7 @@ typedef struct {
 /* Options of the commands that build cases (getopt_long values). */
 enum { O_SHAPE = 256, O_SCALE, O_DIST, O_SEED, O_CASES, O_FAULT, O_BACKEND, O_JSON, O_SAVE, O_PARAM,
        O_OUTLIERS, O_OUTMAG, O_SPECIAL, O_EXPRANGE, O_PREC, O_MAXPRINT, O_INPUT,
-       O_ALONG, O_FROM, O_TO, O_FAIL, O_POINTS, O_FORMAT, O_REFINE, O_TENSORS, O_IMPRECISE, O_ORACLE, O_THREADS, O_MAXSECS, O_SARIF };
+       O_ALONG, O_FROM, O_TO, O_FAIL, O_POINTS, O_FORMAT, O_REFINE, O_TENSORS, O_IMPRECISE, O_ORACLE, O_THREADS, O_MAXSECS, O_SARIF, O_JUNIT };
 #define PF_CASE_LONGOPTS                                                                                 \
   {"kernel", required_argument, 0, 'k'}, {"variant", required_argument, 0, 'v'},                          \
       {"dtype", required_argument, 0, 't'}, {"accum", required_argument, 0, 'a'},                         \

@@ -148,7 +148,8 @@ static void print_help_run(void) {
       "                    [--dist NAME] [--seed N] [--cases N] [--fault NAME] [--backend cpu|cuda]\n"
       "                    [--param NAME=VALUE]... [--outliers N --outlier-magnitude M]\n"
       "                    [--special-rate R] [--exp-range LO:HI] [--oracle-prec BITS]\n"
-      "                    [--input NAME:FIELD=VALUE,...]... [--json] [--save-findings DIR] [--max-print N]\n\n"
+      "                    [--input NAME:FIELD=VALUE,...]... [--json] [--save-findings DIR] [--max-print N]\n"
+      "                    [--sarif FILE] [--junit FILE]\n\n"
       "Runs N cases (seeds N, N+1, ...) of one kernel variant (every variant when -v is not given)\n"
       "against the MPFR oracle and prints each finding with the command that replays it.\n\n"
       "  -k, --kernel KERNEL      operation (precfuzz list)\n"
@@ -170,6 +171,8 @@ static void print_help_run(void) {
       "      --oracle-prec BITS   starting MPFR precision (default 256; raised when needed)\n"
       "      --json               results as JSON, with per-element outputs and exact values\n"
       "      --save-findings DIR  write every finding as a case file (replay with precfuzz replay)\n"
+      "      --junit FILE         every case as a JUnit test case, a suite per variant (a finding is a\n"
+      "                           failure of its verdict, with its replay line; hazards in system-err)\n"
       "      --sarif FILE         findings and hazards as SARIF 2.1.0 for a code-scanning CI (rule: the\n"
       "                           verdict or hazard; location: the kernel variant; the replay line)\n"
       "      --tensors npy|safetensors  with --save-findings: also the finding's inputs, output and\n"
@@ -380,6 +383,123 @@ static int sarif_write(const char *path, cJSON *results) {
   return bad ? usage_error("--sarif: %s", pf_error_message()) : 0;
 }
 
+/* run --junit FILE: every case judged as a JUnit test case, one test suite per variant and
+ * dtypes (what CI test reports show): a finding is a failure of its verdict's type, its message
+ * the finding, its text the command that replays it; hazards, which are not bugs, are said in
+ * the case's system-err. */
+typedef struct pf_junit {
+  char *all, *suite; /* the suites written so far; the cases of the suite at hand */
+  size_t nall, nsuite, cap_all, cap_suite;
+  uint64_t tests, failures, suite_tests, suite_failures;
+  int oom;
+} pf_junit;
+
+static void junit_cat(pf_junit *j, int to_suite, const char *s) {
+  char **b = to_suite ? &j->suite : &j->all;
+  size_t *n = to_suite ? &j->nsuite : &j->nall, *cap = to_suite ? &j->cap_suite : &j->cap_all;
+  const size_t len = strlen(s);
+  if (*n + len + 1 > *cap) {
+    size_t nc = *cap ? *cap : 4096;
+    while (nc < *n + len + 1) nc *= 2;
+    char *p = realloc(*b, nc);
+    if (!p) {
+      j->oom = 1;
+      return;
+    }
+    *b = p, *cap = nc;
+  }
+  memcpy(*b + *n, s, len + 1);
+  *n += len;
+}
+
+/* s escaped for XML text and attributes; characters XML 1.0 cannot hold become '?' */
+static void junit_esc(pf_junit *j, int to_suite, const char *s) {
+  char one[2] = {0, 0};
+  for (; *s; s++) {
+    const unsigned char ch = (unsigned char)*s;
+    if (ch == '&') junit_cat(j, to_suite, "&amp;");
+    else if (ch == '<') junit_cat(j, to_suite, "&lt;");
+    else if (ch == '>') junit_cat(j, to_suite, "&gt;");
+    else if (ch == '"') junit_cat(j, to_suite, "&quot;");
+    else {
+      one[0] = ch < 0x20 && ch != '\n' && ch != '\t' ? '?' : (char)ch;
+      junit_cat(j, to_suite, one);
+    }
+  }
+}
+
+static void junit_case(pf_junit *j, const pf_case *c, uint64_t seed, const pf_run *r, const char *finding,
+                       const char *replay) {
+  char b[256];
+  snprintf(b, sizeof b, "    <testcase classname=\"%s.%s.%s.%s\" name=\"seed %llu\">\n", c->kernel, c->variant,
+           pf_dtype_name(c->dtype), pf_dtype_name(c->accum), (unsigned long long)seed);
+  junit_cat(j, 1, b); /* names are [A-Za-z0-9._-] (registration), dtypes fixed words */
+  if (finding) {
+    junit_cat(j, 1, "      <failure type=\"");
+    junit_esc(j, 1, pf_verdict_name(r->cmp.verdict));
+    junit_cat(j, 1, "\" message=\"");
+    junit_esc(j, 1, finding);
+    junit_cat(j, 1, "\">reproduce with: ");
+    junit_esc(j, 1, replay);
+    junit_cat(j, 1, "</failure>\n");
+    j->suite_failures++;
+  }
+  if (r->hazards) {
+    junit_cat(j, 1, "      <system-err>");
+    for (int h = 0; h < PF_NHAZARDS; h++)
+      if (r->hazards & (1u << h)) {
+        junit_cat(j, 1, "hazard ");
+        junit_esc(j, 1, pf_hazard_name((pf_hazard)h));
+        junit_cat(j, 1, ": ");
+        junit_esc(j, 1, r->hazard_note[h]);
+        junit_cat(j, 1, "\n");
+      }
+    junit_cat(j, 1, "reproduce with: ");
+    junit_esc(j, 1, replay);
+    junit_cat(j, 1, "</system-err>\n");
+  }
+  junit_cat(j, 1, "    </testcase>\n");
+  j->suite_tests++;
+}
+
+/* The suite of the variant just run, around its cases. */
+static void junit_suite_end(pf_junit *j, const pf_kernel *k, const run_opts *o) {
+  char b[512];
+  snprintf(b, sizeof b, "  <testsuite name=\"%s/%s %s/%s\" tests=\"%llu\" failures=\"%llu\" errors=\"0\" skipped=\"0\">\n",
+           k->op->name, k->variant, pf_dtype_name(o->dtype), pf_dtype_name(o->accum),
+           (unsigned long long)j->suite_tests, (unsigned long long)j->suite_failures);
+  junit_cat(j, 0, b);
+  if (j->suite) junit_cat(j, 0, j->suite);
+  junit_cat(j, 0, "  </testsuite>\n");
+  j->tests += j->suite_tests, j->failures += j->suite_failures;
+  j->suite_tests = j->suite_failures = 0;
+  j->nsuite = 0;
+  if (j->suite) j->suite[0] = 0;
+}
+
+/* The file, written whole, or exit 2. */
+static int junit_write(const char *path, pf_junit *j) {
+  char head[256];
+  snprintf(head, sizeof head,
+           "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"precfuzz run\" tests=\"%llu\" failures=\"%llu\">\n",
+           (unsigned long long)j->tests, (unsigned long long)j->failures);
+  pf_junit out = {0};
+  junit_cat(&out, 0, head);
+  if (j->all) junit_cat(&out, 0, j->all);
+  junit_cat(&out, 0, "</testsuites>\n");
+  const int bad = out.oom || j->oom || pf_write_file_atomic(path, out.all, out.nall) != PF_OK;
+  if (out.oom || j->oom) pf_error(PF_ERR_NOMEM, "out of memory");
+  free(out.all);
+  return bad ? usage_error("--junit: %s", pf_error_message()) : 0;
+}
+
+static void junit_free(pf_junit *j) {
+  if (!j) return;
+  free(j->all);
+  free(j->suite);
+  free(j);
+}
+
 /* Progress of a long run, on a terminal (stderr) only: CI logs stay clean. PRECFUZZ_PROGRESS=1
  * shows it anywhere, =0 nowhere. One line rewritten at most twice a second. */
 typedef struct {
@@ -478,6 +598,12 @@ static int run_variant(const pf_kernel *k, const run_opts *o, run_json *jcases, 
           if (r.hazards & (1u << h)) sarif_add(o->sarif_results, pf_hazard_name((pf_hazard)h), "warning", &c, seed,
                                                r.hazard_note[h], rep);
       }
+      if (o->junit) {
+        char rep[1536], d[1024];
+        reproduce_line(&c, o, seed, rep, sizeof rep);
+        if (finding) pf_run_describe(&c, &r, d, sizeof d);
+        junit_case(o->junit, &c, seed, &r, finding ? d : NULL, rep);
+      }
       if (!jcases && r.hazards && hazard_printed < o->max_print) {
         char rep[1536], hs[64];
         reproduce_line(&c, o, seed, rep, sizeof rep);
@@ -511,6 +637,7 @@ static int run_variant(const pf_kernel *k, const run_opts *o, run_json *jcases, 
     run_progress_show(&progress, k, done, o->cases);
   }
   if (progress.on && done < o->cases) fprintf(stderr, "\r\033[K"); /* interrupted: the line cleared */
+  if (o->junit && done) junit_suite_end(o->junit, k, o);
   if (!jcases && !done) return 0; /* interrupted before this variant began */
   if (!jcases) {
     if (done < o->cases)
@@ -546,10 +673,11 @@ static int cmd_run(int argc, char **argv) {
   run_opts o;
   run_opts_init(&o, 100);
   o.max_print = 10;
-  const char *shape_arg = NULL, *backend = "cpu", *sarif = NULL;
+  const char *shape_arg = NULL, *backend = "cpu", *sarif = NULL, *junit = NULL;
   static const struct option longopts[] = {PF_CASE_LONGOPTS,
                                            {"save-findings", required_argument, 0, O_SAVE},
                                            {"sarif", required_argument, 0, O_SARIF},
+                                           {"junit", required_argument, 0, O_JUNIT},
                                            {"tensors", required_argument, 0, O_TENSORS},
                                            {"max-print", required_argument, 0, O_MAXPRINT},
                                            {0, 0, 0, 0}};
@@ -564,6 +692,7 @@ static int cmd_run(int argc, char **argv) {
     switch (ch) {
     case O_SAVE: o.save_dir = optarg; break;
     case O_SARIF: sarif = optarg; break;
+    case O_JUNIT: junit = optarg; break;
     case O_TENSORS:
       if (strcmp(optarg, "npy") && strcmp(optarg, "safetensors"))
         return usage_error("--tensors: '%s' is not npy or safetensors", optarg);
@@ -607,8 +736,27 @@ static int cmd_run(int argc, char **argv) {
     }
     o.sarif_results = cJSON_CreateArray();
   }
+  if (junit) {
+    if (pf_write_file_atomic_probe(junit)) {
+      cJSON_Delete(o.sarif_results);
+      free_input_files(&o);
+      return usage_error("--junit: %s", pf_error_message());
+    }
+    if (!(o.junit = calloc(1, sizeof *o.junit))) {
+      cJSON_Delete(o.sarif_results);
+      free_input_files(&o);
+      return usage_error("--junit: out of memory");
+    }
+  }
   pf_interrupt_polled(1); /* Ctrl-C: stop after the case at hand and say what was judged */
   rc = run_command(&o);
+  if (junit) { /* every case judged: a suite per variant (none: an empty report) */
+    if (rc != EXIT_USAGE) {
+      const int wrc = junit_write(junit, o.junit);
+      if (wrc) rc = wrc;
+    }
+    junit_free(o.junit);
+  }
   if (sarif) { /* what was judged, findings or not (an empty list says there were none) */
     cJSON *results = o.sarif_results;
     if (rc != EXIT_USAGE) {
