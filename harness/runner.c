@@ -519,9 +519,10 @@ cJSON *pf_run_to_cjson(const pf_case *c, const pf_run *r, int per_element) {
       pf_hexfloat(b, r->oracle.rounded[i]);
       cJSON_AddStringToObject(e, "rounded", b);
       if (r->oracle.status[i] == PF_ORACLE_TINY) {
-        /* 0 < |exact| < 2^(emin_min - 1): MPFR's smallest positive bounds it */
+        /* 0 < |exact| < 2^(emin_min + 256): below MPFR's range (an operation's oracle may scale
+         * such a value by at most 2^255, oracle_util.h) */
         char ub[64];
-        snprintf(ub, sizeof ub, "0x1p%ld", (long)mpfr_get_emin_min() - 1);
+        snprintf(ub, sizeof ub, "0x1p%ld", (long)mpfr_get_emin_min() + 256);
         cJSON_AddStringToObject(e, "exact_upper", ub);
       }
       if (r->oracle.status[i] == PF_ORACLE_TIE || r->oracle.status[i] == PF_ORACLE_SET) {

@@ -10,6 +10,7 @@
  * (docs/adding-a-kernel-family.md). */
 #define PF_BUILTIN_OPS(X) \
   X(softmax)              \
+  X(softmax_bwd)          \
   X(attention)            \
   X(adam)                 \
   X(clip)                 \
