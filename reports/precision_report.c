@@ -11,7 +11,7 @@
 #include "harness/interrupt.h"
 #include "harness/case.h"
 #include "harness/cli/cli.h"
-#include "harness/cli/sweep.h"
+#include "harness/cli/sweep_cmd.h"
 #include "harness/tensorfile.h"
 #include "harness/plugin.h"
 #include "reports/report.h"

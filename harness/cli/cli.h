@@ -1,6 +1,5 @@
-/* What precfuzz's commands share: errors (exit 2, one line), strict number parsing, and the
- * case options of run, boundary and sweep (kernel, dtypes, shape, generator, parameters,
- * inputs), with the command line that replays a case. */
+/* What precfuzz's commands share beyond the case options (harness/caseopts.h): the getopt
+ * table of the options that build a case, --threads and --backend. */
 #ifndef PF_CLI_H
 #define PF_CLI_H
 
@@ -8,48 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "harness/boundary.h"
-#include "harness/case.h"
-#include "kernels/kernel.h"
-
-#define EXIT_FINDINGS 1
-#define EXIT_USAGE 2
-
-extern const char *prog;
-/* Prints "precfuzz: MESSAGE" on stderr and returns EXIT_USAGE. */
-int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-int parse_u64(const char *s, uint64_t *out); /* 0 on success */
-int parse_real(const char *flag, const char *s, double lo, double hi, double *out);
-int parse_shape(const char *s, const pf_op *op, size_t *shape);
-
-typedef struct {
-  const char *kernel, *variant, *fault, *save_dir;
-  struct cJSON *sarif_results; /* run --sarif: the results gathered (NULL: not asked for) */
-  struct pf_junit *junit;      /* run --junit: the test cases gathered (NULL: not asked for) */
-  int progress;                /* run: PRECFUZZ_PROGRESS 1 or 0; -1 (unset): on a terminal */
-  const char *tensors; /* --tensors npy|safetensors: findings also as tensor files */
-  pf_dtype dtype, accum;
-  int have_shape;
-  size_t shape[PF_MAX_DIMS];
-  pf_gen gen;
-  uint64_t seed, cases;
-  int nparams;
-  const char *param_name[PF_MAX_PARAMS];
-  const char *param_value[PF_MAX_PARAMS];
-  int json;
-  long oracle_prec;
-  uint64_t max_print;
-  int ninput_specs;
-  const char *input_spec[16]; /* --input NAME:FIELD=VALUE,... */
-  int backend;                /* PF_BACKEND_* (backend_setup) */
-  char device[256];           /* the device's description */
-  int have_dtype, cases_given; /* -t and --cases were given */
-  struct pf_tensorfile *files[16]; /* --input NAME:file=...: read once (load_input_files) */
-  char *file_paths[16];       /* their absolute paths */
-  const char *imprecise;      /* --imprecise DTYPE=X,...: the hazard thresholds (already in effect) */
-  int mpfr_only;              /* --oracle mpfr (already in effect) */
-  int exp_given;              /* --exp-range was given (it applies to --dist loguniform only) */
-} run_opts;
+#include "harness/caseopts.h"
 
 /* Options of the commands that build cases (getopt_long values). */
 enum { O_SHAPE = 256, O_SCALE, O_DIST, O_SEED, O_CASES, O_FAULT, O_BACKEND, O_JSON, O_SAVE, O_PARAM,
@@ -69,32 +27,10 @@ enum { O_SHAPE = 256, O_SCALE, O_DIST, O_SEED, O_CASES, O_FAULT, O_BACKEND, O_JS
       {"oracle", required_argument, 0, O_ORACLE}, {"threads", required_argument, 0, O_THREADS},            \
       {"max-case-seconds", required_argument, 0, O_MAXSECS}, {"help", no_argument, 0, 'h'}
 
-/* After the options: case k of N takes seed + k, which may not pass 2^64 - 1; generator
- * options that would be ignored (--exp-range without loguniform, --outliers without a
- * magnitude) are refused. 0, or usage_error's 2. */
-int check_run_opts(const run_opts *o);
 /* --threads N: threads judging one large case (0: one per processor); 0, or usage_error's 2 */
 int parse_threads(const char *arg);
-
-/* The defaults: fp16 with fp32 accumulation, seed 1, `cases` cases, oracle from 256 bits, the
- * default generator. */
-void run_opts_init(run_opts *o, uint64_t cases);
 /* Returns 0 when handled, an exit status on a bad value, -1 when ch is not a shared option. */
 int case_option(int ch, char *arg, run_opts *o, const char **shape_arg, const char **backend);
-int apply_params(pf_case *c, const run_opts *o);
-/* Reads the tensor files that --input names (once), and where -t or --shape was not given
- * takes the dtype and the shape from the first file (through the input's dimensions); with
- * every input from a file and no --cases, runs one case. An exit status on a bad file. */
-int load_input_files(run_opts *o, const pf_op *op);
-void free_input_files(run_opts *o);
-int apply_input_specs(pf_case *c, const run_opts *o);
-/* The case of seed `seed` as the options say; an exit status on a bad option (c freed). */
-int build_case(const pf_kernel *k, const run_opts *o, uint64_t seed, pf_case *c);
-/* The command line that reproduces one case. */
-void reproduce_line(const pf_case *c, const run_opts *o, uint64_t seed, char *buf, size_t len);
-/* The command line that runs the case tmpl with the axis set to x (tmpl built from o). */
-void axis_reproduce_line(const pf_case *tmpl, const run_opts *o, const pf_axis *a, double x, uint64_t seed, char *buf,
-                         size_t len);
 
 /* --backend: parses it into *out; for cuda checks that kernel (and variant, when given) has a
  * CUDA implementation, then that a device can be used, writing its description to device.

@@ -1,6 +1,6 @@
 /* precfuzz's inputs beyond case files, and the minimizer (issue 6). */
-#ifndef PF_CLI_MINIMIZE_H
-#define PF_CLI_MINIMIZE_H
+#ifndef PF_MINIMIZE_H
+#define PF_MINIMIZE_H
 
 #include <stddef.h>
 
@@ -17,8 +17,8 @@ pf_status pf_load_input(const char *path, const char *driver, const char *fault,
 /* Shrinks c (deterministically) while its verdict stays v; sets c->expect to v. Returns the
  * input elements left; runs gets the cases run. */
 size_t pf_minimize_case(pf_case *c, pf_verdict v, size_t *runs);
-
-/* precfuzz minimize FILE [-o OUT] [--driver NAME] [--fault NAME] */
-int pf_cmd_minimize(int argc, char **argv);
+/* The input elements of c (what the minimizer counts), and whether every input is explicit. */
+size_t pf_minimize_elements(const pf_case *c);
+int pf_minimize_explicit(const pf_case *c);
 
 #endif

@@ -3,8 +3,8 @@
  * the differential summaries and the
  * fault-detection table, as one results document (format precfuzz-results/2) that
  * precision-report turns into a page. */
-#ifndef PF_CLI_SWEEP_H
-#define PF_CLI_SWEEP_H
+#ifndef PF_SWEEP_H
+#define PF_SWEEP_H
 
 #include <stdint.h>
 
@@ -27,9 +27,4 @@ void pf_sweep_opts_default(pf_sweep_opts *o);
 struct cJSON *pf_sweep_run(const pf_sweep_opts *o);
 /* The environment block (versions, backend, device, oracle precision, seeds). */
 struct cJSON *pf_sweep_environment(const pf_sweep_opts *o);
-/* --backend for the sweep: parsed, and for cuda the device checked; 0 or an exit status. */
-int pf_sweep_backend(pf_sweep_opts *o, const char *backend);
-/* precfuzz sweep [-o results.json] [...] */
-int pf_cmd_sweep(int argc, char **argv);
-
 #endif

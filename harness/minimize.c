@@ -1,4 +1,4 @@
-/* precfuzz minimize: shrinks a finding while its kernel, variant and verdict stay the same,
+/* The minimizer (minimize.h): shrinks a finding while its kernel, variant and verdict stay the same,
  * deterministically, to a readable case file. Passes, repeated until none changes anything:
  * 1. every dimension to 1, 2, half, one less (generated inputs are drawn again from the same
  *    seeds: a shorter tensor is a prefix of the longer one's stream);
@@ -10,8 +10,9 @@
  *    itself rounded to 1, 2, 4, 8 or 16 significant bits (shorter hex), the first that keeps
  *    the verdict;
  * 4. every parameter back to its default.
- * Then it writes the case (with "expect" set to the verdict) and the replay command. */
-#include "harness/cli/minimize.h"
+ * precfuzz minimize (harness/cli/minimize_cmd.c) then writes the case (with "expect" set to the
+ * verdict) and the replay command. */
+#include "harness/minimize.h"
 
 #include <cjson/cJSON.h>
 
@@ -24,17 +25,6 @@
 #include "harness/plugin.h"
 #include "harness/runner.h"
 #include "kernels/kernel.h"
-
-#define EXIT_USAGE 2
-
-static int pf_min_usage(const char *fmt, const char *a, const char *b) {
-  fprintf(stderr, "precfuzz: ");
-  fprintf(stderr, fmt, a, b);
-  fprintf(stderr, "\n");
-  return EXIT_USAGE;
-}
-
-/* --- inputs -------------------------------------------------------------------------- */
 
 /* The driver (and fault) a path names: a directory "<driver>" or "<driver>-<fault>". */
 static void pf_path_driver(const char *path, char *drv, size_t dlen, char *fault, size_t flen) {
@@ -140,13 +130,13 @@ static int pf_min_keeps(pf_min_state *m, const pf_case *c) {
   return keep;
 }
 
-static int pf_min_explicit(const pf_case *c) {
+int pf_minimize_explicit(const pf_case *c) {
   for (int t = 0; t < c->ninputs; t++)
     if (c->inputs[t].dist != PF_DIST_VALUES) return 0;
   return 1;
 }
 
-static size_t pf_min_elements(const pf_case *c) {
+size_t pf_minimize_elements(const pf_case *c) {
   const pf_op *op = pf_case_kernel(c)->op;
   size_t n = 0;
   for (int t = 0; t < op->ninputs; t++) n += op->input_count(c, t);
@@ -155,7 +145,7 @@ static size_t pf_min_elements(const pf_case *c) {
 
 /* Pass 1: smaller dimensions (generated inputs only: explicit ones fix the counts). */
 static int pf_min_shape(pf_min_state *m, pf_case *c) {
-  if (pf_min_explicit(c)) return 0;
+  if (pf_minimize_explicit(c)) return 0;
   int changed = 0;
   for (int d = 0; d < c->ndims; d++) {
     const size_t cur = c->shape[d];
@@ -181,7 +171,7 @@ static int pf_min_shape(pf_min_state *m, pf_case *c) {
  * are laid out over the dimensions: the values at the indices that remain are kept. */
 static int pf_min_shape_explicit(pf_min_state *m, pf_case *c) {
   const pf_op *op = pf_case_kernel(c)->op;
-  if (!pf_min_explicit(c) || !op->input_dims) return 0;
+  if (!pf_minimize_explicit(c) || !op->input_dims) return 0;
   int changed = 0;
   for (int d = 0; d < c->ndims; d++) {
     const size_t cur = c->shape[d];
@@ -235,7 +225,7 @@ static int pf_min_shape_explicit(pf_min_state *m, pf_case *c) {
 
 /* Pass 2: the drawn values, made explicit. */
 static int pf_min_values_explicit(pf_min_state *m, pf_case *c) {
-  if (pf_min_explicit(c) || pf_min_elements(c) > 4096) return 0;
+  if (pf_minimize_explicit(c) || pf_minimize_elements(c) > 4096) return 0;
   const pf_op *op = pf_case_kernel(c)->op;
   pf_case t;
   if (pf_case_copy(&t, c)) return 0;
@@ -272,7 +262,7 @@ static double pf_min_bits(double x, int b) {
 
 /* Pass 3: simpler values, element by element. */
 static int pf_min_simplify(pf_min_state *m, pf_case *c) {
-  if (!pf_min_explicit(c)) return 0;
+  if (!pf_minimize_explicit(c)) return 0;
   const pf_op *op = pf_case_kernel(c)->op;
   int changed = 0;
   for (int t = 0; t < op->ninputs; t++) {
@@ -338,82 +328,5 @@ size_t pf_minimize_case(pf_case *c, pf_verdict v, size_t *runs) {
   pf_min_state m = {v, 0, 0};
   pf_min_rounds(&m, c);
   if (runs) *runs = m.tries;
-  return pf_min_elements(c);
-}
-
-static void pf_min_help(void) {
-  printf("usage: precfuzz minimize FILE [-o OUT] [--driver NAME] [--fault NAME]\n\n"
-         "Shrinks a finding (a case file or a raw fuzz-driver input) while its kernel, variant and\n"
-         "verdict stay the same: smaller dimensions, drawn values made explicit, values replaced by\n"
-         "0, +-1, powers of two or shorter hex floats. Deterministic; writes a case file (default\n"
-         "FILE.min.json) and prints the command that replays it.\n"
-         "Exit status: 0 written, 2 bad usage or input (or no finding to minimize).\n");
-}
-
-int pf_cmd_minimize(int argc, char **argv) {
-  const char *in = NULL, *outp = NULL, *driver = NULL, *fault = NULL;
-  for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-      pf_min_help();
-      return 0;
-    }
-    const char *const *slot = NULL;
-    if (strcmp(argv[i], "-o") == 0) slot = (const char *const *)&outp;
-    else if (strcmp(argv[i], "--driver") == 0) slot = (const char *const *)&driver;
-    else if (strcmp(argv[i], "--fault") == 0) slot = (const char *const *)&fault;
-    if (slot) {
-      if (i + 1 >= argc) return pf_min_usage("minimize: %s needs a value%s", argv[i], "");
-      *(const char **)slot = argv[++i];
-      continue;
-    }
-    if (argv[i][0] == '-' && argv[i][1]) return pf_min_usage("minimize: unknown option '%s'%s", argv[i], "");
-    if (in) return pf_min_usage("minimize: one FILE only (got '%s' and '%s')", in, argv[i]);
-    in = argv[i];
-  }
-  if (!in) return pf_min_usage("minimize: no FILE given (see precfuzz minimize --help)%s%s", "", "");
-  pf_case c;
-  char what[128];
-  if (pf_load_input(in, driver, fault, &c, what, sizeof what)) {
-    pf_case_free(&c);
-    return pf_min_usage("%s%s", pf_error_message(), "");
-  }
-  pf_oracle_opts o;
-  pf_oracle_opts_default(&o);
-  pf_run r;
-  if (pf_run_case(&c, &o, &r)) {
-    pf_run_free(&r);
-    pf_case_free(&c);
-    return pf_min_usage("%s: %s", in, pf_error_message());
-  }
-  pf_min_state m = {r.cmp.verdict, 0, 0};
-  pf_run_free(&r);
-  if (!pf_verdict_is_finding(m.verdict)) {
-    pf_case_free(&c);
-    return pf_min_usage("%s: no finding to minimize (verdict %s)", in, pf_verdict_name(m.verdict));
-  }
-  const size_t before = pf_min_elements(&c);
-  pf_min_rounds(&m, &c);
-  const size_t after = pf_min_elements(&c);
-  char def[4096];
-  if (!outp) {
-    snprintf(def, sizeof def, "%s.min.json", in);
-    outp = def;
-  }
-  if (pf_case_save(&c, outp)) {
-    pf_case_free(&c);
-    return pf_min_usage("%s%s", pf_error_message(), "");
-  }
-  printf("%s/%s %s, verdict %s: %zu input elements -> %zu (%zu runs); %s\n", c.kernel, c.variant, what,
-         pf_verdict_name(m.verdict), before, after, m.tries, outp);
-  if (after > 8)
-    printf("  not below 8 elements: %s\n",
-           pf_min_explicit(&c) ? (pf_case_kernel(&c)->op->input_dims
-                                      ? "no dimension can shrink further without losing the verdict"
-                                      : "this kernel's inputs have no per-dimension layout to shrink explicit values by, "
-                                        "and no dimension could shrink further before they were made explicit")
-                               : "more than 4096 drawn values to make explicit, and no dimension could shrink further "
-                                 "without losing the verdict");
-  printf("%s%s replay %s\n", pf_self(), pf_plugins_flags(), outp);
-  pf_case_free(&c);
-  return 0;
+  return pf_minimize_elements(c);
 }

@@ -1,0 +1,389 @@
+#define _XOPEN_SOURCE 700 /* realpath */
+/* The case options (caseopts.h): a case built from what the command line or a program says,
+ * the line that replays it, and the one-line errors of a bad option. */
+#include "harness/caseopts.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness/backend.h"
+#include "harness/boundary.h"
+#include "harness/plugin.h"
+#include "harness/tensorfile.h"
+
+const char *prog = "precfuzz";
+
+int usage_error(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "%s: ", prog);
+  vfprintf(stderr, fmt, ap);
+  fprintf(stderr, "\n");
+  va_end(ap);
+  return EXIT_USAGE;
+}
+
+/* ---- strict number parsing ---------------------------------------------------------- */
+
+/* Decimal, or hex with 0x: never octal (010 is ten), no sign, no whitespace anywhere. */
+int parse_u64(const char *s, uint64_t *out) {
+  if (!s || !*s) return -1;
+  const int hex = s[0] == '0' && (s[1] == 'x' || s[1] == 'X');
+  const char *digits = hex ? s + 2 : s;
+  if (!*digits) return -1;
+  for (const char *p = digits; *p; p++)
+    if (!(hex ? isxdigit((unsigned char)*p) : isdigit((unsigned char)*p))) return -1;
+  char *end;
+  errno = 0;
+  unsigned long long v = strtoull(digits, &end, hex ? 16 : 10);
+  if (*end || errno) return -1;
+  *out = v;
+  return 0;
+}
+
+int parse_real(const char *flag, const char *s, double lo, double hi, double *out) {
+  double v;
+  if (pf_parse_double(s, &v) || !isfinite(v))
+    return usage_error("%s: '%s' is not a finite number", flag, s);
+  if (v < lo || v > hi) return usage_error("%s: %s is outside [%g, %g]", flag, s, lo, hi);
+  *out = v;
+  return 0;
+}
+
+/* "4x256" -> dims; the count must match the kernel's. */
+int parse_shape(const char *s, const pf_op *op, size_t *shape) {
+  const char *p = s;
+  for (int d = 0; d < op->ndims; d++) {
+    if (*p < '0' || *p > '9') goto bad;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(p, &end, 10);
+    if (errno || v > (unsigned long long)op->dim_max[d] * 16 + 16) {
+      return usage_error("--shape: %s = %.*s is outside [1, %zu]", op->dim_names[d], (int)strspn(p, "0123456789"), p,
+                         op->dim_max[d]);
+    }
+    shape[d] = (size_t)v;
+    p = end;
+    if (d + 1 < op->ndims) {
+      if (*p != 'x') goto bad;
+      p++;
+    }
+  }
+  if (*p) goto bad;
+  return 0;
+bad:;
+  char dims[128] = "";
+  for (int d = 0; d < op->ndims; d++) {
+    strcat(dims, d ? "x" : "");
+    strncat(dims, op->dim_names[d], 40);
+  }
+  return usage_error("--shape: '%s' is not %s (positive integers, e.g. 4x256)", s, dims);
+}
+
+/* Applies NAME=VALUE parameters to a case, validating names and values. */
+int apply_params(pf_case *c, const run_opts *o) {
+  const pf_op *op = pf_op_find(c->kernel);
+  for (int i = 0; i < o->nparams; i++) {
+    const int p = pf_op_param_index(op, o->param_name[i]);
+    if (p < 0) return usage_error("--param: kernel %s has no parameter '%s' (see precfuzz list)", c->kernel, o->param_name[i]);
+    const pf_param_desc *d = &op->params[p];
+    if (d->type == PF_PARAM_CHOICE) {
+      int found = -1;
+      for (int k = 0; d->choices[k]; k++)
+        if (strcmp(d->choices[k], o->param_value[i]) == 0) found = k;
+      if (found < 0) return usage_error("--param %s: '%s' is not one of its choices (see precfuzz list)", d->name, o->param_value[i]);
+      c->params[p] = found;
+    } else {
+      double v;
+      if (pf_parse_double(o->param_value[i], &v))
+        return usage_error("--param %s: '%s' is not a number", d->name, o->param_value[i]);
+      c->params[p] = v;
+    }
+  }
+  return 0;
+}
+
+/* "NAME:file=PATH[,tensor=T]": the input's index, path and tensor (NULL), or -1 when the spec
+ * names no file; an exit status (< -1 as -status) on a malformed one. */
+static int file_spec(const char *spec, const pf_op *op, char *path, size_t plen, char *tensor, size_t tlen) {
+  const char *colon = strchr(spec, ':');
+  if (!colon || (strncmp(colon + 1, "file=", 5) != 0 && !strstr(colon + 1, ",file=") )) return -1;
+  char name[64];
+  snprintf(name, sizeof name, "%.*s", (int)(colon - spec), spec);
+  int t = -1;
+  for (int i = 0; i < op->ninputs; i++)
+    if (strcmp(op->input_names[i], name) == 0) t = i;
+  if (t < 0) return -usage_error("--input: kernel %s has no input '%s'", op->name, name);
+  path[0] = tensor[0] = 0;
+  char buf[4096];
+  if (snprintf(buf, sizeof buf, "%s", colon + 1) >= (int)sizeof buf) return -usage_error("--input %s: too long", name);
+  for (char *save = NULL, *f = strtok_r(buf, ",", &save); f; f = strtok_r(NULL, ",", &save)) {
+    if (strncmp(f, "file=", 5) == 0 && f[5] && !path[0]) snprintf(path, plen, "%s", f + 5);
+    else if (strncmp(f, "tensor=", 7) == 0 && f[7] && !tensor[0]) snprintf(tensor, tlen, "%s", f + 7);
+    else return -usage_error("--input %s: file= takes only tensor=NAME beside it, got '%s'", name, f);
+  }
+  if (!path[0]) return -usage_error("--input %s: file= needs a path", name);
+  return t;
+}
+
+int load_input_files(run_opts *o, const pf_op *op) {
+  int all = op->ninputs > 0, covered[PF_MAX_INPUTS] = {0};
+  for (int k = 0; k < o->ninput_specs; k++) {
+    char path[4096], tensor[256];
+    const int t = file_spec(o->input_spec[k], op, path, sizeof path, tensor, sizeof tensor);
+    if (t < -1) return -t;
+    if (t < 0) continue;
+    pf_tensorfile *f = calloc(1, sizeof *f);
+    if (!f) return usage_error("--input: out of memory");
+    if (pf_tensorfile_read(path, tensor[0] ? tensor : NULL, f)) {
+      free(f);
+      return usage_error("--input %s: %s", op->input_names[t], pf_error_message());
+    }
+    o->files[k] = f;
+    o->file_paths[k] = realpath(path, NULL);
+    covered[t] = 1;
+    pf_case c;
+    /* the case's dtype from the file only where the input is held in it (not an input the operation holds in another dtype: pf_op.input_dtype) */
+    if (!o->have_dtype && !op->input_dtype) o->dtype = f->dtype, o->have_dtype = 1;
+    if (!o->have_shape && op->input_dims) {
+      /* the shape from the file: the input's dimensions, leading file dimensions flattened */
+      const pf_kernel *kk = NULL;
+      for (size_t i = 0; i < pf_kernel_count() && !kk; i++)
+        if (pf_kernel_at(i)->op == op) kk = pf_kernel_at(i);
+      int dims[PF_MAX_DIMS];
+      if (kk && pf_case_init(&c, op->name, kk->variant, 0) == PF_OK) {
+        const int nd = op->input_dims(&c, t, dims);
+        for (int d = 0; d < op->ndims; d++) o->shape[d] = c.shape[d];
+        pf_case_free(&c);
+        if (nd > 0 && f->ndims >= nd) {
+          size_t lead = 1;
+          for (int d = 0; d <= f->ndims - nd; d++) lead *= f->shape[d];
+          o->shape[dims[0]] = lead;
+          for (int d = 1; d < nd; d++) o->shape[dims[d]] = f->shape[f->ndims - nd + d];
+          o->have_shape = 1;
+        }
+      }
+    }
+  }
+  for (int i = 0; i < op->ninputs; i++) all &= covered[i];
+  if (all && !o->cases_given) o->cases = 1; /* nothing left to draw: every case would be the same */
+  return 0;
+}
+
+void free_input_files(run_opts *o) {
+  for (int k = 0; k < 16; k++) {
+    if (o->files[k]) pf_tensorfile_free(o->files[k]);
+    free(o->files[k]);
+    free(o->file_paths[k]);
+    o->files[k] = NULL;
+    o->file_paths[k] = NULL;
+  }
+}
+
+/* Input t from the file of --input spec k (read once by load_input_files, else now). */
+static int apply_file_input(pf_case *c, const run_opts *o, int k, int t, const char *path, const char *tensor) {
+  const pf_op *op = pf_op_find(c->kernel);
+  pf_tensorfile f;
+  if (o->files[k]) {
+    f = *o->files[k];
+    f.data = malloc((f.n ? f.n : 1) * sizeof(double));
+    if (!f.data) return usage_error("--input: out of memory");
+    memcpy(f.data, o->files[k]->data, f.n * sizeof(double));
+  } else if (pf_tensorfile_read(path, tensor[0] ? tensor : NULL, &f)) {
+    return usage_error("--input %s: %s", op->input_names[t], pf_error_message());
+  }
+  char *abs = o->file_paths[k] ? NULL : realpath(path, NULL);
+  const char *p = o->file_paths[k] ? o->file_paths[k] : abs ? abs : path;
+  pf_status st = pf_gen_set_file(&c->inputs[t], &f, p, tensor[0] ? tensor : NULL);
+  free(abs);
+  pf_tensorfile_free(&f);
+  if (st) return usage_error("--input: out of memory");
+  if (pf_case_check_file_input(c, t, "--input")) return usage_error("%s", pf_error_message());
+  return 0;
+}
+
+/* Applies --input NAME:FIELD=VALUE[,FIELD=VALUE...] to the case's input generators. */
+int apply_input_specs(pf_case *c, const run_opts *o) {
+  const pf_op *op = pf_op_find(c->kernel);
+  for (int k = 0; k < o->ninput_specs; k++) {
+    char path[4096], tensor[256];
+    const int ft = file_spec(o->input_spec[k], op, path, sizeof path, tensor, sizeof tensor);
+    if (ft < -1) return -ft;
+    if (ft >= 0) {
+      const int rc = apply_file_input(c, o, k, ft, path, tensor);
+      if (rc) return rc;
+      continue;
+    }
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", o->input_spec[k]);
+    char *colon = strchr(buf, ':');
+    if (!colon || colon == buf || !colon[1])
+      return usage_error("--input: '%s' is not NAME:FIELD=VALUE[,FIELD=VALUE...]", o->input_spec[k]);
+    *colon = 0;
+    int t = -1;
+    for (int i = 0; i < op->ninputs; i++)
+      if (strcmp(op->input_names[i], buf) == 0) t = i;
+    if (t < 0) return usage_error("--input: kernel %s has no input '%s'", c->kernel, buf);
+    pf_gen *g = &c->inputs[t];
+    int nfields = 0, has_value = 0, has_exp = 0;
+    for (char *save = NULL, *f = strtok_r(colon + 1, ",", &save); f; f = strtok_r(NULL, ",", &save)) {
+      nfields++;
+      has_value |= strncmp(f, "value=", 6) == 0;
+      has_exp |= strncmp(f, "exp=", 4) == 0;
+      char *eq = strchr(f, '=');
+      if (!eq || eq == f || !eq[1]) return usage_error("--input %s: '%s' is not FIELD=VALUE", buf, f);
+      *eq = 0;
+      const char *v = eq + 1;
+      double d;
+      uint64_t u;
+      int lo, hi, n = 0;
+      if (strcmp(f, "dist") == 0) {
+        if (pf_dist_parse(v, &g->dist) || g->dist == PF_DIST_VALUES)
+          return usage_error("--input %s: unknown dist '%s' (normal, uniform, loguniform, heavy)", buf, v);
+      } else if (strcmp(f, "scale") == 0) {
+        if (pf_parse_double(v, &d) || !isfinite(d) || d < 0) return usage_error("--input %s: scale '%s' is not a finite number >= 0", buf, v);
+        g->scale = d;
+      } else if (strcmp(f, "exp") == 0) {
+        if (sscanf(v, "%d:%d%n", &lo, &hi, &n) != 2 || v[n] || lo > hi || lo < -1100 || hi > 1100)
+          return usage_error("--input %s: exp '%s' is not LO:HI with -1100 <= LO <= HI <= 1100", buf, v);
+        g->exp_min = lo;
+        g->exp_max = hi;
+      } else if (strcmp(f, "outliers") == 0) {
+        if (parse_u64(v, &u) || u > 1000000000) return usage_error("--input %s: outliers '%s' is not a count", buf, v);
+        g->outliers = (size_t)u;
+      } else if (strcmp(f, "outlier_magnitude") == 0) {
+        if (pf_parse_double(v, &d) || !isfinite(d) || d < 0) return usage_error("--input %s: outlier_magnitude '%s' is not a finite number >= 0", buf, v);
+        g->outlier_mag = d;
+      } else if (strcmp(f, "special_rate") == 0) {
+        if (pf_parse_double(v, &d) || !(d >= 0 && d <= 1)) return usage_error("--input %s: special_rate '%s' is not in [0, 1]", buf, v);
+        g->special_rate = d;
+      } else if (strcmp(f, "value") == 0) {
+        if (pf_parse_double(v, &d)) return usage_error("--input %s: value '%s' is not a number", buf, v);
+        const size_t cnt = op->input_count(c, t);
+        pf_gen_free(g);
+        g->dist = PF_DIST_VALUES;
+        g->values = malloc((cnt ? cnt : 1) * sizeof(double));
+        if (!g->values) return usage_error("--input %s: out of memory", buf);
+        for (size_t i = 0; i < cnt; i++) g->values[i] = d;
+        g->nvalues = cnt;
+      } else {
+        return usage_error("--input %s: unknown field '%s' (dist, scale, exp, outliers, outlier_magnitude, special_rate, value, file)", buf, f);
+      }
+    }
+    /* fields that would be ignored are refused */
+    if (has_value && nfields > 1)
+      return usage_error("--input %s: value sets every element and takes no other field", buf);
+    if (has_exp && g->dist != PF_DIST_LOGUNIFORM)
+      return usage_error("--input %s: exp applies to dist=loguniform only", buf);
+    if (g->dist != PF_DIST_VALUES && g->outliers && !(g->outlier_mag > 0))
+      return usage_error("--input %s: outliers need outlier_magnitude > 0", buf);
+  }
+  return 0;
+}
+
+/* The command line that reproduces one case. */
+void reproduce_line(const pf_case *c, const run_opts *o, uint64_t seed, char *buf, size_t len) {
+  const pf_op *op = pf_op_find(c->kernel);
+  char sc[40];
+  pf_hexfloat(sc, o->gen.scale);
+  size_t n = (size_t)snprintf(buf, len, "%s%s run -k %s -v %s -t %s -a %s --shape ", pf_self(), pf_plugins_flags(), c->kernel, c->variant,
+                              pf_dtype_name(c->dtype), pf_dtype_name(c->accum));
+  for (int d = 0; d < c->ndims && n < len; d++) n += (size_t)snprintf(buf + n, len - n, d ? "x%zu" : "%zu", c->shape[d]);
+  if (n < len) n += (size_t)snprintf(buf + n, len - n, " --dist %s --scale %s", pf_dist_name(o->gen.dist), sc);
+  if (o->gen.dist == PF_DIST_LOGUNIFORM && n < len)
+    n += (size_t)snprintf(buf + n, len - n, " --exp-range %d:%d", o->gen.exp_min, o->gen.exp_max);
+  if (o->gen.outliers && n < len) {
+    pf_hexfloat(sc, o->gen.outlier_mag);
+    n += (size_t)snprintf(buf + n, len - n, " --outliers %zu --outlier-magnitude %s", o->gen.outliers, sc);
+  }
+  if (o->gen.special_rate > 0 && n < len) {
+    pf_hexfloat(sc, o->gen.special_rate);
+    n += (size_t)snprintf(buf + n, len - n, " --special-rate %s", sc);
+  }
+  for (int p = 0; p < op->nparams && n < len; p++) {
+    const pf_param_desc *d = &op->params[p];
+    if (c->params[p] == d->def) continue;
+    if (d->type == PF_PARAM_CHOICE) n += (size_t)snprintf(buf + n, len - n, " --param %s=%s", d->name, d->choices[(int)c->params[p]]);
+    else if (d->type == PF_PARAM_INT) n += (size_t)snprintf(buf + n, len - n, " --param %s=%.0f", d->name, c->params[p]);
+    else {
+      pf_hexfloat(sc, c->params[p]);
+      n += (size_t)snprintf(buf + n, len - n, " --param %s=%s", d->name, sc);
+    }
+  }
+  if (c->fault[0] && n < len) n += (size_t)snprintf(buf + n, len - n, " --fault %s", c->fault);
+  for (int k = 0; k < o->ninput_specs && n < len; k++) n += (size_t)snprintf(buf + n, len - n, " --input %s", o->input_spec[k]);
+  if (o->backend == PF_BACKEND_CUDA && n < len) n += (size_t)snprintf(buf + n, len - n, " --backend cuda");
+  if (o->imprecise && n < len) n += (size_t)snprintf(buf + n, len - n, " --imprecise %s", o->imprecise);
+  if (o->mpfr_only && n < len) n += (size_t)snprintf(buf + n, len - n, " --oracle mpfr");
+  if (n < len) snprintf(buf + n, len - n, " --seed %llu --cases 1", (unsigned long long)seed);
+}
+
+/* The case of seed `seed` as the options say; an exit status on a bad option (c freed). */
+int build_case(const pf_kernel *k, const run_opts *o, uint64_t seed, pf_case *c) {
+  pf_status st = pf_case_init(c, k->op->name, k->variant, seed);
+  if (st) return usage_error("%s", pf_error_message());
+  c->dtype = o->dtype;
+  c->accum = o->accum;
+  if (o->have_shape) memcpy(c->shape, o->shape, sizeof c->shape);
+  if (o->fault) snprintf(c->fault, sizeof c->fault, "%s", o->fault);
+  for (int t = 0; t < c->ninputs; t++) {
+    const uint64_t s = c->inputs[t].seed;
+    c->inputs[t] = o->gen;
+    c->inputs[t].seed = s;
+  }
+  int rc = apply_params(c, o);
+  if (!rc && o->ninput_specs && pf_case_check_size(c)) rc = usage_error("%s", pf_error_message()); /* before --input fills it */
+  if (!rc) rc = apply_input_specs(c, o);
+  if (rc) pf_case_free(c);
+  return rc;
+}
+
+int check_run_opts(const run_opts *o) {
+  if (o->cases > 0 && o->cases - 1 > UINT64_MAX - o->seed)
+    return usage_error("--seed %llu with --cases %llu: the seeds would pass 2^64 - 1", (unsigned long long)o->seed,
+                       (unsigned long long)o->cases);
+  if (o->exp_given && o->gen.dist != PF_DIST_LOGUNIFORM)
+    return usage_error("--exp-range applies to --dist loguniform only (the distribution is %s)", pf_dist_name(o->gen.dist));
+  if (o->gen.outliers && !(o->gen.outlier_mag > 0))
+    return usage_error("--outliers %zu: give their magnitude with --outlier-magnitude M > 0", o->gen.outliers);
+  return 0;
+}
+
+/* The command that runs the case at x (the options, the axis set to x). */
+void axis_reproduce_line(const pf_case *c, const run_opts *o, const pf_axis *a, double x, uint64_t seed,
+                                char *buf, size_t len) {
+  run_opts r = *o;
+  char specs[PF_MAX_INPUTS][96];
+  char h[40];
+  pf_hexfloat(h, x);
+  const pf_op *op = pf_op_find(c->kernel);
+  if (a->kind == PF_AXIS_SCALE && a->index < 0) r.gen.scale = x;
+  if (a->kind == PF_AXIS_VALUE || (a->kind == PF_AXIS_SCALE && a->index >= 0))
+    for (int i = 0; i < op->ninputs && r.ninput_specs < 16; i++) {
+      if (a->index >= 0 && i != a->index) continue;
+      snprintf(specs[i], sizeof specs[i], "%s:%s=%s", op->input_names[i], a->kind == PF_AXIS_VALUE ? "value" : "scale", h);
+      r.input_spec[r.ninput_specs++] = specs[i];
+    }
+  pf_case k;
+  if (pf_axis_apply(c, a, x, &k)) {
+    snprintf(buf, len, "(cannot build the case: %s)", pf_error_message());
+    return;
+  }
+  reproduce_line(&k, &r, seed, buf, len);
+  pf_case_free(&k);
+}
+
+void run_opts_init(run_opts *o, uint64_t cases) {
+  memset(o, 0, sizeof *o);
+  o->dtype = PF_FP16;
+  o->accum = PF_FP32;
+  o->seed = 1;
+  o->cases = cases;
+  o->oracle_prec = 256;
+  pf_gen_default(&o->gen);
+}
