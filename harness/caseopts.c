@@ -152,9 +152,7 @@ int load_input_files(run_opts *o, const pf_op *op) {
     if (!o->have_dtype && !op->input_dtype) o->dtype = f->dtype, o->have_dtype = 1;
     if (!o->have_shape && op->input_dims) {
       /* the shape from the file: the input's dimensions, leading file dimensions flattened */
-      const pf_kernel *kk = NULL;
-      for (size_t i = 0; i < pf_kernel_count() && !kk; i++)
-        if (pf_kernel_at(i)->op == op) kk = pf_kernel_at(i);
+      const pf_kernel *kk = pf_op_first_kernel(op);
       int dims[PF_MAX_DIMS];
       if (kk && pf_case_init(&c, op->name, kk->variant, 0) == PF_OK) {
         const int nd = op->input_dims(&c, t, dims);

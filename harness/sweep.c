@@ -432,17 +432,10 @@ static void pf_job_fault(pf_job *jb, const pf_sweep_opts *so) {
 /* The dtypes a differential runs in, from the lowest precision up (its faults: the first). */
 static const pf_dtype pf_diff_dtypes[] = {PF_BF16, PF_FP16, PF_FP32};
 
-/* The first variant of op (registry order). */
-static const pf_kernel *pf_first_variant(const pf_op *op) {
-  for (size_t i = 0; i < pf_kernel_count(); i++)
-    if (pf_kernel_at(i)->op == op) return pf_kernel_at(i);
-  return NULL;
-}
-
 /* A differential operation: clean runs of its first variant in each dtype (every one must
  * pass) and each fault's cases to its first finding. */
 static void pf_job_differential(pf_job *jb, const pf_sweep_opts *so) {
-  const pf_kernel *k = pf_first_variant(jb->op);
+  const pf_kernel *k = pf_op_first_kernel(jb->op);
   const pf_op_sweep *sp = jb->op->sweep;
   pf_oracle_opts oo;
   pf_oracle_opts_default(&oo);
@@ -570,12 +563,8 @@ cJSON *pf_sweep_environment(const pf_sweep_opts *o) {
 /* The operations the sweep runs (those with pf_op.sweep), in registry order: at most max. */
 static size_t pf_sweep_ops(const pf_op **ops, size_t max) {
   size_t n = 0;
-  for (size_t i = 0; i < pf_kernel_count(); i++) {
-    const pf_op *op = pf_kernel_at(i)->op;
-    int seen = !op->sweep;
-    for (size_t j = 0; j < n && !seen; j++) seen = ops[j] == op;
-    if (!seen && n < max) ops[n++] = op;
-  }
+  for (size_t i = 0; i < pf_op_count() && n < max; i++)
+    if (pf_op_at(i)->sweep) ops[n++] = pf_op_at(i);
   return n;
 }
 
@@ -592,7 +581,7 @@ cJSON *pf_sweep_run(const pf_sweep_opts *o) {
     const pf_op *op = ops[s];
     if (o->only && strcmp(o->only, op->name) != 0) continue;
     if (op->sweep->kind == PF_SWEEP_DIFFERENTIAL) {
-      const pf_kernel *k = pf_first_variant(op);
+      const pf_kernel *k = pf_op_first_kernel(op);
       if (o->backend != PF_BACKEND_CUDA || k->run_cuda)
         jobs[n++] = (pf_job){J_DIFFERENTIAL, op, k, PF_BF16, PF_FP32, NULL, NULL, 0, ""};
       continue;

@@ -196,6 +196,11 @@ size_t pf_kernel_count(void);
 const pf_kernel *pf_kernel_at(size_t i);
 const pf_kernel *pf_kernel_find(const char *op, const char *variant);
 const pf_op *pf_op_find(const char *op);
+/* The registered operations, each once, in the order their first variant was registered. */
+size_t pf_op_count(void);
+const pf_op *pf_op_at(size_t i);
+/* The first registered variant of op (NULL: none). */
+const pf_kernel *pf_op_first_kernel(const pf_op *op);
 int pf_kernel_accepts(const pf_kernel *k, pf_dtype dtype, pf_dtype accum);
 int pf_kernel_has_fault(const pf_kernel *k, const char *fault);
 int pf_op_param_index(const pf_op *op, const char *name);

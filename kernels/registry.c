@@ -120,6 +120,34 @@ const pf_op *pf_op_find(const char *op) {
   return NULL;
 }
 
+/* i's operation is new: no earlier variant has it */
+static int pf_op_first_at(size_t i) {
+  for (size_t j = 0; j < i; j++)
+    if (pf_registry[j]->op == pf_registry[i]->op) return 0;
+  return 1;
+}
+
+size_t pf_op_count(void) {
+  pf_register_builtins();
+  size_t n = 0;
+  for (size_t i = 0; i < pf_nregistry; i++) n += (size_t)pf_op_first_at(i);
+  return n;
+}
+
+const pf_op *pf_op_at(size_t k) {
+  pf_register_builtins();
+  for (size_t i = 0; i < pf_nregistry; i++)
+    if (pf_op_first_at(i) && k-- == 0) return pf_registry[i]->op;
+  return NULL;
+}
+
+const pf_kernel *pf_op_first_kernel(const pf_op *op) {
+  pf_register_builtins();
+  for (size_t i = 0; i < pf_nregistry; i++)
+    if (pf_registry[i]->op == op) return pf_registry[i];
+  return NULL;
+}
+
 int pf_kernel_accepts(const pf_kernel *k, pf_dtype dtype, pf_dtype accum) {
   if (!(k->dtypes & PF_DT(dtype))) return 0;
   return (k->accums & PF_DT(accum)) || ((k->accums & PF_ACCUM_STORAGE) && accum == dtype);

@@ -119,14 +119,8 @@ static int cmd_list(int argc, char **argv) {
            fs[0] ? fs : "-", k->summary, like, lib ? " [from " : "", lib ? lib : "", lib ? "]" : "");
   }
   printf("\nparameters (--param NAME=VALUE):\n");
-  const pf_op *seen[64];
-  size_t nseen = 0;
-  for (size_t i = 0; i < pf_kernel_count(); i++) {
-    const pf_op *op = pf_kernel_at(i)->op;
-    int dup = 0;
-    for (size_t s = 0; s < nseen; s++) dup |= seen[s] == op;
-    if (dup || nseen == 64) continue;
-    seen[nseen++] = op;
+  for (size_t i = 0; i < pf_op_count(); i++) {
+    const pf_op *op = pf_op_at(i);
     for (int p = 0; p < op->nparams; p++) {
       const pf_param_desc *d = &op->params[p];
       if (d->type == PF_PARAM_CHOICE) {
@@ -1043,8 +1037,8 @@ static int cmd_judge(int argc, char **argv) {
 
 /* The operation whose command cmd is, or NULL. */
 static const pf_op *op_of_command(const char *cmd) {
-  for (size_t i = 0; i < pf_kernel_count(); i++) {
-    const pf_op *op = pf_kernel_at(i)->op;
+  for (size_t i = 0; i < pf_op_count(); i++) {
+    const pf_op *op = pf_op_at(i);
     if (op->command && strcmp(op->command, cmd) == 0) return op;
   }
   return NULL;
@@ -1083,9 +1077,9 @@ static void print_help(void) {
          "  run       run generated cases of a kernel against the MPFR oracle\n"
          "  replay    run case files again (findings, regressions)\n"
          "  judge     judge outputs computed elsewhere (.npy, safetensors) on a case's inputs\n");
-  for (size_t i = 0; i < pf_kernel_count(); i++) { /* the operations' own commands, once each */
-    const pf_op *op = pf_kernel_at(i)->op;
-    if (op->command && op_of_command(op->command) == op && (i == 0 || pf_kernel_at(i - 1)->op != op))
+  for (size_t i = 0; i < pf_op_count(); i++) { /* the operations' own commands (the first of a name) */
+    const pf_op *op = pf_op_at(i);
+    if (op->command && op_of_command(op->command) == op)
       printf("  %-9s %s\n", op->command, op->command_summary ? op->command_summary : "");
   }
   printf("  diff-backend  the same cases on the CPU emulation and the GPU, compared bit for bit\n"
@@ -1138,9 +1132,9 @@ static int precfuzz_main(int argc, char **argv) {
   const pf_op *cop = op_of_command(cmd);
   if (cop) return cmd_op_command(cop, argc - 1, argv + 1);
   char own[256] = "";
-  for (size_t i = 0; i < pf_kernel_count(); i++) {
-    const pf_op *op = pf_kernel_at(i)->op;
-    if (op->command && op_of_command(op->command) == op && !strstr(own, op->command))
+  for (size_t i = 0; i < pf_op_count(); i++) {
+    const pf_op *op = pf_op_at(i);
+    if (op->command && op_of_command(op->command) == op)
       snprintf(own + strlen(own), sizeof own - strlen(own), ", %s", op->command);
   }
   return usage_error("unknown command '%s' (list, run, replay, judge%s, diff-backend, diff-variant, boundary, sweep, minimize, version; see precfuzz --help)", cmd, own);

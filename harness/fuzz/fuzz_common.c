@@ -36,18 +36,15 @@ static int pf_fuzz_listed(const char *list, const char *name) {
 /* ---- the operations' drivers ---------------------------------------------------------- */
 
 int pf_fuzz_drivers(pf_fuzz_driver *out, int max) {
-  const pf_op *seen[64];
   int n = 0;
-  for (size_t i = 0; i < pf_kernel_count() && n < 64; i++) {
-    const pf_op *op = pf_kernel_at(i)->op;
-    int dup = !op->fuzz_decode;
-    for (int j = 0; j < n && !dup; j++) dup = seen[j] == op;
-    if (dup) continue;
+  for (size_t i = 0; i < pf_op_count(); i++) {
+    const pf_op *op = pf_op_at(i);
+    if (!op->fuzz_decode) continue;
     if (n < max) {
       snprintf(out[n].driver, sizeof out[n].driver, "%s_fuzzer", op->name);
       out[n].op = op;
     }
-    seen[n++] = op;
+    n++;
   }
   return n;
 }
