@@ -19,11 +19,13 @@
 typedef struct {
   mpfr_t *slo, *shi, zlo, zhi, t, wlo, whi, plo, phi, Slo, Shi, dlo, dhi;
   size_t cols;
+  long prec; /* the precision the numbers have */
 } pf_sb_work;
 
 /* 0 when out of memory (nothing to free then) */
 static int pf_sb_init(pf_sb_work *w, size_t cols, long prec) {
   w->cols = cols;
+  w->prec = prec;
   w->slo = malloc((cols ? cols : 1) * sizeof(mpfr_t));
   w->shi = malloc((cols ? cols : 1) * sizeof(mpfr_t));
   if (!w->slo || !w->shi) {
@@ -37,6 +39,8 @@ static int pf_sb_init(pf_sb_work *w, size_t cols, long prec) {
 }
 
 static void pf_sb_prec(pf_sb_work *w, long prec) {
+  if (prec == w->prec) return; /* most rows settle at the first precision: nothing to redo */
+  w->prec = prec;
   for (size_t j = 0; j < w->cols; j++) mpfr_set_prec(w->slo[j], prec), mpfr_set_prec(w->shi[j], prec);
   mpfr_ptr all[] = {w->zlo, w->zhi, w->t, w->wlo, w->whi, w->plo, w->phi, w->Slo, w->Shi, w->dlo, w->dhi};
   for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) mpfr_set_prec(all[k], prec);

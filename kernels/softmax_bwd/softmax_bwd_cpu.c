@@ -97,9 +97,9 @@ static void pf_softmax_bwd_bound(const pf_case *c, const pf_tensor *in, pf_bound
     const double rho = f.rel + uy * (1 + f.rel), alpha = f.abs * (1 + uy) + sigy / 2;
     double m = -INFINITY, z = 0, A = 0, B = 0, S = 0;
     for (size_t j = 0; j < cols; j++) m = x[j] > m ? x[j] : m;
-    for (size_t j = 0; j < cols; j++) z += exp(x[j] - m);
+    for (size_t j = 0; s && j < cols; j++) z += s[j] = exp(x[j] - m);
     for (size_t j = 0; s && j < cols; j++) {
-      s[j] = exp(x[j] - m) / z;
+      s[j] /= z;
       A += fabs(dy[j]) * s[j], B += fabs(dy[j]), S += dy[j] * s[j];
     }
     A *= 1 + slack;
@@ -146,11 +146,12 @@ static int pf_softmax_bwd_in_domain(const pf_case *c, const pf_tensor *in, char 
   return 1;
 }
 
-/* rows x cols elements: the forward and the backward, about 50 ns each; the oracle 40 */
+/* rows x cols elements: the forward and the backward about 50 ns each, the oracle (MPFR only,
+ * no fast path yet) 3.6 us (measured: 200 cases of 4x256 bf16, --threads 1) */
 static void pf_softmax_bwd_cost(const pf_case *c, double *emulation_s, double *oracle_s) {
   const double n = (double)c->shape[0] * (double)c->shape[1];
   *emulation_s = 50e-9 * n;
-  *oracle_s = 40e-9 * n;
+  *oracle_s = 3.6e-6 * n;
 }
 
 /* the precision report's sweep: the scan along the incoming gradient's scale (the boundary
