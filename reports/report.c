@@ -3,6 +3,7 @@
 #include "reports/report.h"
 
 #include "harness/hazard.h"
+#include "harness/xml.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -217,19 +218,6 @@ static int flag(const cJSON *o, const char *key) { return cJSON_IsTrue(cJSON_Get
 static const cJSON *get(const cJSON *o, const char *key) { return cJSON_GetObjectItemCaseSensitive(o, key); }
 
 /* Text escaped for HTML and XML. */
-static void esc(FILE *f, const char *s) {
-  for (; *s; s++) switch (*s) {
-    case '&': fputs("&amp;", f); break;
-    case '<': fputs("&lt;", f); break;
-    case '>': fputs("&gt;", f); break;
-    case '"': fputs("&quot;", f); break;
-    case '\'': fputs("&#39;", f); break;
-    default:
-      if ((unsigned char)*s < 0x20 && *s != '\n' && *s != '\t') fputc(' ', f);
-      else fputc(*s, f);
-    }
-}
-
 static void escf(FILE *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void escf(FILE *f, const char *fmt, ...) {
   char buf[4096];
@@ -237,7 +225,7 @@ static void escf(FILE *f, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(buf, sizeof buf, fmt, ap);
   va_end(ap);
-  esc(f, buf);
+  pf_xml_escape(f, buf);
 }
 
 /* "11.09", "1.5e-05", with the hex value when it is not short */
@@ -318,11 +306,11 @@ static void svg_plot(FILE *f, const char *title, const char *xl, const char *yl,
   fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" role=\"img\">\n",
           W, H, W, H);
   fputs("<title>", f);
-  esc(f, title);
+  pf_xml_escape(f, title);
   fputs("</title>\n", f);
   fprintf(f, "<rect x=\"0\" y=\"0\" width=\"%.0f\" height=\"%.0f\" fill=\"#ffffff\"/>\n", W, H);
   fprintf(f, "<text x=\"%.0f\" y=\"18\" class=\"pt\">", L);
-  esc(f, title);
+  pf_xml_escape(f, title);
   fputs("</text>\n", f);
   const double pw = W - L - R, ph = H - T - B;
 #define PX(v) (L + ((v) - x0) / (x1 - x0) * pw)
@@ -347,10 +335,10 @@ static void svg_plot(FILE *f, const char *title, const char *xl, const char *yl,
     }
   }
   fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"al\" text-anchor=\"middle\">", L + pw / 2, H - 8);
-  esc(f, xl);
+  pf_xml_escape(f, xl);
   fprintf(f, "</text>\n<text x=\"14\" y=\"%.1f\" class=\"al\" text-anchor=\"middle\" transform=\"rotate(-90 14 %.1f)\">", T + ph / 2,
           T + ph / 2);
-  esc(f, yl);
+  pf_xml_escape(f, yl);
   fputs("</text>\n", f);
   for (int m = 0; m < nm; m++) {
     if (!isfinite(marks[m].x) || (logx && marks[m].x <= 0)) continue;
@@ -370,7 +358,7 @@ static void svg_plot(FILE *f, const char *title, const char *xl, const char *yl,
     fputs("\"/>\n", f);
     fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"10\" height=\"3\" fill=\"%s\"/><text x=\"%.1f\" y=\"%.1f\" class=\"tk\">", W - R + 8,
             T + 8 + 16.0 * i, s[i].color, W - R + 22, T + 12 + 16.0 * i);
-    esc(f, s[i].name);
+    pf_xml_escape(f, s[i].name);
     fputs("</text>\n", f);
   }
 #undef PX
@@ -453,11 +441,11 @@ static void html_summary(FILE *f, const cJSON *root) {
     for (int v = 0; v < nseen; v++) {
       fputs("<tr><td>", f);
       fprintf(f, "<a href=\"#kernel-");
-      esc(f, str(kj, "kernel"));
+      pf_xml_escape(f, str(kj, "kernel"));
       fputs("\">", f);
-      esc(f, str(kj, "kernel"));
+      pf_xml_escape(f, str(kj, "kernel"));
       fputs("</a></td><td>", f);
-      esc(f, seen[v]);
+      pf_xml_escape(f, seen[v]);
       fputs("</td>", f);
       double tt[3] = {0, 0, 0}; /* passes with a finding, passes with a hazard, rejects correct */
       for (int k = 0; k < PF_NCOMBOS; k++) {
@@ -504,13 +492,13 @@ static void html_summary(FILE *f, const cJSON *root) {
 static void html_kernel(FILE *f, const cJSON *kj) {
   const char *name = str(kj, "kernel");
   fputs("<section id=\"kernel-", f);
-  esc(f, name);
+  pf_xml_escape(f, name);
   fputs("\">\n<h2>", f);
-  esc(f, name);
+  pf_xml_escape(f, name);
   fputs("</h2>\n<p>", f);
-  esc(f, str(kj, "summary"));
+  pf_xml_escape(f, str(kj, "summary"));
   fputs("</p>\n<p>", f);
-  esc(f, str(kj, "explanation"));
+  pf_xml_escape(f, str(kj, "explanation"));
   fputs("</p>\n", f);
   const char *seen[32];
   const int nseen = variants_of(kj, seen);
@@ -570,15 +558,15 @@ static void html_kernel(FILE *f, const cJSON *kj) {
         fputs("<tr><td>", f);
         escf(f, "%s/%s", str(c, "dtype"), str(c, "accum"));
         fputs("</td><td>", f);
-        esc(f, str(t, "name"));
+        pf_xml_escape(f, str(t, "name"));
         fputs("</td><td>", f);
         escf(f, "%s (%s, shape %s)", str(t, "along"), str(t, "format"), str(t, "shape"));
         fputs("</td><td>", f);
-        esc(f, str(t, "fail"));
+        pf_xml_escape(f, str(t, "fail"));
         fprintf(f, "</td><td class=\"%s\">", flag(t, "found") ? "warn" : "good");
         threshold_text(f, t);
         fputs("</td><td><code>", f);
-        esc(f, str(t, "replay"));
+        pf_xml_escape(f, str(t, "replay"));
         fputs("</code></td></tr>\n", f);
       }
       const cJSON *scan = get(c, "scan");
@@ -587,11 +575,11 @@ static void html_kernel(FILE *f, const cJSON *kj) {
         fputs("<tr><td>", f);
         escf(f, "%s/%s", str(c, "dtype"), str(c, "accum"));
         fputs("</td><td>", f);
-        esc(f, w ? "half the cases fail" : "first failing case");
+        pf_xml_escape(f, w ? "half the cases fail" : "first failing case");
         fputs("</td><td>", f);
         escf(f, "%s (%.0f cases per point, shape %s)", str(scan, "along"), num(scan, "cases"), str(scan, "shape"));
         fputs("</td><td>", f);
-        esc(f, str(scan, "fail"));
+        pf_xml_escape(f, str(scan, "fail"));
         fprintf(f, "</td><td class=\"%s\">", flag(q, "found") ? "warn" : "good");
         if (flag(q, "found")) {
           char a[40], b[40];
@@ -637,11 +625,11 @@ static void html_kernel(FILE *f, const cJSON *kj) {
       fputs("<tr><td>", f);
       escf(f, "%s %s, lr %g", str(t, "variant"), str(t, "dtype"), num(t, "lr"));
       fputs("</td><td>", f);
-      esc(f, str(t, "verdict"));
+      pf_xml_escape(f, str(t, "verdict"));
       fputs("</td><td>", f);
-      esc(f, str(t, "why"));
+      pf_xml_escape(f, str(t, "why"));
       fputs("</td><td><code>", f);
-      esc(f, str(t, "replay"));
+      pf_xml_escape(f, str(t, "replay"));
       fputs("</code></td></tr>\n", f);
     }
     fputs("</table>\n", f);
@@ -652,9 +640,9 @@ static void html_kernel(FILE *f, const cJSON *kj) {
   for (int v = 0; v < nseen; v++) {
     cJSON_ArrayForEach(c, get(kj, "configs")) if (strcmp(str(c, "variant"), seen[v]) == 0) {
       fputs("<tr><td>", f);
-      esc(f, seen[v]);
+      pf_xml_escape(f, seen[v]);
       fputs("</td><td>", f);
-      esc(f, str(c, "contract"));
+      pf_xml_escape(f, str(c, "contract"));
       fputs("</td></tr>\n", f);
       break;
     }
@@ -665,7 +653,7 @@ static void html_kernel(FILE *f, const cJSON *kj) {
 static void html_case(FILE *f, const cJSON *c) {
   char *s = cJSON_Print(c);
   fputs("<pre>", f);
-  esc(f, s ? s : "");
+  pf_xml_escape(f, s ? s : "");
   fputs("</pre>\n", f);
   free(s);
 }
@@ -683,17 +671,17 @@ int pf_report_html(const cJSON *root, FILE *f) {
   const cJSON *kj;
   cJSON_ArrayForEach(kj, get(root, "kernels")) {
     fputs(", <a href=\"#kernel-", f);
-    esc(f, str(kj, "kernel"));
+    pf_xml_escape(f, str(kj, "kernel"));
     fputs("\">", f);
-    esc(f, str(kj, "kernel"));
+    pf_xml_escape(f, str(kj, "kernel"));
     fputs("</a>", f);
   }
   const cJSON *dj;
   cJSON_ArrayForEach(dj, get(root, "differentials")) {
     fputs(", <a href=\"#diff-", f);
-    esc(f, str(dj, "kernel"));
+    pf_xml_escape(f, str(dj, "kernel"));
     fputs("\">", f);
-    esc(f, str(dj, "kernel"));
+    pf_xml_escape(f, str(dj, "kernel"));
     fputs("</a>", f);
   }
   fputs(", <a href=\"#faults\">fault detection</a>, <a href=\"#findings\">findings</a>, "
@@ -704,20 +692,20 @@ int pf_report_html(const cJSON *root, FILE *f) {
   /* the differentials: each its clean runs and its faults */
   cJSON_ArrayForEach(dj, get(root, "differentials")) {
     fputs("<section id=\"diff-", f);
-    esc(f, str(dj, "kernel"));
+    pf_xml_escape(f, str(dj, "kernel"));
     fputs("\">\n<h2>", f);
-    esc(f, str(dj, "summary"));
+    pf_xml_escape(f, str(dj, "summary"));
     fputs(" (", f);
-    esc(f, str(dj, "kernel"));
+    pf_xml_escape(f, str(dj, "kernel"));
     fputs("/", f);
-    esc(f, str(dj, "variant"));
+    pf_xml_escape(f, str(dj, "variant"));
     fputs(")</h2>\n<p>", f);
-    esc(f, str(dj, "explanation"));
+    pf_xml_escape(f, str(dj, "explanation"));
     fputs("</p>\n<table>\n<tr><th>dtype</th><th>cases</th><th>outside the domain</th><th>findings</th></tr>\n", f);
     const cJSON *e;
     cJSON_ArrayForEach(e, get(dj, "clean")) {
       fprintf(f, "<tr><td>");
-      esc(f, str(e, "dtype"));
+      pf_xml_escape(f, str(e, "dtype"));
       fprintf(f, "</td><td>%.0f</td><td>%.0f</td><td class=\"%s\">%.0f</td></tr>\n", num(e, "cases"), num(e, "outside_domain"),
               num(e, "findings") > 0 ? "bad" : "good", num(e, "findings"));
     }
@@ -726,12 +714,12 @@ int pf_report_html(const cJSON *root, FILE *f) {
           f);
     cJSON_ArrayForEach(e, get(dj, "faults")) {
       fputs("<tr><td>", f);
-      esc(f, str(e, "fault"));
+      pf_xml_escape(f, str(e, "fault"));
       fprintf(f, "</td><td class=\"%s\">%s</td><td>%.0f</td><td>", flag(e, "found") ? "good" : "bad", flag(e, "found") ? "yes" : "no",
               num(e, "cases_to_find"));
-      esc(f, str(e, "why"));
+      pf_xml_escape(f, str(e, "why"));
       fputs("</td><td><code>", f);
-      esc(f, str(e, "replay"));
+      pf_xml_escape(f, str(e, "replay"));
       fputs("</code></td></tr>\n", f);
     }
     fputs("</table>\n</section>\n", f);
@@ -745,16 +733,16 @@ int pf_report_html(const cJSON *root, FILE *f) {
   const cJSON *e;
   cJSON_ArrayForEach(e, get(root, "faults")) {
     fputs("<tr><td>", f);
-    esc(f, str(e, "kernel"));
+    pf_xml_escape(f, str(e, "kernel"));
     fputs("</td><td>", f);
-    esc(f, str(e, "variant"));
+    pf_xml_escape(f, str(e, "variant"));
     fputs("</td><td>", f);
-    esc(f, str(e, "dtype"));
+    pf_xml_escape(f, str(e, "dtype"));
     fputs("</td><td>", f);
-    esc(f, str(e, "fault"));
+    pf_xml_escape(f, str(e, "fault"));
     fprintf(f, "</td><td class=\"%s\">%s</td><td>%.0f</td><td>", flag(e, "found") ? "good" : "bad", flag(e, "found") ? "yes" : "no",
             num(e, "runs"));
-    esc(f, str(e, "line"));
+    pf_xml_escape(f, str(e, "line"));
     fputs("</td></tr>\n", f);
   }
   fputs("</table>\n</section>\n", f);
@@ -770,9 +758,9 @@ int pf_report_html(const cJSON *root, FILE *f) {
         fputs("<h3>", f);
         escf(f, "%s/%s %s/%s: %s", str(kj, "kernel"), str(c, "variant"), str(c, "dtype"), str(c, "accum"), str(fc, "verdict"));
         fputs("</h3>\n<p>", f);
-        esc(f, str(fc, "line"));
+        pf_xml_escape(f, str(fc, "line"));
         fputs("</p>\n<p>replay: <code>", f);
-        esc(f, str(fc, "replay"));
+        pf_xml_escape(f, str(fc, "replay"));
         fputs("</code></p>\n", f);
         escf(f, "minimized (%.0f input elements; save as a file and run precfuzz replay FILE):", num(fc, "minimized_elements"));
         html_case(f, get(fc, "minimized"));
@@ -786,7 +774,7 @@ int pf_report_html(const cJSON *root, FILE *f) {
     fputs("<p>", f);
     escf(f, "%s/%s %s, fault %s: %s", str(e, "kernel"), str(e, "variant"), str(e, "dtype"), str(e, "fault"), str(e, "line"));
     fputs("<br/>replay: <code>", f);
-    esc(f, str(e, "replay"));
+    pf_xml_escape(f, str(e, "replay"));
     fputs("</code></p>\n", f);
     if (get(e, "minimized")) html_case(f, get(e, "minimized"));
   }
@@ -796,9 +784,9 @@ int pf_report_html(const cJSON *root, FILE *f) {
   const cJSON *x;
   cJSON_ArrayForEach(x, env) {
     fputs("<tr><th>", f);
-    esc(f, x->string);
+    pf_xml_escape(f, x->string);
     fputs("</th><td>", f);
-    if (cJSON_IsString(x)) esc(f, x->valuestring);
+    if (cJSON_IsString(x)) pf_xml_escape(f, x->valuestring);
     else if (cJSON_IsNumber(x)) fprintf(f, "%g", x->valuedouble);
     else if (cJSON_IsBool(x)) fputs(cJSON_IsTrue(x) ? "yes" : "no", f);
     fputs("</td></tr>\n", f);

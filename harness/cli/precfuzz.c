@@ -26,6 +26,7 @@
 #include "harness/plugin.h"
 #include "harness/runner.h"
 #include "harness/tensorfile.h"
+#include "harness/xml.h"
 #include "kernels/kernel.h"
 
 int pf_cmd_boundary(int argc, char **argv);
@@ -383,115 +384,91 @@ static int sarif_write(const char *path, cJSON *results) {
  * the finding, its text the command that replays it; hazards, which are not bugs, are said in
  * the case's system-err. */
 typedef struct pf_junit {
-  char *all, *suite; /* the suites written so far; the cases of the suite at hand */
-  size_t nall, nsuite, cap_all, cap_suite;
+  FILE *all, *suite; /* the suites written so far; the cases of the suite at hand (memory streams) */
+  char *all_buf, *suite_buf;
+  size_t all_len, suite_len;
   uint64_t tests, failures, suite_tests, suite_failures;
-  int oom;
 } pf_junit;
 
-static void junit_cat(pf_junit *j, int to_suite, const char *s) {
-  char **b = to_suite ? &j->suite : &j->all;
-  size_t *n = to_suite ? &j->nsuite : &j->nall, *cap = to_suite ? &j->cap_suite : &j->cap_all;
-  const size_t len = strlen(s);
-  if (*n + len + 1 > *cap) {
-    size_t nc = *cap ? *cap : 4096;
-    while (nc < *n + len + 1) nc *= 2;
-    char *p = realloc(*b, nc);
-    if (!p) {
-      j->oom = 1;
-      return;
-    }
-    *b = p, *cap = nc;
+static pf_junit *junit_new(void) {
+  pf_junit *j = calloc(1, sizeof *j);
+  if (j && (!(j->all = open_memstream(&j->all_buf, &j->all_len)) ||
+            !(j->suite = open_memstream(&j->suite_buf, &j->suite_len)))) {
+    if (j->all) fclose(j->all);
+    free(j->all_buf);
+    free(j);
+    return NULL;
   }
-  memcpy(*b + *n, s, len + 1);
-  *n += len;
-}
-
-/* s escaped for XML text and attributes; characters XML 1.0 cannot hold become '?' */
-static void junit_esc(pf_junit *j, int to_suite, const char *s) {
-  char one[2] = {0, 0};
-  for (; *s; s++) {
-    const unsigned char ch = (unsigned char)*s;
-    if (ch == '&') junit_cat(j, to_suite, "&amp;");
-    else if (ch == '<') junit_cat(j, to_suite, "&lt;");
-    else if (ch == '>') junit_cat(j, to_suite, "&gt;");
-    else if (ch == '"') junit_cat(j, to_suite, "&quot;");
-    else {
-      one[0] = ch < 0x20 && ch != '\n' && ch != '\t' ? '?' : (char)ch;
-      junit_cat(j, to_suite, one);
-    }
-  }
+  return j;
 }
 
 static void junit_case(pf_junit *j, const pf_case *c, uint64_t seed, const pf_run *r, const char *finding,
                        const char *replay) {
-  char b[256];
-  snprintf(b, sizeof b, "    <testcase classname=\"%s.%s.%s.%s\" name=\"seed %llu\">\n", c->kernel, c->variant,
-           pf_dtype_name(c->dtype), pf_dtype_name(c->accum), (unsigned long long)seed);
-  junit_cat(j, 1, b); /* names are [A-Za-z0-9._-] (registration), dtypes fixed words */
+  FILE *f = j->suite;
+  /* names are [A-Za-z0-9._-] (registration), dtypes fixed words */
+  fprintf(f, "    <testcase classname=\"%s.%s.%s.%s\" name=\"seed %llu\">\n", c->kernel, c->variant,
+          pf_dtype_name(c->dtype), pf_dtype_name(c->accum), (unsigned long long)seed);
   if (finding) {
-    junit_cat(j, 1, "      <failure type=\"");
-    junit_esc(j, 1, pf_verdict_name(r->cmp.verdict));
-    junit_cat(j, 1, "\" message=\"");
-    junit_esc(j, 1, finding);
-    junit_cat(j, 1, "\">reproduce with: ");
-    junit_esc(j, 1, replay);
-    junit_cat(j, 1, "</failure>\n");
+    fprintf(f, "      <failure type=\"%s\" message=\"", pf_verdict_name(r->cmp.verdict));
+    pf_xml_escape(f, finding);
+    fputs("\">reproduce with: ", f);
+    pf_xml_escape(f, replay);
+    fputs("</failure>\n", f);
     j->suite_failures++;
   }
   if (r->hazards) {
-    junit_cat(j, 1, "      <system-err>");
+    fputs("      <system-err>", f);
     for (int h = 0; h < PF_NHAZARDS; h++)
       if (r->hazards & (1u << h)) {
-        junit_cat(j, 1, "hazard ");
-        junit_esc(j, 1, pf_hazard_name((pf_hazard)h));
-        junit_cat(j, 1, ": ");
-        junit_esc(j, 1, r->hazard_note[h]);
-        junit_cat(j, 1, "\n");
+        fprintf(f, "hazard %s: ", pf_hazard_name((pf_hazard)h));
+        pf_xml_escape(f, r->hazard_note[h]);
+        fputc('\n', f);
       }
-    junit_cat(j, 1, "reproduce with: ");
-    junit_esc(j, 1, replay);
-    junit_cat(j, 1, "</system-err>\n");
+    fputs("reproduce with: ", f);
+    pf_xml_escape(f, replay);
+    fputs("</system-err>\n", f);
   }
-  junit_cat(j, 1, "    </testcase>\n");
+  fputs("    </testcase>\n", f);
   j->suite_tests++;
 }
 
-/* The suite of the variant just run, around its cases. */
+/* The suite of the variant just run, around its cases; the next suite starts empty. */
 static void junit_suite_end(pf_junit *j, const pf_kernel *k, const run_opts *o) {
-  char b[512];
-  snprintf(b, sizeof b, "  <testsuite name=\"%s/%s %s/%s\" tests=\"%llu\" failures=\"%llu\" errors=\"0\" skipped=\"0\">\n",
-           k->op->name, k->variant, pf_dtype_name(o->dtype), pf_dtype_name(o->accum),
-           (unsigned long long)j->suite_tests, (unsigned long long)j->suite_failures);
-  junit_cat(j, 0, b);
-  if (j->suite) junit_cat(j, 0, j->suite);
-  junit_cat(j, 0, "  </testsuite>\n");
+  fflush(j->suite);
+  fprintf(j->all, "  <testsuite name=\"%s/%s %s/%s\" tests=\"%llu\" failures=\"%llu\" errors=\"0\" skipped=\"0\">\n",
+          k->op->name, k->variant, pf_dtype_name(o->dtype), pf_dtype_name(o->accum),
+          (unsigned long long)j->suite_tests, (unsigned long long)j->suite_failures);
+  fwrite(j->suite_buf, 1, j->suite_len, j->all);
+  fputs("  </testsuite>\n", j->all);
   j->tests += j->suite_tests, j->failures += j->suite_failures;
   j->suite_tests = j->suite_failures = 0;
-  j->nsuite = 0;
-  if (j->suite) j->suite[0] = 0;
+  rewind(j->suite);
 }
 
 /* The file, written whole, or exit 2. */
 static int junit_write(const char *path, pf_junit *j) {
-  char head[256];
-  snprintf(head, sizeof head,
-           "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"precfuzz run\" tests=\"%llu\" failures=\"%llu\">\n",
-           (unsigned long long)j->tests, (unsigned long long)j->failures);
-  pf_junit out = {0};
-  junit_cat(&out, 0, head);
-  if (j->all) junit_cat(&out, 0, j->all);
-  junit_cat(&out, 0, "</testsuites>\n");
-  const int bad = out.oom || j->oom || pf_write_file_atomic(path, out.all, out.nall) != PF_OK;
-  if (out.oom || j->oom) pf_error(PF_ERR_NOMEM, "out of memory");
-  free(out.all);
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  if (f) {
+    fflush(j->all);
+    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"precfuzz run\" tests=\"%llu\" failures=\"%llu\">\n",
+            (unsigned long long)j->tests, (unsigned long long)j->failures);
+    fwrite(j->all_buf, 1, j->all_len, f);
+    fputs("</testsuites>\n", f);
+  }
+  const int bad = !f || fclose(f) != 0 || pf_write_file_atomic(path, text, len) != PF_OK;
+  if (!f) pf_error(PF_ERR_NOMEM, "out of memory");
+  free(text);
   return bad ? usage_error("--junit: %s", pf_error_message()) : 0;
 }
 
 static void junit_free(pf_junit *j) {
   if (!j) return;
-  free(j->all);
-  free(j->suite);
+  fclose(j->all);
+  fclose(j->suite);
+  free(j->all_buf);
+  free(j->suite_buf);
   free(j);
 }
 
@@ -737,7 +714,7 @@ static int cmd_run(int argc, char **argv) {
       free_input_files(&o);
       return usage_error("--junit: %s", pf_error_message());
     }
-    if (!(o.junit = calloc(1, sizeof *o.junit))) {
+    if (!(o.junit = junit_new())) {
       cJSON_Delete(o.sarif_results);
       free_input_files(&o);
       return usage_error("--junit: out of memory");
