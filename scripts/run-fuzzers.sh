@@ -60,7 +60,7 @@ out=$FUZZ_BUILD/runs
 # "name<TAB>failed (0 or 1)<TAB>message<TAB>text", written whole under a temporary name
 JUNIT_PY=$(cat <<'PY'
 import os, sys, xml.etree.ElementTree as ET
-rows = [l.rstrip("\n").split("\t") for l in sys.stdin if l.strip()]
+rows = [(l.rstrip("\n").split("\t", 3) + ["", "", ""])[:4] for l in sys.stdin if l.strip()]
 root = ET.Element("testsuites", name="precfuzz " + sys.argv[2], tests=str(len(rows)),
                   failures=str(sum(r[1] == "1" for r in rows)))
 suite = ET.SubElement(root, "testsuite", name=sys.argv[2], tests=root.get("tests"), failures=root.get("failures"),
