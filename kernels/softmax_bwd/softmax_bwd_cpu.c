@@ -88,7 +88,6 @@ static void pf_softmax_bwd_bound(const pf_case *c, const pf_tensor *in, pf_bound
   const double n = (double)cols, gam = n * u < 0.5 ? n * u / (1 - n * u) : INFINITY;
   const double slack = (n + 64) * 0x1p-50; /* the binary64 evaluation of s, A, d */
   const int product_rounded = c->dtype != acc;
-  double *s = malloc((cols ? cols : 1) * sizeof *s);
   for (size_t i = 0; i < rows; i++) {
     const double *x = in[0].data + i * cols, *dy = in[1].data + i * cols;
     pf_bound *b = out + i * cols;
@@ -97,28 +96,24 @@ static void pf_softmax_bwd_bound(const pf_case *c, const pf_tensor *in, pf_bound
     const double rho = f.rel + uy * (1 + f.rel), alpha = f.abs * (1 + uy) + sigy / 2;
     double m = -INFINITY, z = 0, A = 0, B = 0, S = 0;
     for (size_t j = 0; j < cols; j++) m = x[j] > m ? x[j] : m;
-    for (size_t j = 0; s && j < cols; j++) z += s[j] = exp(x[j] - m);
-    for (size_t j = 0; s && j < cols; j++) {
-      s[j] /= z;
-      A += fabs(dy[j]) * s[j], B += fabs(dy[j]), S += dy[j] * s[j];
+    for (size_t j = 0; j < cols; j++) z += exp(x[j] - m);
+    for (size_t j = 0; j < cols; j++) {
+      const double sj = exp(x[j] - m) / z;
+      A += fabs(dy[j]) * sj, B += fabs(dy[j]), S += dy[j] * sj;
     }
     A *= 1 + slack;
     const double C = (1 + rho) * A + alpha * B;
     const double Delta = rho * A + alpha * B + gam * C + n * sig * (1 + gam);
     for (size_t j = 0; j < cols; j++) {
-      if (!s || !isfinite(rho) || !isfinite(alpha) || !isfinite(Delta)) {
-        b[j] = (pf_bound){INFINITY, INFINITY};
-        continue;
-      }
-      const double si = s[j] * (1 + slack), d = fabs(dy[j] - S) + slack * (fabs(dy[j]) + A);
+      /* s_j again (no row buffer that could fail to be allocated), and |d_j|, both rounded up */
+      const double si = exp(x[j] - m) / z * (1 + slack), d = fabs(dy[j] - S) + slack * (fabs(dy[j]) + A);
       const double D = Delta + u * (d + Delta) + sig / 2;
       double e = (rho * si + alpha) * (d + D) + si * D;
       if (product_rounded) e += u * ((1 + rho) * si + alpha) * (d + D) + sig / 2;
       e *= 1 + 0x1p-40;
-      b[j] = isfinite(e) ? (pf_bound){0, e} : (pf_bound){INFINITY, INFINITY};
+      b[j] = isfinite(e) ? (pf_bound){0, e} : (pf_bound){INFINITY, INFINITY}; /* rho, alpha, Delta too */
     }
   }
-  free(s);
 }
 
 /* Domain: finite inputs, and |dy| at most a quarter of the largest finite of the storage and
