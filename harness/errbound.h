@@ -55,6 +55,30 @@ static inline pf_eb pf_eb_sqrt(pf_dtype t, pf_eb a) {
   if (x > 0 && a.e / z < e) e = a.e / z;
   return (pf_eb){z, e + pf_eb_round_err(t, z + e)};
 }
+/* exp of a quantity, computed as binary32 expf (within 2 ulps, CUDA's bound; glibc's is
+ * tighter) and rounded to t: the operand's error moves exp by at most exp(v)(e^e - 1); expf
+ * adds 2 ulps relative and, in binary32's subnormal range, 2 of its least subnormals; the
+ * binary64 exp(v) standing for the exact one is within |v| 2^-52 + 2^-52 of it, relatively. */
+#define PF_EB_EXPF_REL 0x1p-22
+#define PF_EB_LOGF_REL 0x1p-22 /* binary32 logf: CUDA's 1 ulp, glibc's less; 2 ulps relative */
+static inline pf_eb pf_eb_exp(pf_dtype t, pf_eb a) {
+  const double z = exp(a.v);
+  double e = z * expm1(a.e) + z * (fabs(a.v) + 1) * 0x1p-52;
+  e += PF_EB_EXPF_REL * (z + e) + 0x1p-148;
+  if (!(z + e < pf_max_finite(PF_FP32))) return (pf_eb){z, INFINITY};
+  if (t != PF_FP32) e += pf_eb_round_err(t, z + e);
+  return (pf_eb){z, e};
+}
+/* log of a positive quantity (its bound below its value), as binary32 logf rounded to t:
+ * the operand's error moves log by at most -log1p(-e/v); logf adds 2 ulps relative. */
+static inline pf_eb pf_eb_log(pf_dtype t, pf_eb a) {
+  const double z = log(a.v);
+  if (!(a.v > a.e)) return (pf_eb){z, INFINITY};
+  double e = -log1p(-a.e / a.v) + fabs(z) * 0x1p-52;
+  e += PF_EB_LOGF_REL * (fabs(z) + e) + 0x1p-149;
+  if (t != PF_FP32) e += pf_eb_round_err(t, fabs(z) + e);
+  return (pf_eb){z, e};
+}
 /* Rounding a value into t (a store). */
 static inline pf_eb pf_eb_store(pf_dtype t, pf_eb a) {
   return (pf_eb){a.v, a.e + pf_eb_round_err(t, fabs(a.v) + a.e)};

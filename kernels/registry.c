@@ -11,6 +11,7 @@
 #define PF_BUILTIN_OPS(X) \
   X(softmax)              \
   X(softmax_bwd)          \
+  X(cross_entropy)        \
   X(attention)            \
   X(adam)                 \
   X(clip)                 \

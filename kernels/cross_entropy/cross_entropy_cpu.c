@@ -1,0 +1,421 @@
+/* Cross-entropy loss, forward and backward, over rows as long as a vocabulary: CPU emulation,
+ * contract, variant table.
+ *
+ *   logsoftmax  PyTorch's F.cross_entropy: log_softmax (max subtracted, the sum of exp in the
+ *               accumulation dtype) stored in the storage dtype, then nll_loss on the stored
+ *               log-probabilities; backward: nll's gradient held in the storage dtype, then
+ *               log_softmax's backward dx = G - exp(lp) sum G from the stored lp
+ *               (aten/src/ATen/native/LossNLL.cpp, SoftMax.cpp, torch 2.15)
+ *   fused       one kernel per row in the accumulation dtype: log-sum-exp, loss, and the
+ *               gradient written over the logits (the fused cross-entropy kernels of Megatron,
+ *               flash-attn and Liger: no log-probabilities stored)
+ *   chunked     fused with the log-sum-exp taken over chunks of `chunk` columns, a running max
+ *               and a rescaled running sum (the online form those kernels use for long rows)
+ * Inputs: logits [rows x cols] in the storage dtype, target [rows] (class indices, held in fp32;
+ * a row whose target is ignore_index has loss 0 and gradient 0 and is not counted by the mean).
+ * Outputs: the per-row losses, the reduced loss (mean or sum; absent for reduction none), the
+ * gradient of the reduced loss (of the sum of the per-row losses for none) with respect to the
+ * logits. The formulas: cross_entropy_math.h. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness/errbound.h"
+#include "kernels/cross_entropy/cross_entropy_math.h"
+#include "kernels/kernel.h"
+
+#include "oracles/cross_entropy_mpfr.h"
+
+enum { P_EPS, P_Z, P_IGNORE, P_RED, P_CHUNK };
+static const char *const pf_ce_dims[] = {"rows", "cols"};
+static const char *const pf_ce_inputs[] = {"logits", "target"};
+static const char *const pf_ce_reductions[] = {"mean", "sum", "none", NULL};
+static const pf_param_desc pf_ce_params[] = {
+    {"label_smoothing", PF_PARAM_REAL, 0, 0, 1, NULL, "eps: the target is (1 - eps) one-hot + eps / cols uniform",
+     PF_HELD(PF_FP32)},
+    {"z_loss", PF_PARAM_REAL, 0, 0, 1, NULL, "z: adds z lse^2 to each row's loss (fused and chunked)", PF_HELD(PF_FP32)},
+    {"ignore_index", PF_PARAM_INT, -100, -16777216, 16777216, NULL, "a target equal to it: the row is ignored", 0},
+    {"reduction", PF_PARAM_CHOICE, 0, 0, 2, pf_ce_reductions, "of the per-row losses", 0},
+    {"chunk", PF_PARAM_INT, 4096, 1, 16777216, NULL, "columns per chunk of the running log-sum-exp (chunked only)", 0},
+};
+
+static int pf_ce_red(const pf_case *c) { return (int)c->params[P_RED]; }
+static size_t pf_ce_nred(const pf_case *c) { return pf_ce_red(c) == PF_CE_NONE ? 0 : 1; }
+static size_t pf_ce_input_count(const pf_case *c, int i) { return i == 0 ? c->shape[0] * c->shape[1] : c->shape[0]; }
+static pf_dtype pf_ce_input_dtype(const pf_case *c, int i) { return i == 0 ? c->dtype : PF_FP32; }
+static size_t pf_ce_output_count(const pf_case *c) { return c->shape[0] + pf_ce_nred(c) + c->shape[0] * c->shape[1]; }
+/* the dtype the losses are held in: the storage dtype (PyTorch), the accumulation dtype (fused) */
+static pf_dtype pf_ce_loss_dtype(const pf_case *c) { return pf_case_algo(c) == PF_CE_LOGSOFTMAX ? c->dtype : c->accum; }
+
+static int pf_ce_input_dims(const pf_case *c, int i, int *d) {
+  d[0] = 0, d[1] = 1; /* logits[row][col], target[row] */
+  return i == 0 ? 2 : 1;
+}
+
+/* The losses are judged normwise over the rows (a loss near 0 computed as lse - x_t loses its
+ * digits and nothing of training with them); the reduced loss alone; the gradient by row. */
+static int pf_ce_stages(const pf_case *c, pf_stage *st) {
+  const size_t rows = c->shape[0], nr = pf_ce_nred(c);
+  const int lh = PF_HELD(pf_ce_loss_dtype(c));
+  int n = 0;
+  st[n++] = (pf_stage){"loss", 0, rows, 0, lh, 1, {0}, PF_MEASURE_TENSOR};
+  if (nr) st[n++] = (pf_stage){"reduced", rows, 1, 0, lh, 0, {0}, PF_MEASURE_ELEMENT};
+  st[n++] = (pf_stage){"dlogits", rows + nr, rows * c->shape[1], 0, 0, 2, {0, 1}, PF_MEASURE_ROW};
+  return n;
+}
+
+static int pf_ce_faults(const pf_case *c) {
+  static const char *const names[] = {"ce-no-max", "ce-chunk-no-rescale", "ce-mean-counts-ignored", "ce-grad-no-zloss"};
+  for (int i = 0; i < 4; i++)
+    if (strcmp(c->fault, names[i]) == 0) return 1 << i;
+  return 0;
+}
+
+/* Row i's target: -1 when ignored. Targets are checked (pf_ce_check, the domain) to be class
+ * indices or the ignore index. */
+static long pf_ce_target(const pf_case *c, const pf_tensor *in, size_t i) {
+  const double t = in[1].data[i];
+  return t == c->params[P_IGNORE] ? -1 : (long)t;
+}
+
+static size_t pf_ce_counted(const pf_case *c, const pf_tensor *in, int faults) {
+  size_t n = 0;
+  for (size_t i = 0; i < c->shape[0]; i++) n += pf_ce_target(c, in, i) >= 0 || (faults & PF_CE_F_MEAN_COUNTS_IGNORED);
+  return n;
+}
+
+/* Generated targets: a class index drawn from the generated value's bits, and one row in eight
+ * ignored (explicit targets are taken as they are). */
+static void pf_ce_prepare(const pf_case *c, pf_tensor *in) {
+  if (c->inputs[1].dist == PF_DIST_VALUES) return;
+  for (size_t i = 0; i < c->shape[0]; i++) {
+    const uint64_t h = (pf_bits_of_double(in[1].data[i]) + i) * 0x9e3779b97f4a7c15ull;
+    in[1].data[i] = ((h >> 40) & 7) == 7 ? c->params[P_IGNORE] : (double)((h >> 11) % c->shape[1]);
+  }
+}
+
+pf_status pf_cross_entropy_cpu(const pf_case *c, const pf_tensor *in, double *out, unsigned *fe) {
+  const size_t rows = c->shape[0], cols = c->shape[1], nr = pf_ce_nred(c);
+  const int algo = pf_case_algo(c), faults = pf_ce_faults(c), red = pf_ce_red(c);
+  const pf_dtype acc = c->accum, st = c->dtype, lt = pf_ce_loss_dtype(c);
+  double *lp = algo == PF_CE_LOGSOFTMAX ? malloc(cols * sizeof(double)) : NULL;
+  if (algo == PF_CE_LOGSOFTMAX && !lp) return pf_error(PF_ERR_NOMEM, "cross_entropy: cannot allocate a row of %zu", cols);
+  const double eps = pf_round_fe(acc, c->params[P_EPS], fe), z = pf_round_fe(acc, c->params[P_Z], fe);
+  const double nc = (double)pf_ce_counted(c, in, faults);
+  /* the gradient reaching each row's loss: 1 / counted for the mean, held in the loss's dtype */
+  const double g = red == PF_CE_MEAN ? pf_div(lt, 1.0, nc, fe) : 1.0;
+  double sum = 0;
+  for (size_t i = 0; i < rows; i++) {
+    const long t = pf_ce_target(c, in, i);
+    double *dx = out + rows + nr + i * cols;
+    if (t < 0) {
+      out[i] = 0;
+      for (size_t j = 0; j < cols; j++) dx[j] = 0;
+      continue;
+    }
+    const double *x = in[0].data + i * cols;
+    const double loss = algo == PF_CE_LOGSOFTMAX
+                            ? pf_ce_logsoftmax_row(faults, acc, st, x, cols, (size_t)t, eps, g, lp, dx, fe)
+                            : pf_ce_fused_row(algo, faults, acc, st, x, cols, (size_t)t, (size_t)c->params[P_CHUNK], eps,
+                                              z, g, dx, fe);
+    out[i] = pf_round_fe(lt, loss, fe);
+    sum = pf_add(acc, sum, out[i], fe);
+  }
+  if (nr) out[rows] = pf_round_fe(lt, red == PF_CE_MEAN ? pf_div(acc, sum, nc, fe) : sum, fe);
+  free(lp);
+  return PF_OK;
+}
+
+/* ---- the contract ---------------------------------------------------------------------------
+ * The bound of every output follows the variant's own sequence of operations with running
+ * error bounds (harness/errbound.h): each value paired with the exact quantity it stands for
+ * and a bound on their distance, each operation adding its rounding in the dtype it is done in
+ * (u |z| + sig / 2), expf and logf their 2 ulps (pf_eb_exp, pf_eb_log). Long sums (of exp, of
+ * the logits, of the log-probabilities) add the binary64 evaluation of the exact quantity,
+ * k 2^-52 sum |terms| for k terms. The result is an absolute bound per element before its final
+ * rounding; an intermediate whose bound reaches its dtype's largest finite makes the bound
+ * infinite, and the domain ends there. */
+typedef struct {
+  pf_eb loss;   /* the row's loss before its rounding to the loss's dtype */
+  int over;     /* an intermediate may overflow: no bound */
+  const char *what;
+} pf_ce_rowb;
+
+/* sum_j exp(x_j - m) as the variant takes it (the chunks' running max and rescaling mirrored) */
+static pf_eb pf_ce_eb_sumexp(int algo, pf_dtype acc, const double *x, size_t cols, size_t chunk, double *m_out) {
+  if (algo != PF_CE_CHUNKED) chunk = cols;
+  double M = -INFINITY, chunks = 0;
+  pf_eb Z = pf_eb_exact(0);
+  for (size_t c0 = 0; c0 < cols; c0 += chunk) {
+    const size_t c1 = cols - c0 < chunk ? cols : c0 + chunk;
+    double mn = M;
+    for (size_t j = c0; j < c1; j++) mn = x[j] > mn ? x[j] : mn;
+    pf_eb zc = pf_eb_exact(0);
+    for (size_t j = c0; j < c1; j++) zc = pf_eb_add(acc, zc, pf_eb_exp(acc, pf_eb_sub(acc, pf_eb_exact(x[j]), pf_eb_exact(mn))));
+    zc.e += (double)(c1 - c0) * 0x1p-52 * zc.v;
+    if (c0 == 0) Z = zc;
+    else if (M == mn) Z = pf_eb_add(acc, Z, zc);
+    else Z = pf_eb_add(acc, pf_eb_mul(acc, Z, pf_eb_exp(acc, pf_eb_sub(acc, pf_eb_exact(M), pf_eb_exact(mn)))), zc);
+    M = mn, chunks += 1;
+  }
+  Z.e += 2 * chunks * 0x1p-52 * Z.v; /* the binary64 rescalings of the exact partial sums */
+  *m_out = M;
+  return Z;
+}
+
+/* Row bounds: the loss's (returned in r) and each gradient element's (b, cols of them). */
+static void pf_ce_row_bound(const pf_case *c, const double *x, size_t t, pf_eb g, pf_ce_rowb *r,
+                            pf_bound *b) {
+  const size_t cols = c->shape[1];
+  const int algo = pf_case_algo(c);
+  const pf_dtype acc = c->accum, st = c->dtype;
+  const double epsv = c->params[P_EPS], zv = c->params[P_Z];
+  const pf_eb eps = pf_eb_const(acc, epsv), z = pf_eb_const(acc, zv), C = pf_eb_exact((double)cols);
+  const pf_eb one = pf_eb_exact(1), c1 = pf_eb_sub(acc, one, eps), ceps = pf_eb_div(acc, eps, C);
+  double m;
+  r->over = 0;
+  r->what = "the sum of exp";
+  const pf_eb Z = pf_ce_eb_sumexp(algo, acc, x, cols, (size_t)c->params[P_CHUNK], &m);
+  r->what = "the log-sum-exp";
+  const pf_eb L = pf_eb_log(acc, Z);
+  if (algo == PF_CE_LOGSOFTMAX) {
+    /* lp_j = fl_st((x_j - m) - L); the loss -lp_t, or with smoothing c1 (-lp_t) + ceps (-sum lp) */
+    r->what = "the log-probabilities";
+    pf_eb slp = pf_eb_exact(0), lpt = pf_eb_exact(0);
+    double asum = 0;
+    for (size_t j = 0; j < cols; j++) {
+      const pf_eb lp = pf_eb_store(st, pf_eb_sub(acc, pf_eb_sub(acc, pf_eb_exact(x[j]), pf_eb_exact(m)), L));
+      if (j == t) lpt = lp;
+      if (epsv != 0) slp = pf_eb_add(acc, slp, lp), asum += fabs(lp.v) + lp.e;
+    }
+    slp.e += (double)cols * 0x1p-52 * asum;
+    r->what = "the loss";
+    const pf_eb nll = {-lpt.v, lpt.e};
+    r->loss = epsv == 0 ? nll : pf_eb_add(acc, pf_eb_mul(acc, c1, nll), pf_eb_mul(acc, ceps, (pf_eb){-slp.v, slp.e}));
+    /* G_j = fl_st(-g a_j), a_t = c1 + ceps, else ceps; SG = sum G_j; dx_j = G_j - exp(lp_j) SG */
+    r->what = "the gradient";
+    const pf_eb at = pf_eb_add(acc, c1, ceps);
+    const pf_eb Gt = pf_eb_store(st, pf_eb_mul(acc, g, at)), Go = pf_eb_store(st, pf_eb_mul(acc, g, ceps));
+    pf_eb sg = pf_eb_exact(0);
+    for (size_t j = 0; j < cols; j++) sg = pf_eb_add(acc, sg, j == t ? Gt : Go);
+    sg.e += (double)cols * 0x1p-52 * fabs(sg.v);
+    for (size_t j = 0; j < cols; j++) {
+      const pf_eb lp = pf_eb_store(st, pf_eb_sub(acc, pf_eb_sub(acc, pf_eb_exact(x[j]), pf_eb_exact(m)), L));
+      /* -G_j + exp(lp_j) * (-SG): the signs of the products do not change the bounds */
+      const pf_eb d = pf_eb_sub(acc, pf_eb_mul(acc, pf_eb_exp(acc, lp), sg), j == t ? Gt : Go);
+      b[j] = pf_eb_bound(d);
+      if (!(fabs(d.v) + d.e < pf_max_finite(st))) b[j] = (pf_bound){INFINITY, INFINITY};
+    }
+  } else {
+    r->what = "the log-sum-exp";
+    const pf_eb lse = pf_eb_add(acc, pf_eb_exact(m), L);
+    r->what = "the loss";
+    pf_eb loss = pf_eb_sub(acc, lse, pf_eb_mul(acc, c1, pf_eb_exact(x[t])));
+    if (epsv != 0) {
+      pf_eb sx = pf_eb_exact(0);
+      double asum = 0;
+      for (size_t j = 0; j < cols; j++) sx = pf_eb_add(acc, sx, pf_eb_exact(x[j])), asum += fabs(x[j]);
+      sx.e += (double)cols * 0x1p-52 * asum;
+      loss = pf_eb_sub(acc, loss, pf_eb_mul(acc, ceps, sx));
+    }
+    if (zv != 0) loss = pf_eb_add(acc, loss, pf_eb_mul(acc, z, pf_eb_mul(acc, lse, lse)));
+    r->loss = loss;
+    r->what = "the gradient";
+    const pf_eb zf = zv != 0 ? pf_eb_add(acc, one, pf_eb_mul(acc, (pf_eb){2 * z.v, 2 * z.e}, lse)) : one;
+    for (size_t j = 0; j < cols; j++) {
+      const pf_eb p = pf_eb_div(acc, pf_eb_exp(acc, pf_eb_sub(acc, pf_eb_exact(x[j]), pf_eb_exact(m))), Z);
+      pf_eb q = zv != 0 ? pf_eb_mul(acc, p, zf) : p;
+      if (epsv != 0) q = pf_eb_sub(acc, q, ceps);
+      if (j == t) q = pf_eb_sub(acc, q, c1);
+      const pf_eb d = pf_eb_mul(acc, g, q);
+      b[j] = pf_eb_bound(d);
+      if (!(fabs(d.v) + d.e < pf_max_finite(st))) b[j] = (pf_bound){INFINITY, INFINITY};
+    }
+  }
+  r->over = !isfinite(r->loss.e) || !isfinite(r->loss.v);
+  for (size_t j = 0; j < cols && !r->over; j++) r->over = !isfinite(b[j].abs);
+  if (!r->over) r->what = NULL;
+}
+
+/* The whole case: every row, then the reduced loss. Returns the first row that has no bound
+ * (rows: none), with what overflows there in *what. */
+static size_t pf_ce_bound_all(const pf_case *c, const pf_tensor *in, pf_bound *out, const char **what) {
+  const size_t rows = c->shape[0], cols = c->shape[1], nr = pf_ce_nred(c);
+  const int red = pf_ce_red(c);
+  const pf_dtype acc = c->accum, lt = pf_ce_loss_dtype(c);
+  const double nc = (double)pf_ce_counted(c, in, 0);
+  /* g: 1 / nc rounded to the loss's dtype (the exact quantity is 1 / nc) */
+  const pf_eb g = red == PF_CE_MEAN ? pf_eb_div(lt, pf_eb_exact(1), pf_eb_exact(nc)) : pf_eb_exact(1);
+  size_t bad = rows;
+  pf_eb sum = pf_eb_exact(0);
+  double asum = 0;
+  for (size_t i = 0; i < rows; i++) {
+    const long t = pf_ce_target(c, in, i);
+    pf_bound *b = out + rows + nr + i * cols;
+    if (t < 0) {
+      out[i] = (pf_bound){0, 0};
+      for (size_t j = 0; j < cols; j++) b[j] = (pf_bound){0, 0};
+      continue;
+    }
+    pf_ce_rowb r;
+    pf_ce_row_bound(c, in[0].data + i * cols, (size_t)t, g, &r, b);
+    if (r.over && bad == rows) bad = i, *what = r.what;
+    out[i] = pf_eb_bound(r.loss);
+    if (!(fabs(r.loss.v) + r.loss.e < pf_max_finite(lt))) {
+      out[i] = (pf_bound){INFINITY, INFINITY};
+      if (bad == rows) bad = i, *what = "the loss";
+    }
+    /* the reduction adds the losses as held (rounded to the loss's dtype) */
+    const pf_eb held = (pf_case_algo(c) == PF_CE_LOGSOFTMAX && c->params[P_EPS] == 0) ? r.loss : pf_eb_store(lt, r.loss);
+    sum = pf_eb_add(acc, sum, held);
+    asum += fabs(held.v) + held.e;
+  }
+  if (nr) {
+    sum.e += (double)rows * 0x1p-52 * asum;
+    const pf_eb R = red == PF_CE_MEAN ? pf_eb_div(acc, sum, pf_eb_exact(nc)) : sum;
+    out[rows] = pf_eb_bound(R);
+    if (!(fabs(R.v) + R.e < pf_max_finite(lt))) {
+      out[rows] = (pf_bound){INFINITY, INFINITY};
+      if (bad == rows) bad = 0, *what = "the reduced loss";
+    }
+  }
+  return bad;
+}
+
+static void pf_ce_bound(const pf_case *c, const pf_tensor *in, pf_bound *out) {
+  const char *what = NULL;
+  pf_ce_bound_all(c, in, out, &what);
+}
+
+/* Explicit targets: each a class index in [0, cols) or the ignore index; z-loss where the
+ * variant has one. */
+static pf_status pf_ce_check(const pf_case *c) {
+  if (pf_case_algo(c) == PF_CE_LOGSOFTMAX && c->params[P_Z] != 0)
+    return pf_error(PF_ERR_ARG, "z_loss: %s/%s (PyTorch's cross_entropy) has no z-loss; fused and chunked have", c->kernel,
+                    c->variant);
+  const pf_gen *g = &c->inputs[1];
+  if (c->ninputs < 2 || g->dist != PF_DIST_VALUES || !g->values) return PF_OK;
+  for (size_t i = 0; i < g->nvalues; i++) {
+    const double t = g->values[i];
+    if (t == c->params[P_IGNORE]) continue;
+    if (!(t >= 0 && t < (double)c->shape[1] && t == floor(t)))
+      return pf_error(PF_ERR_ARG, "target %zu: %.17g is not a class index in [0, %zu) nor the ignore index %.17g", i, t,
+                      c->shape[1], c->params[P_IGNORE]);
+  }
+  return PF_OK;
+}
+
+/* Domain: finite logits; for the mean, at least one row counted; every intermediate's bound
+ * below its dtype's largest finite (pf_ce_bound_all: where it is not, the variant may overflow
+ * there, and the why names the quantity). */
+static int pf_ce_in_domain(const pf_case *c, const pf_tensor *in, char *why, size_t len) {
+  const size_t rows = c->shape[0], cols = c->shape[1];
+  for (size_t k = 0; k < rows * cols; k++)
+    if (!isfinite(in[0].data[k])) {
+      snprintf(why, len, "row %zu: a non-finite logit (the loss is undefined there)", k / cols);
+      return 0;
+    }
+  if (pf_ce_red(c) == PF_CE_MEAN && pf_ce_counted(c, in, 0) == 0) {
+    snprintf(why, len, "every row is ignored: the mean is 0/0");
+    return 0;
+  }
+  pf_bound *b = malloc(pf_ce_output_count(c) * sizeof *b);
+  if (!b) {
+    snprintf(why, len, "out of memory for the bounds of %zu outputs", pf_ce_output_count(c));
+    return 0;
+  }
+  const char *what = NULL;
+  const size_t bad = pf_ce_bound_all(c, in, b, &what);
+  free(b);
+  if (bad < rows) {
+    double X = 0;
+    for (size_t j = 0; j < cols; j++) X = fmax(X, fabs(in[0].data[bad * cols + j]));
+    snprintf(why, len, "row %zu: %s may exceed its dtype's range (largest |logit| in the row: %g)", bad,
+             what ? what : "a value", X);
+    return 0;
+  }
+  return 1;
+}
+
+/* rows x cols elements: the emulation about 40 ns each (fused: exp twice), the oracle (MPFR
+ * only, no fast path yet) TODO us each */
+static void pf_ce_cost(const pf_case *c, double *emulation_s, double *oracle_s) {
+  const double n = (double)c->shape[0] * (double)c->shape[1];
+  *emulation_s = 40e-9 * n;
+  *oracle_s = 4e-6 * n;
+}
+
+static const pf_op_sweep pf_ce_sweep = {
+    .kind = PF_SWEEP_SCAN,
+    .shape = "4x1024", .along = "scale:logits", .lo = 0x1p-4, .hi = 0x1p14, .fail = "finding", .cases_div = 1,
+    .explanation =
+        "The loss is log sum exp(x) - x_t: the log-sum-exp subtracts the row's maximum, so no exp overflows at any "
+        "logit scale, but lse = m + log Z and lse - x_t lose the small loss of a confident row to the rounding of m "
+        "(absolute error u |m|). logsoftmax (PyTorch) stores the log-probabilities in the storage dtype and its backward "
+        "exponentiates the stored values: a log-probability of magnitude L held in bf16 is off by up to 2^-9 L, and "
+        "the probability computed from it by the factor exp(2^-9 L), so its gradients lose accuracy as the logits "
+        "spread. fused and chunked hold everything in the accumulation dtype and write only the gradient.",
+};
+
+int pf_decode_cross_entropy_fuzzer(const uint8_t *data, size_t size, pf_case *out); /* cross_entropy_fuzzer.c */
+const pf_op pf_cross_entropy_op = {
+    .name = "cross_entropy",
+    .summary = "cross-entropy loss over vocabulary-long rows, forward and backward: loss, reduced loss, dlogits",
+    .ndims = 2,
+    .dim_names = pf_ce_dims,
+    .dim_max = {(size_t)1 << 20, (size_t)1 << 24},
+    .dim_default = {4, 1024},
+    .elems_max = (size_t)1 << 30,
+    .nparams = sizeof pf_ce_params / sizeof pf_ce_params[0],
+    .params = pf_ce_params,
+    .ninputs = 2,
+    .input_names = pf_ce_inputs,
+    .input_count = pf_ce_input_count,
+    .input_dtype = pf_ce_input_dtype,
+    .output_count = pf_ce_output_count,
+    .oracle = pf_cross_entropy_mpfr,
+    .stages = pf_ce_stages,
+    .prepare = pf_ce_prepare,
+    .input_dims = pf_ce_input_dims,
+    .cost = pf_ce_cost,
+    .fuzz_decode = pf_decode_cross_entropy_fuzzer,
+    .sweep = &pf_ce_sweep,
+};
+
+#define PF_CE_DTYPES (PF_DT(PF_FP32) | PF_DT(PF_FP16) | PF_DT(PF_BF16))
+#define PF_CE_ACCUMS (PF_DT(PF_FP32) | PF_ACCUM_STORAGE)
+static const char *const pf_ce_faults_all[] = {"ce-no-max", "ce-mean-counts-ignored", "ce-grad-no-zloss", NULL};
+static const char *const pf_ce_faults_ls[] = {"ce-no-max", "ce-mean-counts-ignored", NULL};
+static const char *const pf_ce_faults_chunked[] = {"ce-no-max", "ce-chunk-no-rescale", "ce-mean-counts-ignored",
+                                                   "ce-grad-no-zloss", NULL};
+#define PF_CE_CONTRACT_TAIL                                                                                           \
+  "; the bound of each output follows the variant's operations with running error bounds (u |z| + sig/2 per "      \
+  "rounding, 2 ulps per expf and logf), absolute, before the output's rounding; domain: finite logits, valid "     \
+  "targets, every intermediate's bound within its dtype's range"
+
+static const pf_kernel pf_ce_logsoftmax = {
+    PF_KERNEL_ABI, &pf_cross_entropy_op, "logsoftmax",
+    "PyTorch's F.cross_entropy: log_softmax stored in the storage dtype, nll_loss on it; backward from the stored "
+    "log-probabilities",
+    PF_CE_DTYPES, PF_CE_ACCUMS, pf_ce_faults_ls,
+    "losses held in the storage dtype; lp = fl((x - m) - log Z) stored, loss -lp_t (smoothing: c1 (-lp_t) + eps/C "
+    "(-sum lp)), dx = G - exp(lp) sum G with G = -g((1-eps)[t] + eps/C) stored" PF_CE_CONTRACT_TAIL,
+    pf_cross_entropy_cpu, pf_ce_bound, pf_ce_in_domain, pf_ce_check, NULL, .algo = PF_CE_LOGSOFTMAX};
+static const pf_kernel pf_ce_fused = {
+    PF_KERNEL_ABI, &pf_cross_entropy_op, "fused",
+    "one pass per row in the accumulation dtype: log-sum-exp, loss (z-loss, smoothing), gradient written in the "
+    "storage dtype",
+    PF_CE_DTYPES, PF_CE_ACCUMS, pf_ce_faults_all,
+    "losses held in the accumulation dtype; lse = m + log Z, loss = lse - c1 x_t - eps/C sum x + z lse^2, "
+    "dx = g (p (1 + 2 z lse) - eps/C - c1 [t])" PF_CE_CONTRACT_TAIL,
+    pf_cross_entropy_cpu, pf_ce_bound, pf_ce_in_domain, pf_ce_check, NULL, .algo = PF_CE_FUSED};
+static const pf_kernel pf_ce_chunked = {
+    PF_KERNEL_ABI, &pf_cross_entropy_op, "chunked",
+    "fused with an online log-sum-exp over chunks of `chunk` columns (running max, rescaled running sum)",
+    PF_CE_DTYPES, PF_CE_ACCUMS, pf_ce_faults_chunked,
+    "as fused, with Z taken chunk by chunk: Z <- Z exp(M - M') + sum_chunk exp(x - M')" PF_CE_CONTRACT_TAIL,
+    pf_cross_entropy_cpu, pf_ce_bound, pf_ce_in_domain, pf_ce_check, NULL, .algo = PF_CE_CHUNKED};
+
+const pf_kernel *const pf_cross_entropy_kernels[] = {&pf_ce_logsoftmax, &pf_ce_fused, &pf_ce_chunked, NULL};

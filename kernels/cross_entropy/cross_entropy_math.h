@@ -1,0 +1,115 @@
+/* Cross-entropy's row arithmetic, shared by the C emulation (cross_entropy_cpu.c) and a CUDA
+ * kernel: every operation rounded to the accumulation dtype (dtype_math.h), exp and log as
+ * binary32 expf and logf rounded to it.
+ *
+ * One row: logits x (values of the storage dtype), target class t, label smoothing eps, z-loss
+ * coefficient z, C = the row length:
+ *   lse  = log sum_j exp(x_j)
+ *   loss = lse - (1 - eps) x_t - (eps / C) sum_j x_j + z lse^2
+ *   dx_j = g (p_j (1 + 2 z lse) - eps / C - (1 - eps) [j = t]),   p = softmax(x),
+ * g the gradient reaching the row's loss (1 / rows counted for the mean, 1 for sum and none). */
+#ifndef PF_CROSS_ENTROPY_MATH_H
+#define PF_CROSS_ENTROPY_MATH_H
+
+#include "harness/dtype_math.h"
+#include "kernels/softmax/softmax_math.h"
+
+enum { PF_CE_LOGSOFTMAX = 0, PF_CE_FUSED = 1, PF_CE_CHUNKED = 2 };
+enum { PF_CE_MEAN = 0, PF_CE_SUM = 1, PF_CE_NONE = 2 };
+
+/* Fault switches:
+ *   ce-no-max                 the log-sum-exp without the max subtracted: exp(x) itself overflows
+ *   ce-chunk-no-rescale       chunked: the running sum is not rescaled when a chunk raises the max
+ *   ce-mean-counts-ignored    the mean divides by every row, ignored ones included
+ *   ce-grad-no-zloss          the gradient forgets the z-loss term 2 z lse p_j */
+enum { PF_CE_F_NO_MAX = 1, PF_CE_F_CHUNK_NO_RESCALE = 2, PF_CE_F_MEAN_COUNTS_IGNORED = 4, PF_CE_F_GRAD_NO_ZLOSS = 8 };
+
+/* log in acc: binary32 logf, rounded to acc (z >= 1 here: a sum with a term exp(0) = 1) */
+PF_HD double pf_ce_log(pf_dtype acc, double z, unsigned *fe) { return pf_round_fe(acc, (double)logf((float)z), fe); }
+
+/* The row's shift m and sum Z = sum_j exp(x_j - m), in acc. fused and logsoftmax: m the row's
+ * largest logit, then the sum in column order. chunked: the columns in chunks of `chunk`, a
+ * running max M and sum, Z <- Z exp(M - M') + sum_chunk exp(x_j - M') when a chunk raises M to
+ * M' (the online log-sum-exp of fused cross-entropy kernels). */
+PF_HD void pf_ce_lse_parts(int algo, int faults, pf_dtype acc, const double *x, size_t cols, size_t chunk, double *m_out,
+                           double *z_out, unsigned *fe) {
+  const int no_max = faults & PF_CE_F_NO_MAX;
+  if (algo != PF_CE_CHUNKED) chunk = cols;
+  double M = -INFINITY, Z = 0;
+  for (size_t c0 = 0; c0 < cols; c0 += chunk) {
+    const size_t c1 = cols - c0 < chunk ? cols : c0 + chunk;
+    double mn = M;
+    for (size_t j = c0; j < c1; j++) mn = x[j] > mn ? x[j] : mn;
+    if (no_max) mn = 0;
+    double zc = 0;
+    for (size_t j = c0; j < c1; j++) zc = pf_add(acc, zc, pf_softmax_exp(acc, pf_sub(acc, x[j], mn, fe), fe), fe);
+    if (c0 == 0) Z = zc;
+    else {
+      const double r = M == mn || (faults & PF_CE_F_CHUNK_NO_RESCALE) ? 1.0
+                                                                    : pf_softmax_exp(acc, pf_sub(acc, M, mn, fe), fe);
+      Z = pf_add(acc, pf_mul(acc, Z, r, fe), zc, fe);
+    }
+    M = mn;
+  }
+  *m_out = M;
+  *z_out = Z;
+}
+
+/* fused and chunked, one row that is not ignored: the loss (in acc) and the gradient (dx, in
+ * the storage dtype out_t); g the gradient reaching the loss, eps and z values of acc. */
+PF_HD double pf_ce_fused_row(int algo, int faults, pf_dtype acc, pf_dtype out_t, const double *x, size_t cols,
+                             size_t t, size_t chunk, double eps, double z, double g, double *dx, unsigned *fe) {
+  double m, Z;
+  pf_ce_lse_parts(algo, faults, acc, x, cols, chunk, &m, &Z, fe);
+  const double lse = pf_add(acc, m, pf_ce_log(acc, Z, fe), fe);
+  const double c1 = pf_sub(acc, 1.0, eps, fe), ceps = pf_div(acc, eps, (double)cols, fe);
+  double loss = pf_sub(acc, lse, pf_mul(acc, c1, x[t], fe), fe);
+  if (eps != 0) {
+    double sx = 0;
+    for (size_t j = 0; j < cols; j++) sx = pf_add(acc, sx, x[j], fe);
+    loss = pf_sub(acc, loss, pf_mul(acc, ceps, sx, fe), fe);
+  }
+  if (z != 0) loss = pf_add(acc, loss, pf_mul(acc, z, pf_mul(acc, lse, lse, fe), fe), fe);
+  /* the gradient's factor on p: 1 + 2 z lse (2 z is exact) */
+  const double zf = z != 0 && !(faults & PF_CE_F_GRAD_NO_ZLOSS) ? pf_add(acc, 1.0, pf_mul(acc, 2 * z, lse, fe), fe) : 1.0;
+  for (size_t j = 0; j < cols; j++) {
+    const double p = pf_div(acc, pf_softmax_exp(acc, pf_sub(acc, x[j], m, fe), fe), Z, fe);
+    double q = pf_mul(acc, p, zf, fe);
+    if (eps != 0) q = pf_sub(acc, q, ceps, fe);
+    if (j == t) q = pf_sub(acc, q, c1, fe);
+    dx[j] = pf_round_fe(out_t, pf_mul(acc, g, q, fe), fe);
+  }
+  return loss;
+}
+
+/* logsoftmax (PyTorch's log_softmax then nll_loss), one row that is not ignored: the log-
+ * probabilities lp_j = (x_j - m) - log Z stored in out_t (lp: a row of scratch), the row's loss
+ * in acc before its rounding to out_t, and the gradient from the stored lp: the gradient of the
+ * log-probabilities G_j = -g ((1 - eps)[j = t] + eps / C), held in out_t, then
+ * dx_j = G_j - exp(lp_j) sum_k G_k (log_softmax's backward), in acc, stored in out_t. g here
+ * is a value of out_t (the frameworks hold it in the loss's dtype). */
+PF_HD double pf_ce_logsoftmax_row(int faults, pf_dtype acc, pf_dtype out_t, const double *x, size_t cols, size_t t,
+                                  double eps, double g, double *lp, double *dx, unsigned *fe) {
+  double m, Z;
+  pf_ce_lse_parts(PF_CE_LOGSOFTMAX, faults, acc, x, cols, cols, &m, &Z, fe);
+  const double L = pf_ce_log(acc, Z, fe);
+  for (size_t j = 0; j < cols; j++) lp[j] = pf_round_fe(out_t, pf_sub(acc, pf_sub(acc, x[j], m, fe), L, fe), fe);
+  const double c1 = pf_sub(acc, 1.0, eps, fe), ceps = pf_div(acc, eps, (double)cols, fe);
+  double loss = -lp[t];
+  if (eps != 0) {
+    double slp = 0;
+    for (size_t j = 0; j < cols; j++) slp = pf_add(acc, slp, lp[j], fe);
+    loss = pf_add(acc, pf_mul(acc, c1, -lp[t], fe), pf_mul(acc, ceps, -slp, fe), fe);
+  }
+  double sg = 0;
+  for (size_t j = 0; j < cols; j++) {
+    const double a = j == t ? pf_add(acc, c1, ceps, fe) : ceps;
+    dx[j] = pf_round_fe(out_t, -pf_mul(acc, g, a, fe), fe); /* G_j, held in out_t */
+    sg = pf_add(acc, sg, dx[j], fe);
+  }
+  for (size_t j = 0; j < cols; j++)
+    dx[j] = pf_round_fe(out_t, pf_sub(acc, dx[j], pf_mul(acc, pf_softmax_exp(acc, lp[j], fe), sg, fe), fe), fe);
+  return loss;
+}
+
+#endif
