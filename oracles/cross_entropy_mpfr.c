@@ -282,7 +282,9 @@ pf_status pf_cross_entropy_mpfr(const pf_case *c, const pf_tensor *in, const pf_
   pf_ce_case *k = calloc(1, sizeof *k);
   if (!k) return pf_error(PF_ERR_NOMEM, "cross_entropy oracle: out of memory");
   *k = (pf_ce_case){.c = c, .in = in, .opts = opts, .out = out};
-  k->lt = pf_case_algo(c) == 0 ? c->dtype : c->accum; /* logsoftmax (algo 0) holds its losses in the storage dtype */
+  pf_stage st[PF_MAX_STAGES];
+  pf_case_stages(c, st);
+  k->lt = pf_stage_dtype(c, &st[0]); /* the losses' dtype, as the variant holds them (stage "loss") */
   k->nr = (int)c->params[P_RED] == RED_NONE ? 0 : 1;
   for (size_t i = 0; i < rows; i++) k->nc += pf_ce_target(c, in, i) >= 0;
   k->llo = malloc(rows * sizeof(mpfr_t));

@@ -15,7 +15,8 @@ need_python "torch, numpy" "scripts/python-env.sh --torch installs it"
 # NAME KERNEL VARIANT EXAMPLE CASES: ok on every case in each dtype
 for row in "softmax torch-softmax torch_softmax 100" "attention torch-sdpa torch_sdpa 20" \
   "adam torch-adamw torch_adamw 30" "adam torch-adamw-foreach torch_adamw 30" "adam torch-adamw-fused torch_adamw 30" \
-  "clip torch-clip torch_clip 50" "loss_scale torch-gradscaler torch_grad_scaler 30"; do
+  "clip torch-clip torch_clip 50" "loss_scale torch-gradscaler torch_grad_scaler 30" \
+  "cross_entropy torch-cross-entropy torch_cross_entropy 20"; do
   set -- $row
   for t in fp32 fp16 bf16; do
     n=$((n + 1))
@@ -38,6 +39,11 @@ agree torch-gradscaler torch_grad_scaler loss_scale bf16 100.00
 # at the fp32 ceiling: _amp_update_scale_ keeps 2^127 rather than growing to inf
 agree torch-gradscaler torch_grad_scaler loss_scale fp32 100.00 --param scale0=0x1p64 --param window=1 --shape 70x2 \
   --input g:value=0
+# F.cross_entropy on the CPU: bit for bit with logsoftmax-cpu in fp16 and bf16 (the sum and its log
+# held in the input's dtype, nll_loss's cascade in it), 40 rows too (the cascade's second level)
+agree torch-cross-entropy torch_cross_entropy cross_entropy fp16 100.00
+agree torch-cross-entropy torch_cross_entropy cross_entropy bf16 100.00 --shape 40x300
+agree torch-cross-entropy torch_cross_entropy cross_entropy bf16 100.00 --shape 6x300 --param reduction=sum
 agree torch-adamw torch_adamw adam fp16 100.00
 agree torch-adamw torch_adamw adam bf16 100.00
 

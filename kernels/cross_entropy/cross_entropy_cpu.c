@@ -47,7 +47,8 @@ static size_t pf_ce_input_count(const pf_case *c, int i) { return i == 0 ? c->sh
 static pf_dtype pf_ce_input_dtype(const pf_case *c, int i) { return i == 0 ? c->dtype : PF_FP32; }
 static size_t pf_ce_output_count(const pf_case *c) { return c->shape[0] + pf_ce_nred(c) + c->shape[0] * c->shape[1]; }
 /* the dtype the losses are held in: the storage dtype (PyTorch), the accumulation dtype (fused) */
-static pf_dtype pf_ce_loss_dtype(const pf_case *c) { return pf_case_algo(c) == PF_CE_LOGSOFTMAX ? c->dtype : c->accum; }
+static int pf_ce_is_ls(int algo) { return algo == PF_CE_LOGSOFTMAX || algo == PF_CE_LOGSOFTMAX_CPU; }
+static pf_dtype pf_ce_loss_dtype(const pf_case *c) { return pf_ce_is_ls(pf_case_algo(c)) ? c->dtype : c->accum; }
 
 static int pf_ce_input_dims(const pf_case *c, int i, int *d) {
   d[0] = 0, d[1] = 1; /* logits[row][col], target[row] */
@@ -100,13 +101,15 @@ pf_status pf_cross_entropy_cpu(const pf_case *c, const pf_tensor *in, double *ou
   const size_t rows = c->shape[0], cols = c->shape[1], nr = pf_ce_nred(c);
   const int algo = pf_case_algo(c), faults = pf_ce_faults(c), red = pf_ce_red(c);
   const pf_dtype acc = c->accum, st = c->dtype, lt = pf_ce_loss_dtype(c);
-  double *lp = algo == PF_CE_LOGSOFTMAX ? malloc(cols * sizeof(double)) : NULL;
-  if (algo == PF_CE_LOGSOFTMAX && !lp) return pf_error(PF_ERR_NOMEM, "cross_entropy: cannot allocate a row of %zu", cols);
+  double *lp = pf_ce_is_ls(algo) ? malloc(cols * sizeof(double)) : NULL;
+  if (pf_ce_is_ls(algo) && !lp) return pf_error(PF_ERR_NOMEM, "cross_entropy: cannot allocate a row of %zu", cols);
   const double eps = pf_round_fe(acc, c->params[P_EPS], fe), z = pf_round_fe(acc, c->params[P_Z], fe);
   const double nc = (double)pf_ce_counted(c, in, faults);
   /* the gradient reaching each row's loss: 1 / counted for the mean, held in the loss's dtype */
   const double g = red == PF_CE_MEAN ? pf_div(lt, 1.0, nc, fe) : 1.0;
   double sum = 0;
+  pf_ce_cascade cas = {{0}};
+  const int power = pf_ce_cascade_power(rows);
   for (size_t i = 0; i < rows; i++) {
     const long t = pf_ce_target(c, in, i);
     double *dx = out + rows + nr + i * cols;
@@ -116,14 +119,18 @@ pf_status pf_cross_entropy_cpu(const pf_case *c, const pf_tensor *in, double *ou
       continue;
     }
     const double *x = in[0].data + i * cols;
-    const double loss = algo == PF_CE_LOGSOFTMAX
-                            ? pf_ce_logsoftmax_row(faults, acc, st, x, cols, (size_t)t, eps, g, lp, dx, fe)
+    const double loss = pf_ce_is_ls(algo)
+                            ? pf_ce_logsoftmax_row(algo == PF_CE_LOGSOFTMAX_CPU, faults, acc, st, x, cols, (size_t)t, eps, g, lp, dx, fe)
                             : pf_ce_fused_row(algo, faults, acc, st, x, cols, (size_t)t, (size_t)c->params[P_CHUNK], eps,
                                               z, g, dx, fe);
     out[i] = pf_round_fe(lt, loss, fe);
-    sum = pf_add(acc, sum, out[i], fe);
+    if (algo == PF_CE_LOGSOFTMAX_CPU) pf_ce_cascade_add(&cas, st, power, i, out[i], fe);
+    else sum = pf_add(acc, sum, out[i], fe);
   }
-  if (nr) out[rows] = pf_round_fe(lt, red == PF_CE_MEAN ? pf_div(acc, sum, nc, fe) : sum, fe);
+  if (nr && algo == PF_CE_LOGSOFTMAX_CPU) { /* the sum and the division in the storage dtype */
+    sum = pf_ce_cascade_total(&cas, st, fe);
+    out[rows] = red == PF_CE_MEAN ? pf_div(st, sum, pf_round_fe(st, nc, fe), fe) : sum;
+  } else if (nr) out[rows] = pf_round_fe(lt, red == PF_CE_MEAN ? pf_div(acc, sum, nc, fe) : sum, fe);
   free(lp);
   return PF_OK;
 }
@@ -179,8 +186,9 @@ static void pf_ce_row_bound(const pf_case *c, const double *x, size_t t, pf_eb g
   r->what = "the sum of exp";
   const pf_eb Z = pf_ce_eb_sumexp(algo, acc, x, cols, (size_t)c->params[P_CHUNK], &m);
   r->what = "the log-sum-exp";
-  const pf_eb L = pf_eb_log(acc, Z);
-  if (algo == PF_CE_LOGSOFTMAX) {
+  /* the CPU kernel holds Z and log Z in the storage dtype */
+  const pf_eb L = algo == PF_CE_LOGSOFTMAX_CPU ? pf_eb_log(st, pf_eb_store(st, Z)) : pf_eb_log(acc, Z);
+  if (pf_ce_is_ls(algo)) {
     /* lp_j = fl_st((x_j - m) - L); the loss -lp_t, or with smoothing c1 (-lp_t) + ceps (-sum lp) */
     r->what = "the log-probabilities";
     pf_eb slp = pf_eb_exact(0), lpt = pf_eb_exact(0);
@@ -249,7 +257,9 @@ static size_t pf_ce_bound_all(const pf_case *c, const pf_tensor *in, pf_bound *o
   /* g: 1 / nc rounded to the loss's dtype (the exact quantity is 1 / nc) */
   const pf_eb g = red == PF_CE_MEAN ? pf_eb_div(lt, pf_eb_exact(1), pf_eb_exact(nc)) : pf_eb_exact(1);
   size_t bad = rows;
-  pf_eb sum = pf_eb_exact(0);
+  pf_eb sum = pf_eb_exact(0), lev[8];
+  for (int j = 0; j < 8; j++) lev[j] = pf_eb_exact(0);
+  const int cpu = pf_case_algo(c) == PF_CE_LOGSOFTMAX_CPU, power = pf_ce_cascade_power(rows);
   double asum = 0;
   for (size_t i = 0; i < rows; i++) {
     const long t = pf_ce_target(c, in, i);
@@ -268,13 +278,22 @@ static size_t pf_ce_bound_all(const pf_case *c, const pf_tensor *in, pf_bound *o
       if (bad == rows) bad = i, *what = "the loss";
     }
     /* the reduction adds the losses as held (rounded to the loss's dtype) */
-    const pf_eb held = (pf_case_algo(c) == PF_CE_LOGSOFTMAX && c->params[P_EPS] == 0) ? r.loss : pf_eb_store(lt, r.loss);
-    sum = pf_eb_add(acc, sum, held);
+    const pf_eb held = (pf_ce_is_ls(pf_case_algo(c)) && c->params[P_EPS] == 0) ? r.loss : pf_eb_store(lt, r.loss);
     asum += fabs(held.v) + held.e;
+    if (!cpu) {
+      sum = pf_eb_add(acc, sum, held);
+      continue;
+    }
+    /* the CPU kernel's cascade in the storage dtype (pf_ce_cascade_add) */
+    lev[0] = pf_eb_add(c->dtype, lev[0], held);
+    for (int j = 0; j + 1 < 8 && (i & ((((size_t)1 << power) - 1) << (j * power))) == 0; j++)
+      lev[j + 1] = pf_eb_add(c->dtype, lev[j + 1], lev[j]), lev[j] = pf_eb_exact(0);
   }
   if (nr) {
+    for (int j = 0; cpu && j < 8; j++) sum = pf_eb_add(c->dtype, sum, lev[j]);
     sum.e += (double)rows * 0x1p-52 * asum;
-    const pf_eb R = red == PF_CE_MEAN ? pf_eb_div(acc, sum, pf_eb_exact(nc)) : sum;
+    const pf_dtype rt = cpu ? c->dtype : acc; /* the CPU kernel divides in the storage dtype */
+    const pf_eb R = red == PF_CE_MEAN ? pf_eb_div(rt, sum, pf_eb_const(rt, nc)) : sum;
     out[rows] = pf_eb_bound(R);
     if (!(fabs(R.v) + R.e < pf_max_finite(lt))) {
       out[rows] = (pf_bound){INFINITY, INFINITY};
@@ -292,7 +311,7 @@ static void pf_ce_bound(const pf_case *c, const pf_tensor *in, pf_bound *out) {
 /* Explicit targets: each a class index in [0, cols) or the ignore index; z-loss where the
  * variant has one. */
 static pf_status pf_ce_check(const pf_case *c) {
-  if (pf_case_algo(c) == PF_CE_LOGSOFTMAX && c->params[P_Z] != 0)
+  if (pf_ce_is_ls(pf_case_algo(c)) && c->params[P_Z] != 0)
     return pf_error(PF_ERR_ARG, "z_loss: %s/%s (PyTorch's cross_entropy) has no z-loss; fused and chunked have", c->kernel,
                     c->variant);
   const pf_gen *g = &c->inputs[1];
@@ -403,6 +422,13 @@ static const pf_kernel pf_ce_logsoftmax = {
     "losses held in the storage dtype; lp = fl((x - m) - log Z) stored, loss -lp_t (smoothing: c1 (-lp_t) + eps/C "
     "(-sum lp)), dx = G - exp(lp) sum G with G = -g((1-eps)[t] + eps/C) stored" PF_CE_CONTRACT_TAIL,
     pf_cross_entropy_cpu, pf_ce_bound, pf_ce_in_domain, pf_ce_check, NULL, .algo = PF_CE_LOGSOFTMAX};
+static const pf_kernel pf_ce_logsoftmax_cpu = {
+    PF_KERNEL_ABI, &pf_cross_entropy_op, "logsoftmax-cpu",
+    "PyTorch's F.cross_entropy on the CPU: as logsoftmax, with the row's sum and its log held in the storage dtype",
+    PF_CE_DTYPES, PF_CE_ACCUMS, pf_ce_faults_ls,
+    "as logsoftmax, with L = fl_st(log fl_st(Z)) (ATen's CPU log_softmax holds both in the input's dtype)"
+    PF_CE_CONTRACT_TAIL,
+    pf_cross_entropy_cpu, pf_ce_bound, pf_ce_in_domain, pf_ce_check, NULL, .algo = PF_CE_LOGSOFTMAX_CPU};
 static const pf_kernel pf_ce_fused = {
     PF_KERNEL_ABI, &pf_cross_entropy_op, "fused",
     "one pass per row in the accumulation dtype: log-sum-exp, loss (z-loss, smoothing), gradient written in the "
@@ -418,4 +444,5 @@ static const pf_kernel pf_ce_chunked = {
     "as fused, with Z taken chunk by chunk: Z <- Z exp(M - M') + sum_chunk exp(x - M')" PF_CE_CONTRACT_TAIL,
     pf_cross_entropy_cpu, pf_ce_bound, pf_ce_in_domain, pf_ce_check, NULL, .algo = PF_CE_CHUNKED};
 
-const pf_kernel *const pf_cross_entropy_kernels[] = {&pf_ce_logsoftmax, &pf_ce_fused, &pf_ce_chunked, NULL};
+const pf_kernel *const pf_cross_entropy_kernels[] = {&pf_ce_logsoftmax, &pf_ce_logsoftmax_cpu, &pf_ce_fused, &pf_ce_chunked,
+                                                     NULL};

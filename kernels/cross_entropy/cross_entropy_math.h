@@ -14,7 +14,7 @@
 #include "harness/dtype_math.h"
 #include "kernels/softmax/softmax_math.h"
 
-enum { PF_CE_LOGSOFTMAX = 0, PF_CE_FUSED = 1, PF_CE_CHUNKED = 2 };
+enum { PF_CE_LOGSOFTMAX = 0, PF_CE_FUSED = 1, PF_CE_CHUNKED = 2, PF_CE_LOGSOFTMAX_CPU = 3 };
 enum { PF_CE_MEAN = 0, PF_CE_SUM = 1, PF_CE_NONE = 2 };
 
 /* Fault switches:
@@ -87,12 +87,14 @@ PF_HD double pf_ce_fused_row(int algo, int faults, pf_dtype acc, pf_dtype out_t,
  * in acc before its rounding to out_t, and the gradient from the stored lp: the gradient of the
  * log-probabilities G_j = -g ((1 - eps)[j = t] + eps / C), held in out_t, then
  * dx_j = G_j - exp(lp_j) sum_k G_k (log_softmax's backward), in acc, stored in out_t. g here
- * is a value of out_t (the frameworks hold it in the loss's dtype). */
-PF_HD double pf_ce_logsoftmax_row(int faults, pf_dtype acc, pf_dtype out_t, const double *x, size_t cols, size_t t,
-                                  double eps, double g, double *lp, double *dx, unsigned *fe) {
+ * is a value of out_t (the frameworks hold it in the loss's dtype). cpu: ATen's CPU kernel, which
+ * holds the sum and its log in the storage dtype (L = fl_st(log fl_st(Z))); the CUDA kernel
+ * keeps both in the accumulation dtype. */
+PF_HD double pf_ce_logsoftmax_row(int cpu, int faults, pf_dtype acc, pf_dtype out_t, const double *x, size_t cols,
+                                  size_t t, double eps, double g, double *lp, double *dx, unsigned *fe) {
   double m, Z;
   pf_ce_lse_parts(PF_CE_LOGSOFTMAX, faults, acc, x, cols, cols, &m, &Z, fe);
-  const double L = pf_ce_log(acc, Z, fe);
+  const double L = cpu ? pf_round_fe(out_t, pf_ce_log(acc, pf_round_fe(out_t, Z, fe), fe), fe) : pf_ce_log(acc, Z, fe);
   for (size_t j = 0; j < cols; j++) lp[j] = pf_round_fe(out_t, pf_sub(acc, pf_sub(acc, x[j], m, fe), L, fe), fe);
   const double c1 = pf_sub(acc, 1.0, eps, fe), ceps = pf_div(acc, eps, (double)cols, fe);
   double loss = -lp[t];
@@ -110,6 +112,33 @@ PF_HD double pf_ce_logsoftmax_row(int faults, pf_dtype acc, pf_dtype out_t, cons
   for (size_t j = 0; j < cols; j++)
     dx[j] = pf_round_fe(out_t, pf_sub(acc, dx[j], pf_mul(acc, pf_softmax_exp(acc, lp[j], fe), sg, fe), fe), fe);
   return loss;
+}
+
+/* ATen's CPU nll_loss reduction: the losses added in the storage dtype in a cascade of 8 partial
+ * sums (LossNLL.cpp, nll_loss_out_frame): the loss of row b (ignored rows are skipped but
+ * counted in b) into level 0, then every level j whose bits of b are 0 (b's digits in base
+ * 2^power, power = max(4, ceil(log2 rows) / 8)) passes its sum up to level j + 1; at the end the
+ * levels added in order. */
+typedef struct {
+  double level[8];
+} pf_ce_cascade;
+PF_HD int pf_ce_cascade_power(size_t rows) {
+  int lg = 0;
+  for (size_t r = rows > 1 ? rows - 1 : 0; r; r >>= 1) lg++;
+  return lg / 8 > 4 ? lg / 8 : 4;
+}
+PF_HD void pf_ce_cascade_add(pf_ce_cascade *c, pf_dtype st, int power, size_t b, double loss, unsigned *fe) {
+  c->level[0] = pf_add(st, c->level[0], loss, fe);
+  for (int j = 0; j + 1 < 8; j++) {
+    if ((b & ((((size_t)1 << power) - 1) << (j * power))) != 0) break;
+    c->level[j + 1] = pf_add(st, c->level[j + 1], c->level[j], fe);
+    c->level[j] = 0;
+  }
+}
+PF_HD double pf_ce_cascade_total(const pf_ce_cascade *c, pf_dtype st, unsigned *fe) {
+  double s = 0;
+  for (int j = 0; j < 8; j++) s = pf_add(st, s, c->level[j], fe);
+  return s;
 }
 
 #endif
