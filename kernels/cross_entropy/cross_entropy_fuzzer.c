@@ -10,6 +10,7 @@
 #include <stdlib.h>
 
 #include "harness/fuzz/fuzz_common.h"
+#include "kernels/cross_entropy/cross_entropy_math.h"
 #include "kernels/kernel.h"
 
 int pf_decode_cross_entropy_fuzzer(const uint8_t *data, size_t size, pf_case *out) {
@@ -25,7 +26,8 @@ int pf_decode_cross_entropy_fuzzer(const uint8_t *data, size_t size, pf_case *ou
   pf_case_set_param(&c, "reduction", pf_bytes_u8(&b) % 3);
   const uint8_t ls = pf_bytes_u8(&b), zl = pf_bytes_u8(&b);
   pf_case_set_param(&c, "label_smoothing", ls < 128 ? 0 : (ls - 128) / 128.0);
-  if (k->algo != 0) pf_case_set_param(&c, "z_loss", zl < 128 ? 0 : ldexp(1.0, -(zl % 24)));
+  if (k->algo == PF_CE_FUSED || k->algo == PF_CE_CHUNKED) /* PyTorch has no z-loss */
+    pf_case_set_param(&c, "z_loss", zl < 128 ? 0 : ldexp(1.0, -(zl % 24)));
   pf_case_set_param(&c, "chunk", 1 + pf_bytes_u8(&b) % 40);
   const int raw = pf_bytes_u8(&b) % 2 == 0;
   pf_gen *t = &c.inputs[1];
