@@ -12,6 +12,7 @@
   X(softmax)              \
   X(softmax_bwd)          \
   X(cross_entropy)        \
+  X(attention_bwd)        \
   X(attention)            \
   X(adam)                 \
   X(clip)                 \
