@@ -308,12 +308,14 @@ static void pf_ab_head_bound(const pf_ab_ctx *x, const pf_eb *q, const pf_eb *k,
     }
     for (size_t j = 0; j < Lk; j++) {
       pf_eb *p = P + i * Lk + j, *dp = dS + i * Lk + j;
+      /* dP over the whole tile, masked positions too (P = 0 there: an overflowed dP would make
+       * 0 inf = NaN, and the bound says so) */
+      *dp = pf_eb_store(F, pf_ab_dot(A, dO + i * d, 1, v + j * d, 1, d));
       if (pf_softmax_masked(L->mask, i, j, Lq, Lk)) {
-        *p = *dp = zero;
+        *p = zero;
         continue;
       }
       *p = pf_eb_exp(F, pf_eb_sub(F, pf_ab_score(x, q + i * d, k + j * d), lse));
-      *dp = pf_eb_store(F, pf_ab_dot(A, dO + i * d, 1, v + j * d, 1, d));
       if (L->algo == PF_ATTN_BWD_FLASH_PDP) {
         const pf_eb t = pf_eb_mul(F, *p, *dp);
         D = pf_eb_add(F, D, t), mag += fabs(t.v);
