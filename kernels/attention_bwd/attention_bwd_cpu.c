@@ -8,7 +8,8 @@
  *              accumulation dtype A, stored in T). dP and dS are stages.
  *   flash      FlashAttention-2's backward (Dao 2023, Algorithm 2): the forward saves O in T and
  *              the row's log-sum-exp L = m + log l in fp32; the backward recomputes
- *              P = exp(s - L) in fp32 from recomputed scores, D_i = sum_d dO_id O_id in fp32,
+ *              P = exp(s - L) in fp32 from recomputed scores, D_i = sum_d dO_id O_id (products
+ *              in fp32, the sum in A: fp32 as FlashAttention-2 has it, or the storage dtype),
  *              dP = dO V^T in fp32, dS = P (dP - D) in fp32; P and dS rounded to T for the GEMMs
  *              dV = P^T dO, dQ = alpha dS K, dK = alpha dS^T Q (accumulated in A, scaled in fp32).
  *   flash-pdp  flash with D_i = sum_j P_ij dP_ij from the recomputed fp32 P and dP (the variant
@@ -119,13 +120,13 @@ static void pf_ab_head(const pf_attn_bwd_launch *L, const double *q, const doubl
   for (size_t i = 0; i < Lq; i++) {
     double D = 0;
     if (L->algo == PF_ATTN_BWD_FLASH)
-      for (size_t e = 0; e < d; e++) D = pf_add(F, D, pf_mul(F, dO[i * d + e], O[i * d + e], fe), fe);
+      for (size_t e = 0; e < d; e++) D = pf_add(A, D, pf_mul(F, dO[i * d + e], O[i * d + e], fe), fe);
     for (size_t j = 0; j < Lk; j++) {
       const double s = pf_attn_bwd_score(L, q + i * d, k + j * d, i, j, fe);
       const double p = s == -INFINITY ? 0 : pf_softmax_exp(F, pf_sub(F, s, Lse[i], fe), fe);
       const double dp = pf_round_fe(F, pf_attn_dot(A, dO + i * d, 1, v + j * d, 1, d, fe), fe);
       P[i * Lk + j] = p, dS[i * Lk + j] = dp;
-      if (L->algo == PF_ATTN_BWD_FLASH_PDP) D = pf_add(F, D, pf_mul(F, p, dp, fe), fe);
+      if (L->algo == PF_ATTN_BWD_FLASH_PDP) D = pf_add(A, D, pf_mul(F, p, dp, fe), fe);
     }
     if (no_delta) D = 0;
     for (size_t j = 0; j < Lk; j++) {
@@ -190,6 +191,15 @@ static pf_eb pf_ab_dot(pf_dtype acc, const pf_eb *a, size_t sa, const pf_eb *b, 
   return s;
 }
 
+/* s - m for a row's (running) maximum m, rounded in fp32. The maximum's own error is a shift
+ * common to every term it is subtracted from (and to the rescale between two maxima): it cancels
+ * in the quotient P = e / Z, in o / l and in m + log l, so the exact quantity is taken at the
+ * computed shift and only the size of that error counts, in the rounding's magnitude. */
+static pf_eb pf_ab_shift(pf_eb s, pf_eb m) {
+  const double z = s.v - m.v;
+  return (pf_eb){z, s.e + pf_eb_round_err(PF_FP32, fabs(z) + s.e + m.e)};
+}
+
 typedef struct {
   const pf_attn_bwd_launch *L;
   pf_eb alpha; /* fl32(1/sqrt d) against 1/sqrt d */
@@ -225,13 +235,13 @@ static pf_eb pf_ab_flash_fwd(const pf_ab_ctx *x, const pf_eb *qi, const pf_eb *k
     pf_eb rs = {0, 0};
     double mag = 0;
     for (size_t j = 0; j < nb; j++) {
-      const pf_eb p = s[j].v == -INFINITY ? (pf_eb){0, 0} : pf_eb_exp(F, pf_eb_sub(F, s[j], mn));
+      const pf_eb p = s[j].v == -INFINITY ? (pf_eb){0, 0} : pf_eb_exp(F, pf_ab_shift(s[j], mn));
       rs = pf_eb_add(F, rs, p), mag += p.v;
       pt[j] = pf_eb_store(T, p);
     }
     rs.e += (double)(nb + 1) * 0x1p-52 * mag;
     const int first = M.v == -INFINITY;
-    const pf_eb r = first ? (pf_eb){0, 0} : pf_eb_exp(F, pf_eb_sub(F, M, mn));
+    const pf_eb r = first ? (pf_eb){0, 0} : pf_eb_exp(F, pf_ab_shift((pf_eb){M.v, 0}, (pf_eb){mn.v, M.e + mn.e}));
     l = first ? rs : pf_eb_add(F, pf_eb_mul(F, l, r), rs);
     for (size_t e = 0; e < d; e++) {
       const pf_eb blk = pf_eb_store(F, pf_ab_dot(A, pt, 1, v + j0 * d + e, d, nb));
@@ -240,7 +250,10 @@ static pf_eb pf_ab_flash_fwd(const pf_ab_ctx *x, const pf_eb *qi, const pf_eb *k
     M = mn;
   }
   for (size_t e = 0; e < d; e++) Oi[e] = pf_eb_store(T, pf_eb_div(F, Oi[e], l));
-  return pf_eb_add(F, M, pf_eb_log(F, l));
+  /* m + log l: the shift cancels; log l's magnitude may be off by it (its rounding) */
+  pf_eb lg = pf_eb_log(F, l);
+  lg.e += M.e * 0x1p-21;
+  return pf_eb_add(F, (pf_eb){M.v, M.e * 0x1p-21}, lg);
 }
 
 static pf_bound pf_ab_b(pf_eb a, pf_dtype t) {
@@ -265,7 +278,7 @@ static void pf_ab_head_bound(const pf_ab_ctx *x, const pf_eb *q, const pf_eb *k,
       }
       double mag = 0;
       for (size_t j = 0; j < Lk; j++) {
-        P[i * Lk + j] = w[j].v == -INFINITY ? zero : pf_eb_exp(F, pf_eb_sub(F, w[j], Smax));
+        P[i * Lk + j] = w[j].v == -INFINITY ? zero : pf_eb_exp(F, pf_ab_shift(w[j], Smax));
         Z = pf_eb_add(F, Z, P[i * Lk + j]), mag += P[i * Lk + j].v;
       }
       Z.e += (double)(Lk + 1) * 0x1p-52 * mag;
@@ -302,7 +315,7 @@ static void pf_ab_head_bound(const pf_ab_ctx *x, const pf_eb *q, const pf_eb *k,
     if (L->algo == PF_ATTN_BWD_FLASH) {
       for (size_t e = 0; e < d; e++) {
         const pf_eb t = pf_eb_mul(F, dO[i * d + e], O[i * d + e]);
-        D = pf_eb_add(F, D, t), mag += fabs(t.v);
+        D = pf_eb_add(A, D, t), mag += fabs(t.v);
       }
       D.e += (double)(d + 1) * 0x1p-52 * mag;
     }
@@ -318,7 +331,7 @@ static void pf_ab_head_bound(const pf_ab_ctx *x, const pf_eb *q, const pf_eb *k,
       *p = pf_eb_exp(F, pf_eb_sub(F, pf_ab_score(x, q + i * d, k + j * d), lse));
       if (L->algo == PF_ATTN_BWD_FLASH_PDP) {
         const pf_eb t = pf_eb_mul(F, *p, *dp);
-        D = pf_eb_add(F, D, t), mag += fabs(t.v);
+        D = pf_eb_add(A, D, t), mag += fabs(t.v);
       }
     }
     if (L->algo == PF_ATTN_BWD_FLASH_PDP) D.e += (double)(Lk + 1) * 0x1p-52 * mag;
@@ -459,14 +472,14 @@ static const pf_kernel pf_ab_flash_k = {
     PF_KERNEL_ABI, &pf_attention_bwd_op, "flash",
     "FlashAttention-2's backward: P recomputed in fp32 from the saved log-sum-exp, D = rowsum(dO o O)",
     PF_AB_DTYPES, PF_AB_ACCUMS, pf_ab_faults_flash,
-    "O and L = m + log l from the blocked forward; P = fl32(exp(s - L)), dP = fl32(dO V^T), D = sum fl32(dO O), "
+    "O and L = m + log l from the blocked forward; P = fl32(exp(s - L)), dP = fl32(dO V^T), D = sum_A fl32(dO O), "
     "dS = fl32(P (dP - D)); P, dS rounded to T for dV = P^T dO, dQ = alpha dS K, dK = alpha dS^T Q" PF_AB_CONTRACT_TAIL,
     pf_attention_bwd_cpu, pf_ab_bound, pf_ab_in_domain, NULL, NULL, .algo = PF_ATTN_BWD_FLASH};
 static const pf_kernel pf_ab_flash_pdp_k = {
     PF_KERNEL_ABI, &pf_attention_bwd_op, "flash-pdp",
     "flash with D = rowsum(dP o P) from the recomputed fp32 P and dP (O not read)",
     PF_AB_DTYPES, PF_AB_ACCUMS, pf_ab_faults_flash,
-    "as flash, with D = sum_j fl32(P dP) in fp32" PF_AB_CONTRACT_TAIL,
+    "as flash, with D = sum_j fl32(P dP) accumulated in A" PF_AB_CONTRACT_TAIL,
     pf_attention_bwd_cpu, pf_ab_bound, pf_ab_in_domain, NULL, NULL, .algo = PF_ATTN_BWD_FLASH_PDP};
 
 const pf_kernel *const pf_attention_bwd_kernels[] = {&pf_ab_standard_k, &pf_ab_flash_k, &pf_ab_flash_pdp_k, NULL};
