@@ -9,7 +9,8 @@
  *   flash      FlashAttention-2's backward (Dao 2023, Algorithm 2): the forward saves O in T and
  *              the row's log-sum-exp L = m + log l in fp32; the backward recomputes
  *              P = exp(s - L) in fp32 from recomputed scores, D_i = sum_d dO_id O_id (products
- *              in fp32, the sum in A: fp32 as FlashAttention-2 has it, or the storage dtype),
+ *              in fp32, the sum in fp32 as FlashAttention-2 has it, or with the parameter delta
+ *              in the storage dtype),
  *              dP = dO V^T in fp32, dS = P (dP - D) in fp32; P and dS rounded to T for the GEMMs
  *              dV = P^T dO, dQ = alpha dS K, dK = alpha dS^T Q (accumulated in A, scaled in fp32).
  *   flash-pdp  flash with D_i = sum_j P_ij dP_ij from the recomputed fp32 P and dP (the variant
@@ -29,15 +30,18 @@
 #include "oracles/attention_bwd_mpfr.h"
 
 enum { D_B = 0, D_H, D_LQ, D_LK, D_D };
-enum { P_MASK = 0, P_BLOCK };
+enum { P_MASK = 0, P_BLOCK, P_DELTA };
 
 static const char *const pf_ab_dims[] = {"batch", "heads", "q_len", "k_len", "head_dim"};
 static const char *const pf_ab_inputs[] = {"q", "k", "v", "do"};
 static const char *const pf_ab_mask_choices[] = {"none", "causal", "causal-top-left", NULL};
+static const char *const pf_ab_delta_choices[] = {"fp32", "storage", NULL};
 static const pf_param_desc pf_ab_params[] = {
     {"mask", PF_PARAM_CHOICE, 0, 0, 2, pf_ab_mask_choices,
      "causal: query i sees keys j <= i + max(k_len - q_len, 0); causal-top-left: j <= i", 0},
     {"block", PF_PARAM_INT, 64, 1, 4096, NULL, "key block size of flash's forward (flash, flash-pdp)", 0},
+    {"delta", PF_PARAM_CHOICE, 0, 0, 1, pf_ab_delta_choices,
+     "the dtype D = rowsum is accumulated in (flash, flash-pdp): fp32 as FlashAttention-2, or the storage dtype", 0},
 };
 
 static size_t pf_ab_heads(const pf_case *c) { return c->shape[D_B] * c->shape[D_H]; }
@@ -77,8 +81,9 @@ static int pf_ab_faults(const pf_case *c) {
 }
 
 static pf_attn_bwd_launch pf_ab_launch(const pf_case *c) {
-  return (pf_attn_bwd_launch){c->shape[D_LQ], c->shape[D_LK], c->shape[D_D], (size_t)c->params[P_BLOCK],
-                              pf_case_algo(c), (int)c->params[P_MASK], pf_ab_faults(c), c->dtype, c->accum};
+  return (pf_attn_bwd_launch){c->shape[D_LQ], c->shape[D_LK],      c->shape[D_D], (size_t)c->params[P_BLOCK],
+                              pf_case_algo(c),  (int)c->params[P_MASK], pf_ab_faults(c), c->dtype, c->accum,
+                              c->params[P_DELTA] != 0 ? c->dtype : PF_FP32};
 }
 
 /* One head. P and dS: Lq x Lk scratch; w: 3 (block + d) scratch. */
@@ -120,13 +125,13 @@ static void pf_ab_head(const pf_attn_bwd_launch *L, const double *q, const doubl
   for (size_t i = 0; i < Lq; i++) {
     double D = 0;
     if (L->algo == PF_ATTN_BWD_FLASH)
-      for (size_t e = 0; e < d; e++) D = pf_add(A, D, pf_mul(F, dO[i * d + e], O[i * d + e], fe), fe);
+      for (size_t e = 0; e < d; e++) D = pf_add(L->dacc, D, pf_mul(F, dO[i * d + e], O[i * d + e], fe), fe);
     for (size_t j = 0; j < Lk; j++) {
       const double s = pf_attn_bwd_score(L, q + i * d, k + j * d, i, j, fe);
       const double p = s == -INFINITY ? 0 : pf_softmax_exp(F, pf_sub(F, s, Lse[i], fe), fe);
       const double dp = pf_round_fe(F, pf_attn_dot(A, dO + i * d, 1, v + j * d, 1, d, fe), fe);
       P[i * Lk + j] = p, dS[i * Lk + j] = dp;
-      if (L->algo == PF_ATTN_BWD_FLASH_PDP) D = pf_add(A, D, pf_mul(F, p, dp, fe), fe);
+      if (L->algo == PF_ATTN_BWD_FLASH_PDP) D = pf_add(L->dacc, D, pf_mul(F, p, dp, fe), fe);
     }
     if (no_delta) D = 0;
     for (size_t j = 0; j < Lk; j++) {
@@ -315,7 +320,7 @@ static void pf_ab_head_bound(const pf_ab_ctx *x, const pf_eb *q, const pf_eb *k,
     if (L->algo == PF_ATTN_BWD_FLASH) {
       for (size_t e = 0; e < d; e++) {
         const pf_eb t = pf_eb_mul(F, dO[i * d + e], O[i * d + e]);
-        D = pf_eb_add(A, D, t), mag += fabs(t.v);
+        D = pf_eb_add(L->dacc, D, t), mag += fabs(t.v);
       }
       D.e += (double)(d + 1) * 0x1p-52 * mag;
     }
@@ -331,7 +336,7 @@ static void pf_ab_head_bound(const pf_ab_ctx *x, const pf_eb *q, const pf_eb *k,
       *p = pf_eb_exp(F, pf_eb_sub(F, pf_ab_score(x, q + i * d, k + j * d), lse));
       if (L->algo == PF_ATTN_BWD_FLASH_PDP) {
         const pf_eb t = pf_eb_mul(F, *p, *dp);
-        D = pf_eb_add(A, D, t), mag += fabs(t.v);
+        D = pf_eb_add(L->dacc, D, t), mag += fabs(t.v);
       }
     }
     if (L->algo == PF_ATTN_BWD_FLASH_PDP) D.e += (double)(Lk + 1) * 0x1p-52 * mag;
@@ -472,14 +477,14 @@ static const pf_kernel pf_ab_flash_k = {
     PF_KERNEL_ABI, &pf_attention_bwd_op, "flash",
     "FlashAttention-2's backward: P recomputed in fp32 from the saved log-sum-exp, D = rowsum(dO o O)",
     PF_AB_DTYPES, PF_AB_ACCUMS, pf_ab_faults_flash,
-    "O and L = m + log l from the blocked forward; P = fl32(exp(s - L)), dP = fl32(dO V^T), D = sum_A fl32(dO O), "
+    "O and L = m + log l from the blocked forward; P = fl32(exp(s - L)), dP = fl32(dO V^T), D = sum fl32(dO O) (in T with delta=storage), "
     "dS = fl32(P (dP - D)); P, dS rounded to T for dV = P^T dO, dQ = alpha dS K, dK = alpha dS^T Q" PF_AB_CONTRACT_TAIL,
     pf_attention_bwd_cpu, pf_ab_bound, pf_ab_in_domain, NULL, NULL, .algo = PF_ATTN_BWD_FLASH};
 static const pf_kernel pf_ab_flash_pdp_k = {
     PF_KERNEL_ABI, &pf_attention_bwd_op, "flash-pdp",
     "flash with D = rowsum(dP o P) from the recomputed fp32 P and dP (O not read)",
     PF_AB_DTYPES, PF_AB_ACCUMS, pf_ab_faults_flash,
-    "as flash, with D = sum_j fl32(P dP) accumulated in A" PF_AB_CONTRACT_TAIL,
+    "as flash, with D = sum_j fl32(P dP) (in fp32, or T with delta=storage)" PF_AB_CONTRACT_TAIL,
     pf_attention_bwd_cpu, pf_ab_bound, pf_ab_in_domain, NULL, NULL, .algo = PF_ATTN_BWD_FLASH_PDP};
 
 const pf_kernel *const pf_attention_bwd_kernels[] = {&pf_ab_standard_k, &pf_ab_flash_k, &pf_ab_flash_pdp_k, NULL};

@@ -23,6 +23,7 @@ typedef struct {
   size_t lq, lk, d, block;
   int algo, mask, faults;
   pf_dtype t, acc; /* storage, GEMM accumulation; softmax and flash's row statistics in fp32 */
+  pf_dtype dacc;   /* flash: the dtype D = rowsum is accumulated in (fp32, or t) */
 } pf_attn_bwd_launch;
 
 /* The score s_ij as both variants compute it: fl32(alpha32 fl32(q_i . k_j)) (the standard
