@@ -13,14 +13,7 @@
 
 #include "harness/runner.h"
 #include "tests/contract_check.h"
-
-static void set_values(pf_gen *g, const double *x, size_t n) {
-  pf_gen_free(g);
-  g->dist = PF_DIST_VALUES;
-  g->values = malloc(n * sizeof(double));
-  memcpy(g->values, x, n * sizeof(double));
-  g->nvalues = n;
-}
+#include "tests/case_values.h"
 
 /* One head, explicit Q (lq x d), K and V (lk x d). */
 static pf_verdict run_attn(pf_run *r, const char *variant, pf_dtype t, pf_dtype acc, size_t lq, size_t lk, size_t d,

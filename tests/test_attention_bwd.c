@@ -14,14 +14,7 @@
 
 #include "harness/runner.h"
 #include "tests/contract_check.h"
-
-static void set_values(pf_gen *g, const double *v, size_t n) {
-  pf_gen_free(g);
-  g->dist = PF_DIST_VALUES;
-  g->values = malloc(n * sizeof(double));
-  memcpy(g->values, v, n * sizeof(double));
-  g->nvalues = n;
-}
+#include "tests/case_values.h"
 
 /* one head: Lq x d queries and dO, Lk x d keys and values */
 static void make_case(pf_case *c, const char *variant, pf_dtype t, size_t lq, size_t lk, size_t d, const double *q,

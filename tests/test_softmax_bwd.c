@@ -12,14 +12,7 @@
 
 #include "harness/runner.h"
 #include "tests/contract_check.h"
-
-static void set_values(pf_gen *g, const double *v, size_t n) {
-  pf_gen_free(g);
-  g->dist = PF_DIST_VALUES;
-  g->values = malloc(n * sizeof(double));
-  memcpy(g->values, v, n * sizeof(double));
-  g->nvalues = n;
-}
+#include "tests/case_values.h"
 
 /* one case of rows x cols with the given x and dy */
 static pf_verdict run_bwd(pf_run *r, const char *variant, pf_dtype t, pf_dtype acc, size_t rows, size_t cols,
