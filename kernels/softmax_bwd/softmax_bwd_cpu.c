@@ -32,11 +32,11 @@ static int pf_softmax_bwd_input_dims(const pf_case *c, int i, int *d) {
   return 2;
 }
 
-/* One stage, dx, laid out as x. Its error is not measured against the row's norm (the
- * imprecise hazard): the gradient cancels to 0 where dy is constant, and an error relative to
- * a zero row says nothing; the contract's absolute bound judges it instead. */
+/* One stage, dx, laid out as x. Its rows cancel (to exactly 0 where dy is constant), so an error
+ * relative to a row says nothing there; the imprecise hazard judges dx against the whole
+ * tensor's norm (a cancelled row's rounding noise counts only when it is the gradient). */
 static int pf_softmax_bwd_stages(const pf_case *c, pf_stage *st) {
-  st[0] = (pf_stage){"dx", 0, c->shape[0] * c->shape[1], 0, 0, 2, {0, 1}, PF_MEASURE_NONE};
+  st[0] = (pf_stage){"dx", 0, c->shape[0] * c->shape[1], 0, 0, 2, {0, 1}, PF_MEASURE_TENSOR};
   return 1;
 }
 
@@ -149,17 +149,20 @@ static void pf_softmax_bwd_cost(const pf_case *c, double *emulation_s, double *o
   *oracle_s = 3.6e-6 * n;
 }
 
-/* the precision report's sweep: the scan along the incoming gradient's scale (the boundary
- * searches of issue 19's item 4 are not written yet) */
+/* the precision report's sweep: the scan along the incoming gradient's scale, and the row length
+ * from which dx is imprecise (with storage accumulation; in fp32 none up to 2048) */
 static const pf_op_sweep pf_softmax_bwd_sweep = {
     .kind = PF_SWEEP_SCAN,
     .shape = "4x64", .along = "scale:dy", .lo = 0x1p-20, .hi = 0x1p12, .fail = "finding", .cases_div = 1,
+    .searches = {{"imprecise gradient", "1x2", "dim:cols", "imprecise", 2, 2048, {NULL}}},
     .explanation =
         "dx = y (dy - sum dy y) is carried in the accumulation dtype and rounded once to the storage dtype. The "
         "stored variant reads y back from the storage dtype, so its error follows the storage dtype's unit roundoff "
         "(bf16's 2^-9) on every element, and where a probability is below the storage dtype's subnormals it is read "
         "as 0 and its gradient lost; the recomputing variant holds y in the accumulation dtype. Where dy_i is close to "
-        "the row's weighted mean the difference cancels: the error there is absolute, not relative (the contract).",
+        "the row's weighted mean the difference cancels: the error there is absolute, not relative (the contract). "
+        "Accumulated in fp16 or bf16, the sum S stops absorbing terms as the row grows: dx becomes imprecise against "
+        "the tensor's norm from about 1000 columns in fp16 and 300 in bf16.",
 };
 
 int pf_decode_softmax_bwd_fuzzer(const uint8_t *data, size_t size, pf_case *out); /* softmax_bwd_fuzzer.c */
