@@ -134,5 +134,22 @@ expect2 "--imprecise: fp16=2 is not a relative error in (0, 1)" "$P" run -k clip
 expect2 "--imprecise: 'fp16' is not DTYPE=VALUE" "$P" run -k clip --imprecise fp16
 expect2 "--fail: 'saturate' is not a verdict that fails" "$P" boundary -k clip -v megatron --along dim:n --fail saturate
 
+# 7. attention backward in bf16 when every query's largest score is tied over 32 equal keys and v
+# leans negative (tests/data/attention_bwd/tied-max-*.npy, made with numpy: |N(0,1)| queries, 32
+# keys of 2.0, v = 0.5 N(0,1) - 1): D = rowsum(dO o O) read from the bf16 output O is off by O's
+# rounding, every dS_ij = P_ij (dP_ij - D_i) inherits -P_ij dD_i, and dQ = dS K / sqrt(d) sums them
+# along the tied key: dQ is noise, its error larger than itself (flash: 1.99 of the tensor's norm,
+# standard 1.3). flash-pdp takes D from the fp32 P and dP: 0.162.
+T=$(dirname "$0")/data/attention_bwd/tied-max
+for vr in "flash 1" "standard 1" "flash-pdp 0"; do
+  set -- $vr
+  n=$((n + 1))
+  out=$("$P" run -k attention_bwd -v $1 -t bf16 --shape 1x8x64x64x16 --input q:file=$T-q.npy --input k:file=$T-k.npy \
+    --input v:file=$T-v.npy --input do:file=$T-do.npy --cases 1 2>&1)
+  e=$(printf '%s\n' "$out" | sed -n 's/.*imprecise: dQ: normwise relative error \([0-9.e+-]*\).*/\1/p' | head -1)
+  [ -n "$e" ] && awk -v e="$e" -v big=$2 'BEGIN { exit !(big ? e > 1 : e < 0.5) }' ||
+    fail "attention_bwd $1 on tied maxima (dQ error ${e:-none}, expected $([ $2 = 1 ] && echo '> 1' || echo '< 0.5')): $out"
+done
+
 echo "hazards: $((n - failed))/$n checks passed"
 [ $failed -eq 0 ]
