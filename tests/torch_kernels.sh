@@ -16,7 +16,7 @@ need_python "torch, numpy" "scripts/python-env.sh --torch installs it"
 for row in "softmax torch-softmax torch_softmax 100" "attention torch-sdpa torch_sdpa 20" \
   "adam torch-adamw torch_adamw 30" "adam torch-adamw-foreach torch_adamw 30" "adam torch-adamw-fused torch_adamw 30" \
   "clip torch-clip torch_clip 50" "loss_scale torch-gradscaler torch_grad_scaler 30" \
-  "cross_entropy torch-cross-entropy torch_cross_entropy 20"; do
+  "cross_entropy torch-cross-entropy torch_cross_entropy 20" "attention_bwd torch-sdpa-bwd torch_sdpa_backward 20"; do
   set -- $row
   for t in fp32 fp16 bf16; do
     n=$((n + 1))
@@ -39,6 +39,23 @@ agree torch-gradscaler torch_grad_scaler loss_scale bf16 100.00
 # at the fp32 ceiling: _amp_update_scale_ keeps 2^127 rather than growing to inf
 agree torch-gradscaler torch_grad_scaler loss_scale fp32 100.00 --param scale0=0x1p64 --param window=1 --shape 70x2 \
   --input g:value=0
+# SDPA's backward on the CPU under attention_bwd/flash's contract, both causal alignments; on every
+# query's largest score tied (tests/data/attention_bwd/tied-max-*.npy) its bf16 dQ is noise, as the
+# emulation's is (the hazard imprecise: D = rowsum(dO o O) from the bf16 output)
+for m in causal causal-top-left; do
+  for s in 1x2x8x16x8 1x2x16x8x8; do
+    n=$((n + 1))
+    out=$("$P" --kernels "$(ex torch_sdpa_backward)" run -k attention_bwd -v torch-sdpa-bwd -t bf16 --shape $s --param mask=$m \
+      --cases 10 2>&1) || fail "sdpa backward $m $s: $out"
+  done
+done
+n=$((n + 1))
+T=$(dirname "$0")/data/attention_bwd/tied-max
+out=$("$P" --kernels "$(ex torch_sdpa_backward)" run -k attention_bwd -v torch-sdpa-bwd -t bf16 --shape 1x8x64x64x16 \
+  --input q:file=$T-q.npy --input k:file=$T-k.npy --input v:file=$T-v.npy --input do:file=$T-do.npy --cases 1 2>&1)
+echo "$out" | grep -q "(verdict ok): imprecise" && echo "$out" | grep -q "imprecise: dQ: normwise relative error [1-9]" ||
+  fail "sdpa backward on tied maxima (expected dQ imprecise, error above 1): $out"
+
 # F.cross_entropy on the CPU: bit for bit with logsoftmax-cpu in fp16 and bf16 (the sum and its log
 # held in the input's dtype, nll_loss's cascade in it), 40 rows too (the cascade's second level)
 agree torch-cross-entropy torch_cross_entropy cross_entropy fp16 100.00
