@@ -61,6 +61,19 @@ echo "$out" | grep -q "(verdict ok): imprecise" && echo "$out" | grep -q "imprec
 agree torch-cross-entropy torch_cross_entropy cross_entropy fp16 100.00
 agree torch-cross-entropy torch_cross_entropy cross_entropy bf16 100.00 --shape 40x300
 agree torch-cross-entropy torch_cross_entropy cross_entropy bf16 100.00 --shape 6x300 --param reduction=sum
+# label smoothing as PyTorch composes it ((1 - eps) nll + smooth eps / C, each op stored in the input's dtype)
+for r in mean none; do
+  agree torch-cross-entropy torch_cross_entropy cross_entropy fp16 100.00 --shape 6x300 --param label_smoothing=0.125 \
+    --param reduction=$r
+done
+# and its fp16 overflow: -sum lp stored in fp16 is -inf where the loss is 4500 (the regression case, run by torch)
+n=$((n + 1))
+ce=$(mktemp --suffix=.json)
+sed 's/"logsoftmax-cpu"/"torch-cross-entropy"/' "$(dirname "$0")/../corpora/regressions/cross-entropy-torch-smoothing-fp16-overflow.json" >"$ce"
+out=$("$P" --kernels "$(ex torch_cross_entropy)" replay "$ce" 2>&1)
+echo "$out" | grep -q "torch-cross-entropy fp16/fp32: overflow (overflow, born in loss at loss\[0\]: got inf" ||
+  fail "torch's smoothing overflow: $out"
+rm -f "$ce"
 agree torch-adamw torch_adamw adam fp16 100.00
 agree torch-adamw torch_adamw adam bf16 100.00
 

@@ -3,9 +3,12 @@
  *
  *   logsoftmax  PyTorch's F.cross_entropy: log_softmax (max subtracted, the sum of exp in the
  *               accumulation dtype) stored in the storage dtype, then nll_loss on the stored
- *               log-probabilities; backward: nll's gradient held in the storage dtype, then
+ *               log-probabilities, label smoothing composed as cross_entropy_loss_label_smoothing
+ *               does; backward: the log-probabilities' gradients as autograd makes them, then
  *               log_softmax's backward dx = G - exp(lp) sum G from the stored lp
  *               (aten/src/ATen/native/LossNLL.cpp, SoftMax.cpp, torch 2.15)
+ *   logsoftmax-cpu  the same on ATen's CPU kernels: the row's sum and its log held in the
+ *               storage dtype, nll_loss's mean or sum in its cascade in the storage dtype
  *   fused       one kernel per row in the accumulation dtype: log-sum-exp, loss, and the
  *               gradient written over the logits (the fused cross-entropy kernels of Megatron,
  *               flash-attn and Liger: no log-probabilities stored)
@@ -97,17 +100,39 @@ static void pf_ce_prepare(const pf_case *c, pf_tensor *in) {
   }
 }
 
+/* The gradient logsoftmax's backward starts from, per row: -(d loss / d lp_j) at the target (*gt)
+ * and elsewhere (*go), values of the storage dtype st, as PyTorch's autograd makes them: the
+ * scalars' products in fp32 stored in st, nll_loss's -(grad / total_weight) in st, the mean's
+ * division in fp32 stored in st, the two uses of lp (nll, the smoothing sum) added in st. */
+static void pf_ce_ls_grads(int red, double eps, double nc, size_t cols, pf_dtype st, double *gt, double *go,
+                           unsigned *fe) {
+  const pf_dtype F = PF_FP32;
+  if (eps == 0) {
+    *gt = red == PF_CE_MEAN ? pf_round_fe(st, pf_div(F, 1.0, nc, fe), fe) : 1.0, *go = 0;
+    return;
+  }
+  const double gn = pf_round_fe(st, pf_round(F, 1.0 - eps), fe), gr = pf_round_fe(st, pf_round(F, eps / (double)cols), fe);
+  const double nllg = red == PF_CE_MEAN ? pf_round_fe(st, pf_div(F, gn, nc, fe), fe) : gn;
+  *go = red == PF_CE_MEAN ? pf_round_fe(st, pf_div(F, gr, nc, fe), fe) : gr;
+  *gt = pf_round_fe(st, pf_add(F, nllg, *go, fe), fe);
+}
+
 pf_status pf_cross_entropy_cpu(const pf_case *c, const pf_tensor *in, double *out, unsigned *fe) {
   const size_t rows = c->shape[0], cols = c->shape[1], nr = pf_ce_nred(c);
-  const int algo = pf_case_algo(c), faults = pf_ce_faults(c), red = pf_ce_red(c);
+  const int algo = pf_case_algo(c), faults = pf_ce_faults(c), red = pf_ce_red(c), ls = pf_ce_is_ls(algo);
+  const int cpu = algo == PF_CE_LOGSOFTMAX_CPU;
   const pf_dtype acc = c->accum, st = c->dtype, lt = pf_ce_loss_dtype(c);
-  double *lp = pf_ce_is_ls(algo) ? malloc(cols * sizeof(double)) : NULL;
-  if (pf_ce_is_ls(algo) && !lp) return pf_error(PF_ERR_NOMEM, "cross_entropy: cannot allocate a row of %zu", cols);
+  double *lp = ls ? malloc(cols * sizeof(double)) : NULL;
+  if (ls && !lp) return pf_error(PF_ERR_NOMEM, "cross_entropy: cannot allocate a row of %zu", cols);
   const double eps = pf_round_fe(acc, c->params[P_EPS], fe), z = pf_round_fe(acc, c->params[P_Z], fe);
   const double nc = (double)pf_ce_counted(c, in, faults);
-  /* the gradient reaching each row's loss: 1 / counted for the mean, held in the loss's dtype */
-  const double g = red == PF_CE_MEAN ? pf_div(lt, 1.0, nc, fe) : 1.0;
-  double sum = 0;
+  /* fused: the gradient reaching each row's loss, 1 / counted for the mean, in acc; logsoftmax:
+   * the gradients of the log-probabilities (pf_ce_ls_grads), and PyTorch's smoothing scalars */
+  const double g = red == PF_CE_MEAN ? pf_div(acc, 1.0, nc, fe) : 1.0;
+  const double epsp = c->params[P_EPS], c1f = pf_round(PF_FP32, 1.0 - epsp), cef = pf_round(PF_FP32, epsp / (double)cols);
+  double gt = 0, go = 0;
+  if (ls) pf_ce_ls_grads(red, epsp, nc, cols, st, &gt, &go, fe);
+  double sum = 0, ssum = 0;
   pf_ce_cascade cas = {{0}};
   const int power = pf_ce_cascade_power(rows);
   for (size_t i = 0; i < rows; i++) {
@@ -119,17 +144,28 @@ pf_status pf_cross_entropy_cpu(const pf_case *c, const pf_tensor *in, double *ou
       continue;
     }
     const double *x = in[0].data + i * cols;
-    const double loss = pf_ce_is_ls(algo)
-                            ? pf_ce_logsoftmax_row(algo == PF_CE_LOGSOFTMAX_CPU, faults, acc, st, x, cols, (size_t)t, eps, g, lp, dx, fe)
-                            : pf_ce_fused_row(algo, faults, acc, st, x, cols, (size_t)t, (size_t)c->params[P_CHUNK], eps,
-                                              z, g, dx, fe);
-    out[i] = pf_round_fe(lt, loss, fe);
-    if (algo == PF_CE_LOGSOFTMAX_CPU) pf_ce_cascade_add(&cas, st, power, i, out[i], fe);
-    else sum = pf_add(acc, sum, out[i], fe);
+    if (!ls) {
+      out[i] = pf_round_fe(lt, pf_ce_fused_row(algo, faults, acc, st, x, cols, (size_t)t, (size_t)c->params[P_CHUNK], eps,
+                                               z, g, dx, fe), fe);
+      sum = pf_add(acc, sum, out[i], fe);
+      continue;
+    }
+    double smooth;
+    const double nll = pf_ce_logsoftmax_row(cpu, faults, acc, st, x, cols, (size_t)t, -gt, -go, &smooth, lp, dx, fe);
+    out[i] = epsp == 0 ? nll : pf_ce_torch_smoothing(st, c1f, cef, nll, smooth, fe); /* the per-row (none) loss */
+    if (cpu) pf_ce_cascade_add(&cas, st, power, i, nll, fe);
+    else sum = pf_add(acc, sum, nll, fe);
+    ssum = pf_add(PF_FP32, ssum, smooth, fe);
   }
-  if (nr && algo == PF_CE_LOGSOFTMAX_CPU) { /* the sum and the division in the storage dtype */
-    sum = pf_ce_cascade_total(&cas, st, fe);
-    out[rows] = red == PF_CE_MEAN ? pf_div(st, sum, pf_round_fe(st, nc, fe), fe) : sum;
+  if (nr && ls) {
+    /* nll_loss's reduction: the CPU kernel's cascade and division in st, the CUDA kernel's in acc;
+     * the smoothing term's sum over the rows in fp32, stored in st, divided in fp32 */
+    double nll = cpu ? pf_ce_cascade_total(&cas, st, fe) : sum;
+    if (red == PF_CE_MEAN) nll = cpu ? pf_div(st, nll, pf_round_fe(st, nc, fe), fe) : pf_div(acc, nll, nc, fe);
+    nll = pf_round_fe(st, nll, fe);
+    double sm = pf_round_fe(st, ssum, fe);
+    if (red == PF_CE_MEAN) sm = pf_round_fe(st, pf_div(PF_FP32, sm, nc, fe), fe);
+    out[rows] = epsp == 0 ? nll : pf_ce_torch_smoothing(st, c1f, cef, nll, sm, fe);
   } else if (nr) out[rows] = pf_round_fe(lt, red == PF_CE_MEAN ? pf_div(acc, sum, nc, fe) : sum, fe);
   free(lp);
   return PF_OK;
@@ -146,6 +182,7 @@ pf_status pf_cross_entropy_cpu(const pf_case *c, const pf_tensor *in, double *ou
  * infinite, and the domain ends there. */
 typedef struct {
   pf_eb loss;   /* the row's loss before its rounding to the loss's dtype */
+  pf_eb nll, smooth; /* logsoftmax: -lp_t and -sum lp (stored), the reductions' terms */
   int over;     /* an intermediate may overflow: no bound */
   const char *what;
 } pf_ce_rowb;
@@ -173,11 +210,11 @@ static pf_eb pf_ce_eb_sumexp(int algo, pf_dtype acc, const double *x, size_t col
 }
 
 /* Row bounds: the loss's (returned in r) and each gradient element's (b, cols of them). */
-static void pf_ce_row_bound(const pf_case *c, const double *x, size_t t, pf_eb g, pf_ce_rowb *r,
+static void pf_ce_row_bound(const pf_case *c, const double *x, size_t t, pf_eb g, pf_eb Gt, pf_eb Go, pf_ce_rowb *r,
                             pf_bound *b) {
   const size_t cols = c->shape[1];
   const int algo = pf_case_algo(c);
-  const pf_dtype acc = c->accum, st = c->dtype;
+  const pf_dtype acc = c->accum, st = c->dtype, F = PF_FP32;
   const double epsv = c->params[P_EPS], zv = c->params[P_Z];
   const pf_eb eps = pf_eb_const(acc, epsv), z = pf_eb_const(acc, zv), C = pf_eb_exact((double)cols);
   const pf_eb one = pf_eb_exact(1), c1 = pf_eb_sub(acc, one, eps), ceps = pf_eb_div(acc, eps, C);
@@ -189,26 +226,27 @@ static void pf_ce_row_bound(const pf_case *c, const double *x, size_t t, pf_eb g
   /* the CPU kernel holds Z and log Z in the storage dtype */
   const pf_eb L = algo == PF_CE_LOGSOFTMAX_CPU ? pf_eb_log(st, pf_eb_store(st, Z)) : pf_eb_log(acc, Z);
   if (pf_ce_is_ls(algo)) {
-    /* lp_j = fl_st((x_j - m) - L); the loss -lp_t, or with smoothing c1 (-lp_t) + ceps (-sum lp) */
+    /* lp_j = fl_st((x_j - m) - L); nll = -lp_t; smooth = fl_st(-sum lp); the per-row loss nll,
+     * or PyTorch's smoothing fl_st(fl32(fl_st(c1f nll) + fl_st(cef smooth))) */
     r->what = "the log-probabilities";
-    pf_eb slp = pf_eb_exact(0), lpt = pf_eb_exact(0);
+    pf_eb slp = pf_eb_exact(0), lpt = pf_eb_exact(0), sg = pf_eb_exact(0);
     double asum = 0;
     for (size_t j = 0; j < cols; j++) {
       const pf_eb lp = pf_eb_store(st, pf_eb_sub(acc, pf_eb_sub(acc, pf_eb_exact(x[j]), pf_eb_exact(m)), L));
       if (j == t) lpt = lp;
-      if (epsv != 0) slp = pf_eb_add(acc, slp, lp), asum += fabs(lp.v) + lp.e;
+      slp = pf_eb_add(acc, slp, lp), asum += fabs(lp.v) + lp.e;
+      sg = pf_eb_add(acc, sg, j == t ? Gt : Go);
     }
     slp.e += (double)cols * 0x1p-52 * asum;
-    r->what = "the loss";
-    const pf_eb nll = {-lpt.v, lpt.e};
-    r->loss = epsv == 0 ? nll : pf_eb_add(acc, pf_eb_mul(acc, c1, nll), pf_eb_mul(acc, ceps, (pf_eb){-slp.v, slp.e}));
-    /* G_j = fl_st(-g a_j), a_t = c1 + ceps, else ceps; SG = sum G_j; dx_j = G_j - exp(lp_j) SG */
-    r->what = "the gradient";
-    const pf_eb at = pf_eb_add(acc, c1, ceps);
-    const pf_eb Gt = pf_eb_store(st, pf_eb_mul(acc, g, at)), Go = pf_eb_store(st, pf_eb_mul(acc, g, ceps));
-    pf_eb sg = pf_eb_exact(0);
-    for (size_t j = 0; j < cols; j++) sg = pf_eb_add(acc, sg, j == t ? Gt : Go);
     sg.e += (double)cols * 0x1p-52 * fabs(sg.v);
+    r->what = "the loss";
+    r->nll = (pf_eb){-lpt.v, lpt.e};
+    r->smooth = pf_eb_store(st, (pf_eb){-slp.v, slp.e});
+    r->loss = epsv == 0 ? r->nll
+                        : pf_eb_add(F, pf_eb_store(st, pf_eb_mul(F, pf_eb_const(F, 1 - epsv), r->nll)),
+                                    pf_eb_store(st, pf_eb_mul(F, pf_eb_const(F, epsv / (double)cols), r->smooth)));
+    /* dx_j = G_j - exp(lp_j) SG, with Gt, Go the magnitudes of -G (pf_ce_ls_grads) */
+    r->what = "the gradient";
     for (size_t j = 0; j < cols; j++) {
       const pf_eb lp = pf_eb_store(st, pf_eb_sub(acc, pf_eb_sub(acc, pf_eb_exact(x[j]), pf_eb_exact(m)), L));
       /* -G_j + exp(lp_j) * (-SG): the signs of the products do not change the bounds */
@@ -243,6 +281,7 @@ static void pf_ce_row_bound(const pf_case *c, const double *x, size_t t, pf_eb g
     }
   }
   r->over = !isfinite(r->loss.e) || !isfinite(r->loss.v);
+  if (r->over) r->what = "the loss (its smoothing or z-loss term)";
   for (size_t j = 0; j < cols && !r->over; j++) r->over = !isfinite(b[j].abs);
   if (!r->over) r->what = NULL;
 }
@@ -251,16 +290,24 @@ static void pf_ce_row_bound(const pf_case *c, const double *x, size_t t, pf_eb g
  * (rows: none), with what overflows there in *what. */
 static size_t pf_ce_bound_all(const pf_case *c, const pf_tensor *in, pf_bound *out, const char **what) {
   const size_t rows = c->shape[0], cols = c->shape[1], nr = pf_ce_nred(c);
-  const int red = pf_ce_red(c);
-  const pf_dtype acc = c->accum, lt = pf_ce_loss_dtype(c);
-  const double nc = (double)pf_ce_counted(c, in, 0);
-  /* g: 1 / nc rounded to the loss's dtype (the exact quantity is 1 / nc) */
-  const pf_eb g = red == PF_CE_MEAN ? pf_eb_div(lt, pf_eb_exact(1), pf_eb_exact(nc)) : pf_eb_exact(1);
-  size_t bad = rows;
-  pf_eb sum = pf_eb_exact(0), lev[8];
-  for (int j = 0; j < 8; j++) lev[j] = pf_eb_exact(0);
+  const int red = pf_ce_red(c), mean = red == PF_CE_MEAN, ls = pf_ce_is_ls(pf_case_algo(c));
   const int cpu = pf_case_algo(c) == PF_CE_LOGSOFTMAX_CPU, power = pf_ce_cascade_power(rows);
-  double asum = 0;
+  const pf_dtype acc = c->accum, lt = pf_ce_loss_dtype(c), st = c->dtype, F = PF_FP32;
+  const double nc = (double)pf_ce_counted(c, in, 0), eps = c->params[P_EPS];
+  const pf_eb N = pf_eb_exact(nc), one = pf_eb_exact(1);
+  const pf_eb c1f = pf_eb_const(F, 1 - eps), cef = pf_eb_const(F, eps / (double)cols);
+  /* fused: g = 1 / nc in acc. logsoftmax: the magnitudes of pf_ce_ls_grads' gradients */
+  const pf_eb g = mean ? pf_eb_div(acc, one, N) : one;
+  pf_eb Gt = mean ? pf_eb_store(st, pf_eb_div(F, one, N)) : one, Go = pf_eb_exact(0);
+  if (eps != 0) {
+    const pf_eb gn = pf_eb_store(st, c1f), gr = pf_eb_store(st, cef);
+    Go = mean ? pf_eb_store(st, pf_eb_div(F, gr, N)) : gr;
+    Gt = pf_eb_store(st, pf_eb_add(F, mean ? pf_eb_store(st, pf_eb_div(F, gn, N)) : gn, Go));
+  }
+  size_t bad = rows;
+  pf_eb sum = pf_eb_exact(0), ssum = pf_eb_exact(0), lev[8];
+  for (int j = 0; j < 8; j++) lev[j] = pf_eb_exact(0);
+  double asum = 0, smag = 0;
   for (size_t i = 0; i < rows; i++) {
     const long t = pf_ce_target(c, in, i);
     pf_bound *b = out + rows + nr + i * cols;
@@ -270,30 +317,37 @@ static size_t pf_ce_bound_all(const pf_case *c, const pf_tensor *in, pf_bound *o
       continue;
     }
     pf_ce_rowb r;
-    pf_ce_row_bound(c, in[0].data + i * cols, (size_t)t, g, &r, b);
+    pf_ce_row_bound(c, in[0].data + i * cols, (size_t)t, g, Gt, Go, &r, b);
     if (r.over && bad == rows) bad = i, *what = r.what;
     out[i] = pf_eb_bound(r.loss);
     if (!(fabs(r.loss.v) + r.loss.e < pf_max_finite(lt))) {
       out[i] = (pf_bound){INFINITY, INFINITY};
       if (bad == rows) bad = i, *what = "the loss";
     }
-    /* the reduction adds the losses as held (rounded to the loss's dtype) */
-    const pf_eb held = (pf_ce_is_ls(pf_case_algo(c)) && c->params[P_EPS] == 0) ? r.loss : pf_eb_store(lt, r.loss);
+    /* the reductions add what is held: the fused losses rounded to their dtype; logsoftmax's nll
+     * (in the CPU kernel's cascade in st) and its smoothing terms (in fp32) */
+    const pf_eb held = ls ? r.nll : pf_eb_store(lt, r.loss);
     asum += fabs(held.v) + held.e;
+    if (ls) ssum = pf_eb_add(F, ssum, r.smooth), smag += fabs(r.smooth.v) + r.smooth.e;
     if (!cpu) {
       sum = pf_eb_add(acc, sum, held);
       continue;
     }
-    /* the CPU kernel's cascade in the storage dtype (pf_ce_cascade_add) */
-    lev[0] = pf_eb_add(c->dtype, lev[0], held);
+    lev[0] = pf_eb_add(st, lev[0], held); /* pf_ce_cascade_add */
     for (int j = 0; j + 1 < 8 && (i & ((((size_t)1 << power) - 1) << (j * power))) == 0; j++)
-      lev[j + 1] = pf_eb_add(c->dtype, lev[j + 1], lev[j]), lev[j] = pf_eb_exact(0);
+      lev[j + 1] = pf_eb_add(st, lev[j + 1], lev[j]), lev[j] = pf_eb_exact(0);
   }
   if (nr) {
-    for (int j = 0; cpu && j < 8; j++) sum = pf_eb_add(c->dtype, sum, lev[j]);
+    for (int j = 0; cpu && j < 8; j++) sum = pf_eb_add(st, sum, lev[j]);
     sum.e += (double)rows * 0x1p-52 * asum;
-    const pf_dtype rt = cpu ? c->dtype : acc; /* the CPU kernel divides in the storage dtype */
-    const pf_eb R = red == PF_CE_MEAN ? pf_eb_div(rt, sum, pf_eb_const(rt, nc)) : sum;
+    const pf_dtype rt = cpu ? st : acc; /* the CPU kernel divides in the storage dtype */
+    pf_eb R = mean ? pf_eb_div(rt, sum, pf_eb_const(rt, nc)) : sum;
+    if (ls && eps != 0) { /* PyTorch's smoothing of the reduced terms */
+      ssum.e += (double)rows * 0x1p-52 * smag;
+      pf_eb sm = pf_eb_store(st, ssum);
+      if (mean) sm = pf_eb_store(st, pf_eb_div(F, sm, N));
+      R = pf_eb_add(F, pf_eb_store(st, pf_eb_mul(F, c1f, pf_eb_store(st, R))), pf_eb_store(st, pf_eb_mul(F, cef, sm)));
+    }
     out[rows] = pf_eb_bound(R);
     if (!(fabs(R.v) + R.e < pf_max_finite(lt))) {
       out[rows] = (pf_bound){INFINITY, INFINITY};
@@ -425,8 +479,9 @@ static const pf_kernel pf_ce_logsoftmax = {
     "PyTorch's F.cross_entropy: log_softmax stored in the storage dtype, nll_loss on it; backward from the stored "
     "log-probabilities",
     PF_CE_DTYPES, PF_CE_ACCUMS, pf_ce_faults_ls,
-    "losses held in the storage dtype; lp = fl((x - m) - log Z) stored, loss -lp_t (smoothing: c1 (-lp_t) + eps/C "
-    "(-sum lp)), dx = G - exp(lp) sum G with G = -g((1-eps)[t] + eps/C) stored" PF_CE_CONTRACT_TAIL,
+    "losses held in the storage dtype; lp = fl((x - m) - log Z) stored, nll = -lp_t, smoothing PyTorch's "
+    "fl(fl(fl32(1-eps) nll) + fl(fl32(eps/C) fl(-sum lp))) per row and of the reduced terms; dx = G - exp(lp) sum G "
+    "with G as autograd makes it (pf_ce_ls_grads)" PF_CE_CONTRACT_TAIL,
     pf_cross_entropy_cpu, pf_ce_bound, pf_ce_in_domain, pf_ce_check, NULL, .algo = PF_CE_LOGSOFTMAX};
 static const pf_kernel pf_ce_logsoftmax_cpu = {
     PF_KERNEL_ABI, &pf_cross_entropy_op, "logsoftmax-cpu",

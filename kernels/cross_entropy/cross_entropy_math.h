@@ -83,35 +83,37 @@ PF_HD double pf_ce_fused_row(int algo, int faults, pf_dtype acc, pf_dtype out_t,
 }
 
 /* logsoftmax (PyTorch's log_softmax then nll_loss), one row that is not ignored: the log-
- * probabilities lp_j = (x_j - m) - log Z stored in out_t (lp: a row of scratch), the row's loss
- * in acc before its rounding to out_t, and the gradient from the stored lp: the gradient of the
- * log-probabilities G_j = -g ((1 - eps)[j = t] + eps / C), held in out_t, then
- * dx_j = G_j - exp(lp_j) sum_k G_k (log_softmax's backward), in acc, stored in out_t. g here
- * is a value of out_t (the frameworks hold it in the loss's dtype). cpu: ATen's CPU kernel, which
- * holds the sum and its log in the storage dtype (L = fl_st(log fl_st(Z))); the CUDA kernel
- * keeps both in the accumulation dtype. */
+ * probabilities lp_j = (x_j - m) - log Z stored in out_t (lp: a row of scratch); returns the
+ * row's nll -lp_t, and in *smooth the smoothing term -sum_j lp_j (summed in acc, stored in out_t).
+ * The backward from the stored lp, given the gradient of the log-probabilities Gt (at the
+ * target) and Go (elsewhere), values of out_t: dx_j = G_j - exp(lp_j) sum_k G_k (log_softmax's
+ * backward), in acc, stored in out_t. cpu: ATen's CPU kernel, which holds the sum and its log in
+ * the storage dtype (L = fl_st(log fl_st(Z))); the CUDA kernel keeps both in acc. */
 PF_HD double pf_ce_logsoftmax_row(int cpu, int faults, pf_dtype acc, pf_dtype out_t, const double *x, size_t cols,
-                                  size_t t, double eps, double g, double *lp, double *dx, unsigned *fe) {
+                                  size_t t, double Gt, double Go, double *smooth, double *lp, double *dx,
+                                  unsigned *fe) {
   double m, Z;
   pf_ce_lse_parts(PF_CE_LOGSOFTMAX, faults, acc, x, cols, cols, &m, &Z, fe);
   const double L = cpu ? pf_round_fe(out_t, pf_ce_log(acc, pf_round_fe(out_t, Z, fe), fe), fe) : pf_ce_log(acc, Z, fe);
-  for (size_t j = 0; j < cols; j++) lp[j] = pf_round_fe(out_t, pf_sub(acc, pf_sub(acc, x[j], m, fe), L, fe), fe);
-  const double c1 = pf_sub(acc, 1.0, eps, fe), ceps = pf_div(acc, eps, (double)cols, fe);
-  double loss = -lp[t];
-  if (eps != 0) {
-    double slp = 0;
-    for (size_t j = 0; j < cols; j++) slp = pf_add(acc, slp, lp[j], fe);
-    loss = pf_add(acc, pf_mul(acc, c1, -lp[t], fe), pf_mul(acc, ceps, -slp, fe), fe);
-  }
-  double sg = 0;
+  double slp = 0, sg = 0;
   for (size_t j = 0; j < cols; j++) {
-    const double a = j == t ? pf_add(acc, c1, ceps, fe) : ceps;
-    dx[j] = pf_round_fe(out_t, -pf_mul(acc, g, a, fe), fe); /* G_j, held in out_t */
-    sg = pf_add(acc, sg, dx[j], fe);
+    lp[j] = pf_round_fe(out_t, pf_sub(acc, pf_sub(acc, x[j], m, fe), L, fe), fe);
+    slp = pf_add(acc, slp, lp[j], fe);
+    sg = pf_add(acc, sg, j == t ? Gt : Go, fe);
   }
+  *smooth = -pf_round_fe(out_t, slp, fe);
   for (size_t j = 0; j < cols; j++)
-    dx[j] = pf_round_fe(out_t, pf_sub(acc, dx[j], pf_mul(acc, pf_softmax_exp(acc, lp[j], fe), sg, fe), fe), fe);
-  return loss;
+    dx[j] = pf_round_fe(out_t, pf_sub(acc, j == t ? Gt : Go, pf_mul(acc, pf_softmax_exp(acc, lp[j], fe), sg, fe), fe), fe);
+  return -lp[t];
+}
+
+/* PyTorch's label smoothing, (1 - eps) nll + smooth (eps / C), from the reduced (or per-row) nll
+ * and smoothing terms: each product and the sum in fp32 (the ops' opmath), each stored in out_t;
+ * c1f = fl32(1 - eps), cef = fl32(eps / C) (the Python scalars as the kernels receive them). */
+PF_HD double pf_ce_torch_smoothing(pf_dtype out_t, double c1f, double cef, double nll, double smooth, unsigned *fe) {
+  const double a = pf_round_fe(out_t, pf_mul(PF_FP32, c1f, nll, fe), fe);
+  const double b = pf_round_fe(out_t, pf_mul(PF_FP32, smooth, cef, fe), fe);
+  return pf_round_fe(out_t, pf_add(PF_FP32, a, b, fe), fe);
 }
 
 /* ATen's CPU nll_loss reduction: the losses added in the storage dtype in a cascade of 8 partial
