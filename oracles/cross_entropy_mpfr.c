@@ -11,12 +11,15 @@
  * rows' losses. By interval arithmetic in MPFR (lower ends rounded down, upper ends up), the
  * precision doubled until every element's enclosure rounds to one value of its dtype, up to
  * opts->prec_max (then a TIE). An ignored row's loss and gradient are exactly 0; a row with a
- * non-finite logit is undefined, and so is a reduction over it, and the mean of no rows. */
+ * non-finite logit is undefined, and so is a reduction over it, and the mean of no rows. A row
+ * goes to the fast path first (cross_entropy_fast.c, double words with a proven bound) and to
+ * MPFR only where that cannot decide it (opts->mpfr_only: MPFR for every row). */
 #include "oracles/cross_entropy_mpfr.h"
 
 #include <math.h>
 #include <stdlib.h>
 
+#include "oracles/cross_entropy_fast.h"
 #include "oracles/oracle_util.h"
 
 enum { P_EPS, P_Z, P_IGNORE, P_RED, P_CHUNK }; /* kernels/cross_entropy: the parameters' order */
@@ -91,6 +94,7 @@ typedef struct {
   mpfr_t *llo, *lhi; /* each row's loss enclosure, for the reduction */
   long max_prec[PF_MAX_THREADS];
   int nomem[PF_MAX_THREADS];
+  size_t fast[PF_MAX_THREADS]; /* rows the fast path settled */
 } pf_ce_case;
 
 static long pf_ce_target(const pf_case *c, const pf_tensor *in, size_t i) {
@@ -204,7 +208,9 @@ static void pf_ce_rows(void *ctx, int th, size_t begin, size_t end) {
   const long prec0 = k->opts->prec < 64 ? 64 : k->opts->prec;
   const int hex = k->opts->keep_hex;
   pf_ce_work w;
-  if (!pf_ce_init(&w, cols, prec0)) {
+  pf_dd *e = k->opts->mpfr_only ? NULL : malloc((cols ? cols : 1) * sizeof(pf_dd));
+  if ((!k->opts->mpfr_only && !e) || !pf_ce_init(&w, cols, prec0)) {
+    free(e);
     k->nomem[th] = 1;
     return;
   }
@@ -226,6 +232,20 @@ static void pf_ce_rows(void *ctx, int th, size_t begin, size_t end) {
       mpfr_set_nan(k->llo[i]), mpfr_set_nan(k->lhi[i]);
       continue;
     }
+    /* the fast path first (cross_entropy_fast.c); the loss's enclosure kept for the reduction */
+    pf_dd loss;
+    double lerr;
+    if (e && pf_ce_fast_row(x, cols, (size_t)pf_ce_target(c, k->in, i), c->params[P_EPS], c->params[P_Z],
+                            (int)c->params[P_RED] == RED_MEAN ? k->nc : 0, k->out, i, k->lt, base, c->dtype, e, &loss,
+                            &lerr)) {
+      mpfr_set_prec(k->llo[i], 128), mpfr_set_prec(k->lhi[i], 128);
+      mpfr_set_d(k->llo[i], loss.hi, MPFR_RNDN), mpfr_add_d(k->llo[i], k->llo[i], loss.lo, MPFR_RNDD);
+      mpfr_sub_d(k->llo[i], k->llo[i], lerr, MPFR_RNDD);
+      mpfr_set_d(k->lhi[i], loss.hi, MPFR_RNDN), mpfr_add_d(k->lhi[i], k->lhi[i], loss.lo, MPFR_RNDU);
+      mpfr_add_d(k->lhi[i], k->lhi[i], lerr, MPFR_RNDU);
+      k->fast[th]++;
+      continue;
+    }
     for (long prec = prec0;; prec *= 2) {
       pf_ce_prec(&w, prec);
       const int final = prec * 2 > k->opts->prec_max;
@@ -233,6 +253,7 @@ static void pf_ce_rows(void *ctx, int th, size_t begin, size_t end) {
       if (pf_ce_row(&w, k, i, final)) break;
     }
   }
+  free(e);
   pf_ce_free(&w);
 }
 
@@ -297,12 +318,14 @@ pf_status pf_cross_entropy_mpfr(const pf_case *c, const pf_tensor *in, const pf_
   const int threads = pf_parallel_threads(rows, 3000.0 * (double)cols);
   pf_oracle_parallel(rows, threads, pf_ce_rows, k);
   out->max_prec = opts->prec < 64 ? 64 : opts->prec;
-  out->mpfr_units = rows;
+  out->fast_units = 0;
   int nomem = 0;
   for (int t = 0; t < threads; t++) {
     if (k->max_prec[t] > out->max_prec) out->max_prec = k->max_prec[t];
     nomem |= k->nomem[t];
+    out->fast_units += k->fast[t];
   }
+  out->mpfr_units = rows - out->fast_units;
   if (!nomem && k->nr) {
     const pf_mpfr_range saved = pf_mpfr_range_widen();
     nomem = !pf_ce_reduce(k);

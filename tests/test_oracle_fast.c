@@ -478,6 +478,39 @@ static void test_clip_fast_agrees_with_mpfr(void **state) {
   assert_true(fast_rows > mpfr_rows);
 }
 
+/* cross-entropy: every variant, dtype and accumulation, label smoothing, z-loss, the three
+ * reductions, ignored rows, logits from tiny to past the 600/746 thresholds (rows spread wider
+ * than 600 go to MPFR), confident rows whose target gradient is tiny */
+static void test_cross_entropy_fast_agrees_with_mpfr(void **state) {
+  (void)state;
+  static const char *variants[] = {"logsoftmax", "logsoftmax-cpu", "fused", "chunked"};
+  static const double scales[] = {0x1p-20, 0.5, 4, 60, 400, 2000};
+  const unsigned n = cases_per_config();
+  uint64_t seed = 1;
+  compared = fast_rows = mpfr_rows = 0;
+  for (int t = 0; t < PF_NDTYPES; t++)
+    for (int v = 0; v < 4; v++)
+      for (size_t k = 0; k < sizeof scales / sizeof *scales; k++)
+        for (unsigned s = 0; s < n; s++, seed++) {
+          pf_case c;
+          assert_int_equal(pf_case_init(&c, "cross_entropy", variants[v], seed), PF_OK);
+          c.dtype = (pf_dtype)t;
+          c.accum = s % 4 == 3 && v >= 2 ? c.dtype : PF_FP32;
+          c.shape[0] = 1 + seed % 5, c.shape[1] = 1 + seed * 13 % 400;
+          c.inputs[0].scale = scales[k];
+          c.inputs[0].dist = s % 3 == 0 ? PF_DIST_HEAVY : PF_DIST_NORMAL;
+          c.inputs[0].special_rate = s % 5 == 1 ? 0.01 : 0;
+          assert_int_equal(pf_case_set_param(&c, "label_smoothing", seed % 3 == 0 ? 0.125 : 0), PF_OK);
+          assert_int_equal(pf_case_set_param(&c, "z_loss", v >= 2 && seed % 2 ? 0x1p-10 : 0), PF_OK);
+          assert_int_equal(pf_case_set_param(&c, "reduction", (double)(seed % 3)), PF_OK);
+          agree_within(&c, 0x1p-51);
+          pf_case_free(&c);
+        }
+  print_message("cross_entropy: %zu elements agree; rows: %zu by the fast path, %zu by MPFR\n", compared, fast_rows,
+                mpfr_rows);
+  assert_true(fast_rows > mpfr_rows);
+}
+
 static void test_adam_fast_agrees_with_mpfr(void **state) {
   (void)state;
   static const char *variants[] = {"fused", "torch", "torch-foreach", "torch-fused", "no-master", "state-lowp",
@@ -557,7 +590,7 @@ int main(void) {
       cmocka_unit_test(test_simd_off_same_bits),
       cmocka_unit_test(test_attention_fast_agrees_with_mpfr),
       cmocka_unit_test(test_clip_fast_agrees_with_mpfr),
-      cmocka_unit_test(test_adam_fast_agrees_with_mpfr),
+      cmocka_unit_test(test_adam_fast_agrees_with_mpfr), cmocka_unit_test(test_cross_entropy_fast_agrees_with_mpfr),
       cmocka_unit_test(test_tp_fast_agrees_with_mpfr),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
