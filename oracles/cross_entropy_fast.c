@@ -98,8 +98,10 @@ int pf_ce_fast_row(const double *x, size_t cols, size_t t, double eps, double z,
     pf_dd v;
     double ev;
     if (j != t) {
-      if (e[j].hi == 0 && eps == 0) { /* below 2^-1076 of the sum: 0 in every dtype, or MPFR's TINY */
-        if (!pf_fast_negligible(out, base + j, dt, e[j].lo, Z.hi)) return 0;
+      if (e[j].hi == 0 && eps == 0) {
+        /* g zf exp(z) / Z with exp(z) below 2^-1076 of Z: 0 in binary64 and every dtype, or MPFR's
+         * TINY, provided |g zf| <= 1 (a large z-loss factor could lift it into binary64's range) */
+        if (!(fabs(zf.hi) + errzf <= 1) || !pf_fast_negligible(out, base + j, dt, e[j].lo, Z.hi)) return 0;
         continue;
       }
       if (e[j].hi == 0) {
