@@ -7,14 +7,27 @@
 #include <string.h>
 
 #include "harness/tensor.h"
+#include "kernels/kernel.h"
 
-static void set_values(pf_gen *g, const double *v, size_t n) {
+static inline void set_values(pf_gen *g, const double *v, size_t n) {
   pf_gen_free(g);
   g->dist = PF_DIST_VALUES;
   g->values = malloc(n * sizeof(double));
   if (!g->values) abort();
   memcpy(g->values, v, n * sizeof(double));
   g->nvalues = n;
+}
+
+/* The case's variant's bounds (its contract) on its outputs, for a case whose inputs are all
+ * explicit values (set_values). */
+static inline void variant_bounds(const pf_case *c, pf_bound *b) {
+  pf_tensor in[PF_MAX_INPUTS];
+  for (int t = 0; t < c->ninputs; t++) {
+    if (pf_tensor_alloc(&in[t], PF_FP32, c->inputs[t].nvalues) != PF_OK) abort();
+    memcpy(in[t].data, c->inputs[t].values, c->inputs[t].nvalues * sizeof(double));
+  }
+  pf_case_kernel(c)->bound(c, in, b);
+  for (int t = 0; t < c->ninputs; t++) pf_tensor_free(&in[t]);
 }
 
 #endif
