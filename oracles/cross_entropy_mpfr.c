@@ -13,7 +13,7 @@
  * opts->prec_max (then a TIE). An ignored row's loss and gradient are exactly 0; a row with a
  * non-finite logit is undefined, and so is a reduction over it, and the mean of no rows. A row
  * goes to the fast path first (cross_entropy_fast.c, double words with a proven bound) and to
- * MPFR only where that cannot decide it (opts->mpfr_only: MPFR for every row). */
+ * MPFR only where that cannot decide it (opts->mpfr_only, or keep_hex: MPFR for every row). */
 #include "oracles/cross_entropy_mpfr.h"
 
 #include <math.h>
@@ -208,8 +208,11 @@ static void pf_ce_rows(void *ctx, int th, size_t begin, size_t end) {
   const long prec0 = k->opts->prec < 64 ? 64 : k->opts->prec;
   const int hex = k->opts->keep_hex;
   pf_ce_work w;
-  pf_dd *e = k->opts->mpfr_only ? NULL : malloc((cols ? cols : 1) * sizeof(pf_dd));
-  if ((!k->opts->mpfr_only && !e) || !pf_ce_init(&w, cols, prec0)) {
+  /* the fast path unless MPFR alone is asked for, or the exact values' hex digits (its exact
+   * value is the binary64 one) */
+  const int fast = !k->opts->mpfr_only && !k->opts->keep_hex;
+  pf_dd *e = fast ? malloc((cols ? cols : 1) * sizeof(pf_dd)) : NULL;
+  if ((fast && !e) || !pf_ce_init(&w, cols, prec0)) {
     free(e);
     k->nomem[th] = 1;
     return;
