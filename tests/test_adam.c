@@ -11,15 +11,8 @@
 #include <cmocka.h>
 
 #include "harness/runner.h"
+#include "tests/case_values.h"
 #include "tests/contract_check.h"
-
-static void set1(pf_gen *g, double x) {
-  pf_gen_free(g);
-  g->dist = PF_DIST_VALUES;
-  g->values = malloc(sizeof(double));
-  g->values[0] = x;
-  g->nvalues = 1;
-}
 
 static pf_verdict run_adam(pf_run *r, const char *variant, pf_dtype t, double p, double g, double m, double v,
                            double lr, double eps) {
@@ -29,10 +22,10 @@ static pf_verdict run_adam(pf_run *r, const char *variant, pf_dtype t, double p,
   c.shape[0] = 1;
   assert_int_equal(pf_case_set_param(&c, "lr", lr), PF_OK);
   assert_int_equal(pf_case_set_param(&c, "eps", eps), PF_OK);
-  set1(&c.inputs[0], p);
-  set1(&c.inputs[1], g);
-  set1(&c.inputs[2], m);
-  set1(&c.inputs[3], v);
+  set_values(&c.inputs[0], &p, 1);
+  set_values(&c.inputs[1], &g, 1);
+  set_values(&c.inputs[2], &m, 1);
+  set_values(&c.inputs[3], &v, 1);
   pf_oracle_opts o;
   pf_oracle_opts_default(&o);
   if (pf_run_case(&c, &o, r)) fail_msg("run failed: %s", pf_error_message());
