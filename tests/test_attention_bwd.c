@@ -145,6 +145,25 @@ static void test_faults(void **state) {
     }
 }
 
+/* delta and block are flash's: standard refuses them (they would be silently ignored) */
+static void test_flash_parameters_refused_by_standard(void **state) {
+  const char *const names[2] = {"delta", "block"};
+  for (int p = 0; p < 2; p++) {
+    pf_case c;
+    assert_int_equal(pf_case_init(&c, "attention_bwd", "standard", 1), PF_OK);
+    if (p == 0) assert_int_equal(pf_case_set_param(&c, "delta", 1), PF_OK);
+    else assert_int_equal(pf_case_set_param(&c, "block", 8), PF_OK);
+    assert_int_equal(pf_case_validate(&c), PF_ERR_ARG);
+    assert_non_null(strstr(pf_error_message(), names[p]));
+    pf_case_free(&c);
+    assert_int_equal(pf_case_init(&c, "attention_bwd", "flash", 1), PF_OK);
+    if (p == 0) assert_int_equal(pf_case_set_param(&c, "delta", 1), PF_OK);
+    else assert_int_equal(pf_case_set_param(&c, "block", 8), PF_OK);
+    assert_int_equal(pf_case_validate(&c), PF_OK);
+    pf_case_free(&c);
+  }
+}
+
 /* The contract catches a kernel some ulps off: on the closed-form case in fp32 the bounds of dV
  * (1 - q, q) are under 32 ulps (measured 12.7 to 20.1), those of dQ and dK (r, -r, r: the
  * difference dP - D = 1 - q, a quarter of its terms, so four times their ulps) under 128
@@ -185,7 +204,7 @@ static void test_contract_generated(void **state) {
             c.inputs[t].special_rate = seed % 5 == 0 ? 0.01 : 0;
           }
           assert_int_equal(pf_case_set_param(&c, "mask", (double)(seed % 3)), PF_OK);
-          assert_int_equal(pf_case_set_param(&c, "block", (double)(1 + seed % 4)), PF_OK);
+          if (var) assert_int_equal(pf_case_set_param(&c, "block", (double)(1 + seed % 4)), PF_OK);
           in += (size_t)pf_check_contract(&c, "generated");
           total++;
         }
@@ -196,7 +215,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_two_equal_scores), cmocka_unit_test(test_closed_form),
       cmocka_unit_test(test_equal_values_cancel), cmocka_unit_test(test_causal),
-      cmocka_unit_test(test_faults), cmocka_unit_test(test_bound_is_tight),
+      cmocka_unit_test(test_faults), cmocka_unit_test(test_flash_parameters_refused_by_standard),
+      cmocka_unit_test(test_bound_is_tight),
       cmocka_unit_test(test_contract_generated),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

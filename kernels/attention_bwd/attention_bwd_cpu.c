@@ -172,6 +172,17 @@ pf_status pf_attention_bwd_cpu(const pf_case *c, const pf_tensor *in, double *ou
   return PF_OK;
 }
 
+/* The flash variants' parameters are refused where they would be silently ignored. */
+static pf_status pf_ab_check(const pf_case *c) {
+  if (pf_ab_standard(c) && c->params[P_DELTA] != 0)
+    return pf_error(PF_ERR_ARG, "delta: %s/%s reads D from its stored dP and P in fp32; the parameter is flash's and "
+                                "flash-pdp's", c->kernel, c->variant);
+  if (pf_ab_standard(c) && c->params[P_BLOCK] != pf_ab_params[P_BLOCK].def)
+    return pf_error(PF_ERR_ARG, "block: %s/%s has no key blocks (its forward stores S and P); the parameter is flash's "
+                                "and flash-pdp's", c->kernel, c->variant);
+  return PF_OK;
+}
+
 /* ---- the contract ---------------------------------------------------------------------------
  * Every output's bound follows the variant's own operations with running error bounds
  * (harness/errbound.h), as cross_entropy's does: each value paired with the exact quantity it
@@ -479,19 +490,19 @@ static const pf_kernel pf_ab_standard_k = {
     PF_AB_DTYPES, PF_AB_ACCUMS, pf_ab_faults_std,
     "P = fl_T(softmax_fp32(fl_T(s))), dP = fl_T(dO V^T), D = sum fl32(dP P), dS = fl_T(fl32(P (dP - D))), "
     "dS' = fl_T(alpha32 dS), GEMMs in A stored in T" PF_AB_CONTRACT_TAIL,
-    pf_attention_bwd_cpu, pf_ab_bound, pf_ab_in_domain, NULL, NULL, .algo = PF_ATTN_BWD_STANDARD};
+    pf_attention_bwd_cpu, pf_ab_bound, pf_ab_in_domain, pf_ab_check, NULL, .algo = PF_ATTN_BWD_STANDARD};
 static const pf_kernel pf_ab_flash_k = {
     PF_KERNEL_ABI, &pf_attention_bwd_op, "flash",
     "FlashAttention-2's backward: P recomputed in fp32 from the saved log-sum-exp, D = rowsum(dO o O)",
     PF_AB_DTYPES, PF_AB_ACCUMS, pf_ab_faults_flash,
     "O and L = m + log l from the blocked forward; P = fl32(exp(s - L)), dP = fl32(dO V^T), D = sum fl32(dO O) (in T with delta=storage), "
     "dS = fl32(P (dP - D)); P, dS rounded to T for dV = P^T dO, dQ = alpha dS K, dK = alpha dS^T Q" PF_AB_CONTRACT_TAIL,
-    pf_attention_bwd_cpu, pf_ab_bound, pf_ab_in_domain, NULL, NULL, .algo = PF_ATTN_BWD_FLASH};
+    pf_attention_bwd_cpu, pf_ab_bound, pf_ab_in_domain, pf_ab_check, NULL, .algo = PF_ATTN_BWD_FLASH};
 static const pf_kernel pf_ab_flash_pdp_k = {
     PF_KERNEL_ABI, &pf_attention_bwd_op, "flash-pdp",
     "flash with D = rowsum(dP o P) from the recomputed fp32 P and dP (O not read)",
     PF_AB_DTYPES, PF_AB_ACCUMS, pf_ab_faults_flash,
     "as flash, with D = sum_j fl32(P dP) (in fp32, or T with delta=storage)" PF_AB_CONTRACT_TAIL,
-    pf_attention_bwd_cpu, pf_ab_bound, pf_ab_in_domain, NULL, NULL, .algo = PF_ATTN_BWD_FLASH_PDP};
+    pf_attention_bwd_cpu, pf_ab_bound, pf_ab_in_domain, pf_ab_check, NULL, .algo = PF_ATTN_BWD_FLASH_PDP};
 
 const pf_kernel *const pf_attention_bwd_kernels[] = {&pf_ab_standard_k, &pf_ab_flash_k, &pf_ab_flash_pdp_k, NULL};

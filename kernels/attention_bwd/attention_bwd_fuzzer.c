@@ -23,7 +23,8 @@ int pf_decode_attention_bwd_fuzzer(const uint8_t *data, size_t size, pf_case *ou
   c.shape[3] = 1 + pf_bytes_u8(&b) % 12;
   c.shape[4] = 1 + pf_bytes_u8(&b) % 16;
   pf_case_set_param(&c, "mask", pf_bytes_u8(&b) % 3);
-  pf_case_set_param(&c, "block", 1 + pf_bytes_u8(&b) % 8);
+  const uint8_t block = pf_bytes_u8(&b);
+  if (k->algo != 0) pf_case_set_param(&c, "block", 1 + block % 8); /* flash and flash-pdp's */
   const size_t nq = c.shape[1] * c.shape[2] * c.shape[4], nk = c.shape[1] * c.shape[3] * c.shape[4];
   if (pf_bytes_u8(&b) % 2 == 0) {
     for (int t = 0; t < 4; t++) pf_fuzz_raw_values(&b, &c.inputs[t], c.dtype, t == 0 || t == 3 ? nq : nk);

@@ -362,11 +362,14 @@ static void pf_ce_bound(const pf_case *c, const pf_tensor *in, pf_bound *out) {
   pf_ce_bound_all(c, in, out, &what);
 }
 
-/* Explicit targets: each a class index in [0, cols) or the ignore index; z-loss where the
- * variant has one. */
+/* Explicit targets: each a class index in [0, cols) or the ignore index; z-loss and chunk only
+ * where the variant honours them (elsewhere they would be silently ignored). */
 static pf_status pf_ce_check(const pf_case *c) {
   if (pf_ce_is_ls(pf_case_algo(c)) && c->params[P_Z] != 0)
     return pf_error(PF_ERR_ARG, "z_loss: %s/%s (PyTorch's cross_entropy) has no z-loss; fused and chunked have", c->kernel,
+                    c->variant);
+  if (pf_case_algo(c) != PF_CE_CHUNKED && c->params[P_CHUNK] != pf_ce_params[P_CHUNK].def)
+    return pf_error(PF_ERR_ARG, "chunk: %s/%s takes the whole row at once; the parameter is chunked's", c->kernel,
                     c->variant);
   const pf_gen *g = &c->inputs[1];
   if (c->ninputs < 2 || g->dist != PF_DIST_VALUES || !g->values) return PF_OK;

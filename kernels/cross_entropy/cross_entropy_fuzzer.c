@@ -28,7 +28,8 @@ int pf_decode_cross_entropy_fuzzer(const uint8_t *data, size_t size, pf_case *ou
   pf_case_set_param(&c, "label_smoothing", ls < 128 ? 0 : (ls - 128) / 128.0);
   if (k->algo == PF_CE_FUSED || k->algo == PF_CE_CHUNKED) /* PyTorch has no z-loss */
     pf_case_set_param(&c, "z_loss", zl < 128 ? 0 : ldexp(1.0, -(zl % 24)));
-  pf_case_set_param(&c, "chunk", 1 + pf_bytes_u8(&b) % 40);
+  const uint8_t chunk = pf_bytes_u8(&b);
+  if (k->algo == PF_CE_CHUNKED) pf_case_set_param(&c, "chunk", 1 + chunk % 40);
   const int raw = pf_bytes_u8(&b) % 2 == 0;
   pf_gen *t = &c.inputs[1];
   pf_gen_free(t);
