@@ -15,6 +15,7 @@
 #include <stdlib.h>
 
 #include "oracles/oracle_util.h"
+#include "oracles/softmax_bwd_fast.h"
 
 typedef struct {
   mpfr_t *slo, *shi, zlo, zhi, t, wlo, whi, plo, phi, Slo, Shi, dlo, dhi;
@@ -126,6 +127,7 @@ typedef struct {
   const pf_oracle_opts *opts;
   pf_oracle_result *out;
   long max_prec[PF_MAX_THREADS];
+  size_t fast[PF_MAX_THREADS]; /* rows the fast path settled */
   int nomem[PF_MAX_THREADS];
 } pf_sb_case;
 
@@ -135,7 +137,12 @@ static void pf_sb_rows(void *ctx, int th, size_t begin, size_t end) {
   const size_t cols = c->shape[1];
   const long prec0 = k->opts->prec < 64 ? 64 : k->opts->prec;
   pf_sb_work w;
-  if (!pf_sb_init(&w, cols, prec0)) {
+  /* the fast path unless MPFR alone is asked for, or the exact values' hex digits (its exact
+   * value is the binary64 one) */
+  const int fast = !k->opts->mpfr_only && !k->opts->keep_hex;
+  pf_dd *e = fast ? malloc(2 * (cols ? cols : 1) * sizeof(pf_dd)) : NULL;
+  if ((fast && !e) || !pf_sb_init(&w, cols, prec0)) {
+    free(e);
     k->nomem[th] = 1;
     return;
   }
@@ -152,6 +159,10 @@ static void pf_sb_rows(void *ctx, int th, size_t begin, size_t end) {
       for (size_t j = 0; j < cols; j++) pf_oracle_set_undefined(k->out, i * cols + j, k->opts->keep_hex);
       continue;
     }
+    if (e && pf_softmax_bwd_fast_row(x, dy, cols, jm, k->out, i * cols, c->dtype, e)) {
+      k->fast[th]++;
+      continue;
+    }
     for (long prec = prec0;; prec *= 2) {
       pf_sb_prec(&w, prec);
       const int final = prec * 2 > k->opts->prec_max;
@@ -159,6 +170,7 @@ static void pf_sb_rows(void *ctx, int th, size_t begin, size_t end) {
       if (pf_sb_row(&w, x, dy, cols, jm, k->out, i * cols, c->dtype, final, k->opts->keep_hex)) break;
     }
   }
+  free(e);
   pf_sb_free(&w);
 }
 
@@ -167,15 +179,17 @@ pf_status pf_softmax_bwd_mpfr(const pf_case *c, const pf_tensor *in, const pf_or
   pf_sb_case *k = calloc(1, sizeof *k);
   if (!k) return pf_error(PF_ERR_NOMEM, "softmax_bwd oracle: out of memory");
   *k = (pf_sb_case){.c = c, .in = in, .opts = opts, .out = out};
-  const int threads = pf_parallel_threads(rows, 2000.0 * (double)cols);
+  const int threads = pf_parallel_threads(rows, 300.0 * (double)cols) /* the fast path's work */;
   pf_oracle_parallel(rows, threads, pf_sb_rows, k);
   out->max_prec = opts->prec < 64 ? 64 : opts->prec;
-  out->mpfr_units = rows;
+  out->fast_units = 0;
   int nomem = 0;
   for (int t = 0; t < threads; t++) {
+    out->fast_units += k->fast[t];
     if (k->max_prec[t] > out->max_prec) out->max_prec = k->max_prec[t];
     nomem |= k->nomem[t];
   }
+  out->mpfr_units = rows - out->fast_units;
   free(k);
   if (nomem) return pf_error(PF_ERR_NOMEM, "softmax_bwd oracle: cannot allocate a row of %zu", cols);
   return PF_OK;

@@ -20,6 +20,7 @@
 #include "oracles/dd_avx2.h"
 #include "oracles/oracle_util.h"
 #include "oracles/softmax_fast.h"
+#include "tests/case_values.h"
 
 static size_t compared, fast_rows, mpfr_rows;
 
@@ -511,6 +512,55 @@ static void test_cross_entropy_fast_agrees_with_mpfr(void **state) {
   assert_true(fast_rows > mpfr_rows);
 }
 
+/* softmax_bwd on generated rows of every dtype and scale (dy's scale apart from x's), with
+ * special values, plus rows whose dy is constant (dx exactly 0: MPFR proves it, the fast path
+ * must give the same), whose x spreads past 600 below the maximum (MPFR's) and past 746 (the
+ * fast path's, those outputs 0). */
+static void test_softmax_bwd_fast_agrees_with_mpfr(void **state) {
+  (void)state;
+  static const double scales[] = {0x1p-20, 0.5, 4, 60, 400};
+  const unsigned n = cases_per_config();
+  uint64_t seed = 1;
+  compared = fast_rows = mpfr_rows = 0;
+  for (int t = 0; t < PF_NDTYPES; t++)
+    for (int v = 0; v < 2; v++)
+      for (size_t k = 0; k < sizeof scales / sizeof *scales; k++)
+        for (unsigned s = 0; s < n; s++, seed++) {
+          pf_case c;
+          assert_int_equal(pf_case_init(&c, "softmax_bwd", v ? "recompute" : "stored", seed), PF_OK);
+          c.dtype = (pf_dtype)t;
+          c.shape[0] = 1 + seed % 4, c.shape[1] = 1 + seed * 13 % 300;
+          c.inputs[0].scale = scales[k];
+          c.inputs[1].scale = ldexp(1.0, (int)(seed % 13) - 6);
+          c.inputs[s % 2].dist = s % 3 == 0 ? PF_DIST_HEAVY : PF_DIST_NORMAL;
+          c.inputs[s % 2].special_rate = s % 5 == 1 ? 0.01 : 0;
+          agree_within(&c, 0x1p-51);
+          pf_case_free(&c);
+        }
+  const size_t generated_fast = fast_rows, generated_mpfr = mpfr_rows;
+  static const double xs[][4] = {{0, -1, -2, -3}, {0, -1, -648, 2}, {0, -1, -800, -20480}, {3, 3, 3, 3}};
+  static const double dys[][4] = {{0.5, 0.5, 0.5, 0.5}, {1, -2, 3, 0.25}, {1, -2, 3, 0.25}, {1, 0, -1, 0.5}};
+  static const int mpfr_want[] = {0, 1, 0, 0};
+  for (int k = 0; k < 4; k++)
+    for (int t = 0; t < PF_NDTYPES; t++) {
+      pf_case c;
+      assert_int_equal(pf_case_init(&c, "softmax_bwd", "stored", 1), PF_OK);
+      c.dtype = (pf_dtype)t;
+      c.shape[0] = 1, c.shape[1] = 4;
+      set_values(&c.inputs[0], xs[k], 4);
+      set_values(&c.inputs[1], dys[k], 4);
+      const size_t before = mpfr_rows;
+      agree_within(&c, 0x1p-51);
+      assert_int_equal(mpfr_rows - before, mpfr_want[k]);
+      pf_case_free(&c);
+    }
+  print_message("softmax_bwd: %zu elements agree; generated rows: %zu by the fast path, %zu by MPFR\n", compared,
+                generated_fast, generated_mpfr);
+  /* MPFR's rows: those with an x 600 to 746 below the maximum (common at scale 400, where a
+   * row spreads over thousands) and those with a non-finite input */
+  assert_true(generated_fast > 2 * generated_mpfr);
+}
+
 static void test_adam_fast_agrees_with_mpfr(void **state) {
   (void)state;
   static const char *variants[] = {"fused", "torch", "torch-foreach", "torch-fused", "no-master", "state-lowp",
@@ -591,6 +641,7 @@ int main(void) {
       cmocka_unit_test(test_attention_fast_agrees_with_mpfr),
       cmocka_unit_test(test_clip_fast_agrees_with_mpfr),
       cmocka_unit_test(test_adam_fast_agrees_with_mpfr), cmocka_unit_test(test_cross_entropy_fast_agrees_with_mpfr),
+      cmocka_unit_test(test_softmax_bwd_fast_agrees_with_mpfr),
       cmocka_unit_test(test_tp_fast_agrees_with_mpfr),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
