@@ -172,7 +172,7 @@ static int pf_cmp_pair(const void *a, const void *b) {
  *     rounding decides y: nearest gives R but within 1/8 ulp of a midpoint, a directed rounding
  *     gives the other neighbour on about half of the elements. Elements whose error the
  *     algorithm may have made are left out; repeated pairs count once. */
-static void pf_biased_stage(const pf_case *c, pf_run *r, const pf_stage *s, const pf_hazard_limits *l) {
+static void pf_biased_stage(const pf_case *c, pf_run *r, int sk, const pf_stage *s, const pf_hazard_limits *l) {
   const pf_dtype t = s->held > 0 ? (pf_dtype)(s->held - 1) : c->dtype;
   size_t w = s->ndims >= 2 ? c->shape[s->dims[s->ndims - 1]] : 0; /* row length; 0: a vector */
   /* rows of w elements at stride 1, or for a trajectory columns of count / w at stride w */
@@ -183,6 +183,17 @@ static void pf_biased_stage(const pf_case *c, pf_run *r, const pf_stage *s, cons
   if (!buf) return;
   double *units = buf; /* pairs (raw, toward-zero) */
   size_t m = 0;
+  /* a stage judged against its whole norm (its elements cancel: gradients): errors in ulps at
+   * the stage's root mean square exact value, not at each element's, where an element that
+   * cancelled to near 0 would make its ulps huge and the mean all noise */
+  double ulp_rms = 0;
+  if (w && s->measure == PF_MEASURE_TENSOR) {
+    double sq = 0;
+    size_t k = 0;
+    for (size_t i = s->offset; i < s->offset + s->count; i++)
+      if (pf_judgeable(r, i)) sq += r->oracle.exact[i] * r->oracle.exact[i], k++;
+    ulp_rms = pf_ulp(t, k ? sqrt(sq / (double)k) : 0);
+  }
   if (w) {
     for (size_t u = 0; u < nunits; u++) {
       double sum[2] = {0, 0};
@@ -193,7 +204,7 @@ static void pf_biased_stage(const pf_case *c, pf_run *r, const pf_stage *s, cons
         if (!pf_judgeable(r, i) || E == 0) continue;
         const double y = r->out[i];
         const double d = r->oracle.status[i] == PF_ORACLE_TIE && y == r->oracle.rounded_alt[i] ? 0 : y - r->oracle.rounded[i];
-        const double e = d / pf_ulp(t, E);
+        const double e = d / (ulp_rms > 0 ? ulp_rms : pf_ulp(t, E));
         sum[0] += e, sum[1] += E < 0 ? -e : e, k++;
       }
       if (!k) continue;
@@ -222,20 +233,19 @@ static void pf_biased_stage(const pf_case *c, pf_run *r, const pf_stage *s, cons
     m = k;
   }
   static const char *const how[2] = {"upward (+) or downward (-)", "away from zero (+) or toward it (-)"};
-  for (int j = 0; m >= l->bias_min && j < 2; j++) {
-    double sum = 0, sq = 0;
-    for (size_t k = 0; k < m; k++) sum += units[2 * k + j], sq += units[2 * k + j] * units[2 * k + j];
-    const double mean = sum / (double)m, var = (sq - (double)m * mean * mean) / (double)(m - 1);
-    const double z = var > 0 ? mean / sqrt(var / (double)m) : (mean != 0 ? copysign(INFINITY, mean) : 0);
-    if (fabs(z) >= l->bias_z && fabs(mean) >= l->bias_ulps) {
-      pf_run_flag_hazard(r, PF_H_BIASED, s->offset, z,
-                         "%s: the rounding is biased: %+.3f ulps %s from the correctly rounded result on average "
-                         "over %zu %s, t = %.1f (biased at |t| >= %g and |mean| >= %g ulps)",
-                         s->name, mean, how[j], m, w ? (traj ? "values (each over its steps)" : "rows") : "distinct values", z,
-                         l->bias_z, l->bias_ulps);
-      break;
-    }
-  }
+  pf_bias_pool one = {.nstages = sk + 1};
+  one.st[sk].name = s->name, one.st[sk].n = m;
+  for (size_t k = 0; k < m; k++)
+    for (int j = 0; j < 2; j++) one.st[sk].sum[j] += units[2 * k + j], one.st[sk].sq[j] += units[2 * k + j] * units[2 * k + j];
+  r->bias.st[sk] = one.st[sk];
+  double means[2], zs[2];
+  const int j = pf_bias_pool_test(&one, sk, l, means, zs);
+  if (j >= 0)
+    pf_run_flag_hazard(r, PF_H_BIASED, s->offset, zs[j],
+                       "%s: the rounding is biased: %+.3f ulps %s from the correctly rounded result on average "
+                       "over %zu %s, t = %.1f (biased at |t| >= %g and |mean| >= %g ulps)",
+                       s->name, means[j], how[j], m, w ? (traj ? "values (each over its steps)" : "rows") : "distinct values",
+                       zs[j], l->bias_z, l->bias_ulps);
   free(buf);
 }
 
@@ -249,6 +259,33 @@ void pf_hazard_limits_set_default(const pf_hazard_limits *l) {
 
 const pf_hazard_limits *pf_hazard_limits_current(void) { return pf_limits_have ? &pf_limits_set : NULL; }
 
+_Static_assert(PF_BIAS_STAGES == PF_MAX_STAGES, "a bias pool holds every stage");
+
+void pf_bias_pool_add(pf_bias_pool *p, const pf_bias_pool *u) {
+  if (!p->nstages) {
+    *p = *u;
+    return;
+  }
+  for (int k = 0; k < p->nstages && k < u->nstages; k++) {
+    /* the same stage (a case of another operation's stages is not pooled with these) */
+    if (!p->st[k].name || !u->st[k].name || strcmp(p->st[k].name, u->st[k].name)) continue;
+    p->st[k].n += u->st[k].n;
+    for (int j = 0; j < 2; j++) p->st[k].sum[j] += u->st[k].sum[j], p->st[k].sq[j] += u->st[k].sq[j];
+  }
+}
+
+int pf_bias_pool_test(const pf_bias_pool *p, int k, const pf_hazard_limits *l, double mean[2], double t[2]) {
+  const size_t m = p->st[k].n;
+  int biased = -1;
+  for (int j = 0; j < 2; j++) {
+    mean[j] = m ? p->st[k].sum[j] / (double)m : 0;
+    const double var = m > 1 ? (p->st[k].sq[j] - (double)m * mean[j] * mean[j]) / (double)(m - 1) : 0;
+    t[j] = var > 0 ? mean[j] / sqrt(var / (double)m) : (mean[j] != 0 ? copysign(INFINITY, mean[j]) : 0);
+    if (biased < 0 && m >= l->bias_min && m >= 2 && fabs(t[j]) >= l->bias_z && fabs(mean[j]) >= l->bias_ulps) biased = j;
+  }
+  return biased;
+}
+
 void pf_hazard_tally_add(pf_hazard_tally *t, const pf_run *r) {
   const int finding = pf_verdict_is_finding(r->cmp.verdict);
   for (int h = 0; h < PF_NHAZARDS; h++) t->hazard[h] += (r->hazards >> h) & 1;
@@ -257,6 +294,7 @@ void pf_hazard_tally_add(pf_hazard_tally *t, const pf_run *r) {
   if (!r->tt_fails) t->tt_pass_finding += finding, t->tt_pass_hazard += !finding && r->hazards;
   else t->tt_reject_sound += !finding && !r->hazards && r->cmp.verdict == PF_V_OK;
   if (r->worst_err > t->max_err) t->max_err = r->worst_err;
+  pf_bias_pool_add(&t->bias, &r->bias);
 }
 
 void pf_hazard_tally_merge(pf_hazard_tally *t, const pf_hazard_tally *u) {
@@ -265,6 +303,7 @@ void pf_hazard_tally_merge(pf_hazard_tally *t, const pf_hazard_tally *u) {
   t->tt_rejects += u->tt_rejects, t->tt_pass_finding += u->tt_pass_finding;
   t->tt_pass_hazard += u->tt_pass_hazard, t->tt_reject_sound += u->tt_reject_sound;
   if (u->max_err > t->max_err) t->max_err = u->max_err;
+  pf_bias_pool_add(&t->bias, &u->bias);
 }
 
 void pf_run_hazards(const pf_case *c, pf_run *r, const pf_hazard_limits *lim) {
@@ -276,9 +315,12 @@ void pf_run_hazards(const pf_case *c, pf_run *r, const pf_hazard_limits *lim) {
   r->hazards = 0;
   r->tt_fails = 0;
   r->worst_err = 0;
+  memset(&r->bias, 0, sizeof r->bias);
   if (r->failed) return;
   pf_stage st[PF_MAX_STAGES];
   const int ns = pf_stages_of(c, r, st);
+  r->bias.nstages = ns;
+  for (int k = 0; k < ns; k++) r->bias.st[k].name = st[k].name;
   for (int k = 0; k < ns; k++) {
     const pf_stage *s = &st[k];
     if (s->measure == PF_MEASURE_NONE || s->held == PF_STAGE_MIXED || !s->count) continue;
@@ -290,7 +332,7 @@ void pf_run_hazards(const pf_case *c, pf_run *r, const pf_hazard_limits *lim) {
       pf_imprecise_unit(c, r, s, s->offset, s->count, s->measure == PF_MEASURE_ELEMENT ? PF_MEASURE_ELEMENT : PF_MEASURE_TENSOR,
                         lim);
     }
-    pf_biased_stage(c, r, s, lim);
+    pf_biased_stage(c, r, k, s, lim);
   }
   if (r->kernel->op->hazards) r->kernel->op->hazards(c, r, lim);
   /* torch.testing.assert_close(y, rounded) over the stages of values: |y - E| <= atol + rtol

@@ -80,6 +80,27 @@ static inline void pf_stuck_add(pf_stuck *s, size_t x, double prev, double now, 
 }
 static inline int pf_stuck_stagnant(const pf_stuck *s) { return s->moved && 2 * s->stuck >= s->moved; }
 
+/* biased's units pooled over many cases, by stage: a bias too small for one case's rows to
+ * show (a few hundredths of an ulp) shows over thousands of rows, and a training run takes
+ * thousands of steps. A unit is what pf_run_hazards tests in one case (a row's mean signed
+ * error in ulps, or one distinct (exact, output) pair of a vector), as it is (upward or
+ * downward) and times sign(E) (away from zero or toward it). */
+#define PF_BIAS_STAGES 8 /* PF_MAX_STAGES (kernel.h) */
+typedef struct {
+  int nstages;
+  struct {
+    const char *name; /* the stage's (static) name */
+    size_t n;         /* units */
+    double sum[2], sq[2];
+  } st[PF_BIAS_STAGES];
+} pf_bias_pool;
+/* Adds u's units to p (a pool of the same operation's stages; an empty p takes u's). */
+void pf_bias_pool_add(pf_bias_pool *p, const pf_bias_pool *u);
+/* Stage k of p: the mean and t statistic of both senses (0: upward, 1: away from zero), and
+ * the sense that is biased under l's thresholds (as one case's test: |t| >= bias_z and |mean|
+ * >= bias_ulps over at least bias_min units), or -1. */
+int pf_bias_pool_test(const pf_bias_pool *p, int k, const pf_hazard_limits *l, double mean[2], double t[2]);
+
 /* Cases counted by hazard and by what torch.testing said of them (run's summary, the
  * boundary scan's points, the sweep's configurations). */
 typedef struct {
@@ -89,6 +110,7 @@ typedef struct {
    * hazard and no finding; cases it rejects that are ok with no hazard */
   unsigned long tt_rejects, tt_pass_finding, tt_pass_hazard, tt_reject_sound;
   double max_err;                    /* the largest pf_run.worst_err */
+  pf_bias_pool bias;                 /* biased's units of every case, pooled by stage */
 } pf_hazard_tally;
 void pf_hazard_tally_add(pf_hazard_tally *t, const struct pf_run *r);
 void pf_hazard_tally_merge(pf_hazard_tally *t, const pf_hazard_tally *u);

@@ -40,6 +40,7 @@ typedef struct pf_run {
   /* the largest error as the stages measure it (per element, row or tensor: hazard.h), over
    * every stage of values: what imprecise compares with its threshold */
   double worst_err;
+  pf_bias_pool bias; /* biased's units of this case, by stage (pooled over cases by the tally) */
 } pf_run;
 
 /* Sets element i's verdict, keeping the counts and the case's verdict in step. */

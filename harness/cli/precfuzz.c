@@ -501,6 +501,25 @@ static void run_progress_show(run_progress *p, const pf_kernel *k, uint64_t done
   fflush(stderr);
 }
 
+/* biased's test over every case's units at once, by stage: a bias too small for one case */
+static void print_bias_pool(const pf_bias_pool *p, uint64_t cases) {
+  pf_hazard_limits def;
+  const pf_hazard_limits *l = pf_hazard_limits_current();
+  if (!l) pf_hazard_limits_default(&def), l = &def;
+  int any = 0;
+  for (int k = 0; k < p->nstages; k++) {
+    if (!p->st[k].n) continue;
+    if (!any++)
+      printf("  rounding bias pooled over the %llu cases (mean signed error in ulps against the correctly rounded "
+             "result, t statistic; flagged at |t| >= %g and |mean| >= %g):\n",
+             (unsigned long long)cases, l->bias_z, l->bias_ulps);
+    double mean[2], t[2];
+    const int b = pf_bias_pool_test(p, k, l, mean, t);
+    printf("    %s: %+.4f upward (t %.1f), %+.4f away from zero (t %.1f), over %zu units%s\n", p->st[k].name, mean[0], t[0],
+           mean[1], t[1], p->st[k].n, b < 0 ? "" : b == 0 ? ": BIASED (upward or downward)" : ": BIASED (away from or toward zero)");
+  }
+}
+
 static int run_variant(const pf_kernel *k, const run_opts *o, run_json *jcases, int *any_finding) {
   size_t counts[PF_NVERDICTS] = {0};
   int64_t max_ulps = 0;
@@ -632,6 +651,7 @@ static int run_variant(const pf_kernel *k, const run_opts *o, run_json *jcases, 
     for (int h = 0, first = 1; h < PF_NHAZARDS; h++)
       if (hz.hazard[h]) printf("%s %s %lu", first ? ":" : ",", pf_hazard_name((pf_hazard)h), hz.hazard[h]), first = 0;
     printf("%s\n", hz.any > hazard_printed ? " (not all shown; --max-print)" : "");
+    if (done > 1) print_bias_pool(&hz.bias, done);
     printf("  torch.testing.assert_close (default tolerance, against the correctly rounded result) rejects %lu cases;"
            " passes %lu with a finding and %lu with a hazard; rejects %lu that are ok without one\n",
            hz.tt_rejects, hz.tt_pass_finding, hz.tt_pass_hazard, hz.tt_reject_sound);
