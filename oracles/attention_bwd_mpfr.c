@@ -11,12 +11,14 @@
  * sum_j dS_ij (k_j - k_c) / sqrt(d), c the row's largest score: a row of equal values of v (or
  * a column of equal values of k) gives an exact 0, which an interval around a difference would
  * never prove. A head that reads a NaN or an infinity is undefined. dP and dS are outputs of
- * the standard variant only (its stored intermediates). */
+ * the standard variant only (its stored intermediates). A fast path (attention_bwd_fast.c)
+ * settles most heads first; what it cannot decide is computed here. */
 #include "oracles/attention_bwd_mpfr.h"
 
 #include <math.h>
 #include <stdlib.h>
 
+#include "oracles/attention_bwd_fast.h"
 #include "oracles/oracle_util.h"
 
 enum { D_B = 0, D_H, D_LQ, D_LK, D_D };
@@ -118,6 +120,7 @@ typedef struct {
   pf_oracle_result *out;
   int standard;
   long max_prec[PF_MAX_THREADS];
+  size_t fast[PF_MAX_THREADS]; /* heads the fast path settled */
   int nomem[PF_MAX_THREADS];
 } pf_abo_case;
 
@@ -235,7 +238,12 @@ static void pf_abo_heads(void *ctx, int th, size_t begin, size_t end) {
   const size_t qn = H * Lq * d, kn = H * Lk * d, sn = H * Lq * Lk;
   const long prec0 = k->opts->prec < 64 ? 64 : k->opts->prec;
   pf_abo_work w;
-  if (!pf_abo_init(&w, Lq * Lk, Lk, prec0)) {
+  /* the fast path unless MPFR alone is asked for, or the exact values' hex digits (its exact
+   * value is the binary64 one) */
+  const int fast = !k->opts->mpfr_only && !k->opts->keep_hex;
+  pf_abf_work fw = {0};
+  if ((fast && !pf_abf_work_init(&fw, Lq, Lk)) || !pf_abo_init(&w, Lq * Lk, Lk, prec0)) {
+    pf_abf_work_free(&fw);
     k->nomem[th] = 1;
     return;
   }
@@ -253,6 +261,10 @@ static void pf_abo_heads(void *ctx, int th, size_t begin, size_t end) {
         for (size_t x = 0; x < idx[s][1]; x++) pf_oracle_set_undefined(k->out, idx[s][0] + x, k->opts->keep_hex);
       continue;
     }
+    if (fast && pf_attention_bwd_fast_head(c, k->in, h, k->standard, k->out, &fw)) {
+      k->fast[th]++;
+      continue;
+    }
     for (long prec = prec0;; prec *= 2) {
       pf_abo_prec(&w, prec);
       const int final = prec * 2 > k->opts->prec_max;
@@ -266,6 +278,7 @@ static void pf_abo_heads(void *ctx, int th, size_t begin, size_t end) {
     }
   }
   pf_abo_free(&w);
+  pf_abf_work_free(&fw);
 }
 
 pf_status pf_attention_bwd_mpfr(const pf_case *c, const pf_tensor *in, const pf_oracle_opts *opts,
@@ -276,15 +289,17 @@ pf_status pf_attention_bwd_mpfr(const pf_case *c, const pf_tensor *in, const pf_
   *k = (pf_abo_case){.c = c, .in = in, .opts = opts, .out = out};
   pf_stage st[PF_MAX_STAGES];
   k->standard = pf_case_stages(c, st) == 5; /* the standard variant's stages: dP, dS, dV, dQ, dK */
-  const int threads = pf_parallel_threads(H, 3000.0 * (double)(c->shape[D_LQ] * c->shape[D_LK] * c->shape[D_D]));
+  const int threads = pf_parallel_threads(H, 100.0 * (double)(c->shape[D_LQ] * c->shape[D_LK] * c->shape[D_D])); /* the fast path's work */
   pf_oracle_parallel(H, threads, pf_abo_heads, k);
   out->max_prec = opts->prec < 64 ? 64 : opts->prec;
-  out->mpfr_units = H;
+  out->fast_units = 0;
   int nomem = 0;
   for (int t = 0; t < threads; t++) {
+    out->fast_units += k->fast[t];
     if (k->max_prec[t] > out->max_prec) out->max_prec = k->max_prec[t];
     nomem |= k->nomem[t];
   }
+  out->mpfr_units = H - out->fast_units;
   free(k);
   if (nomem) return pf_error(PF_ERR_NOMEM, "attention_bwd oracle: cannot allocate a head of %zu x %zu", c->shape[D_LQ],
                              c->shape[D_LK]);

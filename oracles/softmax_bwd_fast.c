@@ -29,6 +29,10 @@
 #define EOP 0x1p-100
 #define EEXP 0x1p-87
 
+/* a bound times a magnitude, rounded up and never to 0 unless a factor is 0 (binary64's
+ * underflow would): a dropped term's bound must reach every output it touches, or an output
+ * that is 0 only because of the drop would be taken as an exact 0 */
+static inline double pf_sbf_mul_up(double a, double b) { return a == 0 || b == 0 ? 0 : a * b * 1.01 + 0x1p-1074; }
 /* a double-word add's rounding: EOP of the operands' magnitudes */
 static double pf_sbf_add_err(pf_dd a, pf_dd b) { return 2 * EOP * (fabs(a.hi) + fabs(b.hi)); }
 
@@ -44,7 +48,9 @@ PF_DD_CLONES int pf_softmax_bwd_fast_row(const double *x, const double *dy, size
     if (z.hi < -746) {
       e[j] = (pf_dd){0, z.hi}; /* negligible; z kept for pf_fast_negligible */
       k += 1;
-      errT += fabs(w[j].hi) * 0x1p-1074; /* e_j < 2^-1076, rounded up to what binary64 holds */
+      /* e_j < 2^-1076: |w_j| 2^-1074, rounded up and never to 0 (a sum that is 0 only because
+       * such terms were dropped must not pass for an exact 0) */
+      errT += pf_sbf_mul_up(fabs(w[j].hi), 0x1p-1074);
       continue;
     }
     if (z.hi < -600) return 0;
@@ -61,7 +67,7 @@ PF_DD_CLONES int pf_softmax_bwd_fast_row(const double *x, const double *dy, size
   const pf_dd inv = pf_dd_div((pf_dd){1, 0}, Z);
   const double rinv = dZ * 1.01 + 2 * EOP; /* inv's error, relative */
   const pf_dd q = pf_dd_mul(T, inv);
-  const double errq = errT * fabs(inv.hi) * (1 + rinv) * 1.01 + fabs(q.hi) * (rinv + 2 * EOP) * 1.01;
+  const double errq = pf_sbf_mul_up(errT, fabs(inv.hi) * (1 + rinv)) + fabs(q.hi) * (rinv + 2 * EOP) * 1.01;
   for (size_t i = 0; i < cols; i++) {
     const pf_dd d = pf_dd_add(w[i], pf_dd_neg(q));
     const double errd = errq + pf_sbf_add_err(w[i], q);
@@ -75,7 +81,7 @@ PF_DD_CLONES int pf_softmax_bwd_fast_row(const double *x, const double *dy, size
     const pf_dd s = pf_dd_mul(e[i], inv);
     const double rs = EEXP * 1.01 + rinv + 2 * EOP; /* s_i's error, relative */
     const pf_dd dx = pf_dd_mul(s, d);
-    const double errdx = fabs(s.hi) * errd * (1 + rs) * 1.01 + fabs(dx.hi) * (rs + 2 * EOP) * 1.01;
+    const double errdx = pf_sbf_mul_up(fabs(s.hi) * (1 + rs), errd) + fabs(dx.hi) * (rs + 2 * EOP) * 1.01;
     if (!pf_fast_settle(out, base + i, dx, errdx, dt)) return 0;
   }
   return 1;

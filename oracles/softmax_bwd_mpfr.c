@@ -8,7 +8,9 @@
  * taken around c = dy at the row's largest x: dy_i - S = (dy_i - c) - sum_j (dy_j - c) s_j,
  * which is exactly 0 where dy is constant (an interval around S would never prove it) and
  * cancels less elsewhere. A row with a non-finite x or dy is undefined (every output NaN).
- * Independent of every kernel variant: stored and recompute are judged against the same. */
+ * Independent of every kernel variant: stored and recompute are judged against the same. A
+ * fast path (softmax_bwd_fast.c) settles most rows first; what it cannot decide is computed
+ * here. */
 #include "oracles/softmax_bwd_mpfr.h"
 
 #include <math.h>

@@ -42,16 +42,17 @@ static void agree_within(pf_case *c, double exact_tol) {
   for (size_t i = 0; i < a.nout; i++) {
     const pf_oracle_result *x = &a.oracle, *y = &b.oracle;
     const int exact_ok = exact_tol == 0 ? memcmp(&x->exact[i], &y->exact[i], sizeof(double)) == 0
-                                        : (isnan(x->exact[i]) && isnan(y->exact[i])) ||
+                                        : (isnan(x->exact[i]) && isnan(y->exact[i])) || x->exact[i] == y->exact[i] ||
                                               fabs(x->exact[i] - y->exact[i]) <= exact_tol * fabs(x->exact[i]);
     /* (zeros of either sign are one value: the comparison reads them alike) */
     const int same = x->status[i] == y->status[i] && exact_ok && same_value(x->rounded[i], y->rounded[i]) &&
                      same_value(x->rounded_alt[i], y->rounded_alt[i]) &&
                      a.cmp.elem[i] == b.cmp.elem[i];
     if (!same)
-      fail_msg("%s %s/%s input seed %llu element %zu: mpfr status %d exact %a rounded %a verdict %s; fast status %d exact %a "
-               "rounded %a verdict %s",
-               c->variant, pf_dtype_name(c->dtype), pf_dtype_name(c->accum), (unsigned long long)c->inputs[0].seed, i,
+      fail_msg("%s %s %s/%s shape %zux%zux%zux%zux%zu input seed %llu element %zu: mpfr status %d exact %a rounded %a "
+               "verdict %s; fast status %d exact %a rounded %a verdict %s",
+               c->kernel, c->variant, pf_dtype_name(c->dtype), pf_dtype_name(c->accum), c->shape[0], c->shape[1],
+               c->shape[2], c->shape[3], c->shape[4], (unsigned long long)c->inputs[0].seed, i,
                x->status[i], x->exact[i], x->rounded[i], pf_verdict_name(a.cmp.elem[i]), y->status[i], y->exact[i],
                y->rounded[i], pf_verdict_name(b.cmp.elem[i]));
   }
@@ -554,11 +555,127 @@ static void test_softmax_bwd_fast_agrees_with_mpfr(void **state) {
       assert_int_equal(mpfr_rows - before, mpfr_want[k]);
       pf_case_free(&c);
     }
+  /* a term so far below the maximum (2^100) that its gradient's share is below MPFR's exponent
+   * range: dx_0 = s_0 (0 - 0.25 s_1) is MPFR's TINY, and the fast path, which drops that term,
+   * must not take the 0 it computes for an exact one (fp32 and bf16 hold -2^100) */
+  static const double xt[] = {0, -0x1p100, -1, 0}, dyt[] = {0.25, 0.5, 0.25, 0.25};
+  for (int t = 0; t < 2; t++) {
+    pf_case c;
+    assert_int_equal(pf_case_init(&c, "softmax_bwd", "stored", 1), PF_OK);
+    c.dtype = t ? PF_BF16 : PF_FP32;
+    c.shape[0] = 1, c.shape[1] = 4;
+    set_values(&c.inputs[0], xt, 4);
+    set_values(&c.inputs[1], dyt, 4);
+    agree_within(&c, 0x1p-51);
+    pf_case_free(&c);
+  }
   print_message("softmax_bwd: %zu elements agree; generated rows: %zu by the fast path, %zu by MPFR\n", compared,
                 generated_fast, generated_mpfr);
   /* MPFR's rows: those with an x 600 to 746 below the maximum (common at scale 400, where a
    * row spreads over thousands) and those with a non-finite input */
   assert_true(generated_fast > 2 * generated_mpfr);
+}
+
+/* attention_bwd on generated heads of every variant (standard's dP and dS too), dtype, mask and
+ * scale, with special values, plus heads whose exact gradients are 0 (equal values of v: dQ and
+ * dK; equal keys: dQ), which both paths must prove. */
+static void test_attention_bwd_fast_agrees_with_mpfr(void **state) {
+  (void)state;
+  static const char *variants[] = {"standard", "flash", "flash-pdp"};
+  static const double scales[] = {0x1p-20, 0.5, 1, 4, 24};
+  const unsigned n = cases_per_config();
+  uint64_t seed = 1;
+  compared = fast_rows = mpfr_rows = 0;
+  for (int t = 0; t < PF_NDTYPES; t++)
+    for (int v = 0; v < 3; v++)
+      for (int mk = 0; mk < 3; mk++)
+        for (unsigned s = 0; s < n; s++, seed++) {
+          pf_case c;
+          assert_int_equal(pf_case_init(&c, "attention_bwd", variants[v], seed), PF_OK);
+          c.dtype = (pf_dtype)t;
+          c.shape[0] = 1, c.shape[1] = 1 + seed % 2;
+          c.shape[2] = 1 + seed % 11, c.shape[3] = 1 + seed * 7 % 19, c.shape[4] = 1 + seed * 5 % 17;
+          for (int k = 0; k < 4; k++) {
+            c.inputs[k].scale = scales[(seed + (unsigned)k) % 5];
+            c.inputs[k].dist = s % 3 == 0 ? PF_DIST_LOGUNIFORM : PF_DIST_NORMAL;
+            c.inputs[k].special_rate = s % 4 == 1 ? 0.02 : 0;
+          }
+          assert_int_equal(pf_case_set_param(&c, "mask", mk), PF_OK);
+          agree_within(&c, 0x1p-51);
+          pf_case_free(&c);
+        }
+  const size_t generated_fast = fast_rows, generated_mpfr = mpfr_rows;
+  /* 1 head of 2 queries, 3 keys, head_dim 2: equal values of v, then equal keys */
+  const double qv[] = {0.5, -1, 2, 0.25}, kv[] = {1, 0.5, -0.75, 2, 0.125, -1}, ones[] = {1, 1, 1, 1, 1, 1},
+               dov[] = {1, -2, 0.5, 3}, vv[] = {0.5, 1, -1, 0.25, 2, -0.5};
+  for (int k = 0; k < 2; k++)
+    for (int t = 0; t < PF_NDTYPES; t++) {
+      pf_case c;
+      assert_int_equal(pf_case_init(&c, "attention_bwd", "standard", 1), PF_OK);
+      c.dtype = (pf_dtype)t;
+      c.shape[0] = 1, c.shape[1] = 1, c.shape[2] = 2, c.shape[3] = 3, c.shape[4] = 2;
+      set_values(&c.inputs[0], qv, 4);
+      set_values(&c.inputs[1], k ? ones : kv, 6);
+      set_values(&c.inputs[2], k ? vv : ones, 6);
+      set_values(&c.inputs[3], dov, 4);
+      const size_t before = fast_rows;
+      agree_within(&c, 0x1p-51);
+      assert_int_equal(fast_rows - before, 1); /* the fast path proved the zeros itself */
+      pf_case_free(&c);
+    }
+  /* a key 2^100 below (fp32 and bf16): its P is below MPFR's exponent range, and so is every
+   * gradient it alone makes nonzero (v_0 = v_1, so w_0 = w_1 = 0 and D' = P_2 w_2): MPFR's
+   * TINY. The fast path drops that P and must not take the zeros it computes for exact ones. */
+  const double q3[] = {1, 0.5}, k3[] = {0.5, 0.25, 0.25, 0.5, -0x1p100, 0}, v3[] = {1, 2, 1, 2, 0.25, -1},
+               do3[] = {0x1p-4, 0x1p-4};
+  for (int t = 0; t < 2; t++) {
+    pf_case c;
+    assert_int_equal(pf_case_init(&c, "attention_bwd", "standard", 1), PF_OK);
+    c.dtype = t ? PF_BF16 : PF_FP32;
+    c.shape[0] = 1, c.shape[1] = 1, c.shape[2] = 1, c.shape[3] = 3, c.shape[4] = 2;
+    set_values(&c.inputs[0], q3, 2);
+    set_values(&c.inputs[1], k3, 6);
+    set_values(&c.inputs[2], v3, 6);
+    set_values(&c.inputs[3], do3, 2);
+    agree_within(&c, 0x1p-51);
+    pf_case_free(&c);
+  }
+  print_message("attention_bwd: %zu elements agree; generated heads: %zu by the fast path, %zu by MPFR\n", compared,
+                generated_fast, generated_mpfr);
+  /* MPFR's heads: those with a non-finite input (about 40 here), rows spread past 600, keys
+   * no query attends to at scale 24 (dV and dK 0 within a bound that is not 0), dot products on
+   * a rounding boundary of the dtype */
+  assert_true(generated_fast > generated_mpfr);
+}
+
+/* dP = dO . v on a rounding boundary of bf16: dO_i = (1, 1), v_j = (1, 2^-8), so dP = 1 + 2^-8,
+ * the midpoint of 1 and 1 + 2^-7, which ties to the even 1. The fast path sums it exactly (an
+ * integer at a common scale) and rounds it as MPFR does, instead of leaving the head to MPFR. */
+static void test_attention_bwd_fast_exact_dot_on_a_tie(void **state) {
+  (void)state;
+  const double qv[] = {0.5, -1, 2, 0.25}, kv[] = {1, 0.5, -0.75, 2, 0.125, -1}, vv[] = {1, 0x1p-8, 1, 0x1p-8, 1, 0x1p-8},
+               dov[] = {1, 1, 1, 1};
+  pf_case c;
+  assert_int_equal(pf_case_init(&c, "attention_bwd", "standard", 1), PF_OK);
+  c.dtype = PF_BF16;
+  c.shape[0] = 1, c.shape[1] = 1, c.shape[2] = 2, c.shape[3] = 3, c.shape[4] = 2;
+  set_values(&c.inputs[0], qv, 4);
+  set_values(&c.inputs[1], kv, 6);
+  set_values(&c.inputs[2], vv, 6);
+  set_values(&c.inputs[3], dov, 4);
+  pf_oracle_opts o;
+  pf_oracle_opts_default(&o);
+  pf_run r;
+  assert_int_equal(pf_run_case(&c, &o, &r), PF_OK);
+  assert_int_equal(r.oracle.fast_units, 1);
+  const size_t dp = 2 * 2 + 2 * 3 * 2; /* dP after dQ (2x2), dK and dV (3x2 each) */
+  for (size_t j = 0; j < 6; j++) {
+    assert_int_equal(r.oracle.status[dp + j], PF_ORACLE_NUMBER);
+    assert_true(r.oracle.exact[dp + j] == 1 + 0x1p-8 && r.oracle.rounded[dp + j] == 1.0);
+  }
+  pf_run_free(&r);
+  agree_within(&c, 0x1p-51);
+  pf_case_free(&c);
 }
 
 static void test_adam_fast_agrees_with_mpfr(void **state) {
@@ -642,6 +759,8 @@ int main(void) {
       cmocka_unit_test(test_clip_fast_agrees_with_mpfr),
       cmocka_unit_test(test_adam_fast_agrees_with_mpfr), cmocka_unit_test(test_cross_entropy_fast_agrees_with_mpfr),
       cmocka_unit_test(test_softmax_bwd_fast_agrees_with_mpfr),
+      cmocka_unit_test(test_attention_bwd_fast_agrees_with_mpfr),
+      cmocka_unit_test(test_attention_bwd_fast_exact_dot_on_a_tie),
       cmocka_unit_test(test_tp_fast_agrees_with_mpfr),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
