@@ -18,6 +18,15 @@ static inline void set_values(pf_gen *g, const double *v, size_t n) {
   g->nvalues = n;
 }
 
+/* every one of the n elements v */
+static inline void set_constant(pf_gen *g, double v, size_t n) {
+  double *a = malloc((n ? n : 1) * sizeof(double));
+  if (!a) abort();
+  for (size_t i = 0; i < n; i++) a[i] = v;
+  set_values(g, a, n);
+  free(a);
+}
+
 /* The case's variant's bounds (its contract) on its outputs, for a case whose inputs are all
  * explicit values (set_values). */
 static inline void variant_bounds(const pf_case *c, pf_bound *b) {

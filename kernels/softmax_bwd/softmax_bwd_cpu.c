@@ -187,6 +187,23 @@ const pf_op pf_softmax_bwd_op = {
     .sweep = &pf_softmax_bwd_sweep,
 };
 
+#ifdef PF_HAVE_CUDA
+#include "harness/cuda_module.h"
+#include "kernels/softmax_bwd/softmax_bwd_cuda.h"
+/* the native CUDA kernel, in the module (harness/cuda_module.h) */
+static pf_status pf_softmax_bwd_cuda_case(const pf_case *c, const pf_tensor *in, double *out, unsigned *fe) {
+  __typeof__(&pf_softmax_bwd_cuda) fn;
+  const pf_status st = pf_cuda_entry("pf_softmax_bwd_cuda", (void **)&fn);
+  if (st) return st;
+  const pf_softmax_bwd_launch L = {c->shape[0], c->shape[1], pf_case_algo(c) == PF_SOFTMAX_BWD_STORED,
+                                   pf_softmax_bwd_faults(c), c->dtype, c->accum};
+  return fn(&L, in[0].data, in[1].data, out, fe);
+}
+#define PF_SOFTMAX_BWD_RUN_CUDA pf_softmax_bwd_cuda_case
+#else
+#define PF_SOFTMAX_BWD_RUN_CUDA NULL
+#endif
+
 #define PF_SOFTMAX_BWD_DTYPES (PF_DT(PF_FP32) | PF_DT(PF_FP16) | PF_DT(PF_BF16))
 #define PF_SOFTMAX_BWD_ACCUMS (PF_DT(PF_FP32) | PF_ACCUM_STORAGE)
 static const char *const pf_softmax_bwd_fault_names[] = {"softmax-bwd-no-sum", "softmax-bwd-sum-in-storage", NULL};
@@ -198,13 +215,15 @@ static const pf_kernel pf_softmax_bwd_stored = {
     "|dx^_i - dx_i| <= (rho s_i + alpha)(|d_i| + D_i) + s_i D_i [+ u ((1+rho) s_i + alpha)(|d_i| + D_i) + sig/2], "
     "D_i = Delta (1+u) + u |d_i| + sig/2, Delta = rho A + alpha B + gamma_n C + n sig (1+gamma_n), rho and alpha the "
     "safe softmax's bound then y's rounding to the storage dtype; domain: finite inputs, |dy| <= max/4",
-    pf_softmax_bwd_cpu, pf_softmax_bwd_bound, pf_softmax_bwd_in_domain, NULL, NULL, .algo = PF_SOFTMAX_BWD_STORED};
+    pf_softmax_bwd_cpu, pf_softmax_bwd_bound, pf_softmax_bwd_in_domain, NULL, PF_SOFTMAX_BWD_RUN_CUDA,
+    .algo = PF_SOFTMAX_BWD_STORED};
 static const pf_kernel pf_softmax_bwd_recompute = {
     PF_KERNEL_ABI, &pf_softmax_bwd_op, "recompute",
     "y recomputed from x in the accumulation dtype, never stored: dx = y (dy - sum dy y)",
     PF_SOFTMAX_BWD_DTYPES, PF_SOFTMAX_BWD_ACCUMS, pf_softmax_bwd_fault_names,
     "as stored, with y held in the accumulation dtype (rho, alpha: the safe softmax's bound and the division's "
     "rounding); domain as stored",
-    pf_softmax_bwd_cpu, pf_softmax_bwd_bound, pf_softmax_bwd_in_domain, NULL, NULL, .algo = PF_SOFTMAX_BWD_RECOMPUTE};
+    pf_softmax_bwd_cpu, pf_softmax_bwd_bound, pf_softmax_bwd_in_domain, NULL, PF_SOFTMAX_BWD_RUN_CUDA,
+    .algo = PF_SOFTMAX_BWD_RECOMPUTE};
 
 const pf_kernel *const pf_softmax_bwd_kernels[] = {&pf_softmax_bwd_stored, &pf_softmax_bwd_recompute, NULL};
