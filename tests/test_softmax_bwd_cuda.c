@@ -19,27 +19,7 @@
 #include "tests/gpu_skip.h"
 
 #ifdef PF_HAVE_CUDA
-/* runs c on the GPU, judged against c's oracle and bound: 1 when it is a finding in the domain */
-static int gpu_finding(pf_case *c, size_t *elems, size_t *equal, int64_t *ulps) {
-  pf_oracle_opts o;
-  pf_oracle_opts_default(&o);
-  pf_run r;
-  assert_int_equal(pf_run_case(c, &o, &r), PF_OK);
-  double *gy = malloc(r.nout * sizeof(double));
-  unsigned gfe = 0;
-  assert_non_null(r.kernel->run_cuda);
-  assert_int_equal(r.kernel->run_cuda(c, r.in, gy, &gfe), PF_OK);
-  pf_comparison g;
-  assert_int_equal(pf_compare(c->dtype, gy, r.nout, &r.oracle, r.bound, gfe, &g), PF_OK);
-  const int finding = pf_verdict_is_finding(g.verdict) && r.in_domain;
-  if (g.max_ulps > *ulps) *ulps = g.max_ulps;
-  for (size_t i = 0; i < r.nout; i++) *equal += memcmp(&gy[i], &r.out[i], sizeof(double)) == 0;
-  *elems += r.nout;
-  pf_comparison_free(&g);
-  free(gy);
-  pf_run_free(&r);
-  return finding;
-}
+#include "tests/gpu_judge.h"
 
 static void test_softmax_bwd_cuda_keeps_the_contract(void **state) {
   (void)state;
@@ -49,8 +29,8 @@ static void test_softmax_bwd_cuda_keeps_the_contract(void **state) {
     for (int t = 0; t < PF_NDTYPES; t++)
       for (int a = 0; a < 2; a++) {
         if (a && t == PF_FP32) continue;
-        size_t elems = 0, equal = 0, findings = 0;
-        int64_t ulps = 0;
+        size_t findings = 0;
+        gpu_tally g = {0, 0, 0};
         for (int k = 0; k < 6; k++) {
           pf_case c;
           assert_int_equal(pf_case_init(&c, "softmax_bwd", variants[v], 700 + (uint64_t)k), PF_OK);
@@ -60,12 +40,12 @@ static void test_softmax_bwd_cuda_keeps_the_contract(void **state) {
           c.shape[1] = 1 + 300 * (size_t)k; /* 1 to 1501: blocks partly idle, rows over many passes */
           c.inputs[0].scale = k < 3 ? 1.0 : 8.0;
           if (k == 5) set_constant(&c.inputs[1], 0.5, c.shape[0] * c.shape[1]); /* dx exactly 0 */
-          findings += (size_t)gpu_finding(&c, &elems, &equal, &ulps);
+          findings += (size_t)gpu_finding(&c, &g);
           pf_case_free(&c);
         }
         printf("%-9s %-5s %-5s %10zu %9.4f%% %9lld %9zu\n", variants[v], pf_dtype_name((pf_dtype)t),
-               a ? pf_dtype_name((pf_dtype)t) : "fp32", elems, 100.0 * (double)equal / (double)elems, (long long)ulps,
-               findings);
+               a ? pf_dtype_name((pf_dtype)t) : "fp32", g.elems, 100.0 * (double)g.equal / (double)g.elems,
+               (long long)g.ulps, findings);
         assert_int_equal(findings, 0); /* in-domain GPU results keep the contract */
       }
 }
@@ -84,9 +64,8 @@ static void test_softmax_bwd_cuda_faults_found(void **state) {
     c.shape[0] = 4, c.shape[1] = 2048;
     snprintf(c.fault, sizeof c.fault, "%s", faults[f]);
     set_constant(&c.inputs[1], 100, 4 * 2048);
-    size_t elems = 0, equal = 0;
-    int64_t ulps = 0;
-    assert_int_equal(gpu_finding(&c, &elems, &equal, &ulps), 1);
+    gpu_tally g = {0, 0, 0};
+    assert_int_equal(gpu_finding(&c, &g), 1);
     pf_case_free(&c);
   }
 }

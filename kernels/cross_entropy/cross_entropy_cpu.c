@@ -477,6 +477,44 @@ static const char *const pf_ce_faults_chunked[] = {"ce-no-max", "ce-chunk-no-res
   "rounding, 2 ulps per expf and logf), absolute, before the output's rounding; domain: finite logits, valid "     \
   "targets, every intermediate's bound within its dtype's range"
 
+#ifdef PF_HAVE_CUDA
+#include "harness/cuda_module.h"
+#include "kernels/cross_entropy/cross_entropy_cuda.h"
+/* fused and chunked's native CUDA kernel, in the module (harness/cuda_module.h): the scalars set
+ * up as pf_cross_entropy_cpu sets them up */
+static pf_status pf_ce_cuda_case(const pf_case *c, const pf_tensor *in, double *out, unsigned *fe) {
+  __typeof__(&pf_cross_entropy_cuda) fn;
+  pf_status st = pf_cuda_entry("pf_cross_entropy_cuda", (void **)&fn);
+  if (st) return st;
+  const size_t rows = c->shape[0];
+  long *target = malloc((rows ? rows : 1) * sizeof(long));
+  if (!target) return pf_error(PF_ERR_NOMEM, "cross_entropy: cannot allocate %zu targets", rows);
+  for (size_t i = 0; i < rows; i++) target[i] = pf_ce_target(c, in, i);
+  const pf_dtype acc = c->accum;
+  const int faults = pf_ce_faults(c), red = pf_ce_red(c);
+  const double nc = (double)pf_ce_counted(c, in, faults), eps = pf_round_fe(acc, c->params[P_EPS], fe);
+  const pf_ce_launch L = {rows,
+                          c->shape[1],
+                          pf_case_algo(c) == PF_CE_CHUNKED ? (size_t)c->params[P_CHUNK] : c->shape[1],
+                          faults,
+                          red == PF_CE_MEAN,
+                          red != PF_CE_NONE,
+                          c->dtype,
+                          acc,
+                          eps,
+                          pf_round_fe(acc, c->params[P_Z], fe),
+                          pf_div(acc, eps, (double)c->shape[1], fe),
+                          red == PF_CE_MEAN ? pf_div(acc, 1.0, nc, fe) : 1.0,
+                          nc};
+  st = fn(&L, in[0].data, target, out, fe);
+  free(target);
+  return st;
+}
+#define PF_CE_RUN_CUDA pf_ce_cuda_case
+#else
+#define PF_CE_RUN_CUDA NULL
+#endif
+
 static const pf_kernel pf_ce_logsoftmax = {
     PF_KERNEL_ABI, &pf_cross_entropy_op, "logsoftmax",
     "PyTorch's F.cross_entropy: log_softmax stored in the storage dtype, nll_loss on it; backward from the stored "
@@ -500,13 +538,13 @@ static const pf_kernel pf_ce_fused = {
     PF_CE_DTYPES, PF_CE_ACCUMS, pf_ce_faults_all,
     "losses held in the accumulation dtype; lse = m + log Z, loss = lse - c1 x_t - eps/C sum x + z lse^2, "
     "dx = g (p (1 + 2 z lse) - eps/C - c1 [t])" PF_CE_CONTRACT_TAIL,
-    pf_cross_entropy_cpu, pf_ce_bound, pf_ce_in_domain, pf_ce_check, NULL, .algo = PF_CE_FUSED};
+    pf_cross_entropy_cpu, pf_ce_bound, pf_ce_in_domain, pf_ce_check, PF_CE_RUN_CUDA, .algo = PF_CE_FUSED};
 static const pf_kernel pf_ce_chunked = {
     PF_KERNEL_ABI, &pf_cross_entropy_op, "chunked",
     "fused with an online log-sum-exp over chunks of `chunk` columns (running max, rescaled running sum)",
     PF_CE_DTYPES, PF_CE_ACCUMS, pf_ce_faults_chunked,
     "as fused, with Z taken chunk by chunk: Z <- Z exp(M - M') + sum_chunk exp(x - M')" PF_CE_CONTRACT_TAIL,
-    pf_cross_entropy_cpu, pf_ce_bound, pf_ce_in_domain, pf_ce_check, NULL, .algo = PF_CE_CHUNKED};
+    pf_cross_entropy_cpu, pf_ce_bound, pf_ce_in_domain, pf_ce_check, PF_CE_RUN_CUDA, .algo = PF_CE_CHUNKED};
 
 const pf_kernel *const pf_cross_entropy_kernels[] = {&pf_ce_logsoftmax, &pf_ce_logsoftmax_cpu, &pf_ce_fused, &pf_ce_chunked,
                                                      NULL};
