@@ -3,7 +3,7 @@
 and backward, judged by the contract of precfuzz's cross_entropy/logsoftmax-cpu (log_softmax
 stored in the logits' dtype with the row's sum and its log held in it too, nll_loss's cascade
 sum in it, the backward from the stored log-probabilities). On the GPU (PRECFUZZ_DEVICE=cuda)
-ATen keeps the sum and the log in fp32: judge it with like="logsoftmax" there.
+ATen keeps the sum and the log in fp32, so it is judged by logsoftmax's contract there.
 
   precfuzz --kernels exec:"python3 examples/torch_cross_entropy.py" run -k cross_entropy -v torch-cross-entropy -t bf16
 
@@ -22,7 +22,8 @@ from precfuzz_kernel import kernel, serve, to_torch  # noqa: E402
 DEVICE = os.environ.get("PRECFUZZ_DEVICE", "cpu")
 
 
-@kernel("cross_entropy", variant="torch-cross-entropy", like="logsoftmax-cpu", accums=["fp32"], params={"z_loss": [0, 0]},
+@kernel("cross_entropy", variant="torch-cross-entropy", like="logsoftmax" if DEVICE == "cuda" else "logsoftmax-cpu",
+        accums=["fp32"], params={"z_loss": [0, 0]},
         summary=f"F.cross_entropy forward and backward, torch {torch.__version__} on {DEVICE}")
 def cross_entropy(case, logits, target):
     p = case.params

@@ -5,9 +5,9 @@
 # (PF_FUZZ_BACKEND=cuda; a gcc build has no libFuzzer, so each replays its corpus and then
 # mutates blindly for PF_GPU_FUZZ_SECONDS, default 20, with the standalone main), run
 # PyTorch's own CUDA kernels through the kernel protocol (examples/torch_*.py: SDPA's flash
-# attention, fused AdamW, ...), the rest of the suite but the exhaustive tests, print a summary,
-# and write the full log to
-# build-gpu/gpu-check.log. Without a usable device it stops after the build with one line
+# attention and its backward, fused AdamW, F.cross_entropy judged by logsoftmax's contract,
+# ...), the rest of the suite but the exhaustive tests, print a summary, and write the full
+# log to build-gpu/gpu-check.log. Without a usable device it stops after the build with one line
 # (exit 1); a gpu test skipped although the device answered counts as a failure.
 #
 # A machine without Debian's -dev packages (the lent GPU machines have no package registry)
@@ -82,7 +82,8 @@ if [ -z "$TPY" ]; then
 else
   "$TPY" -c "import torch; print('torch', torch.__version__, 'CUDA', torch.version.cuda, torch.cuda.get_device_name())"
   for row in "softmax torch-softmax torch_softmax 200" "attention torch-sdpa torch_sdpa 50" "adam torch-adamw-foreach torch_adamw 100" \
-    "adam torch-adamw-fused torch_adamw 100" "clip torch-clip torch_clip 100" "loss_scale torch-gradscaler torch_grad_scaler 50"; do
+    "adam torch-adamw-fused torch_adamw 100" "clip torch-clip torch_clip 100" "loss_scale torch-gradscaler torch_grad_scaler 50" \
+    "cross_entropy torch-cross-entropy torch_cross_entropy 50" "attention_bwd torch-sdpa-bwd torch_sdpa_backward 20"; do
     set -- $row
     for t in fp32 fp16 bf16; do
       PRECFUZZ_DEVICE=cuda "$B/bin/precfuzz" --kernels "exec:$TPY examples/$3.py" run -k $1 -v $2 -t $t --cases $4 --max-print 2 2>&1 |
