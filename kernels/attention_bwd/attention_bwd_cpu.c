@@ -484,25 +484,42 @@ static const char *const pf_ab_faults_flash[] = {"attn-bwd-no-delta", "attn-bwd-
   "2 ulps per expf and logf, n 2^-52 sum |terms| per dot product), absolute, before the output's rounding; "       \
   "domain: finite inputs, every intermediate's bound within its dtype's range"
 
+#ifdef PF_HAVE_CUDA
+#include "harness/cuda_module.h"
+#include "kernels/attention_bwd/attention_bwd_cuda.h"
+/* the native CUDA kernel, in the module (harness/cuda_module.h) */
+static pf_status pf_ab_cuda_case(const pf_case *c, const pf_tensor *in, double *out, unsigned *fe) {
+  __typeof__(&pf_attention_bwd_cuda) fn;
+  const pf_status st = pf_cuda_entry("pf_attention_bwd_cuda", (void **)&fn);
+  if (st) return st;
+  const pf_attn_bwd_launch L = pf_ab_launch(c);
+  return fn(&L, pf_ab_heads(c), pf_round(PF_FP32, pf_attn_inv_sqrt_d(L.d)), in[0].data, in[1].data, in[2].data,
+            in[3].data, out, fe);
+}
+#define PF_AB_RUN_CUDA pf_ab_cuda_case
+#else
+#define PF_AB_RUN_CUDA NULL
+#endif
+
 static const pf_kernel pf_ab_standard_k = {
     PF_KERNEL_ABI, &pf_attention_bwd_op, "standard",
     "the unfused backward from the stored S and P: dV = P^T dO, dP and dS stored, dQ = dS K, dK = dS^T Q",
     PF_AB_DTYPES, PF_AB_ACCUMS, pf_ab_faults_std,
     "P = fl_T(softmax_fp32(fl_T(s))), dP = fl_T(dO V^T), D = sum fl32(dP P), dS = fl_T(fl32(P (dP - D))), "
     "dS' = fl_T(alpha32 dS), GEMMs in A stored in T" PF_AB_CONTRACT_TAIL,
-    pf_attention_bwd_cpu, pf_ab_bound, pf_ab_in_domain, pf_ab_check, NULL, .algo = PF_ATTN_BWD_STANDARD};
+    pf_attention_bwd_cpu, pf_ab_bound, pf_ab_in_domain, pf_ab_check, PF_AB_RUN_CUDA, .algo = PF_ATTN_BWD_STANDARD};
 static const pf_kernel pf_ab_flash_k = {
     PF_KERNEL_ABI, &pf_attention_bwd_op, "flash",
     "FlashAttention-2's backward: P recomputed in fp32 from the saved log-sum-exp, D = rowsum(dO o O)",
     PF_AB_DTYPES, PF_AB_ACCUMS, pf_ab_faults_flash,
     "O and L = m + log l from the blocked forward; P = fl32(exp(s - L)), dP = fl32(dO V^T), D = sum fl32(dO O) (in T with delta=storage), "
     "dS = fl32(P (dP - D)); P, dS rounded to T for dV = P^T dO, dQ = alpha dS K, dK = alpha dS^T Q" PF_AB_CONTRACT_TAIL,
-    pf_attention_bwd_cpu, pf_ab_bound, pf_ab_in_domain, pf_ab_check, NULL, .algo = PF_ATTN_BWD_FLASH};
+    pf_attention_bwd_cpu, pf_ab_bound, pf_ab_in_domain, pf_ab_check, PF_AB_RUN_CUDA, .algo = PF_ATTN_BWD_FLASH};
 static const pf_kernel pf_ab_flash_pdp_k = {
     PF_KERNEL_ABI, &pf_attention_bwd_op, "flash-pdp",
     "flash with D = rowsum(dP o P) from the recomputed fp32 P and dP (O not read)",
     PF_AB_DTYPES, PF_AB_ACCUMS, pf_ab_faults_flash,
     "as flash, with D = sum_j fl32(P dP) (in fp32, or T with delta=storage)" PF_AB_CONTRACT_TAIL,
-    pf_attention_bwd_cpu, pf_ab_bound, pf_ab_in_domain, pf_ab_check, NULL, .algo = PF_ATTN_BWD_FLASH_PDP};
+    pf_attention_bwd_cpu, pf_ab_bound, pf_ab_in_domain, pf_ab_check, PF_AB_RUN_CUDA, .algo = PF_ATTN_BWD_FLASH_PDP};
 
 const pf_kernel *const pf_attention_bwd_kernels[] = {&pf_ab_standard_k, &pf_ab_flash_k, &pf_ab_flash_pdp_k, NULL};
