@@ -30,6 +30,7 @@
 #include <stdlib.h>
 
 #include "oracles/oracle_util.h"
+#include "oracles/softmax_fast.h" /* pf_oracle_masked */
 
 #define EOP 0x1p-100
 #define EEXP 0x1p-87
@@ -39,12 +40,6 @@
 
 enum { D_B = 0, D_H, D_LQ, D_LK, D_D };
 enum { P_MASK = 0 }; /* kernels/attention_bwd: the parameters' order */
-
-static int pf_abf_masked(int mask, size_t i, size_t j, size_t lq, size_t lk) {
-  if (mask == 2) return j > i;
-  if (mask == 1) return j > i + (lk >= lq ? lk - lq : 0);
-  return 0;
-}
 
 /* a bound times a magnitude, rounded up and never to 0 unless a factor is 0 (binary64's
  * underflow would): a negligible P's contribution (below 2^-1076 times its multiplier) must
@@ -190,7 +185,7 @@ int pf_attention_bwd_fast_head(const pf_case *c, const pf_tensor *in, size_t h, 
   const double ralpha = 3 * EOP;
   for (size_t i = 0; i < Lq; i++) {
     unsigned char *nz = w->nz + i * Lk;
-    for (size_t j = 0; j < Lk; j++) nz[j] = (unsigned char)pf_abf_masked(mask, i, j, Lq, Lk);
+    for (size_t j = 0; j < Lk; j++) nz[j] = (unsigned char)pf_oracle_masked(mask, i, j, Lq, Lk);
     if (!pf_abf_softmax_row(w, i, Lk, nz, alpha, ralpha, q + i * d, K, d)) return 0;
     const pf_dd *P = w->P + i * Lk;
     const double rP = w->rP[i];

@@ -20,16 +20,11 @@
 
 #include "oracles/attention_bwd_fast.h"
 #include "oracles/oracle_util.h"
+#include "oracles/softmax_fast.h" /* pf_oracle_masked: causal (1) bottom right, causal-top-left (2) */
 
 enum { D_B = 0, D_H, D_LQ, D_LK, D_D };
 enum { P_MASK = 0 }; /* kernels/attention_bwd: the parameters' order */
 
-/* causal: query i sees keys j <= i + max(k_len - q_len, 0); causal-top-left: j <= i */
-static int pf_abo_masked(int mask, size_t i, size_t j, size_t lq, size_t lk) {
-  if (mask == 2) return j > i;
-  if (mask == 1) return j > i + (lk >= lq ? lk - lq : 0);
-  return 0;
-}
 
 typedef struct {
   mpfr_t *plo, *phi, *slo, *shi, *wlo, *whi;
@@ -146,7 +141,7 @@ static int pf_abo_head(pf_abo_work *w, const pf_abo_case *k, size_t h, int final
     double m = -INFINITY;
     size_t jc = 0;
     for (size_t j = 0; j < Lk; j++) {
-      if (pf_abo_masked(mask, i, j, Lq, Lk)) continue;
+      if (pf_oracle_masked(mask, i, j, Lq, Lk)) continue;
       double sd = 0;
       mpfr_set_zero(w->lo, 1), mpfr_set_zero(w->hi, 1);
       for (size_t e = 0; e < d; e++) {
@@ -164,7 +159,7 @@ static int pf_abo_head(pf_abo_work *w, const pf_abo_case *k, size_t h, int final
     /* P = exp(s - m) / sum */
     mpfr_set_zero(w->Zlo, 1), mpfr_set_zero(w->Zhi, 1);
     for (size_t j = 0; j < Lk; j++) {
-      if (pf_abo_masked(mask, i, j, Lq, Lk)) {
+      if (pf_oracle_masked(mask, i, j, Lq, Lk)) {
         mpfr_set_zero(plo[j], 1), mpfr_set_zero(phi[j], 1);
         continue;
       }

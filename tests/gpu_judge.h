@@ -36,4 +36,25 @@ static int gpu_finding(pf_case *c, gpu_tally *t) {
   return finding;
 }
 
+/* A planted fault found by the emulation on c, and by the GPU too. */
+static void gpu_finds_as_cpu(pf_case *c) {
+  pf_oracle_opts o;
+  pf_oracle_opts_default(&o);
+  pf_run r;
+  assert_int_equal(pf_run_case(c, &o, &r), PF_OK);
+  assert_true(pf_verdict_is_finding(r.cmp.verdict)); /* found by the emulation here */
+  pf_run_free(&r);
+  gpu_tally g = {0, 0, 0};
+  assert_int_equal(gpu_finding(c, &g), 1);
+}
+
+/* The table of a contract test: its head, and one configuration's line. */
+static void gpu_table_head(void) {
+  printf("%-10s %-5s %-5s %10s %10s %9s %9s\n", "variant", "dtype", "accum", "elements", "bitwise=", "gpu-ulps", "findings");
+}
+static void gpu_table_row(const char *variant, pf_dtype t, pf_dtype acc, const gpu_tally *g, size_t findings) {
+  printf("%-10s %-5s %-5s %10zu %9.4f%% %9lld %9zu\n", variant, pf_dtype_name(t), pf_dtype_name(acc), g->elems,
+         100.0 * (double)g->equal / (double)(g->elems ? g->elems : 1), (long long)g->ulps, findings);
+}
+
 #endif
