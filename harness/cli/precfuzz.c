@@ -194,6 +194,9 @@ static void print_help_run(void) {
       "Besides each case's verdict (did the kernel keep its contract?) run reports its hazards\n"
       "(HAZARD lines: saturated, stagnant, biased, imprecise: a result useless for training,\n"
       "contract kept or not) and where torch.testing.assert_close's default tolerance disagrees.\n"
+      "With more than one case it also prints the rounding-bias test over all the cases' units\n"
+      "at once, stage by stage (mean signed error in ulps and its t statistic, upward and away\n"
+      "from zero): a bias too small for one case, summed over many steps.\n"
       "Exit status: 0 no finding (hazards do not change it), 1 findings, 2 bad usage or input.\n");
 }
 
