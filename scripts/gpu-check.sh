@@ -14,6 +14,11 @@
 # can bring them as .deb files in .gpudeps/ (apt-get download libmpfr-dev libmpfr6
 # libgmp-dev libgmp10 libgmpxx4ldbl libcjson-dev libcjson1 libcmocka-dev libcmocka0):
 # they are unpacked under /tmp/pf-deps and used through pkg-config's sysroot.
+# To spend no GPU-machine time compiling, build the folder elsewhere (same paths, same nvcc,
+# an older glibc) and set PF_GPU_PREBUILT=1: the build step is skipped and only the runtime
+# libraries (libmpfr6 libgmp10 libcjson1 libcmocka0 libnettle8) need to come in .gpudeps/.
+# PF_GPU_PARTS picks and orders the checks (default: "tests diff torch drivers report rest"),
+# PF_GPU_TORCH_KERNELS limits the PyTorch rows to those kernels, PF_GPU_TEST_TIMEOUT (s) each gpu test.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 B=${PF_GPU_BUILD:-build-gpu}
@@ -36,10 +41,15 @@ fi
 echo "== device"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || echo "nvidia-smi failed"
 nvcc --version | tail -2
-echo "== build"
-cmake -S . -B "$B" -DPF_ENABLE_CUDA=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$B/configure.log" 2>&1 || { cat "$B/configure.log"; exit 1; }
-grep "precfuzz:" "$B/configure.log"
-cmake --build "$B" -j "$(nproc)" >"$B/build.log" 2>&1 || { tail -40 "$B/build.log"; exit 1; }
+if [ "${PF_GPU_PREBUILT:-0}" = 1 ]; then
+  echo "== build: prebuilt ($B)"
+  [ -x "$B/bin/precfuzz" ] || { echo "gpu-check: PF_GPU_PREBUILT=1 but $B/bin/precfuzz is missing"; exit 1; }
+else
+  echo "== build"
+  cmake -S . -B "$B" -DPF_ENABLE_CUDA=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$B/configure.log" 2>&1 || { cat "$B/configure.log"; exit 1; }
+  grep "precfuzz:" "$B/configure.log"
+  cmake --build "$B" -j "$(nproc)" >"$B/build.log" 2>&1 || { tail -40 "$B/build.log"; exit 1; }
+fi
 # Without a usable device every check below would only say so: stop here with that line.
 # (exit 2 is "cannot run"; a finding, exit 1, is for the checks below to report)
 "$B/bin/precfuzz" run -k softmax -v safe --cases 1 --backend cuda >"$B/device.log" 2>&1
@@ -47,54 +57,77 @@ if [ $? -eq 2 ]; then
   echo "gpu-check: no usable CUDA device: $(tail -1 "$B/device.log")"
   exit 1
 fi
-echo "== gpu tests"
-(cd "$B" && ctest -L gpu -V --output-on-failure) | grep -vE '^[0-9]+: (Test command|Working Directory|Environment)' |
-  tee "$B/gpu-tests.log"
-gpu_rc=${PIPESTATUS[0]}
-# a gpu test skipped on a machine with a device is a failure here, not a pass
-if grep -q '\*\*\*Skipped' "$B/gpu-tests.log"; then
-  echo "gpu-check: gpu tests were skipped although a device answered"
-  gpu_rc=1
-fi
-echo "== CPU emulation against the GPU (precfuzz diff-backend, every variant with a CUDA implementation)"
-"$B/bin/precfuzz" diff-backend --cases 20 --seed 1
-diff_rc=$?
+# Each check sets its NAME_rc; one that PF_GPU_PARTS leaves out reads "not run" in the summary.
+check_tests() {
+  echo "== gpu tests"
+  (cd "$B" && ctest -L gpu -V --output-on-failure --timeout "${PF_GPU_TEST_TIMEOUT:-600}") | grep -vE '^[0-9]+: (Test command|Working Directory|Environment)' |
+    tee "$B/gpu-tests.log"
+  tests_rc=${PIPESTATUS[0]}
+  # a gpu test skipped on a machine with a device is a failure here, not a pass
+  if grep -q '\*\*\*Skipped' "$B/gpu-tests.log"; then
+    echo "gpu-check: gpu tests were skipped although a device answered"
+    tests_rc=1
+  fi
+}
+check_diff() {
+  echo "== CPU emulation against the GPU (precfuzz diff-backend, every variant with a CUDA implementation)"
+  "$B/bin/precfuzz" diff-backend --cases 20 --seed 1
+  diff_rc=$?
+}
 # Each driver replays its corpus and then fuzzes by blind mutation (the gcc build's standalone
 # main: libFuzzer's flags, no coverage feedback) for PF_GPU_FUZZ_SECONDS on the GPU backend.
-FS=${PF_GPU_FUZZ_SECONDS:-20}
-echo "== the fuzz drivers on the CUDA backend: corpus, then ${FS} s of mutation each (inputs/s; per judged case, in"
-echo "   microseconds: all, kernel = copies + launches + synchronisation, oracle: launch-bound where kernel ~ all)"
-scripts/fuzz-drivers.sh "$B/bin" "$B/fuzz-cuda" "$FS" cuda
-drv_rc=$?
-echo "== the precision report on the GPU (precision-report --backend cuda)"
-"$B/bin/precision-report" --backend cuda -o "$B/precision-report-cuda.html" --save-results "$B/results-cuda.json" &&
-  "$B/bin/precision-report" -i "$B/results-cuda.json" --format md | head -60
-report_rc=${PIPESTATUS[0]}
-echo "== PyTorch's CUDA kernels (examples/torch_*.py, PRECFUZZ_DEVICE=cuda): cases, verdicts, agreement with the emulation"
-# the project's .venv where it has torch, else the machine's python3 (the lent machines have one)
-TPY=""
-for py in "${PRECFUZZ_VENV:-.venv}/bin/python" python3; do
-  if "$py" -c "import torch, numpy; assert torch.cuda.is_available()" >/dev/null 2>&1; then TPY=$py; break; fi
-done
-torch_rc=0
-if [ -z "$TPY" ]; then
-  echo "no python with torch and a CUDA device: PyTorch's kernels not checked"
-else
-  "$TPY" -c "import torch; print('torch', torch.__version__, 'CUDA', torch.version.cuda, torch.cuda.get_device_name())"
+check_drivers() {
+  local fs=${PF_GPU_FUZZ_SECONDS:-20}
+  echo "== the fuzz drivers on the CUDA backend: corpus, then ${fs} s of mutation each (inputs/s; per judged case, in"
+  echo "   microseconds: all, kernel = copies + launches + synchronisation, oracle: launch-bound where kernel ~ all)"
+  scripts/fuzz-drivers.sh "$B/bin" "$B/fuzz-cuda" "$fs" cuda
+  drivers_rc=$?
+}
+check_report() {
+  echo "== the precision report on the GPU (precision-report --backend cuda)"
+  "$B/bin/precision-report" --backend cuda -o "$B/precision-report-cuda.html" --save-results "$B/results-cuda.json" &&
+    "$B/bin/precision-report" -i "$B/results-cuda.json" --format md | head -60
+  report_rc=${PIPESTATUS[0]}
+}
+# PF_GPU_TORCH_KERNELS limits the rows to those kernels (default: all).
+check_torch() {
+  echo "== PyTorch's CUDA kernels (examples/torch_*.py, PRECFUZZ_DEVICE=cuda): cases, verdicts, agreement with the emulation"
+  # the project's .venv where it has torch, else the machine's python3 (the lent machines have one)
+  local py tpy="" row t
+  for py in "${PRECFUZZ_VENV:-.venv}/bin/python" python3; do
+    if "$py" -c "import torch, numpy; assert torch.cuda.is_available()" >/dev/null 2>&1; then tpy=$py; break; fi
+  done
+  torch_rc=0
+  if [ -z "$tpy" ]; then
+    echo "no python with torch and a CUDA device: PyTorch's kernels not checked"
+    return
+  fi
+  "$tpy" -c "import torch; print('torch', torch.__version__, 'CUDA', torch.version.cuda, torch.cuda.get_device_name())"
   for row in "softmax torch-softmax torch_softmax 200" "attention torch-sdpa torch_sdpa 50" "adam torch-adamw-foreach torch_adamw 100" \
     "adam torch-adamw-fused torch_adamw 100" "clip torch-clip torch_clip 100" "loss_scale torch-gradscaler torch_grad_scaler 50" \
     "cross_entropy torch-cross-entropy torch_cross_entropy 50" "attention_bwd torch-sdpa-bwd torch_sdpa_backward 20"; do
     set -- $row
+    if [ -n "${PF_GPU_TORCH_KERNELS:-}" ] && ! [[ " $PF_GPU_TORCH_KERNELS " == *" $1 "* ]]; then continue; fi
     for t in fp32 fp16 bf16; do
-      PRECFUZZ_DEVICE=cuda "$B/bin/precfuzz" --kernels "exec:$TPY examples/$3.py" run -k $1 -v $2 -t $t --cases $4 --max-print 2 2>&1 |
+      PRECFUZZ_DEVICE=cuda "$B/bin/precfuzz" --kernels "exec:$tpy examples/$3.py" run -k $1 -v $2 -t $t --cases $4 --max-print 2 2>&1 |
         grep -E "^FINDING|^  reproduce|cases \(seeds|^  findings"
       [ "${PIPESTATUS[0]}" = 2 ] && torch_rc=1
     done
-    PRECFUZZ_DEVICE=cuda "$B/bin/precfuzz" --kernels "exec:$TPY examples/$3.py" diff-variant -k $1 -v $2 --cases 20 || true
+    PRECFUZZ_DEVICE=cuda "$B/bin/precfuzz" --kernels "exec:$tpy examples/$3.py" diff-variant -k $1 -v $2 --cases 20 || true
   done
-fi
-echo "== the rest of the suite (not exhaustive, not gpu) on this machine"
-(cd "$B" && ctest -LE 'exhaustive|gpu' --output-on-failure -j "$(nproc)") | tail -20
-rest_rc=${PIPESTATUS[0]}
-echo "== summary: gpu tests $([ "$gpu_rc" = 0 ] && echo passed || echo FAILED), diff-backend $([ "$diff_rc" = 0 ] && echo passed || echo FAILED), drivers on cuda $([ "$drv_rc" = 0 ] && echo passed || echo FAILED), report $([ "$report_rc" = 0 ] && echo written || echo FAILED), torch on cuda $([ "$torch_rc" = 0 ] && echo ran || echo FAILED), other tests $([ "$rest_rc" = 0 ] && echo passed || echo FAILED); log $LOG"
-[ "$gpu_rc" = 0 ] && [ "$diff_rc" = 0 ] && [ "$drv_rc" = 0 ] && [ "$report_rc" = 0 ] && [ "$torch_rc" = 0 ] && [ "$rest_rc" = 0 ]
+}
+check_rest() {
+  echo "== the rest of the suite (not exhaustive, not gpu) on this machine"
+  (cd "$B" && ctest -LE 'exhaustive|gpu' --output-on-failure -j "$(nproc)") | tail -20
+  rest_rc=${PIPESTATUS[0]}
+}
+PARTS=${PF_GPU_PARTS:-tests diff torch drivers report rest}
+for part in $PARTS; do
+  case $part in
+    tests|diff|drivers|report|torch|rest) "check_$part" ;;
+    *) echo "gpu-check: PF_GPU_PARTS: unknown part '$part' (tests diff torch drivers report rest)"; exit 2 ;;
+  esac
+done
+said() { local v=${1}_rc; if [ -z "${!v:-}" ]; then echo "not run"; elif [ "${!v}" = 0 ]; then echo "$2"; else echo FAILED; fi; }
+echo "== summary: gpu tests $(said tests passed), diff-backend $(said diff passed), drivers on cuda $(said drivers passed), report $(said report written), torch on cuda $(said torch ran), other tests $(said rest passed); log $LOG"
+for part in $PARTS; do v=${part}_rc; [ "${!v}" = 0 ] || exit 1; done
