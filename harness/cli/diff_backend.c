@@ -38,10 +38,10 @@ static void help(int by_variant) {
 
 static void print_header(int by_variant, const char *device) {
   if (by_variant)
-    printf("%-10s %-16s %-13s %-13s %6s %10s %9s %9s %9s %9s %9s\n", "kernel", "variant", "against", "dtype/accum", "cases",
+    printf("%-13s %-16s %-13s %-13s %6s %10s %9s %9s %9s %9s %9s\n", "kernel", "variant", "against", "dtype/accum", "cases",
            "elements", "bitwise=", "ulps-apart", "findings", "find-vs", "max-ulps");
   else
-    printf("device: %s\n%-10s %-13s %-13s %6s %10s %9s %9s %9s %9s\n", device, "kernel", "variant", "dtype/accum", "cases",
+    printf("device: %s\n%-13s %-13s %-13s %6s %10s %9s %9s %9s %9s\n", device, "kernel", "variant", "dtype/accum", "cases",
            "elements", "bitwise=", "max-ulps", "find-cpu", "find-gpu");
 }
 
@@ -50,12 +50,15 @@ typedef struct {
   int64_t max_ulps, max_ulps_exact; /* between the two; of the first from the correctly rounded */
 } pf_diff_row;
 
-/* Runs case c on one backend; 0 or an exit status. */
+/* Runs case c on one backend; 0, an exit status, or -1 where the GPU cannot run this dtype
+ * and accumulation (cuBLAS has no bf16-accumulating GEMM): the row is then skipped, named. */
 static int run_on(const pf_case *c, int backend, pf_run *r) {
   pf_oracle_opts oo;
   pf_oracle_opts_default(&oo);
   oo.backend = backend;
-  if (pf_run_case(c, &oo, r)) return usage_error("%s/%s seed-based case: %s", c->kernel, c->variant, pf_error_message());
+  const pf_status st = pf_run_case(c, &oo, r);
+  if (st == PF_ERR_UNSUPPORTED && backend == PF_BACKEND_CUDA) return -1;
+  if (st) return usage_error("%s/%s seed-based case: %s", c->kernel, c->variant, pf_error_message());
   return 0;
 }
 
@@ -144,6 +147,7 @@ static int diff(int argc, char **argv, int by_variant) {
         run_opts ro = o;
         ro.dtype = dt, ro.accum = acc;
         pf_diff_row row = {0};
+        char skipped[512] = "";
         for (uint64_t c = 0; c < o.cases; c++) {
           pf_case cs, co;
           if ((rc = build_case(k, &ro, o.seed + c, &cs))) return rc;
@@ -153,8 +157,13 @@ static int diff(int argc, char **argv, int by_variant) {
           }
           pf_run a, b;
           if ((rc = run_on(&cs, PF_BACKEND_CPU, &a)) || (rc = other ? run_on(&co, PF_BACKEND_CPU, &b) : run_on(&cs, PF_BACKEND_CUDA, &b))) {
+            if (rc == -1) pf_run_free(&a), pf_run_free(&b); /* b: what its setup allocated */
             pf_case_free(&cs);
             if (other) pf_case_free(&co);
+            if (rc == -1) {
+              snprintf(skipped, sizeof skipped, "%s", pf_error_message());
+              break;
+            }
             cJSON_Delete(root);
             return rc;
           }
@@ -176,6 +185,20 @@ static int diff(int argc, char **argv, int by_variant) {
         const double frac = row.elems ? (double)row.equal / (double)row.elems : 1;
         char ta[32];
         snprintf(ta, sizeof ta, "%s/%s", pf_dtype_name(dt), s ? "storage" : "fp32");
+        if (*skipped) {
+          if (rows) {
+            cJSON *r = cJSON_CreateObject();
+            cJSON_AddStringToObject(r, "kernel", k->op->name);
+            cJSON_AddStringToObject(r, "variant", k->variant);
+            cJSON_AddStringToObject(r, "dtype", pf_dtype_name(dt));
+            cJSON_AddStringToObject(r, "accum", s ? "storage" : "fp32");
+            cJSON_AddStringToObject(r, "skipped", skipped);
+            cJSON_AddItemToArray(rows, r);
+          } else {
+            printf("%-13s %-13s %-13s not run on the GPU: %s\n", k->op->name, k->variant, ta, skipped);
+          }
+          continue;
+        }
         if (rows) {
           cJSON *r = cJSON_CreateObject();
           cJSON_AddStringToObject(r, "kernel", k->op->name);
@@ -192,11 +215,11 @@ static int diff(int argc, char **argv, int by_variant) {
           if (other) cJSON_AddNumberToObject(r, "max_ulps_from_exact", (double)row.max_ulps_exact);
           cJSON_AddItemToArray(rows, r);
         } else if (other) {
-          printf("%-10s %-16s %-13s %-13s %6zu %10zu %8.2f%% %10lld %9zu %9zu %9lld\n", k->op->name, k->variant, other->variant, ta,
+          printf("%-13s %-16s %-13s %-13s %6zu %10zu %8.2f%% %10lld %9zu %9zu %9lld\n", k->op->name, k->variant, other->variant, ta,
                  row.cases, row.elems, 100 * frac, (long long)row.max_ulps, row.findings[0], row.findings[1],
                  (long long)row.max_ulps_exact);
         } else {
-          printf("%-10s %-13s %-13s %6zu %10zu %8.2f%% %9lld %9zu %9zu\n", k->op->name, k->variant, ta, row.cases, row.elems,
+          printf("%-13s %-13s %-13s %6zu %10zu %8.2f%% %9lld %9zu %9zu\n", k->op->name, k->variant, ta, row.cases, row.elems,
                  100 * frac, (long long)row.max_ulps, row.findings[0], row.findings[1]);
         }
       }

@@ -1,6 +1,6 @@
 // Softmax forward on the GPU: the same row code as softmax_cpu.c (pf_softmax_row in
-// softmax_math.h), one thread per row in column order, so CPU and GPU results differ only
-// where the device's expf differs from the host's. A first, simple kernel: the CUDA
+// softmax_math.h), one thread per row in column order, with the project's binary32 exp
+// (harness/expf.h, not the device's expf): the CPU's bits exactly. A first, simple kernel: the CUDA
 // backend proper (launch shapes, cuBLAS, --backend cuda) is built on it later.
 #include <cuda_runtime.h>
 #include <stdio.h>

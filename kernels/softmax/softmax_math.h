@@ -8,15 +8,18 @@
 #include <math.h>
 
 #include "harness/dtype_math.h"
+#include "harness/expf.h"
 
 enum { PF_SOFTMAX_NAIVE = 0, PF_SOFTMAX_SAFE = 1, PF_SOFTMAX_ONLINE = 2 };
 enum { PF_MASK_NONE = 0, PF_MASK_CAUSAL = 1, PF_MASK_CAUSAL_TOP_LEFT = 2 };
 enum { PF_MASKVAL_NEG_INF = 0, PF_MASKVAL_NEG_10000 = 1, PF_MASKVAL_LOWEST = 2 };
 
-/* exp in the accumulation dtype: binary32 expf, rounded to acc (as hexp/bf16 exp do).
+/* exp in the accumulation dtype: binary32 exp, rounded to acc (as hexp/bf16 exp do). The
+ * binary32 exp is pf_expf (correctly rounded, the same bits on the CPU and the GPU), not the
+ * C library's: the contract allows any expf within 2 ulps, CUDA's included.
  * exp of a finite number is never 0 nor inf: expf returning either is an event. */
 PF_HD double pf_softmax_exp(pf_dtype acc, double d, unsigned *fe) {
-  const float e = expf((float)d);
+  const float e = pf_expf((float)d);
   if (d - d == 0) { /* d finite */
     if (e == 0) *fe |= PF_FE_UNDERFLOW;
     else if (e - e != 0) *fe |= PF_FE_OVERFLOW;
