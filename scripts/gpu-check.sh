@@ -85,9 +85,11 @@ check_drivers() {
 }
 check_report() {
   echo "== the precision report on the GPU (precision-report --backend cuda)"
+  # the markdown goes to a file first: head closing the pipe early would fail the writer
   "$B/bin/precision-report" --backend cuda -o "$B/precision-report-cuda.html" --save-results "$B/results-cuda.json" &&
-    "$B/bin/precision-report" -i "$B/results-cuda.json" --format md | head -60
-  report_rc=${PIPESTATUS[0]}
+    "$B/bin/precision-report" -i "$B/results-cuda.json" --format md -o "$B/precision-report-cuda.md"
+  report_rc=$?
+  [ -f "$B/precision-report-cuda.md" ] && head -60 "$B/precision-report-cuda.md"
 }
 # PF_GPU_TORCH_KERNELS limits the rows to those kernels (default: all).
 check_torch() {
