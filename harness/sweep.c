@@ -182,6 +182,69 @@ static cJSON *pf_sweep_finding_json(const pf_case *tmpl, const run_opts *r, cons
   return j;
 }
 
+/* The rounding-bias probe: the operation's probe cases (one shape, one scale) in this
+ * configuration, biased's test over all their units at once, by stage (run's "rounding bias
+ * pooled over the cases"): a bias too small for one case shows over many, and a training run
+ * takes many steps. NULL when the operation has no probe; on an error, jb->error or skipped. */
+static cJSON *pf_sweep_bias_json(pf_job *jb, const pf_sweep_opts *so, const pf_oracle_opts *oo) {
+  const pf_op_sweep *sp = jb->op->sweep;
+  const pf_kernel *k = jb->k;
+  const unsigned n = so->quick ? sp->bias_cases_quick : sp->bias_cases;
+  if (!sp->bias_shape || !n) return NULL;
+  run_opts r;
+  if (pf_sweep_opts_for(&r, k, jb->dtype, jb->accum, sp->bias_shape, NULL, NULL, so->seed)) {
+    snprintf(jb->error, sizeof jb->error, "%s/%s: cannot set up the bias probe", k->op->name, k->variant);
+    return NULL;
+  }
+  r.gen.scale = sp->bias_scale;
+  pf_hazard_tally hz = {0};
+  unsigned inside = 0;
+  for (unsigned i = 0; i < n && !jb->error[0] && !jb->skipped; i++) {
+    pf_case c;
+    if (build_case(k, &r, so->seed + i, &c)) {
+      snprintf(jb->error, sizeof jb->error, "%s/%s: bias probe: %s", k->op->name, k->variant, pf_error_message());
+      break;
+    }
+    pf_run run;
+    const pf_status st = pf_run_case(&c, oo, &run);
+    if (st == PF_ERR_UNSUPPORTED) jb->skipped = 1;
+    else if (st)
+      snprintf(jb->error, sizeof jb->error, "%s/%s %s: bias probe: %s", k->op->name, k->variant, pf_dtype_name(jb->dtype),
+               pf_error_message());
+    else if (run.in_domain && !run.skipped)
+      pf_hazard_tally_add(&hz, &run), inside++;
+    pf_run_free(&run);
+    pf_case_free(&c);
+  }
+  pf_sweep_opts_release(&r);
+  if (jb->error[0] || jb->skipped) return NULL;
+  pf_hazard_limits def;
+  const pf_hazard_limits *lim = pf_hazard_limits_current();
+  if (!lim) pf_hazard_limits_default(&def), lim = &def;
+  cJSON *b = cJSON_CreateObject();
+  cJSON_AddStringToObject(b, "shape", sp->bias_shape);
+  cJSON_AddNumberToObject(b, "scale", sp->bias_scale);
+  cJSON_AddNumberToObject(b, "cases", inside);
+  cJSON *stages = cJSON_AddArrayToObject(b, "stages");
+  for (int si = 0; si < hz.bias.nstages; si++) {
+    if (hz.bias.st[si].n < 2) continue;
+    double mean[2], t[2];
+    const int how = pf_bias_pool_test(&hz.bias, si, lim, mean, t);
+    cJSON *e = cJSON_CreateObject();
+    cJSON_AddStringToObject(e, "stage", hz.bias.st[si].name);
+    cJSON_AddNumberToObject(e, "units", (double)hz.bias.st[si].n);
+    cJSON_AddItemToObject(e, "mean_upward", pf_num_or_null(mean[0]));
+    cJSON_AddItemToObject(e, "t_upward", pf_num_or_null(t[0]));
+    cJSON_AddItemToObject(e, "mean_away", pf_num_or_null(mean[1]));
+    cJSON_AddItemToObject(e, "t_away", pf_num_or_null(t[1]));
+    cJSON_AddStringToObject(e, "biased", how < 0    ? ""
+                                         : how == 0 ? (mean[0] > 0 ? "upward" : "downward")
+                                                    : (mean[1] > 0 ? "away from zero" : "toward zero"));
+    cJSON_AddItemToArray(stages, e);
+  }
+  return b;
+}
+
 static void pf_job_config(pf_job *jb, const pf_sweep_opts *so) {
   const pf_op_sweep *sp = jb->op->sweep;
   const pf_kernel *k = jb->k;
@@ -285,6 +348,10 @@ static void pf_job_config(pf_job *jb, const pf_sweep_opts *so) {
   for (unsigned i = 0; i < built; i++) pf_case_free(&tm[i]);
   free(tm);
   pf_sweep_opts_release(&r);
+  if (!jb->error[0] && !jb->skipped) {
+    cJSON *bias = pf_sweep_bias_json(jb, so, &oo);
+    if (bias) cJSON_AddItemToObject(j, "bias", bias);
+  }
   cJSON *ths = cJSON_AddArrayToObject(j, "thresholds");
   for (int t = 0; t < 3 && sp->searches[t].name && !jb->error[0] && !jb->skipped; t++) {
     cJSON *tj = pf_sweep_threshold_json(&sp->searches[t], k, jb->dtype, jb->accum, so, &oo, jb->error, sizeof jb->error);

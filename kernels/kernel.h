@@ -84,6 +84,11 @@ typedef struct {
   const char *fault_params[3]; /* and of the fault-detection runs (a fault needs its setting) */
   const char *fault_param[2][2]; /* {fault, "NAME=VALUE"}: a setting only that fault's runs need */
   unsigned cases_div;          /* the scan runs cases / cases_div cases per point (expensive kernels) */
+  /* the rounding-bias probe (optional): bias_cases (quick: bias_cases_quick) cases of
+   * bias_shape at bias_scale, biased's test pooled over all of them, stage by stage */
+  const char *bias_shape;
+  double bias_scale;
+  unsigned bias_cases, bias_cases_quick;
   pf_sweep_search searches[3];
   const char *explanation;     /* the boundaries in words, for the report */
   /* PF_SWEEP_TRAJECTORIES: the trajectory's shape (quick: a shorter one) and inputs, and its

@@ -111,6 +111,19 @@ static void check_config(pf_chk *k, const cJSON *c, const char *p) {
     sub(q, sizeof q, p, "thresholds", i++);
     check_threshold(k, e, q);
   }
+  /* the rounding-bias probe: only where the operation has one */
+  const cJSON *bias = cJSON_GetObjectItemCaseSensitive(c, "bias");
+  if (bias && need(k, c, p, "bias", T_OBJ)) {
+    sub(r, sizeof r, p, "bias", -1);
+    need(k, bias, r, "shape", T_STR), need(k, bias, r, "scale", T_NUM), need(k, bias, r, "cases", T_NUM);
+    i = 0;
+    cJSON_ArrayForEach(e, need(k, bias, r, "stages", T_ARR)) {
+      sub(q, sizeof q, r, "stages", i++);
+      need(k, e, q, "stage", T_STR), need(k, e, q, "units", T_NUM), need(k, e, q, "mean_upward", T_NUMNULL);
+      need(k, e, q, "t_upward", T_NUMNULL), need(k, e, q, "mean_away", T_NUMNULL), need(k, e, q, "t_away", T_NUMNULL);
+      need(k, e, q, "biased", T_STR);
+    }
+  }
   const cJSON *fs = need(k, c, p, "finding_cases", T_ARR);
   i = 0;
   cJSON_ArrayForEach(e, fs) {
@@ -264,6 +277,7 @@ static int severity(const cJSON *c) {
   if (num(c, "findings") > 0) return 3;
   if (num(c, "hazard_cases") > 0) return 2;
   const cJSON *e;
+  cJSON_ArrayForEach(e, get(get(c, "bias"), "stages")) if (str(e, "biased")[0]) return 2; /* the bias probe */
   cJSON_ArrayForEach(e, get(c, "thresholds")) if (flag(e, "found")) return 1;
   cJSON_ArrayForEach(e, get(get(c, "scan"), "points")) if (num(e, "fails") > 0) return 1;
   return 0;
@@ -401,13 +415,22 @@ static double inside_domain(const cJSON *c) {
   return num(scan, "cases") * cJSON_GetArraySize(get(scan, "points")) - num(c, "cases_outside_domain");
 }
 
-/* "saturated 3, imprecise 5" (cases with each hazard), or "" */
+/* "saturated 3, imprecise 5" (cases with each hazard), then each stage the pooled test finds
+ * biased ("dQ biased toward zero over all cases: -0.31 ulps, t -9.2"), or "" */
 static void hazard_list(char *buf, size_t len, const cJSON *c) {
   size_t n = 0;
   buf[0] = 0;
   for (int h = 0; h < PF_NHAZARDS && n < len; h++) {
     const double k = num(get(c, "hazards"), pf_hazard_name((pf_hazard)h));
     if (k > 0) n += (size_t)snprintf(buf + n, len - n, "%s%s %.0f", n ? ", " : "", pf_hazard_name((pf_hazard)h), k);
+  }
+  const cJSON *b;
+  cJSON_ArrayForEach(b, get(get(c, "bias"), "stages")) {
+    const char *how = str(b, "biased");
+    if (!how[0] || n >= len) continue;
+    const int up = !strcmp(how, "upward") || !strcmp(how, "downward");
+    n += (size_t)snprintf(buf + n, len - n, "%s%s biased %s over %.0f cases: %+.2g ulps, t %.1f", n ? ", " : "", str(b, "stage"),
+                          how, num(get(c, "bias"), "cases"), num(b, up ? "mean_upward" : "mean_away"), num(b, up ? "t_upward" : "t_away"));
   }
 }
 
@@ -460,7 +483,7 @@ static void html_summary(FILE *f, const cJSON *root) {
         const double nf = num(hit, "findings");
         if (nf > 0) escf(f, "%.0f finding%s (bug)", nf, nf == 1 ? "" : "s");
         else fputs("no finding", f);
-        char hl[160];
+        char hl[512];
         hazard_list(hl, sizeof hl, hit);
         if (hl[0]) escf(f, "; hazards: %s", hl);
         if (inside_domain(hit) > 0) escf(f, "; error %.2g", num(hit, "max_error"));
@@ -483,6 +506,51 @@ static void html_summary(FILE *f, const cJSON *root) {
       }
       fprintf(f, "<td class=\"%s\">", tt[0] + tt[1] + tt[2] > 0 ? "warn" : "good");
       escf(f, "passes %.0f with a finding, %.0f with a hazard; rejects %.0f correct", tt[0], tt[1], tt[2]);
+      fputs("</td></tr>\n", f);
+    }
+  }
+  fputs("</table>\n", f);
+}
+
+/* The rounding-bias probe of one variant's configurations, stage by stage: the mean signed
+ * error in ulps of the correctly rounded result and its t statistic, both senses. */
+static void bias_table(FILE *f, const cJSON *kj, const char *variant) {
+  const cJSON *c, *b, *probe = NULL;
+  cJSON_ArrayForEach(c, get(kj, "configs")) if (!strcmp(str(c, "variant"), variant) && get(c, "bias")) probe = get(c, "bias");
+  if (!probe) return;
+  const pf_hazard_limits *l = pf_hazard_limits_current();
+  pf_hazard_limits def;
+  if (!l) pf_hazard_limits_default(&def), l = &def;
+  fputs("<p>", f);
+  escf(f, "Rounding bias over many cases (cases of shape %s at scale %g inside the domain, stage by stage): the mean "
+          "signed error in ulps against the correctly rounded result and its t statistic, upward and away from zero "
+          "(biased at |t| >= %g and |mean| >= %g ulps). A bias too small for one case adds up over a training run's "
+          "steps.",
+       str(probe, "shape"), num(probe, "scale"), l->bias_z, l->bias_ulps);
+  fputs("</p>\n", f);
+  fputs("<table>\n<tr><th>dtype/accum</th><th>cases</th><th>stage</th><th>units</th><th>upward: mean (t)</th><th>away from "
+        "zero: mean (t)</th><th>verdict</th></tr>\n",
+        f);
+  cJSON_ArrayForEach(c, get(kj, "configs")) {
+    if (strcmp(str(c, "variant"), variant) != 0 || !get(c, "bias")) continue;
+    if (cJSON_GetArraySize(get(get(c, "bias"), "stages")) == 0) {
+      fputs("<tr><td>", f);
+      escf(f, "%s/%s", str(c, "dtype"), str(c, "accum"));
+      fprintf(f, "</td><td>%.0f</td><td colspan=\"5\">no probe case inside the contract's domain</td></tr>\n",
+              num(get(c, "bias"), "cases"));
+    }
+    cJSON_ArrayForEach(b, get(get(c, "bias"), "stages")) {
+      const char *how = str(b, "biased");
+      fputs("<tr><td>", f);
+      escf(f, "%s/%s", str(c, "dtype"), str(c, "accum"));
+      fprintf(f, "</td><td>%.0f", num(get(c, "bias"), "cases"));
+      fputs("</td><td>", f);
+      pf_xml_escape(f, str(b, "stage"));
+      fprintf(f, "</td><td>%.0f</td><td>%+.4f (%.1f)</td><td>%+.4f (%.1f)</td>", num(b, "units"), num(b, "mean_upward"),
+              num(b, "t_upward"), num(b, "mean_away"), num(b, "t_away"));
+      fprintf(f, "<td class=\"%s\">", how[0] ? "warn" : "good");
+      if (how[0]) escf(f, "biased %s", how);
+      else fputs("no bias shown", f);
       fputs("</td></tr>\n", f);
     }
   }
@@ -594,6 +662,7 @@ static void html_kernel(FILE *f, const cJSON *kj) {
       }
     }
     fputs("</table>\n", f);
+    bias_table(f, kj, seen[v]);
   }
   /* trajectories */
   const cJSON *trs = get(kj, "trajectories");
@@ -809,7 +878,7 @@ int pf_report_md(const cJSON *root, FILE *f) {
         "|---|---|---|---:|---|---:|---|---|---|\n",
         f);
   cJSON_ArrayForEach(kj, get(root, "kernels")) cJSON_ArrayForEach(c, get(kj, "configs")) {
-    char hl[160];
+    char hl[512];
     hazard_list(hl, sizeof hl, c);
     char err[48] = "no case in the domain";
     if (inside_domain(c) > 0) snprintf(err, sizeof err, "%.2g", num(c, "max_error"));
@@ -856,6 +925,7 @@ int pf_report_json(const cJSON *root, FILE *f) {
     cJSON_AddNumberToObject(r, "max_error", num(c, "max_error"));
     cJSON_AddItemToObject(r, "hazards", cJSON_Duplicate(get(c, "hazards"), 1));
     cJSON_AddItemToObject(r, "torch_testing", cJSON_Duplicate(get(c, "torch_testing"), 1));
+    if (get(c, "bias")) cJSON_AddItemToObject(r, "bias", cJSON_Duplicate(get(c, "bias"), 1));
     static const char *const sev[] = {"ok", "boundary", "hazard", "finding"};
     cJSON_AddStringToObject(r, "severity", sev[severity(c)]);
     cJSON *b = cJSON_AddArrayToObject(r, "boundaries");

@@ -108,6 +108,21 @@ assert all(h.startswith("#") for h in links), "an external link"
 text = ET.tostring(root, encoding="unicode")
 assert "<script" not in text and "http://" not in text.replace("http://www.w3.org/", ""), "an external asset or script"
 PY
+# attention_bwd's rounding-bias probe: in the results (dQ and dK over its cases), and as a
+# table in its section
+python3 - "$T/r.json" "$T/r.html" <<'PY' && ok || fail "the bias probe in the results and the report"
+import json, sys, xml.etree.ElementTree as ET
+d = json.load(open(sys.argv[1]))
+ab = [k for k in d["kernels"] if k["kernel"] == "attention_bwd"][0]
+probes = [c["bias"] for c in ab["configs"] if "bias" in c]
+assert probes and all(b["shape"] == "1x2x32x32x16" and b["scale"] == 4 for b in probes), probes
+assert any(b["cases"] > 0 and {"dQ", "dK"} <= {s["stage"] for s in b["stages"]} for b in probes), probes
+assert all("bias" not in c for k in d["kernels"] if k["kernel"] == "softmax" for c in k["configs"]), "a probe softmax has none of"
+root = ET.parse(sys.argv[2]).getroot()
+sec = [e for e in root.iter() if e.get("id") == "kernel-attention_bwd"][0]
+text = "".join(sec.itertext())
+assert "Rounding bias over many cases (cases of shape 1x2x32x32x16 at scale 4" in text, text[:300]
+PY
 "$R" -i "$T/r.json" --format md >"$T/r.md" 2>"$T/err" && grep -q '^| softmax | naive | fp16/fp32 |' "$T/r.md" && ok || fail "--format md: $(cat "$T/err")"
 "$R" -i "$T/r.json" --format json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["summary"] and d["faults"]' && ok || fail "--format json"
 "$R" --quick -o "$T/q.html" --save-results "$T/q.json" >/dev/null 2>"$T/err" && [ -s "$T/q.html" ] && [ -s "$T/q.json" ] && ok || fail "precision-report without -i: $(cat "$T/err")"
@@ -131,6 +146,17 @@ mutate 'd["kernels"][0]["configs"][2]["scan"]["points"][3]["fails"]="x"' "$T/typ
 mutate 'd["faults"][0]["found"]=1' "$T/bool.json"
 mutate 'd["kernels"][0]["configs"][0]["thresholds"][0]["found"]=True; del d["kernels"][0]["configs"][0]["thresholds"][0]["replay"]' "$T/th.json"
 mutate 'd=[d]' "$T/arr.json"
+# a stage the probe finds biased is a hazard of its row: said in the md summary, and the row's severity
+ab=$(python3 -c "import json; print([k['kernel'] for k in json.load(open('$T/r.json'))['kernels']].index('attention_bwd'))")
+mutate "b=d['kernels'][$ab]['configs'][0]['bias']; b['cases']=128; d['kernels'][$ab]['configs'][0]['findings']=0; s=[x for x in b['stages'] if x['stage']=='dQ'][0]; s.update(mean_away=-0.31, t_away=-9.2, biased='toward zero')" "$T/biased.json"
+"$R" -i "$T/biased.json" --format md | grep -q '| attention_bwd | [a-z-]* | [a-z0-9/]* | 0 | .*dQ biased toward zero over 128 cases: -0.31 ulps, t -9.2' && ok ||
+  fail "a biased stage is not in the md summary"
+"$R" -i "$T/biased.json" --format json | python3 -c "
+import json, sys
+r = [x for x in json.load(sys.stdin)['summary'] if x['kernel'] == 'attention_bwd'][0]
+assert r['severity'] in ('hazard', 'finding') and r['bias']['cases'] == 128, r" && ok || fail "a biased stage's severity"
+mutate "d['kernels'][$ab]['configs'][0]['bias']['stages'][0]['units']='x'" "$T/bias.json"
+expect2 "kernels[$ab].configs[0].bias.stages[0].units: wrong type (a number)" -i "$T/bias.json"
 mutate 'del d["differentials"][0]["faults"][0]["cases_to_find"]' "$T/diff.json"
 expect2 "not valid JSON" -i "$T/trunc.json"
 expect2 "not valid JSON" -i "$T/empty.json"
