@@ -32,7 +32,8 @@ static void help(int by_variant) {
          "with a CUDA implementation (or the one named), every dtype and accumulation it takes (or the\n"
          "ones named), judges both against the oracle, and prints per variant the fraction of\n"
          "bitwise-equal outputs, the largest CPU-GPU difference in ulps, and each backend's findings.\n"
-         "Default: 20 cases. Needs a CUDA build and a device (exit 2 otherwise).\n"
+         "A dtype and accumulation the GPU cannot run (cuBLAS has no bf16-accumulating GEMM) is a row\n"
+         "that says so. Default: 20 cases. Needs a CUDA build and a device (exit 2 otherwise).\n"
          "Exit status: 0 no finding on either backend, 1 findings, 2 bad usage, no device.\n");
 }
 
