@@ -5,7 +5,8 @@ implementations, as three variants, each judged by the contract of precfuzz's em
 
   torch-adamw           foreach=False: the single-tensor loop (the CPU default); adam/torch
   torch-adamw-foreach   foreach=True: the _foreach_* ops (the CUDA default); adam/torch-foreach
-  torch-adamw-fused     fused=True: one fused kernel (CPU and CUDA); adam/torch-fused
+  torch-adamw-fused     fused=True: one fused kernel; adam/torch-fused on the CPU,
+                        adam/torch-fused-cuda on CUDA (the two kernels compute m and v differently)
 
   precfuzz --kernels exec:"python3 examples/torch_adamw.py" run -k adam -v torch-adamw -t bf16 --cases 200
 
@@ -53,7 +54,8 @@ def adamw_foreach(case, p, g, m, v):
     return adamw_step(case, p, g, m, v, foreach=True)
 
 
-@kernel("adam", variant="torch-adamw-fused", like="torch-fused", summary=f"torch.optim.AdamW(fused=True), {ABOUT}", **COMMON)
+@kernel("adam", variant="torch-adamw-fused", like="torch-fused-cuda" if DEVICE == "cuda" else "torch-fused",
+        summary=f"torch.optim.AdamW(fused=True), {ABOUT}", **COMMON)
 def adamw_fused(case, p, g, m, v):
     return adamw_step(case, p, g, m, v, fused=True)
 

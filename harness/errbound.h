@@ -41,6 +41,12 @@ static inline pf_eb pf_eb_mul(pf_dtype t, pf_eb a, pf_eb b) {
   const double e = fabs(a.v) * b.e + fabs(b.v) * a.e + a.e * b.e;
   return (pf_eb){z, e + pf_eb_round_err(t, fabs(z) + e)};
 }
+/* a b + c rounded once (a fused multiply-add) */
+static inline pf_eb pf_eb_fma(pf_dtype t, pf_eb a, pf_eb b, pf_eb c) {
+  const double z = a.v * b.v + c.v;
+  const double e = fabs(a.v) * b.e + fabs(b.v) * a.e + a.e * b.e + c.e;
+  return (pf_eb){z, e + pf_eb_round_err(t, fabs(z) + e)};
+}
 /* Division: unbounded (inf) when the divisor's bound reaches 0. */
 static inline pf_eb pf_eb_div(pf_dtype t, pf_eb a, pf_eb b) {
   const double z = a.v / b.v;

@@ -82,11 +82,33 @@ static void test_adam_lost_update(void **state) {
   pf_run_free(&r);
 }
 
+static void test_adam_torch_fused_cuda_by_hand(void **state) {
+  /* PyTorch's fused AdamW on CUDA takes m' = fma(b1, m, fma(-b1, g, g)) and v' = fma(b2, v,
+   * fma(-b2, g g, g g)) with b1 = fl32(0.9), b2 = fl32(0.999); its CPU kernel lerps, m' =
+   * fl(fma(w, fl(g - m), m)) with w = fl32(1 - 0.9), and v' = fl(fl(fl32(1 - 0.999) g) g).
+   * g = -0x1.0c53p-1, m = 0x1.21dc54p-7, v = 0, worked in exact rational arithmetic (Python's
+   * Fraction, rounding to binary32 by hand): fma(-b1, g, g) = -0x1.ad51ap-5, then
+   *   CUDA m' = -0x1.6c19a6p-5, v' = 0x1.1ffce2p-12 (g g - b2 g g: g g's rounding times 1000:
+   *            244 ulps from the exact 2.7465014e-4)
+   *   CPU  m' = -0x1.6c19a2p-5, v' = 0x1.1ffdd6p-12 (0.08 ulps from it). Both keep their contracts. */
+  pf_run r;
+  assert_int_equal(run_adam(&r, "torch-fused-cuda", PF_FP32, 1.0, -0x1.0c53p-1, 0x1.21dc54p-7, 0, 1e-3, 1e-8), PF_V_OK);
+  assert_true(r.out[0] == -0x1.6c19a6p-5);
+  assert_true(r.out[1] == 0x1.1ffce2p-12);
+  assert_true(fabs(r.oracle.exact[1] - 2.7465014025801790e-4) < 1e-18);
+  pf_run_free(&r);
+  assert_int_equal(run_adam(&r, "torch-fused", PF_FP32, 1.0, -0x1.0c53p-1, 0x1.21dc54p-7, 0, 1e-3, 1e-8), PF_V_OK);
+  assert_true(r.out[0] == -0x1.6c19a2p-5);
+  assert_true(r.out[1] == 0x1.1ffdd6p-12);
+  pf_run_free(&r);
+}
+
 static void test_adam_contracts_hold_on_generated_cases(void **state) {
-  const char *variants[] = {"fused", "torch", "no-master", "state-lowp", "eps-inside", "no-bias-correction"};
+  const char *variants[] = {"fused", "torch", "no-master", "state-lowp", "eps-inside", "no-bias-correction",
+                            "torch-fused-cuda"};
   const double scales[] = {1e-3, 1, 30};
   int cases = 0, in_domain = 0;
-  for (int v = 0; v < 6; v++)
+  for (int v = 0; v < 7; v++)
     for (int t = 0; t < PF_NDTYPES; t++)
       for (int s = 0; s < 3; s++)
         for (int k = 0; k < 2; k++) {
@@ -97,7 +119,7 @@ static void test_adam_contracts_hold_on_generated_cases(void **state) {
           pf_case_set_param(&c, "step", k ? 1000 : 1);
           pf_case_set_param(&c, "wd", k ? 0.1 : 0);
           pf_case_set_param(&c, "beta2", k ? 0.95 : 0.999);
-          if (v != 1) pf_case_set_param(&c, "mode", k);
+          if (strncmp(variants[v], "torch", 5) != 0) pf_case_set_param(&c, "mode", k); /* torch: AdamW only */
           for (int i = 0; i < 4; i++) {
             c.inputs[i].scale = i == 3 ? scales[s] * scales[s] : scales[s];
             c.inputs[i].dist = (pf_dist)((s + i) % 4);
@@ -112,6 +134,7 @@ static void test_adam_contracts_hold_on_generated_cases(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_adam_first_step_by_hand),
+      cmocka_unit_test(test_adam_torch_fused_cuda_by_hand),
       cmocka_unit_test(test_adam_fp16_state_tiny_gradient),
       cmocka_unit_test(test_adam_lost_update),
       cmocka_unit_test(test_adam_contracts_hold_on_generated_cases),

@@ -681,13 +681,13 @@ static void test_attention_bwd_fast_exact_dot_on_a_tie(void **state) {
 static void test_adam_fast_agrees_with_mpfr(void **state) {
   (void)state;
   static const char *variants[] = {"fused", "torch", "torch-foreach", "torch-fused", "no-master", "state-lowp",
-                                   "eps-inside", "no-bias-correction"};
+                                   "eps-inside", "no-bias-correction", "torch-fused-cuda"};
   static const double lrs[] = {1e-3, 0.1, 3e-5}, b2s[] = {0.999, 0.95, 0.5}, epss[] = {1e-8, 0, 1e-3};
   const unsigned n = cases_per_config();
   uint64_t seed = 1;
   compared = fast_rows = mpfr_rows = 0;
   for (int t = 0; t < PF_NDTYPES; t++)
-    for (int v = 0; v < 8; v++)
+    for (int v = 0; v < 9; v++)
       for (int k = 0; k < 3; k++)
         for (unsigned s = 0; s < n; s++, seed++) {
           pf_case c;

@@ -255,6 +255,32 @@ static void pf_adam_elem_bound(const pf_case *c, const pf_adam_hyper *h, double 
   /* exact bias corrections; the kernel's differ by the rounding of the host computation */
   const double bc1x = nobc ? 1 : -expm1(t * log(b1)), bc2x = nobc ? 1 : -expm1(t * log(b2)); /* 1 - b^t */
   const pf_eb p = pf_eb_exact(p0), g = pf_eb_exact(g0), m = pf_eb_exact(m0), v = pf_eb_exact(v0);
+  if (var == PF_ADAM_TORCH_FUSED_CUDA) {
+    /* its operations (adam_math.h), each in fp32, the scalars rounded to fp32 */
+    const pf_eb b1k = pf_eb_const(F, b1), b2k = pf_eb_const(F, b2), nb1 = {-b1k.v, b1k.e}, nb2 = {-b2k.v, b2k.e};
+    const pf_eb lrwd = pf_eb_mul(F, pf_eb_const(F, lr), pf_eb_const(F, wd)), nlrwd = {-lrwd.v, lrwd.e};
+    const pf_eb p1 = pf_eb_fma(F, nlrwd, p, p);
+    const pf_eb mn = pf_eb_fma(F, b1k, m, pf_eb_fma(F, nb1, g, g));
+    const pf_eb g2 = pf_eb_mul(F, g, g);
+    const pf_eb vn = pf_eb_fma(F, b2k, v, pf_eb_fma(F, nb2, g2, g2));
+    *bm = pf_eb_bound(mn);
+    *bv = pf_eb_bound(vn);
+    /* 1 - beta^t in fp32 from the fp32 beta: pow_ within 2 ulps (CUDA's powf), then the
+     * subtraction's rounding: |c_bc - (1 - beta^t)| plus 4 ulps of beta^t and one of 1 - beta^t */
+    const double pw1 = 1 - bc1x, pw2 = 1 - bc2x;
+    const pf_eb bc1 = {bc1x, fabs(h->c_bc1 - bc1x) + 0x1p-22 * pw1 + 0x1p-24 * bc1x};
+    const pf_eb bc2 = {bc2x, fabs(h->c_bc2 - bc2x) + 0x1p-22 * pw2 + 0x1p-24 * bc2x};
+    const pf_eb ss = pf_eb_div(F, pf_eb_const(F, lr), bc1);
+    const pf_eb d = pf_eb_add(F, pf_eb_div(F, pf_eb_sqrt(F, vn), pf_eb_sqrt(F, bc2)), pf_eb_const(F, eps));
+    const pf_eb pn = pf_eb_sub(F, p1, pf_eb_div(F, pf_eb_mul(F, ss, mn), d));
+    *bp = pf_eb_bound(pn);
+    if (vals) {
+      vals[0] = mn.v;
+      vals[1] = vn.v;
+      vals[2] = pn.v;
+    }
+    return;
+  }
   if (pf_adam_is_torch(var)) {
     const pf_dtype T = c->dtype;
     /* the foreach path's _foreach_mul_ scalars are rounded to T, the others to fp32 */
@@ -387,12 +413,17 @@ static const pf_kernel pf_adam_kernels_tab[] = {
                    "PyTorch AdamW (foreach, the CUDA default): as torch, but _foreach_mul_ rounds its scalars to T",
                    "as torch"),
     PF_ADAM_KERNEL("torch-fused", PF_ADAM_TORCH_FUSED,
-                   "PyTorch AdamW (fused=True): as torch, every intermediate kept in fp32, p, m, v stored once", "as torch"),
+                   "PyTorch AdamW (fused=True) on the CPU: as torch, every intermediate kept in fp32, p, m, v stored once",
+                   "as torch"),
     PF_ADAM_KERNEL("no-master", PF_ADAM_NO_MASTER, "FusedAdam math, the parameter kept in T (no fp32 master)", "as fused"),
     PF_ADAM_KERNEL("state-lowp", PF_ADAM_STATE_LOWP, "FusedAdam with m and v stored in T", "as fused"),
     PF_ADAM_KERNEL("eps-inside", PF_ADAM_EPS_INSIDE, "FusedAdam with denom = sqrt(v/bc2 + eps)", "as fused"),
     PF_ADAM_KERNEL("no-bias-correction", PF_ADAM_NO_BIAS_CORRECTION, "FusedAdam with bc1 = bc2 = 1", "as fused"),
+    PF_ADAM_KERNEL("torch-fused-cuda", PF_ADAM_TORCH_FUSED_CUDA,
+                   "PyTorch AdamW (fused=True) on CUDA: fp32 math, m and v as fma(beta, s, fma(-beta, x, x)), p, m, v stored once",
+                   "as torch, over the CUDA kernel's operations"),
 };
 const pf_kernel *const pf_adam_kernels[] = {&pf_adam_kernels_tab[0], &pf_adam_kernels_tab[1], &pf_adam_kernels_tab[2],
                                             &pf_adam_kernels_tab[3], &pf_adam_kernels_tab[4], &pf_adam_kernels_tab[5],
-                                            &pf_adam_kernels_tab[6], &pf_adam_kernels_tab[7], NULL};
+                                            &pf_adam_kernels_tab[6], &pf_adam_kernels_tab[7], &pf_adam_kernels_tab[8],
+                                            NULL};

@@ -12,10 +12,12 @@
 #include "harness/dtype_math.h"
 
 enum { PF_ADAM_FUSED = 0, PF_ADAM_TORCH = 1, PF_ADAM_NO_MASTER = 2, PF_ADAM_STATE_LOWP = 3,
-       PF_ADAM_EPS_INSIDE = 4, PF_ADAM_NO_BIAS_CORRECTION = 5, PF_ADAM_TORCH_FOREACH = 6, PF_ADAM_TORCH_FUSED = 7 };
+       PF_ADAM_EPS_INSIDE = 4, PF_ADAM_NO_BIAS_CORRECTION = 5, PF_ADAM_TORCH_FOREACH = 6, PF_ADAM_TORCH_FUSED = 7,
+       PF_ADAM_TORCH_FUSED_CUDA = 8 };
 /* PyTorch's AdamW: the single-tensor, foreach or fused path (state and gradient in T, no master) */
-#define pf_adam_is_torch(variant) \
-  ((variant) == PF_ADAM_TORCH || (variant) == PF_ADAM_TORCH_FOREACH || (variant) == PF_ADAM_TORCH_FUSED)
+#define pf_adam_is_torch(variant)                                                                    \
+  ((variant) == PF_ADAM_TORCH || (variant) == PF_ADAM_TORCH_FOREACH || (variant) == PF_ADAM_TORCH_FUSED || \
+   (variant) == PF_ADAM_TORCH_FUSED_CUDA)
 enum { PF_ADAM_MODE_ADAMW = 0, PF_ADAM_MODE_L2 = 1 };
 
 typedef struct {
@@ -26,6 +28,9 @@ typedef struct {
   double t_omb1, t_omb2;            /* 1 - beta1, 1 - beta2 */
   double t_step_size, t_bc2_sqrt;   /* lr / bc1, sqrt(bc2) */
   double t_eps, t_beta2;
+  /* PyTorch's fused CUDA kernel: 1 - beta^t in fp32 from the fp32 beta (its pow_ on the fp32
+   * step count), computed here once so that the CPU and the GPU use the same bits */
+  double c_bc1, c_bc2;
 } pf_adam_hyper;
 
 /* The hyperparameters as the kernels receive them, from the exact (binary64) values at step t:
@@ -47,6 +52,8 @@ PF_HD pf_adam_hyper pf_adam_hyper_make(double lr, double b1, double b2, double e
   h.t_eps = eps;
   h.t_step_size = lr / (1.0 - pow(b1, t));
   h.t_bc2_sqrt = sqrt(1.0 - pow(b2, t));
+  h.c_bc1 = pf_round(PF_FP32, 1.0 - pf_round(PF_FP32, pow(h.beta1, t)));
+  h.c_bc2 = pf_round(PF_FP32, 1.0 - pf_round(PF_FP32, pow(h.beta2, t)));
   return h;
 }
 
@@ -56,6 +63,26 @@ PF_HD pf_adam_hyper pf_adam_hyper_make(double lr, double b1, double b2, double e
 PF_HD void pf_adam_step(int variant, int mode, pf_dtype pt, pf_dtype st, const pf_adam_hyper *h, double *p,
                         double g, double *m, double *v, unsigned *fe) {
   const pf_dtype F = PF_FP32;
+  if (variant == PF_ADAM_TORCH_FUSED_CUDA) {
+    /* torch.optim.AdamW(fused=True) on CUDA (torch 2.11: fused_adam_utils.cuh, adam_math): p,
+     * g, m, v loaded to fp32, the scalars as fp32, each step in fp32, measured bit for bit on
+     * an H200 (m and v: 65,536 of 65,536 elements):
+     *   p = fma(-fl(lr wd), p, p)
+     *   m = fma(beta1, m, fma(-beta1, g, g))          (not the CPU kernel's lerp)
+     *   v = fma(beta2, v, fma(-beta2, g g, g g))
+     *   p = p - fl(fl(lr / bc1) m) / (sqrt(v) / sqrt(bc2) + eps)
+     * and p, m, v stored to T once; the update uses the fp32 m and v. */
+    const double p1 = pf_fma32(-pf_mul(F, h->lr, h->wd, fe), *p, *p, fe);
+    const double mn = pf_fma32(h->beta1, *m, pf_fma32(-h->beta1, g, g, fe), fe);
+    const double g2 = pf_mul(F, g, g, fe);
+    const double vn = pf_fma32(h->beta2, *v, pf_fma32(-h->beta2, g2, g2, fe), fe);
+    const double ss = pf_div(F, h->lr, h->c_bc1, fe), bc2s = pf_round_fe(F, sqrt(h->c_bc2), fe);
+    const double d = pf_add(F, pf_div(F, pf_round_fe(F, sqrt(vn), fe), bc2s, fe), h->eps, fe);
+    *p = pf_round_fe(pt, pf_sub(F, p1, pf_div(F, pf_mul(F, ss, mn, fe), d, fe), fe), fe);
+    *m = pf_round_fe(st, mn, fe);
+    *v = pf_round_fe(st, vn, fe);
+    return;
+  }
   if (pf_adam_is_torch(variant)) {
     /* torch/optim/adam.py _single_tensor_adam (torch 2.15), on ATen's CPU kernels: each op in
      * opmath fp32 (scalars rounded to fp32), its result stored in T, measured bit for bit:

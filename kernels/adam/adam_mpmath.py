@@ -23,7 +23,7 @@ def adam(case, pv, gv, mv, vv):
         M.append(m)
         V.append(v)
         P.append(p0 - lr * upd)
-    master = var not in ("torch", "no-master")
+    master = var not in ("torch", "torch-foreach", "torch-fused", "torch-fused-cuda", "no-master")
     return M + V + P + (P if master else [])
 
 
