@@ -17,6 +17,7 @@ MV=$("$PY" -c "from importlib.metadata import version; print(version('megatron-c
 why() {
   case "$1 $2" in
     "torch-softmax fp32" | "torch-softmax fp16") echo "ATen's vectorized softmax (its exp and sum order) is not modelled" ;;
+    "torch-softmax-bwd "*) echo "ATen's vectorized softmax backward (its sum order) is not modelled" ;;
     "torch-sdpa "*) echo "the fused CPU kernel's blocking and exp are not modelled" ;;
     "torch-adamw fp32" | "torch-adamw-foreach fp32")
       echo "torch's CPU fp32 sqrt is MKL's vsSqrt (ATen cpu/vml.h): not correctly rounded (1 ulp off on 19.8% of inputs in [0,4) here) and CPU-dependent; the emulation's is correctly rounded" ;;
@@ -26,7 +27,8 @@ why() {
 }
 echo "| framework op (variant, contract) | framework | dtype | cases | findings | max ulps | bitwise = emulation | why not all |"
 echo "|---|---|---|---|---|---|---|---|"
-for row in "softmax torch-softmax torch_softmax safe 200" "attention torch-sdpa torch_sdpa flash 50" \
+for row in "softmax torch-softmax torch_softmax safe 200" "softmax_bwd torch-softmax-bwd torch_softmax_backward stored 100" \
+  "attention torch-sdpa torch_sdpa flash 50" \
   "adam torch-adamw torch_adamw torch 100" "adam torch-adamw-foreach torch_adamw torch-foreach 100" \
   "adam torch-adamw-fused torch_adamw torch-fused 100" "clip torch-clip torch_clip torch 100" \
   "loss_scale torch-gradscaler torch_grad_scaler pytorch 50" \

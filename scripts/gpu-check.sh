@@ -107,7 +107,8 @@ check_torch() {
   "$tpy" -c "import torch; print('torch', torch.__version__, 'CUDA', torch.version.cuda, torch.cuda.get_device_name())"
   for row in "softmax torch-softmax torch_softmax 200" "attention torch-sdpa torch_sdpa 50" "adam torch-adamw-foreach torch_adamw 100" \
     "adam torch-adamw-fused torch_adamw 100" "clip torch-clip torch_clip 100" "loss_scale torch-gradscaler torch_grad_scaler 50" \
-    "cross_entropy torch-cross-entropy torch_cross_entropy 50" "attention_bwd torch-sdpa-bwd torch_sdpa_backward 20"; do
+    "cross_entropy torch-cross-entropy torch_cross_entropy 50" "attention_bwd torch-sdpa-bwd torch_sdpa_backward 20" \
+    "softmax_bwd torch-softmax-bwd torch_softmax_backward 50"; do
     set -- $row
     if [ -n "${PF_GPU_TORCH_KERNELS:-}" ] && ! [[ " $PF_GPU_TORCH_KERNELS " == *" $1 "* ]]; then continue; fi
     for t in fp32 fp16 bf16; do

@@ -139,7 +139,7 @@ if [ "$mode" = --torch ]; then
   targets=("softmax_fuzzer torch_softmax torch-softmax" "attention_fuzzer torch_sdpa torch-sdpa"
     "adam_fuzzer torch_adamw torch-adamw,torch-adamw-foreach,torch-adamw-fused" "clip_fuzzer torch_clip torch-clip"
     "loss_scale_fuzzer torch_grad_scaler torch-gradscaler" "cross_entropy_fuzzer torch_cross_entropy torch-cross-entropy"
-    "attention_bwd_fuzzer torch_sdpa_backward torch-sdpa-bwd")
+    "attention_bwd_fuzzer torch_sdpa_backward torch-sdpa-bwd" "softmax_bwd_fuzzer torch_softmax_backward torch-softmax-bwd")
   keys=()
   if [ -n "${FUZZ_TORCH_DRIVERS:-}" ]; then
     chosen=()

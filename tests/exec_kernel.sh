@@ -31,6 +31,10 @@ for t in fp32 fp16 bf16; do
   check "run $t" "$P" --kernels "$K" run -k softmax -v np-softmax -t $t --shape 4x64 --cases 40
   [ $rc -eq 0 ] && echo "$out" | grep -q "^softmax/np-softmax $t/fp32: 40 cases (seeds 1..40): ok 40 *$" || fail "run $t: $rc $out"
 done
+# an operation with one output (softmax_bwd's dx): one unnamed array is that output
+check "softmax_bwd, one unnamed output" "$P" --kernels "$K" run -k softmax_bwd -v np-softmax-bwd -t bf16 --shape 4x64 --cases 20
+[ $rc -eq 0 ] && echo "$out" | grep -q "^softmax_bwd/np-softmax-bwd bf16/fp32: 20 cases (seeds 1..20): ok 20 *$" ||
+  fail "softmax_bwd unnamed output: $rc $out"
 check "causal, mask values" "$P" --kernels "$K" run -k softmax -v np-softmax -t fp16 --shape 8x5 --param mask=causal --param mask_value=lowest --cases 20
 [ $rc -eq 0 ] || fail "causal lowest: $out"
 # the dtypes and accumulations a kernel takes are those its hello names

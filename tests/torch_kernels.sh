@@ -16,7 +16,8 @@ need_python "torch, numpy" "scripts/python-env.sh --torch installs it"
 for row in "softmax torch-softmax torch_softmax 100" "attention torch-sdpa torch_sdpa 20" \
   "adam torch-adamw torch_adamw 30" "adam torch-adamw-foreach torch_adamw 30" "adam torch-adamw-fused torch_adamw 30" \
   "clip torch-clip torch_clip 50" "loss_scale torch-gradscaler torch_grad_scaler 30" \
-  "cross_entropy torch-cross-entropy torch_cross_entropy 20" "attention_bwd torch-sdpa-bwd torch_sdpa_backward 20"; do
+  "cross_entropy torch-cross-entropy torch_cross_entropy 20" "attention_bwd torch-sdpa-bwd torch_sdpa_backward 20" \
+  "softmax_bwd torch-softmax-bwd torch_softmax_backward 20"; do
   set -- $row
   for t in fp32 fp16 bf16; do
     n=$((n + 1))

@@ -3,7 +3,8 @@
 the storage dtype (correct under any contract), or, by the first argument, a kernel that
 misbehaves on purpose:
 
-  ok            the correct softmax (variants np-softmax, like safe, and np-naive, like naive)
+  ok            the correct softmax (variants np-softmax, like safe, and np-naive, like naive),
+                and softmax backward (np-softmax-bwd, like softmax_bwd/stored)
   off-by-3      element [0, 1] moved 3 ulps up from the correct value
   crash-at N    killed by SIGSEGV on its N-th case (the kernel process crashes)
   exit-at N     exits with status 3 on its N-th case
@@ -86,6 +87,16 @@ def kernel(case, x):
     return y
 
 
+def softmax_bwd(case, x, dy):
+    """softmax backward in float64, rounded once, answered as one unnamed array: the operation's
+    only output (dx) takes it whatever its name."""
+    t = x.astype(np.float64)
+    e = np.exp(t - t.max(axis=1, keepdims=True))
+    s = e / e.sum(axis=1, keepdims=True)
+    g = dy.astype(np.float64)
+    return (s * (g - (g * s).sum(axis=1, keepdims=True))).astype(case.np_dtype)
+
+
 def frame(header, blobs=()):
     """Writes one frame as given (no checks): the header dict or raw bytes, then the blobs."""
     import json
@@ -143,4 +154,6 @@ else:
     pk.kernel("softmax", variant="np-softmax", like="safe", summary="softmax in float64, rounded once")(kernel)
     pk.kernel("softmax", variant="np-naive", like="naive", dtypes=["fp32", "fp16"], accums=["fp32"],
               params={"mask": ["none"], "alpha": [0.5, 2]})(kernel)
+    pk.kernel("softmax_bwd", variant="np-softmax-bwd", like="stored", accums=["fp32"],
+              summary="softmax backward in float64, rounded once")(softmax_bwd)
 sys.exit(pk.serve())
