@@ -259,6 +259,12 @@ void pf_hazard_limits_set_default(const pf_hazard_limits *l) {
 
 const pf_hazard_limits *pf_hazard_limits_current(void) { return pf_limits_have ? &pf_limits_set : NULL; }
 
+const pf_hazard_limits *pf_hazard_limits_or_default(const pf_hazard_limits *l, pf_hazard_limits *def) {
+  if (l) return l;
+  pf_hazard_limits_default(def);
+  return def;
+}
+
 _Static_assert(PF_BIAS_STAGES == PF_MAX_STAGES, "a bias pool holds every stage");
 
 void pf_bias_pool_add(pf_bias_pool *p, const pf_bias_pool *u) {
@@ -308,10 +314,7 @@ void pf_hazard_tally_merge(pf_hazard_tally *t, const pf_hazard_tally *u) {
 
 void pf_run_hazards(const pf_case *c, pf_run *r, const pf_hazard_limits *lim) {
   pf_hazard_limits def;
-  if (!lim) {
-    pf_hazard_limits_default(&def);
-    lim = &def;
-  }
+  lim = pf_hazard_limits_or_default(lim, &def);
   r->hazards = 0;
   r->tt_fails = 0;
   r->worst_err = 0;

@@ -52,6 +52,8 @@ pf_status pf_hazard_limits_parse(const char *s, pf_hazard_limits *l);
  * options from now on (pf_hazard_limits_current: those, or NULL for the defaults). */
 void pf_hazard_limits_set_default(const pf_hazard_limits *l);
 const pf_hazard_limits *pf_hazard_limits_current(void);
+/* l, or (l NULL) the defaults, written to *def */
+const pf_hazard_limits *pf_hazard_limits_or_default(const pf_hazard_limits *l, pf_hazard_limits *def);
 
 struct pf_run;
 /* Judges r's hazards: imprecise and biased over every stage, then the operation's own

@@ -218,13 +218,14 @@ static cJSON *pf_sweep_bias_json(pf_job *jb, const pf_sweep_opts *so, const pf_o
   }
   pf_sweep_opts_release(&r);
   if (jb->error[0] || jb->skipped) return NULL;
-  pf_hazard_limits def;
-  const pf_hazard_limits *lim = pf_hazard_limits_current();
-  if (!lim) pf_hazard_limits_default(&def), lim = &def;
+  pf_hazard_limits def; /* the limits the probe's runs were judged with */
+  const pf_hazard_limits *lim = pf_hazard_limits_or_default(oo->hazard_limits, &def);
   cJSON *b = cJSON_CreateObject();
   cJSON_AddStringToObject(b, "shape", sp->bias_shape);
   cJSON_AddNumberToObject(b, "scale", sp->bias_scale);
   cJSON_AddNumberToObject(b, "cases", inside);
+  cJSON_AddNumberToObject(b, "t_limit", lim->bias_z);
+  cJSON_AddNumberToObject(b, "mean_limit", lim->bias_ulps);
   cJSON *stages = cJSON_AddArrayToObject(b, "stages");
   for (int si = 0; si < hz.bias.nstages; si++) {
     if (hz.bias.st[si].n < 2) continue;

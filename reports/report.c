@@ -116,12 +116,18 @@ static void check_config(pf_chk *k, const cJSON *c, const char *p) {
   if (bias && need(k, c, p, "bias", T_OBJ)) {
     sub(r, sizeof r, p, "bias", -1);
     need(k, bias, r, "shape", T_STR), need(k, bias, r, "scale", T_NUM), need(k, bias, r, "cases", T_NUM);
+    need(k, bias, r, "t_limit", T_NUM), need(k, bias, r, "mean_limit", T_NUM);
     i = 0;
     cJSON_ArrayForEach(e, need(k, bias, r, "stages", T_ARR)) {
       sub(q, sizeof q, r, "stages", i++);
       need(k, e, q, "stage", T_STR), need(k, e, q, "units", T_NUM), need(k, e, q, "mean_upward", T_NUMNULL);
       need(k, e, q, "t_upward", T_NUMNULL), need(k, e, q, "mean_away", T_NUMNULL), need(k, e, q, "t_away", T_NUMNULL);
-      need(k, e, q, "biased", T_STR);
+      const cJSON *how = need(k, e, q, "biased", T_STR);
+      static const char *const senses[] = {"", "upward", "downward", "away from zero", "toward zero"};
+      int known = 0;
+      for (int h = 0; how && h < 5; h++) known |= !strcmp(how->valuestring, senses[h]);
+      if (how && !known && !k->bad)
+        snprintf(k->err, k->len, "%.200s.biased: not one of '', upward, downward, away from zero, toward zero", q), k->bad = 1;
     }
   }
   const cJSON *fs = need(k, c, p, "finding_cases", T_ARR);
@@ -518,15 +524,12 @@ static void bias_table(FILE *f, const cJSON *kj, const char *variant) {
   const cJSON *c, *b, *probe = NULL;
   cJSON_ArrayForEach(c, get(kj, "configs")) if (!strcmp(str(c, "variant"), variant) && get(c, "bias")) probe = get(c, "bias");
   if (!probe) return;
-  const pf_hazard_limits *l = pf_hazard_limits_current();
-  pf_hazard_limits def;
-  if (!l) pf_hazard_limits_default(&def), l = &def;
   fputs("<p>", f);
   escf(f, "Rounding bias over many cases (cases of shape %s at scale %g inside the domain, stage by stage): the mean "
           "signed error in ulps against the correctly rounded result and its t statistic, upward and away from zero "
           "(biased at |t| >= %g and |mean| >= %g ulps). A bias too small for one case adds up over a training run's "
           "steps.",
-       str(probe, "shape"), num(probe, "scale"), l->bias_z, l->bias_ulps);
+       str(probe, "shape"), num(probe, "scale"), num(probe, "t_limit"), num(probe, "mean_limit"));
   fputs("</p>\n", f);
   fputs("<table>\n<tr><th>dtype/accum</th><th>cases</th><th>stage</th><th>units</th><th>upward: mean (t)</th><th>away from "
         "zero: mean (t)</th><th>verdict</th></tr>\n",

@@ -157,6 +157,14 @@ r = [x for x in json.load(sys.stdin)['summary'] if x['kernel'] == 'attention_bwd
 assert r['severity'] in ('hazard', 'finding') and r['bias']['cases'] == 128, r" && ok || fail "a biased stage's severity"
 mutate "d['kernels'][$ab]['configs'][0]['bias']['stages'][0]['units']='x'" "$T/bias.json"
 expect2 "kernels[$ab].configs[0].bias.stages[0].units: wrong type (a number)" -i "$T/bias.json"
+mutate "d['kernels'][$ab]['configs'][0]['bias']['stages'][0]['biased']='sideways'" "$T/sense.json"
+expect2 "kernels[$ab].configs[0].bias.stages[0].biased: not one of" -i "$T/sense.json"
+mutate "del d['kernels'][$ab]['configs'][0]['bias']['t_limit']" "$T/limit.json"
+expect2 "kernels[$ab].configs[0].bias.t_limit: missing (a number)" -i "$T/limit.json"
+# the thresholds the page states are those the probe was judged with, from the results
+mutate "[c['bias'].update(t_limit=4.5) for c in d['kernels'][$ab]['configs'] if 'bias' in c]" "$T/t45.json"
+"$R" -i "$T/t45.json" -o "$T/t45.html" >/dev/null 2>&1 && grep -q 'biased at |t| &gt;= 4.5 and' "$T/t45.html" && ok ||
+  fail "the bias table's thresholds are not the results' own"
 mutate 'del d["differentials"][0]["faults"][0]["cases_to_find"]' "$T/diff.json"
 expect2 "not valid JSON" -i "$T/trunc.json"
 expect2 "not valid JSON" -i "$T/empty.json"

@@ -158,15 +158,15 @@ static int diff(int argc, char **argv, int by_variant) {
           }
           pf_run a, b;
           if ((rc = run_on(&cs, PF_BACKEND_CPU, &a)) || (rc = other ? run_on(&co, PF_BACKEND_CPU, &b) : run_on(&cs, PF_BACKEND_CUDA, &b))) {
-            if (rc == -1) pf_run_free(&a), pf_run_free(&b); /* b: what its setup allocated */
             pf_case_free(&cs);
             if (other) pf_case_free(&co);
-            if (rc == -1) {
-              snprintf(skipped, sizeof skipped, "%s", pf_error_message());
-              break;
+            if (rc != -1) {
+              cJSON_Delete(root);
+              return rc;
             }
-            cJSON_Delete(root);
-            return rc;
+            pf_run_free(&a), pf_run_free(&b); /* b: what its setup allocated */
+            snprintf(skipped, sizeof skipped, "%s", pf_error_message());
+            break;
           }
           if (other) pf_case_free(&co);
           size_t eq;

@@ -507,8 +507,7 @@ static void run_progress_show(run_progress *p, const pf_kernel *k, uint64_t done
 /* biased's test over every case's units at once, by stage: a bias too small for one case */
 static void print_bias_pool(const pf_bias_pool *p, uint64_t cases) {
   pf_hazard_limits def;
-  const pf_hazard_limits *l = pf_hazard_limits_current();
-  if (!l) pf_hazard_limits_default(&def), l = &def;
+  const pf_hazard_limits *l = pf_hazard_limits_or_default(pf_hazard_limits_current(), &def);
   int any = 0;
   for (int k = 0; k < p->nstages; k++) {
     if (!p->st[k].n) continue;

@@ -244,6 +244,12 @@ static pf_status pf_adam_step_cuda_case(const pf_case *c, const pf_tensor *in, d
 
 /* ---- contract: the same operation sequence in running-error arithmetic (errbound.h) --- */
 
+/* The bounds of m', v', p' from their running errors, and their exact values into vals (optional). */
+static void pf_adam_bound_put(pf_eb mn, pf_eb vn, pf_eb pn, pf_bound *bm, pf_bound *bv, pf_bound *bp, double *vals) {
+  *bm = pf_eb_bound(mn), *bv = pf_eb_bound(vn), *bp = pf_eb_bound(pn);
+  if (vals) vals[0] = mn.v, vals[1] = vn.v, vals[2] = pn.v;
+}
+
 /* Bounds of m', v', p'; vals (optional) receives the exact values (binary64). */
 static void pf_adam_elem_bound(const pf_case *c, const pf_adam_hyper *h, double p0, double g0, double m0, double v0,
                                pf_bound *bm, pf_bound *bv, pf_bound *bp, double *vals) {
@@ -263,8 +269,6 @@ static void pf_adam_elem_bound(const pf_case *c, const pf_adam_hyper *h, double 
     const pf_eb mn = pf_eb_fma(F, b1k, m, pf_eb_fma(F, nb1, g, g));
     const pf_eb g2 = pf_eb_mul(F, g, g);
     const pf_eb vn = pf_eb_fma(F, b2k, v, pf_eb_fma(F, nb2, g2, g2));
-    *bm = pf_eb_bound(mn);
-    *bv = pf_eb_bound(vn);
     /* 1 - beta^t in fp32 from the fp32 beta: pow_ within 2 ulps (CUDA's powf), then the
      * subtraction's rounding: |c_bc - (1 - beta^t)| plus 4 ulps of beta^t and one of 1 - beta^t */
     const double pw1 = 1 - bc1x, pw2 = 1 - bc2x;
@@ -273,12 +277,7 @@ static void pf_adam_elem_bound(const pf_case *c, const pf_adam_hyper *h, double 
     const pf_eb ss = pf_eb_div(F, pf_eb_const(F, lr), bc1);
     const pf_eb d = pf_eb_add(F, pf_eb_div(F, pf_eb_sqrt(F, vn), pf_eb_sqrt(F, bc2)), pf_eb_const(F, eps));
     const pf_eb pn = pf_eb_sub(F, p1, pf_eb_div(F, pf_eb_mul(F, ss, mn), d));
-    *bp = pf_eb_bound(pn);
-    if (vals) {
-      vals[0] = mn.v;
-      vals[1] = vn.v;
-      vals[2] = pn.v;
-    }
+    pf_adam_bound_put(mn, vn, pn, bm, bv, bp, vals);
     return;
   }
   if (pf_adam_is_torch(var)) {
@@ -292,8 +291,6 @@ static void pf_adam_elem_bound(const pf_case *c, const pf_adam_hyper *h, double 
     const pf_eb vb = pf_eb_store(T, pf_eb_mul(F, v, (pf_eb){b2, fabs(pf_round(S, h->t_beta2) - b2) + 0x1p-53}));
     const pf_eb omb2 = (pf_eb){1 - b2, fabs(pf_round(F, h->t_omb2) - (1 - b2)) + 0x1p-53};
     const pf_eb vn = pf_eb_add(F, vb, pf_eb_mul(F, omb2, pf_eb_mul(F, g, g)));
-    *bm = pf_eb_bound(mn);
-    *bv = pf_eb_bound(vn);
     const pf_eb ms = pf_eb_store(T, mn), vs = pf_eb_store(T, vn);
     pf_eb d = pf_eb_store(T, pf_eb_sqrt(F, vs));
     const double bcs = sqrt(bc2x);
@@ -305,12 +302,7 @@ static void pf_adam_elem_bound(const pf_case *c, const pf_adam_hyper *h, double 
     /* addcdiv_: p + fl(fl(-ss m) / d): the product is rounded first, so a subnormal m times
      * a small step size loses its digits there (the bound's absolute term says how many) */
     const pf_eb pn = pf_eb_sub(F, p1, pf_eb_div(F, pf_eb_mul(F, ss, ms), d));
-    *bp = pf_eb_bound(pn);
-    if (vals) {
-      vals[0] = mn.v;
-      vals[1] = vn.v;
-      vals[2] = pn.v;
-    }
+    pf_adam_bound_put(mn, vn, pn, bm, bv, bp, vals);
     return;
   }
   const pf_eb lrk = pf_eb_const(F, lr), wdk = pf_eb_const(F, wd), b1k = pf_eb_const(F, b1), b2k = pf_eb_const(F, b2);
@@ -323,20 +315,13 @@ static void pf_adam_elem_bound(const pf_case *c, const pf_adam_hyper *h, double 
   if (mode == PF_ADAM_MODE_L2) gg = pf_eb_add(F, gg, pf_eb_mul(F, wdk, p));
   const pf_eb mn = pf_eb_add(F, pf_eb_mul(F, b1k, m), pf_eb_mul(F, pf_eb_sub(F, pf_eb_exact(1), b1k), gg));
   const pf_eb vn = pf_eb_add(F, pf_eb_mul(F, b2k, v), pf_eb_mul(F, pf_eb_mul(F, pf_eb_sub(F, pf_eb_exact(1), b2k), gg), gg));
-  *bm = pf_eb_bound(mn);
-  *bv = pf_eb_bound(vn);
   const pf_eb mhat = pf_eb_div(F, mn, bc1), vhat = pf_eb_div(F, vn, bc2);
   const pf_eb denom = var == PF_ADAM_EPS_INSIDE ? pf_eb_sqrt(F, pf_eb_add(F, vhat, epsk))
                                                 : pf_eb_add(F, pf_eb_sqrt(F, vhat), epsk);
   pf_eb upd = pf_eb_div(F, mhat, denom);
   if (mode == PF_ADAM_MODE_ADAMW) upd = pf_eb_add(F, upd, pf_eb_mul(F, wdk, p));
   const pf_eb pn = pf_eb_sub(F, p, pf_eb_mul(F, lrk, upd));
-  *bp = pf_eb_bound(pn);
-  if (vals) {
-    vals[0] = mn.v;
-    vals[1] = vn.v;
-    vals[2] = pn.v;
-  }
+  pf_adam_bound_put(mn, vn, pn, bm, bv, bp, vals);
   /* a state kept in T (state-lowp) is the fp32 value stored: its final rounding is the compare's */
 }
 
