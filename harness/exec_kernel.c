@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -19,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -36,11 +38,14 @@ extern char **environ;
 #define PF_EXEC_MAX_PROCS 8
 #define PF_EXEC_MAX_KERNELS 64
 #define PF_EXEC_MAX_TENSORS 16
+#define PF_EXEC_MAX_RANKS 8
 
 typedef struct {
   char *cmd;
-  pid_t pid; /* 0: not running; the next case starts it again */
-  int to, from; /* our ends of its standard input and output */
+  pid_t pid; /* 0: not running; the next case starts it again (a rank group: rank 0, whose pid is the group's) */
+  int nranks;                     /* 1: one process; N: a rank group (ranks:N:CMD) */
+  pid_t rank[PF_EXEC_MAX_RANKS];  /* a rank group's processes, rank[0] == pid */
+  int to, from; /* our ends of its standard input and output (rank 0's) */
   unsigned long long id; /* of the last case sent */
   pthread_mutex_t mu;    /* one case at a time (sweep --jobs runs threads) */
 } pf_proc;
@@ -85,57 +90,91 @@ static double pf_timeout_s = 60; /* $PRECFUZZ_KERNEL_TIMEOUT, read once when a p
 
 static double pf_deadline(void) { return pf_mono() + pf_timeout_s; }
 
-/* 1: fd is ready (or in error, which the read or write then reports); 0: the deadline passed */
-static int pf_wait_fd(int fd, short ev, double deadline) {
-  for (;;) {
-    const double left = deadline - pf_mono();
-    if (left <= 0) return 0;
-    struct pollfd q = {fd, ev, 0};
-    const int n = poll(&q, 1, left > 3600 ? 3600000 : (int)ceil(left * 1000));
-    if (n > 0 || (n < 0 && errno != EINTR)) return 1;
-  }
-}
-
-/* 1 when the process has exited within about 1 s (it is not reaped: pf_proc_end does that) */
-static int pf_proc_exits(const pf_proc *p) {
-  for (int i = 0; i < 100; i++) {
+/* The first rank of p's group (not rank 0, whose end its pipes show) that has exited; 0: none.
+ * It is not reaped: pf_proc_end does that. */
+static int pf_peer_exited(const pf_proc *p) {
+  for (int r = 1; r < p->nranks; r++) {
     siginfo_t si;
     memset(&si, 0, sizeof si);
-    if (waitid(P_PID, (id_t)p->pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == p->pid) return 1;
-    nanosleep(&(struct timespec){0, 10000000}, NULL);
+    if (p->rank[r] && waitid(P_PID, (id_t)p->rank[r], &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == p->rank[r])
+      return r;
   }
   return 0;
 }
 
-/* Ends the process: how it ended into how (NULL: not asked; it is killed at once). */
-static void pf_proc_end(pf_proc *p, char *how, size_t len) {
+/* 1: fd is ready (or in error, which the read or write then reports); 0: the deadline passed;
+ * -r: rank r of a rank group exited meanwhile (rank 0 would then wait in a collective for ever:
+ * a group is looked at every 50 ms) */
+static int pf_wait_fd(const pf_proc *p, int fd, short ev, double deadline) {
+  for (;;) {
+    const double left = deadline - pf_mono();
+    if (left <= 0) return 0;
+    const int r = pf_peer_exited(p);
+    if (r) return -r;
+    struct pollfd q = {fd, ev, 0};
+    const double slice = p->nranks > 1 && left > 0.05 ? 0.05 : left;
+    const int n = poll(&q, 1, slice > 3600 ? 3600000 : (int)ceil(slice * 1000));
+    if (n > 0 || (n < 0 && errno != EINTR)) return 1;
+  }
+}
+
+/* 1 when process `pid` has exited within about 1 s (it is not reaped: pf_proc_end does that) */
+static int pf_pid_exits(pid_t pid) {
+  for (int i = 0; i < 100; i++) {
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == pid) return 1;
+    nanosleep(&(struct timespec){0, 10000000}, NULL);
+  }
+  return 0;
+}
+static int pf_proc_exits(const pf_proc *p) {
+  int all = 1;
+  for (int r = 0; r < p->nranks; r++) all &= pf_pid_exits(p->rank[r]);
+  return all;
+}
+
+/* Ends the process (every rank of a group): how rank `who` ended into how (NULL: not asked;
+ * all are killed at once). */
+static void pf_proc_end_rank(pf_proc *p, int who, char *how, size_t len) {
   if (!p->pid) return;
-  const int exited = how && pf_proc_exits(p);
-  kill(-p->pid, SIGKILL); /* its process group: what the shell started too */
-  int ws = 0;
-  while (waitpid(p->pid, &ws, 0) < 0 && errno == EINTR) {
+  const int exited = how && pf_pid_exits(p->rank[who]);
+  kill(-p->pid, SIGKILL); /* its process group: every rank and what the shells started */
+  int ws = 0, wr = 0;
+  for (int r = 0; r < p->nranks; r++) {
+    int w = 0;
+    while (waitpid(p->rank[r], &w, 0) < 0 && errno == EINTR) {
+    }
+    if (r == who) ws = w, wr = 1;
+    p->rank[r] = 0;
   }
   if (p->to >= 0) close(p->to);
   close(p->from);
   p->pid = 0;
   p->to = p->from = -1;
   if (!how) return;
-  if (!exited) snprintf(how, len, "stopped talking (killed)");
-  else if (WIFSIGNALED(ws)) snprintf(how, len, "was killed by signal %d (%s)", WTERMSIG(ws), strsignal(WTERMSIG(ws)));
+  char rank[48] = "";
+  if (p->nranks > 1) snprintf(rank, sizeof rank, "rank %d of %d ", who, p->nranks);
+  if (!exited || !wr) snprintf(how, len, "%sstopped talking (killed)", rank);
+  else if (WIFSIGNALED(ws)) snprintf(how, len, "%swas killed by signal %d (%s)", rank, WTERMSIG(ws), strsignal(WTERMSIG(ws)));
   else if (WEXITSTATUS(ws) > 128 && WEXITSTATUS(ws) < 128 + NSIG) /* the shell's word for a signal */
-    snprintf(how, len, "was killed by signal %d (%s; the shell's exit status %d)", WEXITSTATUS(ws) - 128,
+    snprintf(how, len, "%swas killed by signal %d (%s; the shell's exit status %d)", rank, WEXITSTATUS(ws) - 128,
              strsignal(WEXITSTATUS(ws) - 128), WEXITSTATUS(ws));
-  else snprintf(how, len, "exited with status %d", WEXITSTATUS(ws));
+  else snprintf(how, len, "%sexited with status %d", rank, WEXITSTATUS(ws));
 }
+static void pf_proc_end(pf_proc *p, char *how, size_t len) { pf_proc_end_rank(p, 0, how, len); }
 
-/* The process failed (ended, hung): it is ended; the next case starts it again. */
+/* The process failed (ended, hung; or a rank of its group ended: -rank): it is ended; the
+ * next case starts it again. */
 static pf_status pf_proc_fail(pf_proc *p, int timed_out, const char *when) {
-  char how[128];
-  if (timed_out) {
+  char how[160];
+  if (timed_out > 0) {
     pf_proc_end(p, NULL, 0);
-    return pf_error(PF_ERR_KERNEL, "the kernel process timed out (%g s, PRECFUZZ_KERNEL_TIMEOUT) %s", pf_timeout_s, when);
+    return pf_error(PF_ERR_KERNEL, "the kernel process%s timed out (%g s, PRECFUZZ_KERNEL_TIMEOUT) %s",
+                    p->nranks > 1 ? " group" : "", pf_timeout_s, when);
   }
-  pf_proc_end(p, how, sizeof how);
+  pf_proc_end_rank(p, -timed_out, how, sizeof how);
+  if (p->nranks > 1) return pf_error(PF_ERR_KERNEL, "the kernel process group: %s %s", how, when);
   return pf_error(PF_ERR_KERNEL, "the kernel process %s %s", how, when);
 }
 
@@ -148,7 +187,8 @@ static pf_status pf_proc_broke(pf_proc *p, const char *when, const char *what) {
 static pf_status pf_proc_write(pf_proc *p, const void *buf, size_t len, double deadline) {
   const char *b = buf;
   while (len) {
-    if (!pf_wait_fd(p->to, POLLOUT, deadline)) return pf_proc_fail(p, 1, "reading the case");
+    const int ready = pf_wait_fd(p, p->to, POLLOUT, deadline);
+    if (ready <= 0) return pf_proc_fail(p, ready ? ready : 1, ready ? "before reading the whole case" : "reading the case");
     const ssize_t w = write(p->to, b, len);
     if (w < 0 && (errno == EAGAIN || errno == EINTR)) continue;
     if (w <= 0) return pf_proc_fail(p, 0, "before reading the whole case");
@@ -160,7 +200,8 @@ static pf_status pf_proc_write(pf_proc *p, const void *buf, size_t len, double d
 static pf_status pf_proc_read(pf_proc *p, void *buf, size_t len, double deadline, const char *when) {
   char *b = buf;
   while (len) {
-    if (!pf_wait_fd(p->from, POLLIN, deadline)) return pf_proc_fail(p, 1, when);
+    const int ready = pf_wait_fd(p, p->from, POLLIN, deadline);
+    if (ready <= 0) return pf_proc_fail(p, ready ? ready : 1, when);
     const ssize_t r = read(p->from, b, len);
     if (r < 0 && (errno == EAGAIN || errno == EINTR)) continue;
     if (r <= 0) return pf_proc_fail(p, 0, when);
@@ -277,6 +318,86 @@ static pf_status pf_frame_write(pf_proc *p, const cJSON *head, unsigned char *co
   return st;
 }
 
+/* A TCP port on 127.0.0.1 that nothing listens on now, for a rank group's MASTER_PORT (0: none) */
+static int pf_free_port(void) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return 0;
+  struct sockaddr_in a;
+  memset(&a, 0, sizeof a);
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t n = sizeof a;
+  int port = 0;
+  if (!bind(fd, (struct sockaddr *)&a, sizeof a) && !getsockname(fd, (struct sockaddr *)&a, &n)) port = ntohs(a.sin_port);
+  close(fd);
+  return port;
+}
+
+/* The environment of rank r of n: precfuzz's, less torch.distributed's variables, plus those
+ * of this group (the loopback interface only: no byte leaves the machine). */
+#define PF_RANK_VARS 7
+static char **pf_rank_environ(int r, int n, int port, char vars[PF_RANK_VARS][64]) {
+  static const char *const names[PF_RANK_VARS] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
+                                                  "MASTER_ADDR", "MASTER_PORT", "GLOO_SOCKET_IFNAME"};
+  size_t count = 0;
+  while (environ[count]) count++;
+  char **env = malloc((count + PF_RANK_VARS + 1) * sizeof *env);
+  if (!env) return NULL;
+  size_t k = 0;
+  for (size_t i = 0; i < count; i++) {
+    int ours = 0;
+    for (int v = 0; v < PF_RANK_VARS; v++) {
+      const size_t l = strlen(names[v]);
+      ours |= strncmp(environ[i], names[v], l) == 0 && environ[i][l] == '=';
+    }
+    if (!ours) env[k++] = environ[i];
+  }
+  snprintf(vars[0], 64, "RANK=%d", r);
+  snprintf(vars[1], 64, "WORLD_SIZE=%d", n);
+  snprintf(vars[2], 64, "LOCAL_RANK=%d", r);
+  snprintf(vars[3], 64, "LOCAL_WORLD_SIZE=%d", n);
+  snprintf(vars[4], 64, "MASTER_ADDR=127.0.0.1");
+  snprintf(vars[5], 64, "MASTER_PORT=%d", port);
+  snprintf(vars[6], 64, "GLOO_SOCKET_IFNAME=lo");
+  for (int v = 0; v < PF_RANK_VARS; v++) env[k++] = vars[v];
+  env[k] = NULL;
+  return env;
+}
+
+/* Starts one rank (or the one process): rank 0 talks over the pipes in[0], out[1] and leads
+ * a new process group; the others join it, read nothing and write to precfuzz's stderr. */
+static int pf_spawn_rank(pf_proc *p, int r, int port, int in0, int out1, pid_t *pid) {
+  posix_spawn_file_actions_t fa;
+  posix_spawnattr_t at;
+  posix_spawn_file_actions_init(&fa);
+  if (r == 0) {
+    posix_spawn_file_actions_adddup2(&fa, in0, 0);
+    posix_spawn_file_actions_adddup2(&fa, out1, 1);
+  } else {
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_adddup2(&fa, 2, 1);
+  }
+  posix_spawnattr_init(&at);
+  /* its own process group (a timeout kills all it started); SIGPIPE as by default, which
+   * precfuzz itself ignores to see a closed pipe as an error */
+  sigset_t def;
+  sigemptyset(&def);
+  sigaddset(&def, SIGPIPE);
+  posix_spawnattr_setsigdefault(&at, &def);
+  posix_spawnattr_setpgroup(&at, r == 0 ? 0 : p->rank[0]);
+  posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF);
+  char *argv[] = {"sh", "-c", p->cmd, NULL};
+  char vars[PF_RANK_VARS][64];
+  char **env = p->nranks > 1 ? pf_rank_environ(r, p->nranks, port, vars) : environ;
+  int rc = env ? 0 : ENOMEM;
+  fflush(NULL);
+  if (!rc) rc = posix_spawn(pid, "/bin/sh", &fa, &at, argv, env);
+  if (env != environ) free(env);
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&at);
+  return rc;
+}
+
 static pf_status pf_proc_start(pf_proc *p) {
   int in[2] = {-1, -1}, out[2] = {-1, -1};
   if (pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC)) {
@@ -285,31 +406,21 @@ static pf_status pf_proc_start(pf_proc *p) {
       if (in[i] >= 0) close(in[i]);
     return pf_error(PF_ERR_ARG, "cannot make pipes: %s", strerror(e));
   }
-  posix_spawn_file_actions_t fa;
-  posix_spawnattr_t at;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, in[0], 0);
-  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-  posix_spawnattr_init(&at);
-  /* its own process group (a timeout kills all it started); SIGPIPE as by default, which
-   * precfuzz itself ignores to see a closed pipe as an error */
-  sigset_t def;
-  sigemptyset(&def);
-  sigaddset(&def, SIGPIPE);
-  posix_spawnattr_setsigdefault(&at, &def);
-  posix_spawnattr_setpgroup(&at, 0);
-  posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF);
-  char *argv[] = {"sh", "-c", p->cmd, NULL};
-  fflush(NULL);
-  const int rc = posix_spawn(&p->pid, "/bin/sh", &fa, &at, argv, environ);
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&at);
+  const int port = p->nranks > 1 ? pf_free_port() : 0;
+  int rc = p->nranks > 1 && !port ? EADDRNOTAVAIL : 0;
+  int started = 0;
+  for (int r = 0; r < p->nranks && !rc; r++)
+    if (!(rc = pf_spawn_rank(p, r, port, in[0], out[1], &p->rank[r]))) started++;
   close(in[0]);
   close(out[1]);
+  p->pid = started ? p->rank[0] : 0;
   if (rc) {
+    if (started) kill(-p->rank[0], SIGKILL);
+    for (int r = 0; r < started; r++) waitpid(p->rank[r], NULL, 0);
     close(in[1]);
     close(out[0]);
     p->pid = 0;
+    if (p->nranks > 1 && !port) return pf_error(PF_ERR_ARG, "cannot find a free port on 127.0.0.1 for the rank group");
     return pf_error(PF_ERR_ARG, "cannot start /bin/sh: %s", strerror(rc));
   }
   p->to = in[1], p->from = out[0];
@@ -515,7 +626,11 @@ static void pf_exec_end_all(void) {
   }
 }
 
-pf_status pf_exec_load(const char *cmd) {
+pf_status pf_exec_load(const char *cmd) { return pf_exec_load_ranks(cmd, 1); }
+
+pf_status pf_exec_load_ranks(const char *cmd, int nranks) {
+  if (nranks < 1 || nranks > PF_EXEC_MAX_RANKS)
+    return pf_error(PF_ERR_ARG, "ranks: %d ranks, not 1 to %d", nranks, PF_EXEC_MAX_RANKS);
   pf_status st = pf_exec_timeout(&pf_timeout_s);
   if (st) return st;
   if (!cmd || !*cmd) return pf_error(PF_ERR_ARG, "exec: needs a command (exec:\"python3 my_kernel.py\")");
@@ -525,6 +640,7 @@ pf_status pf_exec_load(const char *cmd) {
   pf_proc *p = &pf_procs[pf_nprocs];
   memset(p, 0, sizeof *p);
   p->to = p->from = -1;
+  p->nranks = nranks;
   if (!(p->cmd = strdup(cmd))) return pf_error(PF_ERR_NOMEM, "out of memory");
   pthread_mutex_init(&p->mu, NULL);
   const int before = pf_nek;
@@ -534,6 +650,7 @@ pf_status pf_exec_load(const char *cmd) {
     snprintf(msg, sizeof msg, "%s", pf_error_message());
     pf_proc_end(p, NULL, 0);
     if (pf_nek > before) pf_nprocs++; /* its kernels were registered: the slot stays theirs */
+    if (nranks > 1) return pf_error(PF_ERR_ARG, "ranks:%d:%s: %s", nranks, cmd, msg);
     return pf_error(PF_ERR_ARG, "exec:%s: %s", cmd, msg);
   }
   pf_nprocs++;

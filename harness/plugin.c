@@ -1,6 +1,7 @@
 /* Loading a user's kernels (plugin.h). */
 #include "harness/plugin.h"
 
+#include <ctype.h>
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -89,6 +90,18 @@ pf_status pf_plugin_load(const char *path) {
     if (!st) pf_plugin_record(path, before);
     return st;
   }
+  if (strncmp(path, "ranks:", 6) == 0) { /* a rank group: ranks:N:CMD */
+    const char *n = path + 6, *colon = strchr(n, ':');
+    int ranks = 0;
+    for (const char *q = n; colon && q < colon && ranks <= 64; q++)
+      ranks = isdigit((unsigned char)*q) ? ranks * 10 + (*q - '0') : 1000;
+    if (!colon || colon == n || ranks < 2 || ranks > 8)
+      return pf_error(PF_ERR_ARG, "'%.80s': a rank group is ranks:N:CMD with N from 2 to 8", path);
+    const size_t before = pf_kernel_count();
+    pf_status st = pf_exec_load_ranks(colon + 1, ranks);
+    if (!st) pf_plugin_record(path, before);
+    return st;
+  }
   char buf[4096];
   if (snprintf(buf, sizeof buf, "%s%s", strchr(path, '/') ? "" : "./", path) >= (int)sizeof buf)
     return pf_error(PF_ERR_ARG, "library path too long");
@@ -136,7 +149,7 @@ pf_status pf_plugins_load_env(void) {
   pf_status st = PF_OK;
   for (char *p = list, *end; p && !st; p = end ? end + 1 : NULL) {
     /* an exec: entry is a command, which may hold ':': it takes the rest */
-    if ((end = strncmp(p, "exec:", 5) ? strchr(p, ':') : NULL)) *end = 0;
+    if ((end = strncmp(p, "exec:", 5) && strncmp(p, "ranks:", 6) ? strchr(p, ':') : NULL)) *end = 0;
     st = *p ? pf_plugin_load(p) : pf_error(PF_ERR_ARG, "an empty entry in '%s' (libraries are ':'-separated)", e);
   }
   free(list);

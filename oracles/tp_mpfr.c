@@ -49,6 +49,7 @@ static inline double f32_sub(double a, double b) { return (double)((float)a - (f
 static inline double f32_mul(double a, double b) { return (double)((float)a * (float)b); }
 static inline double f32_div(double a, double b) { return (double)((float)a / (float)b); }
 static inline double f32_sqrt(double a) { return (double)sqrtf((float)a); }
+static inline double f32_fma(double a, double b, double c) { return (double)fmaf((float)a, (float)b, (float)c); }
 
 /* the fp32 values just above / below x */
 static double pf_up32(double x) {
@@ -190,6 +191,50 @@ static void pf_tp_adam_intervals(const pf_tp_layout *L, size_t s, const pf_adam_
 #undef PF_V
 #undef PF_D
 }
+/* Step 4 for DeepSpeed on the CPU: PyTorch's single-tensor AdamW in fp32 (adam_math.h,
+ * PF_ADAM_TORCH: every intermediate an fp32 tensor) on intervals. Every operation is monotone
+ * in each argument but the lerp, fma(w, fl(g - m), m), where m comes twice: its two
+ * occurrences are bounded apart (fl(g - m) over the box, then the fma at its corners), which
+ * encloses every value the coupled expression takes. The scalars are PyTorch's: binary64 on
+ * the Python side, rounded to fp32 by the kernels that take them. */
+static void pf_tp_torch_adam_intervals(const pf_tp_layout *L, size_t s, const pf_adam_hyper *h, size_t e0, size_t e1,
+                                       const double *clo, const double *chi, double *plo, double *phi, double *mlo,
+                                       double *mhi, double *vlo, double *vhi, pf_oracle_result *out) {
+  const pf_dtype F = PF_FP32, T = L->dtype;
+  const double wdec = pf_round(F, h->t_decay), w = pf_round(F, h->t_omb1), b2 = pf_round(F, h->t_beta2);
+  const double omb2 = pf_round(F, h->t_omb2), bc2s = pf_round(F, h->t_bc2_sqrt), eps = pf_round(F, h->t_eps);
+  const double value = -pf_round(F, h->t_step_size);
+  const size_t om = pf_tp_run_at(L, 0, s, PF_TP_MASTER, 0), op = pf_tp_run_at(L, 0, s, PF_TP_PARAM, 0),
+               oM = pf_tp_run_at(L, 0, s, PF_TP_M, 0), oV = pf_tp_run_at(L, 0, s, PF_TP_V, 0);
+  const double w1 = f32_sub(w, 1.0);
+  for (size_t e = e0; e < e1; e++) {
+    const double pw_lo = f32_mul(plo[e], wdec), pw_hi = f32_mul(phi[e], wdec);
+    const double d_lo = f32_sub(clo[e], mhi[e]), d_hi = f32_sub(chi[e], mlo[e]); /* fl(g - m) */
+    double m_lo, m_hi;
+    if (w < 0.5) { /* fma(w, d, m), w >= 0: nondecreasing in d and in m */
+      m_lo = f32_fma(w, d_lo, mlo[e]);
+      m_hi = f32_fma(w, d_hi, mhi[e]);
+    } else { /* fma(w - 1, d, g), w - 1 <= 0: nonincreasing in d, nondecreasing in g */
+      m_lo = f32_fma(w1, d_hi, clo[e]);
+      m_hi = f32_fma(w1, d_lo, chi[e]);
+    }
+    const double a = fabs(clo[e]), b = fabs(chi[e]);
+    const double ag_lo = clo[e] <= 0 && chi[e] >= 0 ? 0 : (a < b ? a : b), ag_hi = a > b ? a : b;
+    /* fma(fl(c g), g, fl(beta2 v)): fl(c g) g = fl(c |g|) |g| is nondecreasing in |g| */
+    const double v_lo = f32_fma(f32_mul(omb2, ag_lo), ag_lo, f32_mul(vlo[e], b2));
+    const double v_hi = f32_fma(f32_mul(omb2, ag_hi), ag_hi, f32_mul(vhi[e], b2));
+    const double dn_lo = f32_add(f32_div(f32_sqrt(v_lo), bc2s), eps), dn_hi = f32_add(f32_div(f32_sqrt(v_hi), bc2s), eps);
+    const double q_lo = f32_mul(value, m_hi), q_hi = f32_mul(value, m_lo); /* value < 0 */
+    const double u[4] = {f32_div(q_lo, dn_lo), f32_div(q_lo, dn_hi), f32_div(q_hi, dn_lo), f32_div(q_hi, dn_hi)};
+    const double p_lo = f32_add(pw_lo, pf_min4(u)), p_hi = f32_add(pw_hi, pf_max4(u));
+    plo[e] = p_lo, phi[e] = p_hi, mlo[e] = m_lo, mhi[e] = m_hi, vlo[e] = v_lo, vhi[e] = v_hi;
+    pf_tp_set(out, om + e, p_lo, p_hi, F);
+    pf_tp_set(out, op + e, pf_round(T, p_lo), pf_round(T, p_hi), T);
+    pf_tp_set(out, oM + e, m_lo, m_hi, F);
+    pf_tp_set(out, oV + e, v_lo, v_hi, F);
+  }
+}
+
 pf_status pf_tp_mpfr(const pf_case *c, const pf_tensor *in, const pf_oracle_opts *opts, pf_oracle_result *out) {
   pf_tp_layout L;
   pf_tp_layout_make(c, &L);
@@ -243,10 +288,9 @@ pf_status pf_tp_mpfr(const pf_case *c, const pf_tensor *in, const pf_oracle_opts
       sum_hi = pf_down32(mpfr_get_d(shi, MPFR_RNDU));
     }
     /* 3. norm and coefficient */
-    const double mn32 = pf_round(F, c->params[PF_TPP_MAXNORM]), e6 = pf_round(F, 1e-6);
     const double norm_lo = f32_sqrt(sum_lo), norm_hi = f32_sqrt(sum_hi);
-    const double c_lo = f32_div(mn32, f32_add(norm_hi, e6));
-    const double c_hi = f32_div(mn32, f32_add(norm_lo, e6));
+    const double c_lo = pf_tp_coef(L.algo, c->params[PF_TPP_MAXNORM], norm_hi);
+    const double c_hi = pf_tp_coef(L.algo, c->params[PF_TPP_MAXNORM], norm_lo);
     const int may_clip = c_lo < 1, may_not = c_hi >= 1;
     const double c_top = c_hi < 1 ? c_hi : (double)nextafterf(1.0f, 0.0f);
     if (debug) fprintf(stderr, "step %zu: sum [%a, %a] norm [%a, %a] coef [%a, %a] (%lld ulps)\n", s + 1, sum_lo, sum_hi, norm_lo, norm_hi, c_lo, c_hi, (long long)pf_ulp_distance(F, c_lo, c_hi));
@@ -271,7 +315,8 @@ pf_status pf_tp_mpfr(const pf_case *c, const pf_tensor *in, const pf_oracle_opts
     const pf_adam_hyper h0 = pf_adam_hyper_make(lr, b1, b2, eps, 0, (double)s + 1, 1);
     for (int k = 0; k < PF_TP_NBLOCKS; k++) { /* e's block: the last whose offset is at most e */
       const size_t e0 = k ? L.b[k].offset : 0, e1 = k + 1 < PF_TP_NBLOCKS ? L.b[k + 1].offset : n;
-      pf_tp_adam_intervals(&L, s, L.b[k].decay ? &hw : &h0, e0, e1, clo, chi, plo, phi, mlo, mhi, vlo, vhi, out);
+      (L.algo == PF_TP_DEEPSPEED ? pf_tp_torch_adam_intervals : pf_tp_adam_intervals)(
+          &L, s, L.b[k].decay ? &hw : &h0, e0, e1, clo, chi, plo, phi, mlo, mhi, vlo, vhi, out);
     }
     /* the TP=2 run's sets are the TP=1 run's: its four blocks of n elements copied whole */
     const size_t from = pf_tp_run_at(&L, 0, s, PF_TP_MASTER, 0), to = pf_tp_run_at(&L, 1, s, PF_TP_MASTER, 0);

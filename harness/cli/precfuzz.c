@@ -1071,7 +1071,7 @@ static int cmd_op_command(const pf_op *op, int argc, char **argv) {
 /* ---- main ---------------------------------------------------------------------------- */
 
 static void print_help(void) {
-  printf("usage: precfuzz [--kernels LIB.so|exec:CMD]... COMMAND [options]   (precfuzz COMMAND --help for each)\n\n"
+  printf("usage: precfuzz [--kernels LIB.so|exec:CMD|ranks:N:CMD]... COMMAND [options]   (precfuzz COMMAND --help for each)\n\n"
          "  list      the kernels, variants, dtypes, parameters, faults and contracts\n"
          "  run       run generated cases of a kernel against the MPFR oracle\n"
          "  replay    run case files again (findings, regressions)\n"
@@ -1091,8 +1091,10 @@ static void print_help(void) {
          "variants from a shared library defining pf_plugin_init (harness/plugin.h); --kernels\n"
          "exec:CMD starts CMD (with /bin/sh) as a kernel process that answers case after case over\n"
          "its standard input and output (docs/kernel-protocol.md; python/precfuzz_kernel.py writes\n"
-         "one in a few lines; $PRECFUZZ_KERNEL_TIMEOUT seconds per case, default 60). Either way\n"
-         "they are then listed, run, fuzzed and swept like the built-in ones.\n\n"
+         "one in a few lines; $PRECFUZZ_KERNEL_TIMEOUT seconds per case, default 60); --kernels\n"
+         "ranks:N:CMD starts N copies of CMD as one torch.distributed rank group on 127.0.0.1 (rank 0\n"
+         "speaks the protocol; python/precfuzz_ranks.py). Either way they are then listed, run,\n"
+         "fuzzed and swept like the built-in ones.\n\n"
          "Exit status: 0 nothing found, 1 findings, 2 bad usage or input.\n");
 }
 

@@ -10,6 +10,13 @@
 
 #include "harness/case.h"
 
+/* The framework whose step the variant computes (pf_kernel.algo):
+ * MEGATRON: DeepSpeed/Megatron with FusedAdam: coef = fl(max_norm / fl(norm + 1e-6)), FusedAdam's fp32 step;
+ * DEEPSPEED: DeepSpeed 0.19.8's BF16_Optimizer with torch.optim.AdamW on the CPU, as it runs on
+ *   gloo ranks: coef = fl(fl(1 / fl(norm + 1e-6)) fl(max_norm)) (Tensor.__rtruediv__ is
+ *   reciprocal() * other), and PyTorch's single-tensor AdamW in fp32 (adam_math.h, PF_ADAM_TORCH). */
+enum { PF_TP_MEGATRON = 0, PF_TP_DEEPSPEED = 1 };
+
 /* How a block is held by TP=2 ranks (Megatron): replicated on every rank, column-parallel
  * (rows = output features split), row-parallel (columns = input features split), or
  * vocab-parallel (embedding rows split; the only split that may be uneven: rank 0 takes the
@@ -28,6 +35,7 @@ typedef struct {
 typedef struct {
   size_t steps, h, f, V, seq, mb;
   int tied;          /* the embedding is tied to the LM head, held by a second pipeline stage */
+  int algo;          /* PF_TP_MEGATRON or PF_TP_DEEPSPEED: the case's variant's */
   pf_dtype dtype;    /* parameters and micro-batch gradients (bf16, or fp16 with loss scaling) */
   double loss_scale; /* fp16: the static loss scale S; bf16: 1 */
   pf_tp_block b[PF_TP_NBLOCKS];
@@ -37,6 +45,14 @@ typedef struct {
 } pf_tp_layout;
 
 enum { PF_TP_EMBED = 13 }; /* the block index of the (tied) embedding */
+
+/* The clip coefficient each framework computes from the fp32 norm (fp32 values in doubles);
+ * both are nonincreasing in the norm. */
+static inline double pf_tp_coef(int algo, double max_norm, double norm) {
+  const float d = (float)norm + (float)1e-6;
+  if (algo == PF_TP_DEEPSPEED) return (double)((1.0f / d) * (float)max_norm);
+  return (double)((float)max_norm / d);
+}
 
 /* Parameter indices (the table in tp_cpu.c). */
 enum { PF_TPP_MAXNORM = 0, PF_TPP_LR, PF_TPP_BETA1, PF_TPP_BETA2, PF_TPP_EPS, PF_TPP_WD, PF_TPP_MB, PF_TPP_TIED,

@@ -50,6 +50,7 @@ void pf_tp_layout_make(const pf_case *c, pf_tp_layout *L) {
   L->mb = (size_t)c->params[PF_TPP_MB];
   L->tied = c->params[PF_TPP_TIED] != 0;
   L->dtype = c->dtype;
+  L->algo = pf_case_algo(c);
   L->loss_scale = c->dtype == PF_FP16 ? (c->params[PF_TPP_LOSS_SCALE] > 0 ? c->params[PF_TPP_LOSS_SCALE] : 0x1p12) : 1;
   const size_t h = L->h, f = L->f;
   const pf_tp_block b[PF_TP_NBLOCKS] = {
@@ -224,7 +225,7 @@ static void *pf_tp_rank_main(void *arg) {
     pf_tp_sync(w);
     /* 5. clip every gradient on every rank (fault: replicated ones on TP ranks > 0 skipped) */
     const double norm = pf_round(F, sqrt(total));
-    const double coef = pf_div(F, pf_round(F, c->params[PF_TPP_MAXNORM]), pf_add(F, norm, pf_round(F, 1e-6), &me->fe), &me->fe);
+    const double coef = pf_tp_coef(L->algo, c->params[PF_TPP_MAXNORM], norm);
     if (coef < 1)
       for (size_t x = 0; x < me->nloc; x++) {
         size_t i, j;
@@ -232,7 +233,9 @@ static void *pf_tp_rank_main(void *arg) {
         if (w->f_unclipped && me->tp != 0 && L->b[k].kind == PF_TP_REP) continue;
         me->g[x] = pf_mul(F, me->g[x], coef, &me->fe);
       }
-    /* 6-7. FusedAdam (AdamW, fp32) on the masters, write-back by round to nearest even */
+    /* 6-7. FusedAdam (AdamW, fp32), or PyTorch's single-tensor AdamW in fp32 (DeepSpeed on
+     * the CPU), on the masters; write-back by round to nearest even */
+    const int adam = L->algo == PF_TP_DEEPSPEED ? PF_ADAM_TORCH : PF_ADAM_FUSED;
     const double lr = c->params[PF_TPP_LR], b1 = c->params[PF_TPP_BETA1], b2 = c->params[PF_TPP_BETA2];
     const double eps = c->params[PF_TPP_EPS];
     const pf_adam_hyper hw = pf_adam_hyper_make(lr, b1, b2, eps, c->params[PF_TPP_WD], (double)s + 1, 1);
@@ -240,7 +243,7 @@ static void *pf_tp_rank_main(void *arg) {
     for (size_t x = 0; x < me->nloc; x++) {
       size_t i, j;
       const int k = pf_tp_block_of(L, me->elem[x], &i, &j);
-      pf_adam_step(PF_ADAM_FUSED, PF_ADAM_MODE_ADAMW, F, F, L->b[k].decay ? &hw : &h0, &me->master[x], me->g[x],
+      pf_adam_step(adam, PF_ADAM_MODE_ADAMW, F, F, L->b[k].decay ? &hw : &h0, &me->master[x], me->g[x],
                    &me->m[x], &me->v[x], &me->fe);
       me->param[x] = pf_round_fe(T, me->master[x], &me->fe);
       double *o = me->hist + (s * me->nloc + x) * 4;
@@ -607,6 +610,14 @@ static const pf_kernel pf_tp_tab[] = {
      PF_DT(PF_BF16) | PF_DT(PF_FP16), PF_DT(PF_FP32), pf_tp_faults,
      "replicated parameters and tied copies bitwise equal across ranks after every step; TP=1 and gathered TP=2 "
      "master, parameter, m and v inside the set every summation order of the norm allows",
-     pf_tp_cpu, pf_tp_bound, pf_tp_in_domain, pf_tp_check, NULL, 0, NULL},
+     pf_tp_cpu, pf_tp_bound, pf_tp_in_domain, pf_tp_check, NULL, PF_TP_MEGATRON, NULL},
+    {PF_KERNEL_ABI, &pf_tp_op, "deepspeed",
+     "DeepSpeed 0.19.8 BF16_Optimizer with torch.optim.AdamW on the CPU: fp32 gradient buffers, fp32 norm of the "
+     "deduplicated norm set, coef = reciprocal(norm + 1e-6) * max_norm, PyTorch's single-tensor AdamW",
+     PF_DT(PF_BF16), PF_DT(PF_FP32), pf_tp_faults,
+     "replicated parameters and tied copies bitwise equal across ranks after every step; TP=1 and gathered TP=2 "
+     "master, parameter, m and v inside the set every summation order of the norm allows, through DeepSpeed's "
+     "coefficient and PyTorch's AdamW",
+     pf_tp_cpu, pf_tp_bound, pf_tp_in_domain, pf_tp_check, NULL, PF_TP_DEEPSPEED, NULL},
 };
-const pf_kernel *const pf_tp_kernels[] = {&pf_tp_tab[0], NULL};
+const pf_kernel *const pf_tp_kernels[] = {&pf_tp_tab[0], &pf_tp_tab[1], NULL};
