@@ -39,6 +39,7 @@ extern char **environ;
 #define PF_EXEC_MAX_KERNELS 64
 #define PF_EXEC_MAX_TENSORS 16
 #define PF_EXEC_MAX_RANKS 8
+#define PF_EXEC_MAX_FAULTS 16
 
 typedef struct {
   char *cmd;
@@ -63,6 +64,9 @@ typedef struct {
   unsigned char narrowed[PF_MAX_PARAMS];
   unsigned choices[PF_MAX_PARAMS];
   double lo[PF_MAX_PARAMS], hi[PF_MAX_PARAMS];
+  /* the fault switches the hello names (the case's "fault" says which is on) */
+  char fault_names[PF_EXEC_MAX_FAULTS][64];
+  const char *faults[PF_EXEC_MAX_FAULTS + 1];
 } pf_exec_kernel;
 static pf_exec_kernel pf_ek[PF_EXEC_MAX_KERNELS];
 static int pf_nek;
@@ -334,11 +338,11 @@ static int pf_free_port(void) {
 }
 
 /* The environment of rank r of n: precfuzz's, less torch.distributed's variables, plus those
- * of this group (the loopback interface only: no byte leaves the machine). */
-#define PF_RANK_VARS 7
+ * of this group (the loopback interface only: no byte leaves the machine) and precfuzz's pid. */
+#define PF_RANK_VARS 8
 static char **pf_rank_environ(int r, int n, int port, char vars[PF_RANK_VARS][64]) {
   static const char *const names[PF_RANK_VARS] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
-                                                  "MASTER_ADDR", "MASTER_PORT", "GLOO_SOCKET_IFNAME"};
+                                                  "MASTER_ADDR", "MASTER_PORT", "GLOO_SOCKET_IFNAME", "PRECFUZZ_PID"};
   size_t count = 0;
   while (environ[count]) count++;
   char **env = malloc((count + PF_RANK_VARS + 1) * sizeof *env);
@@ -359,6 +363,7 @@ static char **pf_rank_environ(int r, int n, int port, char vars[PF_RANK_VARS][64
   snprintf(vars[4], 64, "MASTER_ADDR=127.0.0.1");
   snprintf(vars[5], 64, "MASTER_PORT=%d", port);
   snprintf(vars[6], 64, "GLOO_SOCKET_IFNAME=lo");
+  snprintf(vars[7], 64, "PRECFUZZ_PID=%ld", (long)getpid()); /* a rank whose precfuzz is gone ends itself */
   for (int v = 0; v < PF_RANK_VARS; v++) env[k++] = vars[v];
   env[k] = NULL;
   return env;
@@ -530,6 +535,29 @@ static pf_status pf_hello_params(pf_exec_kernel *ek, const cJSON *params, const 
   return PF_OK;
 }
 
+/* The hello's "faults": names of the kernel's own fault switches (precfuzz --fault NAME puts
+ * NAME in the case; the kernel turns it on). */
+static pf_status pf_hello_faults(pf_exec_kernel *ek, const cJSON *faults, const char *who) {
+  int n = 0;
+  if (faults) {
+    if (!cJSON_IsArray(faults) || cJSON_GetArraySize(faults) > PF_EXEC_MAX_FAULTS)
+      return pf_error(PF_ERR_ARG, "%s: \"faults\" is not a list of at most %d names", who, PF_EXEC_MAX_FAULTS);
+    const cJSON *e;
+    cJSON_ArrayForEach(e, faults) {
+      if (!cJSON_IsString(e) || !pf_variant_name_ok(e->valuestring))
+        return pf_error(PF_ERR_ARG, "%s: fault %d is not 1 to 63 letters, digits or ._+- (not starting with -)", who, n);
+      for (int j = 0; j < n; j++)
+        if (!strcmp(ek->fault_names[j], e->valuestring)) return pf_error(PF_ERR_ARG, "%s: fault '%s' named twice", who, e->valuestring);
+      snprintf(ek->fault_names[n], sizeof ek->fault_names[n], "%s", e->valuestring);
+      ek->faults[n] = ek->fault_names[n];
+      n++;
+    }
+  }
+  ek->faults[n] = NULL;
+  ek->k.faults = ek->faults;
+  return PF_OK;
+}
+
 /* Registers the kernels of a hello (the process's first start): all of them, or none. */
 static pf_status pf_hello_register(pf_proc *p, const cJSON *kernels) {
   if (!cJSON_IsArray(kernels) || !cJSON_GetArraySize(kernels))
@@ -544,11 +572,11 @@ static pf_status pf_hello_register(pf_proc *p, const cJSON *kernels) {
     /* a misspelt key ("dtype" for "dtypes") would otherwise widen the kernel silently */
     const cJSON *key;
     cJSON_ArrayForEach(key, e) {
-      static const char *const known[] = {"op", "variant", "like", "summary", "dtypes", "accums", "params"};
+      static const char *const known[] = {"op", "variant", "like", "summary", "dtypes", "accums", "params", "faults"};
       int ok = 0;
       for (size_t j = 0; j < sizeof known / sizeof *known; j++) ok |= key->string && strcmp(key->string, known[j]) == 0;
       if (!ok)
-        return pf_error(PF_ERR_ARG, "%s: unknown key '%.40s' (op, variant, like, summary, dtypes, accums, params)", who,
+        return pf_error(PF_ERR_ARG, "%s: unknown key '%.40s' (op, variant, like, summary, dtypes, accums, params, faults)", who,
                         key->string ? key->string : "");
     }
     const cJSON *op = cJSON_GetObjectItemCaseSensitive(e, "op"), *var = cJSON_GetObjectItemCaseSensitive(e, "variant"),
@@ -574,6 +602,7 @@ static pf_status pf_hello_register(pf_proc *p, const cJSON *kernels) {
     pf_status st = pf_hello_dtypes(cJSON_GetObjectItemCaseSensitive(e, "dtypes"), ek->k.dtypes, 0, &dt, who);
     if (!st) st = pf_hello_dtypes(cJSON_GetObjectItemCaseSensitive(e, "accums"), ek->k.accums, 1, &ac, who);
     if (!st) st = pf_hello_params(ek, cJSON_GetObjectItemCaseSensitive(e, "params"), who);
+    if (!st) st = pf_hello_faults(ek, cJSON_GetObjectItemCaseSensitive(e, "faults"), who);
     if (st) return st;
     ek->k.dtypes = dt, ek->k.accums = ac;
     ek->like_check = ek->k.check;

@@ -17,7 +17,7 @@ pf_status pf_exec_load(const char *cmd);
 
 /* The same for a rank group (--kernels ranks:N:CMD): N copies of cmd in one process group,
  * each with torch.distributed's environment (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
- * MASTER_ADDR=127.0.0.1, a free MASTER_PORT, GLOO_SOCKET_IFNAME=lo). Rank 0 speaks the protocol;
+ * MASTER_ADDR=127.0.0.1, a free MASTER_PORT, GLOO_SOCKET_IFNAME=lo, PRECFUZZ_PID). Rank 0 speaks the protocol;
  * the others read nothing and write to precfuzz's stderr. A rank that exits or a group that
  * hangs fails the case; the whole group is killed and started again. nranks 1 is pf_exec_load. */
 pf_status pf_exec_load_ranks(const char *cmd, int nranks);

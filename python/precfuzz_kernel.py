@@ -44,13 +44,14 @@ _kernels = {}  # variant -> (hello entry, function)
 _channel = None  # serve()'s
 
 
-def kernel(op, variant, like, summary=None, dtypes=None, accums=None, params=None):
+def kernel(op, variant, like, summary=None, dtypes=None, accums=None, params=None, faults=None):
     """Registers the decorated function as `variant` of precfuzz's operation `op`, judged by
     the contract of the built-in variant `like` (its bound and domain). dtypes and accums
     (names: fp32, fp16, bf16; accums also "storage") narrow what it takes; the default is
     everything `like` takes. params narrows the operation's parameters: {"mask_value":
     ["-inf"]} (choices), {"layer": [1, 1]} (a range); precfuzz then refuses other cases
-    (exit 2 on the command line; the fuzz drivers skip them)."""
+    (exit 2 on the command line; the fuzz drivers skip them). faults names the kernel's own
+    fault switches: precfuzz --fault NAME sends NAME as case.fault, and the kernel turns it on."""
 
     def register(fn):
         if variant in _kernels:
@@ -64,6 +65,8 @@ def kernel(op, variant, like, summary=None, dtypes=None, accums=None, params=Non
             entry["accums"] = list(accums)
         if params is not None:
             entry["params"] = {k: list(v) for k, v in params.items()}
+        if faults is not None:
+            entry["faults"] = list(faults)
         _kernels[variant] = (entry, fn)
         return fn
 

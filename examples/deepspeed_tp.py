@@ -1,0 +1,274 @@
+"""DeepSpeed's own BF16_Optimizer under precfuzz's tensor-parallel differential, on 2 real ranks.
+
+    precfuzz --kernels ranks:2:".venv/bin/python examples/deepspeed_tp.py" \
+        diff-tp -v deepspeed-bf16 --param tied=0 --cases 100
+    ... --fault tp-replicated-unclipped        # seed 002: BLOOM's LayerNorm weights drift apart
+
+Every case runs DeepSpeed 0.19.8's deepspeed.runtime.bf16_optimizer.BF16_Optimizer (unmodified;
+torch.optim.AdamW inside, since FusedAdam needs CUDA) twice on the case's transformer layer:
+as TP=1 on rank 0 alone, and as TP=2 on both ranks (Megatron's column-, row- and vocab-parallel
+splits, the split parameters marked tensor_model_parallel as Megatron marks them, an mpu object
+giving the groups). Each step feeds every micro-batch's bf16 gradient to the optimizer's own
+fp32 accumulation (update_hp_grads), then calls step(): DeepSpeed's norm over its deduplicated
+norm set, all-reduced over the TP group, its clip, AdamW, the bf16 write-back. Every rank's
+master, parameter, m and v after every step come back to precfuzz, which checks (contract
+tp_diff/deepspeed) that replicated parameters are bitwise equal on both TP ranks and that both
+runs lie in the set every summation order of the norm allows.
+
+The device shim, and nothing else: DS_ACCELERATOR=cpu, gloo, no shared-memory op build
+(deepspeed.comm.torch.build_shm_op, only inference all-reduce uses it, would JIT-compile C++),
+and see_memory_usage silenced (it runs gc.collect() and prints). They add no arithmetic.
+
+Fault switches (precfuzz --fault NAME), each a monkeypatch of DeepSpeed's code for the case:
+  tp-replicated-unclipped  seed 002 (DeepSpeed PR 1801): get_grads_for_norm as the write-up
+                           gives it, the TP filter one indentation level out, so TP rank 1
+                           leaves its replicated parameters out of the clip as well as the norm
+  norm-no-dedup            replicated weights marked tensor-parallel (Transformer Engine ROCm
+                           PR 715): every TP rank counts them in the norm
+  norm-rank0-only          only TP rank 0's gradients reach the norm, the other ranks adding 0
+                           (the effect of DeepSpeed PR 5411's bug: flattened groups seen as not
+                           tensor-parallel)
+  norm-not-allreduced      the norm taken without the mpu: each rank clips by its own norm
+  norm-averaged            per-rank norms averaged over the group instead of their squares summed
+                           (DeepSpeed issue 8469)
+"""
+
+import contextlib
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+import precfuzz_ranks as pr  # noqa: E402  (first: rank 0's standard output is the protocol's)
+
+os.environ.setdefault("DS_ACCELERATOR", "cpu")
+# a private folder for torch's extension builds: no lock shared with another run
+os.environ.setdefault("TORCH_EXTENSIONS_DIR", os.path.join("/tmp", f"precfuzz-ds-ext-{os.getpid()}"))
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+
+RANK, WORLD = pr.init()
+if WORLD != 2:
+    raise SystemExit(f"deepspeed_tp.py runs on 2 ranks (--kernels ranks:2:...), not {WORLD}")
+
+import deepspeed.comm.torch  # noqa: E402,F401
+
+sys.modules["deepspeed.comm.torch"].build_shm_op = lambda: None  # shim: no C++ build
+import deepspeed  # noqa: E402
+import deepspeed.runtime.bf16_optimizer as bf16_module  # noqa: E402
+from deepspeed.runtime.precision_config import DeepSpeedBF16Config  # noqa: E402
+from deepspeed.runtime.utils import get_global_norm_of_tensors as _real_global_norm  # noqa: E402
+
+bf16_module.see_memory_usage = lambda *a, **k: None  # shim: no gc.collect(), no print
+deepspeed.init_distributed(dist_backend="gloo", verbose=False)
+
+assert deepspeed.__version__ == "0.19.8", f"written against DeepSpeed 0.19.8, not {deepspeed.__version__}"
+
+# every rank makes every group, in the same order (torch.distributed's rule)
+SINGLE = [dist.new_group([0]), dist.new_group([1])]
+PAIR = dist.new_group([0, 1])
+
+
+class Mpu:
+    """What BF16_Optimizer asks of Megatron's mpu: the TP group (= the model-parallel group,
+    PP=1) and a data-parallel group of one."""
+
+    def __init__(self, tp_group, dp_group):
+        self.tp, self.dp = tp_group, dp_group
+
+    def get_tensor_model_parallel_rank(self):
+        return dist.get_rank(self.tp)
+
+    def get_tensor_model_parallel_world_size(self):
+        return dist.get_world_size(self.tp)
+
+    def get_tensor_model_parallel_group(self):
+        return self.tp
+
+    get_model_parallel_rank = get_tensor_model_parallel_rank
+    get_model_parallel_world_size = get_tensor_model_parallel_world_size
+    get_model_parallel_group = get_tensor_model_parallel_group
+
+    def get_data_parallel_group(self):
+        return self.dp
+
+    def get_data_parallel_rank(self):
+        return 0
+
+    def get_data_parallel_world_size(self):
+        return 1
+
+    def get_pipeline_model_parallel_world_size(self):
+        return 1
+
+
+# --- fault switches: monkeypatches of DeepSpeed's code ----------------------------------------
+
+_real_grads_for_norm = bf16_module.BF16_Optimizer.get_grads_for_norm
+_real_is_mp = bf16_module.is_model_parallel_parameter
+
+
+@torch.no_grad()
+def _seed002_grads_for_norm(self, for_clipping=False):
+    """The write-up's get_grads_for_norm (seed 002), in 0.19.8's return shape."""
+    grads = []
+    tensor_mp_rank = bf16_module.bwc_tensor_model_parallel_rank(mpu=self.mpu)
+    for i, group in enumerate(self.bf16_groups):
+        for j, lp in enumerate(group):
+            if not for_clipping:
+                if hasattr(lp, bf16_module.PIPE_REPLICATED) and lp.ds_pipe_replicated:
+                    continue
+            if not (tensor_mp_rank == 0 or bf16_module.is_model_parallel_parameter(lp)):
+                continue  # as compared to the original code, this line is moved out by one indentation level
+            if not self.fp32_groups_has_gradients[i][j]:
+                continue
+            grads.append(self.fp32_groups_gradients[i][j])
+    return grads if for_clipping else (grads, {})
+
+
+@torch.no_grad()
+def _rank0_only_grads_for_norm(self, for_clipping=False):
+    """DeepSpeed PR 5411's effect: only TP rank 0's gradients in the norm; the others add 0."""
+    got = _real_grads_for_norm(self, for_clipping)
+    if for_clipping or bf16_module.bwc_tensor_model_parallel_rank(mpu=self.mpu) == 0:
+        return got
+    return [torch.zeros(1)], {}
+
+
+def _norm_without_mpu(input_tensors, norm_type=2, mpu=None, moe_ep_group=None):
+    return _real_global_norm(input_tensors, norm_type=norm_type, mpu=None, moe_ep_group=moe_ep_group)
+
+
+def _norm_averaged(input_tensors, norm_type=2, mpu=None, moe_ep_group=None):
+    local = _real_global_norm(input_tensors, norm_type=norm_type, mpu=None, moe_ep_group=moe_ep_group)
+    if mpu is not None:
+        dist.all_reduce(local, op=dist.ReduceOp.SUM, group=mpu.get_model_parallel_group())
+        local = local / dist.get_world_size(mpu.get_model_parallel_group())
+    return local
+
+
+FAULTS = {
+    "tp-replicated-unclipped": [(bf16_module.BF16_Optimizer, "get_grads_for_norm", _seed002_grads_for_norm)],
+    "norm-no-dedup": [(bf16_module, "is_model_parallel_parameter", lambda p: True)],
+    "norm-rank0-only": [(bf16_module.BF16_Optimizer, "get_grads_for_norm", _rank0_only_grads_for_norm)],
+    "norm-not-allreduced": [(bf16_module, "get_global_norm_of_tensors", _norm_without_mpu)],
+    "norm-averaged": [(bf16_module, "get_global_norm_of_tensors", _norm_averaged)],
+}
+
+
+@contextlib.contextmanager
+def fault(name):
+    patches = FAULTS.get(name, []) if name else []
+    if name and name not in FAULTS:
+        raise ValueError(f"no fault {name!r} here ({', '.join(FAULTS)})")
+    saved = [(obj, attr, getattr(obj, attr)) for obj, attr, _ in patches]
+    try:
+        for obj, attr, new in patches:
+            setattr(obj, attr, new)
+        yield
+    finally:
+        for obj, attr, old in saved:
+            setattr(obj, attr, old)
+
+
+# --- the model and its optimizer --------------------------------------------------------------
+
+_built = {}  # (tp, tp_rank, shapes) -> (params by block, BF16_Optimizer): built once, reset per case
+
+
+def optimizer_for(layer, tp, tp_rank, group):
+    key = (tp, tp_rank, tuple((b.name, b.rows, b.cols) for b in layer.blocks))
+    if key not in _built:
+        params = {}
+        for b in layer.blocks:
+            shard = b.shard(np.zeros((b.rows, b.cols), np.float32), tp_rank, tp)
+            p = torch.nn.Parameter(torch.zeros(shard.shape, dtype=torch.bfloat16))
+            if b.kind != pr.REPLICATED and tp > 1:  # as Megatron's layers mark their weights
+                p.tensor_model_parallel = True
+                p.partition_dim = 1 if b.kind == pr.ROW else 0
+                p.partition_stride = 1
+            params[b.name] = p
+        decay = [params[b.name] for b in layer.blocks if b.decay]
+        no_decay = [params[b.name] for b in layer.blocks if not b.decay]
+        adamw = torch.optim.AdamW([{"params": decay, "weight_decay": 0.0}, {"params": no_decay, "weight_decay": 0.0}])
+        names = {p: n for n, p in params.items()}
+        opt = bf16_module.BF16_Optimizer(adamw, names, DeepSpeedBF16Config(enabled=True), mpu=Mpu(group, SINGLE[RANK]),
+                                         clip_grad=1.0, dp_process_group=SINGLE[RANK], grad_acc_dtype=torch.float32)
+        _built[key] = (params, opt)
+    return _built[key]
+
+
+def flat_offsets(opt):
+    """(group, offset, numel) of every low-precision parameter in the optimizer's flat fp32
+    partitions (DP=1: the partition is the whole flat buffer, parameters back to back)."""
+    where = {}
+    for i, group in enumerate(opt.bf16_groups):
+        off = 0
+        for lp in group:
+            where[lp] = (i, off, lp.numel())
+            off += lp.numel()
+    return where
+
+
+def run(layer, case, init, grads, tp, tp_rank, group):
+    """One run of the case's steps; {block name: (steps, 4, *shard shape)} of master, parameter,
+    m, v after each step."""
+    params, opt = optimizer_for(layer, tp, tp_rank, group)
+    where = flat_offsets(opt)
+    blocks = {b.name: b for b in layer.blocks}
+    # the case's state: fp32 masters from init (as after loading a checkpoint), bf16 copies of
+    # them, no Adam state, empty gradient buffers; its hyperparameters
+    for name, p in params.items():
+        i, off, k = where[p]
+        master = torch.from_numpy(blocks[name].shard(layer.init(init, blocks[name]), tp_rank, tp).reshape(-1).copy())
+        opt.fp32_groups_flat_partition[i].data[off:off + k].copy_(master)
+    opt.optimizer.state.clear()
+    opt._hp_optimizer_states_linked = False
+    opt.clear_hp_grads()
+    for i in range(len(opt.fp32_groups_has_gradients)):
+        opt.fp32_groups_has_gradients[i] = [False] * len(opt.fp32_groups_has_gradients[i])
+    for gi, g in enumerate(opt.optimizer.param_groups):
+        g["lr"], g["betas"], g["eps"] = layer.lr, layer.betas, layer.eps
+        g["weight_decay"] = layer.wd if gi == 0 else 0.0
+    opt.clip_grad = layer.max_norm
+    opt.update_lp_params()
+    hist = {b.name: np.zeros((layer.steps, 4) + params[b.name].shape, np.float32) for b in layer.blocks}
+    with fault(case.fault):
+        for s in range(layer.steps):
+            for k in range(layer.mb):
+                for name, p in params.items():
+                    g = blocks[name].shard(layer.grad(grads, s, k, blocks[name]), tp_rank, tp)
+                    p.grad = torch.from_numpy(g.copy()).to(torch.bfloat16)
+                opt.update_hp_grads(clear_lp_grads=True)
+            opt.step()
+            for name, p in params.items():
+                i, off, k = where[p]
+                flat = opt.fp32_groups_flat_partition[i]
+                state = opt.optimizer.state[flat]
+                h = hist[name][s]
+                h[0] = flat.data[off:off + k].view(p.shape).numpy()
+                h[1] = p.data.float().numpy()
+                h[2] = state["exp_avg"][off:off + k].view(p.shape).numpy()
+                h[3] = state["exp_avg_sq"][off:off + k].view(p.shape).numpy()
+    return hist
+
+
+@pr.kernel("tp_diff", variant="deepspeed-bf16", like="deepspeed", dtypes=["bf16"], params={"tied": [0, 0]},
+           faults=list(FAULTS),
+           summary="DeepSpeed 0.19.8 BF16_Optimizer (torch AdamW) on 2 gloo ranks: TP=1 on rank 0, TP=2 on both")
+def deepspeed_bf16(case, init, grads, gscale):
+    layer = pr.TPLayer(case)
+    out = {"tp2": run(layer, case, init, grads, 2, RANK, PAIR)}
+    if RANK == 0:
+        out["tp1"] = run(layer, case, init, grads, 1, 0, SINGLE[0])
+    return out
+
+
+@deepspeed_bf16.combine
+def outputs(case, results):
+    return pr.TPLayer(case).tp_outputs(results[0]["tp1"], [r["tp2"] for r in results])
+
+
+if __name__ == "__main__":
+    sys.exit(pr.serve())

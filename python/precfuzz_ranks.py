@@ -1,0 +1,283 @@
+"""Kernels that run on several torch.distributed ranks: a framework's own distributed optimizer
+step under precfuzz's exact differential.
+
+    import precfuzz_ranks as pr          # first: rank 0's standard output is the protocol's
+
+    @pr.kernel("tp_diff", variant="my-tp", like="deepspeed", dtypes=["bf16"], faults=["my-bug"])
+    def step(case, group, init, grads, gscale):   # on every rank, with the case's inputs
+        layer = pr.TPLayer(case)
+        ...                                        # run the framework's step on this rank's shard
+        return {...}                               # anything picklable: this rank's result
+
+    @step.combine
+    def outputs(case, results):                    # rank 0: results[r] is rank r's return value
+        return {"copies": ..., "tp1": ..., "tp2": ...}
+
+    if __name__ == "__main__":
+        pr.serve()
+
+and then:  precfuzz --kernels ranks:2:"python3 my_tp.py" diff-tp -v my-tp --param tied=0
+
+precfuzz starts N copies of the script in one process group, each with RANK, WORLD_SIZE,
+LOCAL_RANK, MASTER_ADDR=127.0.0.1, a free MASTER_PORT and GLOO_SOCKET_IFNAME=lo, and keeps them
+for case after case. serve() joins the ranks in a gloo process group (NCCL is the framework's
+business: the cases travel over gloo), says hello from rank 0, and for every case: rank 0 reads
+it, broadcasts it, every rank runs the kernel function, rank 0 gathers the results, combines
+them into the outputs and answers. An exception on any rank is reported as the verdict
+"failed" with that rank's message; the group serves on. A rank that dies or hangs is precfuzz's
+to see: it kills the whole group and starts it again.
+
+For the tensor-parallel differential (the operation tp_diff), TPLayer says what the case's
+parameters are (names, shapes, how TP splits them, which get weight decay), cuts a rank's shard
+and puts the ranks' histories back into precfuzz's outputs (tp_outputs).
+"""
+
+import datetime
+import os
+import sys
+import traceback
+
+import precfuzz_kernel as _pk  # takes the standard output before anything can print to it
+
+import numpy as np
+
+_kernels = {}  # variant -> (hello entry, function, combine)
+
+
+class _Kernel:
+    def __init__(self, fn):
+        self.fn = fn
+        self.combiner = None
+
+    def combine(self, fn):
+        """Registers rank 0's function (case, results) -> outputs, results[r] being what the
+        kernel function returned on rank r."""
+        self.combiner = fn
+        return fn
+
+    def __call__(self, *a, **k):
+        return self.fn(*a, **k)
+
+
+def kernel(op, variant, like, summary=None, dtypes=None, accums=None, params=None, faults=None):
+    """As precfuzz_kernel.kernel (the hello's fields), for a function that runs on every rank;
+    its .combine decorator gives rank 0's function that makes the outputs."""
+
+    def register(fn):
+        if variant in _kernels:
+            raise ValueError(f"variant {variant!r} registered twice")
+        entry = {"op": op, "variant": variant, "like": like}
+        for key, v in (("summary", summary), ("dtypes", dtypes), ("accums", accums), ("faults", faults)):
+            if v is not None:
+                entry[key] = v if key == "summary" else list(v)
+        if params is not None:
+            entry["params"] = {k: list(v) for k, v in params.items()}
+        k = _Kernel(fn)
+        _kernels[variant] = (entry, k)
+        return k
+
+    return register
+
+
+def _die_with_precfuzz():
+    """A rank ends itself within a second of precfuzz's end ($PRECFUZZ_PID), even if precfuzz
+    was killed before it could end the group (it ends it whenever it can)."""
+    import threading
+    import time
+
+    pid = int(os.environ.get("PRECFUZZ_PID", "0"))
+    if pid <= 0:
+        return
+
+    def watch():
+        while True:
+            time.sleep(1)
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                os._exit(3)
+            except PermissionError:  # alive, someone else's: not ours to judge
+                pass
+
+    threading.Thread(target=watch, name="precfuzz-watch", daemon=True).start()
+
+
+_group = None
+
+
+def init():
+    """Joins this process to the rank group precfuzz started (gloo, env://). Returns
+    (rank, world size). Idempotent."""
+    global _group
+    import torch.distributed as dist
+
+    if _group is None:
+        for v in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+            if v not in os.environ:
+                raise RuntimeError(f"${v} is not set: start this with precfuzz --kernels ranks:N:CMD")
+        _die_with_precfuzz()
+        # a case may take precfuzz long to judge: the ranks wait for the next one for a day
+        dist.init_process_group("gloo", timeout=datetime.timedelta(days=1))
+        _group = True
+    return dist.get_rank(), dist.get_world_size()
+
+
+def serve():
+    """Serves cases until precfuzz closes rank 0's input; returns 0."""
+    import torch.distributed as dist
+
+    if not _kernels:
+        raise RuntimeError("no kernel registered (@kernel(...) before serve())")
+    rank, world = init()
+    ch = None
+    if rank == 0:
+        ch = _pk._Channel()
+        ch.write({"type": "hello", "protocol": _pk.PROTOCOL, "kernels": [e for e, _ in _kernels.values()]})
+    while True:
+        box = [ch.read() if rank == 0 else None]
+        dist.broadcast_object_list(box, src=0)
+        if box[0] is None:
+            break
+        header, inputs = box[0]
+        try:
+            case = _pk.Case(header)
+            if case.variant not in _kernels:
+                raise KeyError(f"no kernel for variant {case.variant!r}")
+            mine = ("ok", _kernels[case.variant][1](case, **inputs))
+        except Exception as e:  # the kernel's failure is precfuzz's finding, not the end
+            traceback.print_exc(file=sys.stderr)
+            mine = ("error", f"rank {rank}: {type(e).__name__}: {e}")
+        results = [None] * world if rank == 0 else None
+        dist.gather_object(mine, results, dst=0)
+        if rank != 0:
+            continue
+        errors = [r[1] for r in results if r[0] == "error"]
+        if not errors:
+            try:
+                k = _kernels[case.variant][1]
+                if k.combiner is None:
+                    raise RuntimeError(f"{case.variant}: no @{k.fn.__name__}.combine function")
+                out = k.combiner(case, [r[1] for r in results])
+                ch.write({"type": "result", "id": header["id"]}, {n: _pk._to_numpy(a) for n, a in out.items()})
+                continue
+            except Exception as e:
+                traceback.print_exc(file=sys.stderr)
+                errors = [f"rank 0 combining: {type(e).__name__}: {e}"]
+        ch.write({"type": "error", "id": header["id"], "message": errors[0]})
+    dist.destroy_process_group()
+    return 0
+
+
+# --- the tensor-parallel differential's parameter set (kernels/tp_diff/tp.h) -----------------
+
+REPLICATED, COLUMN, ROW, VOCAB = "replicated", "column-parallel", "row-parallel", "vocab-parallel"
+
+
+class Block:
+    """One parameter: name, shape (rows, cols; a vector has cols 1 and is held 1-D), how TP
+    splits it (kind), whether weight decay applies, offset of its first element in the case's
+    global order."""
+
+    def __init__(self, name, rows, cols, kind, decay, offset):
+        self.name, self.rows, self.cols, self.kind, self.decay, self.offset = name, rows, cols, kind, decay, offset
+
+    @property
+    def size(self):
+        return self.rows * self.cols
+
+    @property
+    def shape(self):
+        return (self.rows,) if self.cols == 1 else (self.rows, self.cols)
+
+    def split(self, tp_rank, tp):
+        """(axis, start, stop) of TP rank tp_rank's shard of tp, or None when every rank holds
+        all of it. Megatron's splits: column-parallel rows (output features), row-parallel
+        columns (input features), vocab-parallel rows, the first ranks taking one more."""
+        if tp == 1 or self.kind == REPLICATED:
+            return None
+        axis, length = (1, self.cols) if self.kind == ROW else (0, self.rows)
+        base, extra = divmod(length, tp)
+        start = tp_rank * base + min(tp_rank, extra)
+        return axis, start, start + base + (1 if tp_rank < extra else 0)
+
+    def shard(self, full, tp_rank, tp):
+        """This rank's shard of a full (rows, cols) array, contiguous, in the block's shape."""
+        full = np.asarray(full).reshape(self.rows, self.cols)
+        sp = self.split(tp_rank, tp)
+        if sp is not None:
+            axis, a, b = sp
+            full = full[a:b] if axis == 0 else full[:, a:b]
+        return np.ascontiguousarray(full if self.cols > 1 else full[:, 0])
+
+
+class TPLayer:
+    """The case's parameter set: one transformer layer and its embeddings (tp.h's table), its
+    dimensions and hyperparameters, the micro-batch gradients of each step."""
+
+    def __init__(self, case):
+        self.case = case
+        self.steps, h, f, V, seq = (int(x) for x in case.shape)
+        p = case.params
+        self.mb = int(p["microbatches"])
+        self.tied = int(p["tied"]) != 0
+        self.max_norm, self.lr, self.wd = p["max_norm"], p["lr"], p["wd"]
+        self.betas, self.eps = (p["beta1"], p["beta2"]), p["eps"]
+        table = [("ln1.w", h, 1, REPLICATED, 0), ("ln1.b", h, 1, REPLICATED, 0), ("qkv.w", 3 * h, h, COLUMN, 1),
+                 ("qkv.b", 3 * h, 1, COLUMN, 0), ("proj.w", h, h, ROW, 1), ("proj.b", h, 1, REPLICATED, 0),
+                 ("ln2.w", h, 1, REPLICATED, 0), ("ln2.b", h, 1, REPLICATED, 0), ("fc1.w", f, h, COLUMN, 1),
+                 ("fc1.b", f, 1, COLUMN, 0), ("fc2.w", h, f, ROW, 1), ("fc2.b", h, 1, REPLICATED, 0),
+                 ("pos.w", seq, h, REPLICATED, 1), ("embed.w", V, h, VOCAB, 1)]
+        self.blocks, off = [], 0
+        for name, rows, cols, kind, decay in table:
+            self.blocks.append(Block(name, rows, cols, kind, decay, off))
+            off += rows * cols
+        self.n = off
+        self.head = V * h if self.tied else 0
+
+    def init(self, init, block):
+        """The block's initial fp32 masters, full, as a (rows, cols) array."""
+        return np.asarray(init, dtype=np.float32)[block.offset:block.offset + block.size].reshape(block.rows, block.cols)
+
+    def grad(self, grads, step, micro, block):
+        """The block's true gradient of micro-batch `micro` in step `step`, full, fp32 (rows, cols)."""
+        g = np.asarray(grads, dtype=np.float32).reshape(self.steps, self.mb, self.n + self.head)
+        return g[step, micro, block.offset:block.offset + block.size].reshape(block.rows, block.cols)
+
+    def tp_outputs(self, tp1, tp2):
+        """precfuzz's outputs from the histories: tp1 is the TP=1 run's {block name: array
+        (steps, 4, *block shape)} of (master, parameter, m, v) after every step; tp2 a list,
+        one such dict per TP rank of the TP=2 run, each holding that rank's shards. The copy
+        checks compare every replicated element on TP rank 1 with rank 0's copy, bitwise."""
+        S, n = self.steps, self.n
+        run = np.zeros((2, S, 4, n), dtype=np.float32)
+        nsync = sum(b.size for b in self.blocks if b.kind == REPLICATED)
+        copies = np.zeros((S, nsync, 2), dtype=np.float32)
+        j = 0
+        for b in self.blocks:
+            run[0, :, :, b.offset:b.offset + b.size] = np.asarray(tp1[b.name], dtype=np.float32).reshape(S, 4, b.size)
+            full = np.zeros((S, 4, b.rows, b.cols), dtype=np.float32)
+            for r in range(2):
+                part = np.asarray(tp2[r][b.name], dtype=np.float32).reshape(S, 4, -1)
+                sp = b.split(r, 2)
+                if sp is None:
+                    if r == 0:
+                        full[:] = part.reshape(full.shape)
+                    continue
+                axis, a, c = sp
+                if axis == 0:
+                    full[:, :, a:c, :] = part.reshape(S, 4, c - a, b.cols)
+                else:
+                    full[:, :, :, a:c] = part.reshape(S, 4, b.rows, c - a)
+            run[1, :, :, b.offset:b.offset + b.size] = full.reshape(S, 4, b.size)
+            if b.kind == REPLICATED:
+                a0 = np.asarray(tp2[0][b.name], dtype=np.float32).reshape(S, 4, b.size)
+                a1 = np.asarray(tp2[1][b.name], dtype=np.float32).reshape(S, 4, b.size)
+                differ = a0.view(np.uint32) != a1.view(np.uint32)  # bitwise
+                for s in range(S):
+                    for x in range(b.size):
+                        qs = np.flatnonzero(differ[s, :, x])
+                        if qs.size:
+                            q = qs[0]
+                            copies[s, j + x] = (1 + q, np.float32(a1[s, q, x]) - np.float32(a0[s, q, x]))
+                j += b.size
+        return {"copies": copies.reshape(-1), "tp1": run[0].reshape(-1), "tp2": run[1].reshape(-1)}
