@@ -60,6 +60,7 @@ import deepspeed.runtime.bf16_optimizer as bf16_module  # noqa: E402
 from deepspeed.runtime.precision_config import DeepSpeedBF16Config  # noqa: E402
 from deepspeed.runtime.utils import get_global_norm_of_tensors as _real_global_norm  # noqa: E402
 
+import deepspeed.runtime.zero.muon.muon_optimizer  # noqa: E402,F401  (BF16_Optimizer imports it, and torch.compile, on first use: at start, not in a case)
 bf16_module.see_memory_usage = lambda *a, **k: None  # shim: no gc.collect(), no print
 deepspeed.init_distributed(dist_backend="gloo", verbose=False)
 
@@ -212,8 +213,8 @@ def flat_offsets(opt):
 
 
 def run(layer, case, init, grads, tp, tp_rank, group):
-    """One run of the case's steps; {block name: (steps, 4, *shard shape)} of master, parameter,
-    m, v after each step."""
+    """One run of the case's steps: ({block name: (steps, 4, *shard shape)} of master, parameter,
+    m, v after each step, [the gradient norm each step reported])."""
     params, opt = optimizer_for(layer, tp, tp_rank, group)
     where = flat_offsets(opt)
     blocks = {b.name: b for b in layer.blocks}
@@ -234,6 +235,7 @@ def run(layer, case, init, grads, tp, tp_rank, group):
     opt.clip_grad = layer.max_norm
     opt.update_lp_params()
     hist = {b.name: np.zeros((layer.steps, 4) + params[b.name].shape, np.float32) for b in layer.blocks}
+    norms = []
     with fault(case.fault):
         for s in range(layer.steps):
             for k in range(layer.mb):
@@ -242,6 +244,7 @@ def run(layer, case, init, grads, tp, tp_rank, group):
                     p.grad = torch.from_numpy(g.copy()).to(torch.bfloat16)
                 opt.update_hp_grads(clear_lp_grads=True)
             opt.step()
+            norms.append(float(opt._global_grad_norm))  # an fp32 tensor: its value exactly
             for name, p in params.items():
                 i, off, k = where[p]
                 flat = opt.fp32_groups_flat_partition[i]
@@ -251,7 +254,7 @@ def run(layer, case, init, grads, tp, tp_rank, group):
                 h[1] = p.data.float().numpy()
                 h[2] = state["exp_avg"][off:off + k].view(p.shape).numpy()
                 h[3] = state["exp_avg_sq"][off:off + k].view(p.shape).numpy()
-    return hist
+    return hist, norms
 
 
 @pr.kernel("tp_diff", variant="deepspeed-bf16", like="deepspeed", dtypes=["bf16"], params={"tied": [0, 0]},
@@ -267,7 +270,8 @@ def deepspeed_bf16(case, init, grads, gscale):
 
 @deepspeed_bf16.combine
 def outputs(case, results):
-    return pr.TPLayer(case).tp_outputs(results[0]["tp1"], [r["tp2"] for r in results])
+    return pr.TPLayer(case).tp_outputs(results[0]["tp1"][0], [r["tp2"][0] for r in results], results[0]["tp1"][1],
+                                       [r["tp2"][1] for r in results])
 
 
 if __name__ == "__main__":

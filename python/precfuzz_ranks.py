@@ -243,12 +243,18 @@ class TPLayer:
         g = np.asarray(grads, dtype=np.float32).reshape(self.steps, self.mb, self.n + self.head)
         return g[step, micro, block.offset:block.offset + block.size].reshape(block.rows, block.cols)
 
-    def tp_outputs(self, tp1, tp2):
+    def tp_outputs(self, tp1, tp2, norms1, norms2):
         """precfuzz's outputs from the histories: tp1 is the TP=1 run's {block name: array
         (steps, 4, *block shape)} of (master, parameter, m, v) after every step; tp2 a list,
-        one such dict per TP rank of the TP=2 run, each holding that rank's shards. The copy
-        checks compare every replicated element on TP rank 1 with rank 0's copy, bitwise."""
+        one such dict per TP rank of the TP=2 run, each holding that rank's shards. norms1 (the
+        TP=1 run's) and norms2[r] (TP rank r's in the TP=2 run) are the gradient norms each step
+        reported. The copy checks compare every replicated element on TP rank 1 with rank 0's
+        copy, bitwise."""
         S, n = self.steps, self.n
+        norms = np.zeros((2, S, 4), dtype=np.float32)
+        for slot in range(4):  # slot 2 pp + tp (PP=1 here: both stages' slots are stage 0's)
+            norms[0, :, slot] = np.asarray(norms1, dtype=np.float32)
+            norms[1, :, slot] = np.asarray(norms2[slot % 2], dtype=np.float32)
         run = np.zeros((2, S, 4, n), dtype=np.float32)
         nsync = sum(b.size for b in self.blocks if b.kind == REPLICATED)
         copies = np.zeros((S, nsync, 2), dtype=np.float32)
@@ -280,4 +286,5 @@ class TPLayer:
                             q = qs[0]
                             copies[s, j + x] = (1 + q, np.float32(a1[s, q, x]) - np.float32(a0[s, q, x]))
                 j += b.size
-        return {"copies": copies.reshape(-1), "tp1": run[0].reshape(-1), "tp2": run[1].reshape(-1)}
+        return {"copies": copies.reshape(-1), "tp1": run[0].reshape(-1), "tp2": run[1].reshape(-1),
+                "norms": norms.reshape(-1)}

@@ -77,13 +77,18 @@ static inline double pf_tp_grad(const pf_tp_layout *L, const double *grads, size
 double pf_tp_buffer(const pf_tp_layout *L, const double *grads, size_t s, size_t e, unsigned *fe);
 
 /* Output layout: for every step, nsync pairs (code, difference) of copy checks; then the
- * TP=1 run's and the gathered TP=2 run's master, parameter, m and v of every element. */
+ * TP=1 run's and the gathered TP=2 run's master, parameter, m and v of every element; then the
+ * gradient norm each rank's step reported, per run and step, in 4 slots (pipeline stage pp,
+ * TP rank tp: slot 2 pp + tp; a slot no rank of the run holds repeats its stage's TP rank 0). */
 enum { PF_TP_MASTER = 0, PF_TP_PARAM = 1, PF_TP_M = 2, PF_TP_V = 3 };
 static inline size_t pf_tp_sync_at(const pf_tp_layout *L, size_t s, size_t j) { return (s * L->nsync + j) * 2; }
 static inline size_t pf_tp_run_at(const pf_tp_layout *L, int run, size_t s, int q, size_t e) {
   return 2 * L->steps * L->nsync + (((size_t)run * L->steps + s) * 4 + (size_t)q) * L->n + e;
 }
-static inline size_t pf_tp_output_count(const pf_tp_layout *L) { return 2 * L->steps * L->nsync + 8 * L->steps * L->n; }
+static inline size_t pf_tp_norm_at(const pf_tp_layout *L, int run, size_t s, int slot) {
+  return 2 * L->steps * L->nsync + 8 * L->steps * L->n + ((size_t)run * L->steps + s) * 4 + (size_t)slot;
+}
+static inline size_t pf_tp_output_count(const pf_tp_layout *L) { return pf_tp_norm_at(L, 2, 0, 0); }
 /* The element copy check j compares (replicated element on rank 1, or tied copy on stage 1). */
 size_t pf_tp_sync_elem(const pf_tp_layout *L, size_t j, int *tied);
 

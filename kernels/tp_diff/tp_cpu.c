@@ -135,6 +135,7 @@ typedef struct {
   size_t *elem;            /* global indices held, in global order */
   double *master, *param, *m, *v, *g, *part;
   double *hist;            /* steps x nloc x 4 */
+  double *norms;           /* steps: the gradient norm this rank's step computed */
   unsigned fe;
 } pf_tp_rank;
 
@@ -225,6 +226,7 @@ static void *pf_tp_rank_main(void *arg) {
     pf_tp_sync(w);
     /* 5. clip every gradient on every rank (fault: replicated ones on TP ranks > 0 skipped) */
     const double norm = pf_round(F, sqrt(total));
+    me->norms[s] = norm;
     const double coef = pf_tp_coef(L->algo, c->params[PF_TPP_MAXNORM], norm);
     if (coef < 1)
       for (size_t x = 0; x < me->nloc; x++) {
@@ -260,6 +262,7 @@ static void pf_tp_world_free(pf_tp_world *w) {
   for (int r = 0; r < 4; r++) {
     pf_tp_rank *k = &w->rank[r];
     free(k->elem), free(k->master), free(k->param), free(k->m), free(k->v), free(k->g), free(k->part), free(k->hist);
+    free(k->norms);
   }
 }
 
@@ -300,7 +303,8 @@ static pf_status pf_tp_world_run(pf_tp_world *w, const pf_case *c, const pf_tp_l
       k->g = malloc(m * sizeof(double));
       k->part = malloc(m * sizeof(double));
       k->hist = malloc(L->steps * m * 4 * sizeof(double));
-      if (!k->master || !k->param || !k->m || !k->v || !k->g || !k->part || !k->hist)
+      k->norms = malloc(L->steps * sizeof(double));
+      if (!k->master || !k->param || !k->m || !k->v || !k->g || !k->part || !k->hist || !k->norms)
         return pf_error(PF_ERR_NOMEM, "tp: cannot allocate a rank's %zu elements", k->nloc);
       for (size_t x = 0; x < k->nloc; x++) {
         k->master[x] = w->init[k->elem[x]];
@@ -355,6 +359,14 @@ pf_status pf_tp_cpu(const pf_case *c, const pf_tensor *in, double *out, unsigned
           out[pf_tp_run_at(&L, 1, s, q, e)] = b[q];
         }
       }
+      /* the norms each rank reported (a slot the run has no rank for: its stage's TP rank 0's) */
+      for (int run = 0; run < 2; run++) {
+        const pf_tp_world *w = run ? w2 : w1;
+        for (int slot = 0; slot < 4; slot++) {
+          const int pp = slot / 2 < w->PP ? slot / 2 : 0, tp = slot % 2 < w->TP ? slot % 2 : 0;
+          out[pf_tp_norm_at(&L, run, s, slot)] = w->rank[pp * 2 + tp].norms[s];
+        }
+      }
       /* copy checks: code 0 when master, parameter, m and v are bitwise equal to the
        * reference copy, else 1 + the first quantity that differs; then that difference */
       for (size_t j = 0; j < L.nsync; j++) {
@@ -401,7 +413,8 @@ static int pf_tp_stages(const pf_case *c, pf_stage *st) {
   st[0] = (pf_stage){"copies", 0, 2 * L.steps * L.nsync, 0, PF_STAGE_MIXED, 0, {0}, PF_MEASURE_NONE};
   st[1] = (pf_stage){"tp1", pf_tp_run_at(&L, 0, 0, 0, 0), 4 * L.steps * L.n, 0, PF_STAGE_MIXED, 0, {0}, PF_MEASURE_NONE};
   st[2] = (pf_stage){"tp2", pf_tp_run_at(&L, 1, 0, 0, 0), 4 * L.steps * L.n, 0, PF_STAGE_MIXED, 0, {0}, PF_MEASURE_NONE};
-  return 3;
+  st[3] = (pf_stage){"norms", pf_tp_norm_at(&L, 0, 0, 0), 8 * L.steps, 0, PF_STAGE_MIXED, 0, {0}, PF_MEASURE_NONE};
+  return 4;
 }
 
 /* Gradients around the clipping threshold: every step's are scaled so that at spread 0 the
@@ -511,6 +524,18 @@ static void pf_tp_review(const pf_case *c, pf_run *r) {
       r->born_at = x;
       return;
     }
+    for (int run = 1; run >= 0; run--)
+      for (int slot = 0; slot < 4; slot++) {
+        const size_t x = pf_tp_norm_at(&L, run, s, slot);
+        if (!pf_verdict_is_finding(r->cmp.elem[x])) continue;
+        snprintf(r->note, sizeof r->note,
+                 "the gradient norm %s's step reported (TP=%d, pipeline stage %d, TP rank %d) at step %zu: %.9g outside "
+                 "[%.9g, %.9g] (the values any summation order of the norm allows)",
+                 c->variant, run + 1, slot / 2, slot % 2, s + 1, r->out[x], r->oracle.rounded[x], r->oracle.rounded_alt[x]);
+        r->born = "norms";
+        r->born_at = x;
+        return;
+      }
     for (int run = 1; run >= 0; run--)
       for (int q = 0; q < 4; q++)
         for (size_t e = 0; e < L.n; e++) {
