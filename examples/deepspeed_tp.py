@@ -212,18 +212,30 @@ def flat_offsets(opt):
     return where
 
 
+def shard_index(layer, tp, tp_rank):
+    """{block name: the global indices of this rank's shard of it, in the shard's order}."""
+    key = ("index", tp, tp_rank, layer.case.shape)
+    if key not in _built:
+        _built[key] = {b.name: torch.from_numpy(b.shard(np.arange(b.offset, b.offset + b.size).reshape(b.rows, b.cols),
+                                                         tp_rank, tp).reshape(-1).astype(np.int64))
+                       for b in layer.blocks}
+    return _built[key]
+
+
 def run(layer, case, init, grads, tp, tp_rank, group):
     """One run of the case's steps: ({block name: (steps, 4, *shard shape)} of master, parameter,
     m, v after each step, [the gradient norm each step reported])."""
     params, opt = optimizer_for(layer, tp, tp_rank, group)
     where = flat_offsets(opt)
-    blocks = {b.name: b for b in layer.blocks}
+    index = shard_index(layer, tp, tp_rank)
+    init_t = torch.from_numpy(np.asarray(init, dtype=np.float32))
+    # every micro-batch gradient rounded to bf16 at once (round to nearest even, as .to() does)
+    grads_t = torch.from_numpy(np.asarray(grads, dtype=np.float32).reshape(layer.steps, layer.mb, -1)).to(torch.bfloat16)
     # the case's state: fp32 masters from init (as after loading a checkpoint), bf16 copies of
     # them, no Adam state, empty gradient buffers; its hyperparameters
     for name, p in params.items():
         i, off, k = where[p]
-        master = torch.from_numpy(blocks[name].shard(layer.init(init, blocks[name]), tp_rank, tp).reshape(-1).copy())
-        opt.fp32_groups_flat_partition[i].data[off:off + k].copy_(master)
+        opt.fp32_groups_flat_partition[i].data[off:off + k].copy_(init_t[index[name]])
     opt.optimizer.state.clear()
     opt._hp_optimizer_states_linked = False
     opt.clear_hp_grads()
@@ -234,26 +246,25 @@ def run(layer, case, init, grads, tp, tp_rank, group):
         g["weight_decay"] = layer.wd if gi == 0 else 0.0
     opt.clip_grad = layer.max_norm
     opt.update_lp_params()
-    hist = {b.name: np.zeros((layer.steps, 4) + params[b.name].shape, np.float32) for b in layer.blocks}
-    norms = []
+    norms, flats = [], []
     with fault(case.fault):
         for s in range(layer.steps):
             for k in range(layer.mb):
                 for name, p in params.items():
-                    g = blocks[name].shard(layer.grad(grads, s, k, blocks[name]), tp_rank, tp)
-                    p.grad = torch.from_numpy(g.copy()).to(torch.bfloat16)
+                    p.grad = grads_t[s, k, index[name]].view(p.shape)
                 opt.update_hp_grads(clear_lp_grads=True)
             opt.step()
             norms.append(float(opt._global_grad_norm))  # an fp32 tensor: its value exactly
-            for name, p in params.items():
-                i, off, k = where[p]
-                flat = opt.fp32_groups_flat_partition[i]
-                state = opt.optimizer.state[flat]
-                h = hist[name][s]
-                h[0] = flat.data[off:off + k].view(p.shape).numpy()
-                h[1] = p.data.float().numpy()
-                h[2] = state["exp_avg"][off:off + k].view(p.shape).numpy()
-                h[3] = state["exp_avg_sq"][off:off + k].view(p.shape).numpy()
+            # each group's flat master, bf16 parameters, m and v, copied whole
+            flats.append([np.stack([opt.fp32_groups_flat_partition[i].detach().numpy(),
+                                    opt.bf16_groups_flat[i].detach().float().numpy(),
+                                    opt.optimizer.state[opt.fp32_groups_flat_partition[i]]["exp_avg"].numpy(),
+                                    opt.optimizer.state[opt.fp32_groups_flat_partition[i]]["exp_avg_sq"].numpy()])
+                          for i in range(len(opt.bf16_groups))])
+    hist = {}
+    for name, p in params.items():
+        i, off, k = where[p]
+        hist[name] = np.stack([step[i][:, off:off + k] for step in flats]).reshape((layer.steps, 4) + tuple(p.shape))
     return hist, norms
 
 
