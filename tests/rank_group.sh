@@ -1,0 +1,93 @@
+#!/bin/bash
+# Rank groups (--kernels ranks:N:CMD) end to end with tests/kernels/rank_kernel.py (numpy only):
+# N processes with torch.distributed's environment on the loopback interface, rank 0 speaking
+# the protocol; a rank that exits fails the case at once (not at the timeout) with its rank and
+# status, a group that hangs fails at the timeout, the group is started again for the next
+# case; the hello's fault switches reach the case; no process outlives precfuzz; bad specs
+# exit 2 with one line.
+# usage: tests/rank_group.sh PRECFUZZ PYTHON
+P=$(realpath "$1")
+PY=$2
+. "$(dirname "$0")/check.sh"
+need_python numpy "scripts/python-env.sh makes it"
+export RANK_TEST_DIR=$(mktemp -d)
+trap 'rm -rf "$RANK_TEST_DIR"' EXIT
+K="$PY tests/kernels/rank_kernel.py"
+
+# check WHAT COMMAND...: the command's output and status are in $out and $rc
+check() {
+  shift
+  n=$((n + 1))
+  out=$("$@" 2>&1)
+  rc=$?
+}
+# every rank's pid recorded, none alive (a killed rank is reaped by init within 2 s) once
+# precfuzz has exited
+none_left() {
+  n=$((n + 1))
+  local f pid i
+  for f in "$RANK_TEST_DIR"/rank*; do
+    [ -f "$f" ] || continue
+    pid=$(sed -n 's/^PID=//p' "$f")
+    for i in $(seq 20); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -0 "$pid" 2>/dev/null && fail "$1: rank $f (pid $pid) outlived precfuzz"
+  done
+  rm -f "$RANK_TEST_DIR"/rank* "$RANK_TEST_DIR"/case-*
+}
+
+# a group of 3: every rank has its RANK, the same WORLD_SIZE and port, and 127.0.0.1 on lo
+check "ranks:3 run" "$P" --kernels "ranks:3:$K" run -k softmax -v np-rank-softmax -t fp16 --shape 4x32 --cases 20
+[ $rc -eq 0 ] && echo "$out" | grep -q "^softmax/np-rank-softmax fp16/fp32: 20 cases (seeds 1..20): ok 20 *$" || fail "ranks:3: $rc $out"
+n=$((n + 1))
+port=$(sed -n 's/^MASTER_PORT=//p' "$RANK_TEST_DIR/rank0")
+for r in 0 1 2; do
+  f=$RANK_TEST_DIR/rank$r
+  grep -qx "RANK=$r" "$f" && grep -qx "LOCAL_RANK=$r" "$f" && grep -qx "WORLD_SIZE=3" "$f" && grep -qx "MASTER_ADDR=127.0.0.1" "$f" &&
+    grep -qx "GLOO_SOCKET_IFNAME=lo" "$f" && grep -qx "MASTER_PORT=$port" "$f" && [ "$port" -gt 0 ] || fail "rank $r's environment: $(cat "$f")"
+done
+none_left "ranks:3"
+
+# rank 1 exits while rank 0 waits: failed at once, with the rank and its status; started again
+start=$(date +%s)
+check "peer exit" env PRECFUZZ_KERNEL_TIMEOUT=30 "$P" --kernels "ranks:2:$K peer-exit" run -k softmax -v np-rank-softmax \
+  -t fp16 --shape 2x4 --cases 2
+[ $rc -eq 1 ] && echo "$out" | grep -q "seed 1: failed: the kernel process group: rank 1 of 2 exited with status 3 before answering the case" &&
+  echo "$out" | grep -q "seed 2: failed: the kernel process group: rank 1 of 2 exited with status 3" &&
+  [ $(($(date +%s) - start)) -lt 20 ] || fail "peer exit ($(($(date +%s) - start)) s): $rc $out"
+echo "$out" | grep -q "reproduce with: .*--kernels 'ranks:2:" || fail "peer exit: no replay line naming the rank group: $out"
+none_left "peer exit"
+
+# every rank alive, none answers: the timeout, for the group
+check hang env PRECFUZZ_KERNEL_TIMEOUT=1 "$P" --kernels "ranks:2:$K hang" run -k softmax -v np-rank-softmax -t fp16 \
+  --shape 2x4 --cases 1
+[ $rc -eq 1 ] && echo "$out" | grep -q "seed 1: failed: the kernel process group timed out (1 s, PRECFUZZ_KERNEL_TIMEOUT)" ||
+  fail "hang: $rc $out"
+none_left hang
+
+# the hello's fault switches: listed, taken by --fault and sent in the case; others refused
+check "faults list" "$P" --kernels "ranks:2:$K faults" list
+echo "$out" | grep -q "^softmax *np-rank-softmax .*f-one,f-two" || fail "faults in list: $out"
+check "fault run" "$P" --kernels "ranks:2:$K faults" run -k softmax -v np-rank-softmax -t fp32 --fault f-two --shape 2x4 --cases 2
+[ $rc -eq 0 ] && [ "$(sort -u "$RANK_TEST_DIR/fault")" = "f-two" ] || fail "fault run: $rc $out; $(cat "$RANK_TEST_DIR/fault")"
+expect2 "f-three" "$P" --kernels "ranks:2:$K faults" run -k softmax -v np-rank-softmax --fault f-three --cases 1
+none_left faults
+
+# bad specs: exit 2 and one line
+expect2 "a rank group is ranks:N:CMD with N from 2 to 8" "$P" --kernels "ranks:1:$K" list
+expect2 "a rank group is ranks:N:CMD with N from 2 to 8" "$P" --kernels "ranks:9:$K" list
+expect2 "a rank group is ranks:N:CMD with N from 2 to 8" "$P" --kernels "ranks:two:$K" list
+expect2 "a rank group is ranks:N:CMD with N from 2 to 8" "$P" --kernels "ranks:2" list
+# (the shells' own complaints come first: the ranks' standard error is precfuzz's; either rank
+# may be the first seen gone)
+check "no such command" "$P" --kernels "ranks:2:/nonexistent/kernel" list
+[ $rc -eq 2 ] && echo "$out" | tail -1 |
+  grep -q "precfuzz: --kernels: ranks:2:/nonexistent/kernel: the kernel process group: rank [01] of 2 exited with status 127 before its hello$" ||
+  fail "no such command: $out"
+# PRECFUZZ_KERNELS: a ranks: entry takes the rest, ':' included
+n=$((n + 1))
+out=$(PRECFUZZ_KERNELS="ranks:2:PATH=/usr/bin:/bin; $K" "$P" list 2>&1) && echo "$out" | grep -q "np-rank-softmax" ||
+  fail "PRECFUZZ_KERNELS with a ranks: entry: $out"
+none_left "PRECFUZZ_KERNELS"
+
+echo "rank_group: $((n - failed))/$n checks passed"
+[ $failed -eq 0 ]
