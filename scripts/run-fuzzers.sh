@@ -8,7 +8,9 @@
 #                                    a fault is not found within FUZZ_SECONDS; each finding is
 #                                    minimized (precfuzz minimize) and the table says how far
 #   scripts/run-fuzzers.sh --torch   PyTorch's kernels (examples/torch_*.py, kernel processes
-#                                    from .venv) under the drivers of their operations, each
+#                                    from .venv; with --frameworks installed also DeepSpeed's
+#                                    BF16_Optimizer, examples/deepspeed_tp.py, a rank group of 2)
+#                                    under the drivers of their operations, each
 #                                    aimed at them (PF_FUZZ_VARIANT) for FUZZ_SECONDS; exit 1 on
 #                                    a finding, each printed whole and replayed on the emulation
 #                                    it claims the contract of: "fidelity gap" when that keeps
@@ -135,11 +137,13 @@ if [ "$mode" = --torch ]; then
   scripts/python-env.sh --check --torch ||
     { echo "run-fuzzers: no PyTorch in ${PRECFUZZ_VENV:-.venv} (scripts/python-env.sh --torch installs it)" >&2; exit 2; }
   PY=${PRECFUZZ_VENV:-.venv}/bin/python
-  # driver, example, the variants it registers
+  # driver, example, the variants it registers[, ranks:N for a rank group]
   targets=("softmax_fuzzer torch_softmax torch-softmax" "attention_fuzzer torch_sdpa torch-sdpa"
     "adam_fuzzer torch_adamw torch-adamw,torch-adamw-foreach,torch-adamw-fused" "clip_fuzzer torch_clip torch-clip"
     "loss_scale_fuzzer torch_grad_scaler torch-gradscaler" "cross_entropy_fuzzer torch_cross_entropy torch-cross-entropy"
     "attention_bwd_fuzzer torch_sdpa_backward torch-sdpa-bwd" "softmax_bwd_fuzzer torch_softmax_backward torch-softmax-bwd")
+  # DeepSpeed's BF16_Optimizer on 2 gloo ranks, where the frameworks are installed
+  if scripts/python-env.sh --check --frameworks; then targets+=("tp_diff_fuzzer deepspeed_tp deepspeed-bf16 ranks:2"); fi
   keys=()
   if [ -n "${FUZZ_TORCH_DRIVERS:-}" ]; then
     chosen=()
@@ -158,7 +162,8 @@ if [ "$mode" = --torch ]; then
     mapfile -t opts < <(driver_options "$1")
     keys+=("torch-$2")
     throttle
-    (export PRECFUZZ_KERNELS="exec:$PY examples/$2.py" PF_FUZZ_VARIANT=$3; fuzz_one "torch-$2" "$1" "" "${opts[@]}" "$work") &
+    spec="${4:-exec}:$PY examples/$2.py"
+    (export PRECFUZZ_KERNELS="$spec" PF_FUZZ_VARIANT=$3; fuzz_one "torch-$2" "$1" "" "${opts[@]}" "$work") &
   done
   wait
   printf '\n%-22s %-52s %10s %8s %9s\n' driver variants runs runs/s findings

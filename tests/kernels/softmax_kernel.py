@@ -17,6 +17,8 @@ misbehaves on purpose:
   bad-hello     a hello whose kernel names no operation
   no-hello      exits before saying hello
   typo-hello    a hello whose kernel says "dtype" for "dtypes"
+  bad-faults N  a hello whose fault switches are malformed: 1 a name starting with '-', 2 one
+                name twice, 3 not a list
   chaos N       answers case k with malformed answer number (k + N) % 18: wrong types, ids,
                 sizes, names, dtypes, truncated or trailing .npy bytes, an oversized header
 """
@@ -147,6 +149,11 @@ def chaos(case, x, k):
 
 if mode == "bad-hello":
     pk.kernel("no-such-op", variant="np-softmax", like="safe")(kernel)
+elif mode == "bad-faults":
+    pk.kernel("softmax", variant="np-softmax", like="safe",
+              faults={1: ["ok", "-bad"], 2: ["twice", "twice"], 3: ["x"]}[at])(kernel)
+    if at == 3:
+        pk._kernels["np-softmax"][0]["faults"] = "x"
 elif mode == "typo-hello":
     pk.kernel("softmax", variant="np-softmax", like="safe")(kernel)
     pk._kernels["np-softmax"][0]["dtype"] = ["fp32"]
