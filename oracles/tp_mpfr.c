@@ -269,8 +269,10 @@ pf_status pf_tp_mpfr(const pf_case *c, const pf_tensor *in, const pf_oracle_opts
   const pf_mpfr_range saved = pf_mpfr_range_widen();
   mpfr_t sq, slo, shi, t, flo, fhi;
   mpfr_inits2(1024, sq, slo, shi, t, flo, fhi, (mpfr_ptr)0);
-  /* the factors (1 -+ 2^-24)^K, K = the largest tensor + 21, and the underflow allowance */
-  const long K = (long)maxblock + 21;
+  /* the factors (1 -+ 2^-24)^K, K = the largest tensor + 21, and the underflow allowance;
+   * megatron-core's norm of the per-tensor norms, squared again, adds a root and a square
+   * (3 roundings) */
+  const long K = (long)maxblock + (L.algo == PF_TP_MEGATRON_CORE ? 24 : 21);
   mpfr_set_d(flo, 1 - 0x1p-24, MPFR_RNDN);
   mpfr_pow_si(flo, flo, K, MPFR_RNDD);
   mpfr_set_d(fhi, 1 + 0x1p-24, MPFR_RNDN);
@@ -302,21 +304,36 @@ pf_status pf_tp_mpfr(const pf_case *c, const pf_tensor *in, const pf_oracle_opts
       sum_hi = pf_down32(mpfr_get_d(shi, MPFR_RNDU));
     }
     /* 3. norm and coefficient */
-    /* DeepSpeed takes the root with Tensor.pow(0.5), which is PyTorch's sqrt: faithful */
-    const int faithful = L.algo == PF_TP_DEEPSPEED;
-    const double norm_lo = faithful ? f32_sqrt_down(sum_lo) : f32_sqrt(sum_lo);
-    const double norm_hi = faithful ? f32_sqrt_up(sum_hi) : f32_sqrt(sum_hi);
-    const double c_lo = pf_tp_coef(L.algo, c->params[PF_TPP_MAXNORM], norm_hi);
-    const double c_hi = pf_tp_coef(L.algo, c->params[PF_TPP_MAXNORM], norm_lo);
+    /* 3. the norm, the coefficient and the scale each gradient is multiplied by, at both ends;
+     * DeepSpeed takes the root with Tensor.pow(0.5), which is PyTorch's sqrt: faithful;
+     * megatron-core takes it in binary64 (Python's ** 0.5, C's pow: faithful too) */
+    double norm_lo, norm_hi, s_lo, s_top;
+    int may_clip, may_not;
+    if (L.algo == PF_TP_MEGATRON_CORE) {
+      const double n_lo = sum_lo > 0 ? nextafter(sqrt(sum_lo), 0) : 0, n_hi = nextafter(sqrt(sum_hi), INFINITY);
+      const double mn = c->params[PF_TPP_MAXNORM];
+      const double c_lo = mn / (n_hi + 1.0e-6), c_hi = mn / (n_lo + 1.0e-6); /* RN in binary64: monotone */
+      norm_lo = pf_round(F, n_lo), norm_hi = pf_round(F, n_hi);
+      may_clip = c_lo < 1, may_not = c_hi >= 1;
+      s_lo = pf_round(F, c_lo);
+      s_top = pf_round(F, c_hi < 1 ? c_hi : nextafter(1.0, 0));
+    } else {
+      const int faithful = L.algo == PF_TP_DEEPSPEED;
+      norm_lo = faithful ? f32_sqrt_down(sum_lo) : f32_sqrt(sum_lo);
+      norm_hi = faithful ? f32_sqrt_up(sum_hi) : f32_sqrt(sum_hi);
+      const double c_lo = pf_tp_coef(L.algo, c->params[PF_TPP_MAXNORM], norm_hi);
+      const double c_hi = pf_tp_coef(L.algo, c->params[PF_TPP_MAXNORM], norm_lo);
+      may_clip = c_lo < 1, may_not = c_hi >= 1;
+      s_lo = c_lo;
+      s_top = c_hi < 1 ? c_hi : (double)nextafterf(1.0f, 0.0f);
+    }
+    if (debug) fprintf(stderr, "step %zu: sum [%a, %a] norm [%a, %a] scale [%a, %a]\n", s + 1, sum_lo, sum_hi, norm_lo, norm_hi, s_lo, s_top);
     for (int run = 0; run < 2; run++)
       for (int slot = 0; slot < 4; slot++) pf_tp_set(out, pf_tp_norm_at(&L, run, s, slot), norm_lo, norm_hi, F);
-    const int may_clip = c_lo < 1, may_not = c_hi >= 1;
-    const double c_top = c_hi < 1 ? c_hi : (double)nextafterf(1.0f, 0.0f);
-    if (debug) fprintf(stderr, "step %zu: sum [%a, %a] norm [%a, %a] coef [%a, %a] (%lld ulps)\n", s + 1, sum_lo, sum_hi, norm_lo, norm_hi, c_lo, c_hi, (long long)pf_ulp_distance(F, c_lo, c_hi));
     for (size_t e = 0; e < n; e++) {
       double lo = INFINITY, hi = -INFINITY;
       if (may_clip) {
-        const double a = f32_mul(g[e], c_lo), b = f32_mul(g[e], c_top);
+        const double a = f32_mul(g[e], s_lo), b = f32_mul(g[e], s_top);
         lo = pf_min2(a, b);
         hi = pf_max2(a, b);
       }
@@ -334,7 +351,7 @@ pf_status pf_tp_mpfr(const pf_case *c, const pf_tensor *in, const pf_oracle_opts
     const pf_adam_hyper h0 = pf_adam_hyper_make(lr, b1, b2, eps, 0, (double)s + 1, 1);
     for (int k = 0; k < PF_TP_NBLOCKS; k++) { /* e's block: the last whose offset is at most e */
       const size_t e0 = k ? L.b[k].offset : 0, e1 = k + 1 < PF_TP_NBLOCKS ? L.b[k + 1].offset : n;
-      (L.algo == PF_TP_DEEPSPEED ? pf_tp_torch_adam_intervals : pf_tp_adam_intervals)(
+      (L.algo == PF_TP_MEGATRON ? pf_tp_adam_intervals : pf_tp_torch_adam_intervals)(
           &L, s, L.b[k].decay ? &hw : &h0, e0, e1, clo, chi, plo, phi, mlo, mhi, vlo, vhi, out);
     }
     /* the TP=2 run's sets are the TP=1 run's: its four blocks of n elements copied whole */

@@ -14,8 +14,14 @@
  * MEGATRON: DeepSpeed/Megatron with FusedAdam: coef = fl(max_norm / fl(norm + 1e-6)), FusedAdam's fp32 step;
  * DEEPSPEED: DeepSpeed 0.19.8's BF16_Optimizer with torch.optim.AdamW on the CPU, as it runs on
  *   gloo ranks: coef = fl(fl(1 / fl(norm + 1e-6)) fl(max_norm)) (Tensor.__rtruediv__ is
- *   reciprocal() * other), and PyTorch's single-tensor AdamW in fp32 (adam_math.h, PF_ADAM_TORCH). */
-enum { PF_TP_MEGATRON = 0, PF_TP_DEEPSPEED = 1 };
+ *   reciprocal() * other), and PyTorch's single-tensor AdamW in fp32 (adam_math.h, PF_ADAM_TORCH);
+ * MEGATRON_CORE: megatron-core 0.16.1's Float16OptimizerWithFloat16Params without apex or
+ *   Transformer Engine (megatron/core/optimizer/clip_grads.py with utils.py's local
+ *   multi-tensor fallbacks): each rank's norm is the fp32 norm of its per-tensor fp32 norms,
+ *   squared in fp32, all-reduced; the root and coef = max_norm / (norm + 1e-6) in binary64
+ *   (Python floats); a gradient is clipped as fl(g fl32(coef)); PyTorch's AdamW as DEEPSPEED's.
+ *   The norm it returns is binary64: the adapter reports it rounded to fp32. */
+enum { PF_TP_MEGATRON = 0, PF_TP_DEEPSPEED = 1, PF_TP_MEGATRON_CORE = 2 };
 
 /* How a block is held by TP=2 ranks (Megatron): replicated on every rank, column-parallel
  * (rows = output features split), row-parallel (columns = input features split), or

@@ -202,7 +202,9 @@ static void *pf_tp_rank_main(void *arg) {
       if (w->PP == 2 && pf_tp_is_tied(L, me->elem[x])) me->g[x] = me->part[x];
       if (pf_tp_is_tied(L, me->elem[x]) && T == PF_FP16) me->g[x] = pf_mul(F, me->g[x], inv, &me->fe);
     }
-    /* 4. the squared norm of this rank's norm set: per-tensor norms in fp32, squared, summed */
+    /* 4. the squared norm of this rank's norm set: per-tensor norms in fp32, squared, summed
+     * (megatron-core: the norm of the per-tensor norms, squared) */
+    const int core = L->algo == PF_TP_MEGATRON_CORE;
     double local = 0;
     for (int k = 0, x = 0; k < PF_TP_NBLOCKS; k++) {
       double sumsq = 0;
@@ -217,6 +219,10 @@ static void *pf_tp_rank_main(void *arg) {
         local = pf_add(F, local, pf_mul(F, nk, nk, &me->fe), &me->fe);
       }
     }
+    if (core) {
+      const double nn = pf_round(F, sqrt(local));
+      local = pf_mul(F, nn, nn, &me->fe);
+    }
     w->norm_board[me->pp * 2 + me->tp] = local;
     pf_tp_sync(w);
     double total = 0;
@@ -225,10 +231,20 @@ static void *pf_tp_rank_main(void *arg) {
       for (int r = 0; r < w->R; r++) total = pf_add(F, total, w->norm_board[(r / w->TP) * 2 + r % w->TP], &me->fe);
     pf_tp_sync(w);
     /* 5. clip every gradient on every rank (fault: replicated ones on TP ranks > 0 skipped) */
-    const double norm = pf_round(F, sqrt(total));
-    me->norms[s] = norm;
-    const double coef = pf_tp_coef(L->algo, c->params[PF_TPP_MAXNORM], norm);
-    if (coef < 1)
+    double coef;
+    int clip;
+    if (core) { /* binary64 root and coefficient (Python floats), the scale rounded to fp32 */
+      const double n64 = sqrt(total), c64 = c->params[PF_TPP_MAXNORM] / (n64 + 1.0e-6);
+      me->norms[s] = pf_round(F, n64);
+      clip = c64 < 1;
+      coef = pf_round(F, c64);
+    } else {
+      const double norm = pf_round(F, sqrt(total));
+      me->norms[s] = norm;
+      coef = pf_tp_coef(L->algo, c->params[PF_TPP_MAXNORM], norm);
+      clip = coef < 1;
+    }
+    if (clip)
       for (size_t x = 0; x < me->nloc; x++) {
         size_t i, j;
         const int k = pf_tp_block_of(L, me->elem[x], &i, &j);
@@ -237,7 +253,7 @@ static void *pf_tp_rank_main(void *arg) {
       }
     /* 6-7. FusedAdam (AdamW, fp32), or PyTorch's single-tensor AdamW in fp32 (DeepSpeed on
      * the CPU), on the masters; write-back by round to nearest even */
-    const int adam = L->algo == PF_TP_DEEPSPEED ? PF_ADAM_TORCH : PF_ADAM_FUSED;
+    const int adam = L->algo == PF_TP_MEGATRON ? PF_ADAM_FUSED : PF_ADAM_TORCH;
     const double lr = c->params[PF_TPP_LR], b1 = c->params[PF_TPP_BETA1], b2 = c->params[PF_TPP_BETA2];
     const double eps = c->params[PF_TPP_EPS];
     const pf_adam_hyper hw = pf_adam_hyper_make(lr, b1, b2, eps, c->params[PF_TPP_WD], (double)s + 1, 1);
@@ -644,5 +660,13 @@ static const pf_kernel pf_tp_tab[] = {
      "master, parameter, m and v inside the set every summation order of the norm allows, through DeepSpeed's "
      "coefficient and PyTorch's AdamW",
      pf_tp_cpu, pf_tp_bound, pf_tp_in_domain, pf_tp_check, NULL, PF_TP_DEEPSPEED, NULL},
+    {PF_KERNEL_ABI, &pf_tp_op, "megatron-core",
+     "megatron-core 0.16.1 Float16OptimizerWithFloat16Params without apex or TE on the CPU: fp32 main grads, the "
+     "fp32 norm of per-tensor norms squared and all-reduced, binary64 root and coefficient, fp32 scale, PyTorch's AdamW",
+     PF_DT(PF_BF16), PF_DT(PF_FP32), pf_tp_faults,
+     "replicated parameters and tied copies bitwise equal across ranks after every step; TP=1 and gathered TP=2 "
+     "master, parameter, m and v inside the set every summation order of the norm allows, through Megatron's "
+     "binary64 coefficient and PyTorch's AdamW; the reported norm (rounded to fp32) inside its set",
+     pf_tp_cpu, pf_tp_bound, pf_tp_in_domain, pf_tp_check, NULL, PF_TP_MEGATRON_CORE, NULL},
 };
-const pf_kernel *const pf_tp_kernels[] = {&pf_tp_tab[0], &pf_tp_tab[1], NULL};
+const pf_kernel *const pf_tp_kernels[] = {&pf_tp_tab[0], &pf_tp_tab[1], &pf_tp_tab[2], NULL};
