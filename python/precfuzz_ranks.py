@@ -123,7 +123,7 @@ def init():
 
 
 def serve():
-    """Serves cases until precfuzz closes rank 0's input; returns 0."""
+    """Serves cases until precfuzz closes rank 0's input, then ends the process (status 0)."""
     import torch.distributed as dist
 
     if not _kernels:
@@ -164,8 +164,11 @@ def serve():
                 traceback.print_exc(file=sys.stderr)
                 errors = [f"rank 0 combining: {type(e).__name__}: {e}"]
         ch.write({"type": "error", "id": header["id"], "message": errors[0]})
-    dist.destroy_process_group()
-    return 0
+    # every rank has the end: leave at once (a process group torn down while the peer is already
+    # gone can abort in gloo, which would print a misleading "Aborted" after precfuzz's result)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 # --- the tensor-parallel differential's parameter set (kernels/tp_diff/tp.h) -----------------
