@@ -281,8 +281,7 @@ def deepspeed_bf16(case, init, grads, gscale):
 
 @deepspeed_bf16.combine
 def outputs(case, results):
-    return pr.TPLayer(case).tp_outputs(results[0]["tp1"][0], [r["tp2"][0] for r in results], results[0]["tp1"][1],
-                                       [r["tp2"][1] for r in results])
+    return pr.TPLayer(case).tp_outputs([{(0, 0): results[0]["tp1"]}, {(0, r): res["tp2"] for r, res in enumerate(results)}])
 
 
 if __name__ == "__main__":

@@ -237,6 +237,10 @@ class TPLayer:
         self.n = off
         self.head = V * h if self.tied else 0
 
+    def block(self, name):
+        """The block of that name."""
+        return next(b for b in self.blocks if b.name == name)
+
     def init(self, init, block):
         """The block's initial fp32 masters, full, as a (rows, cols) array."""
         return np.asarray(init, dtype=np.float32)[block.offset:block.offset + block.size].reshape(block.rows, block.cols)
@@ -246,48 +250,67 @@ class TPLayer:
         g = np.asarray(grads, dtype=np.float32).reshape(self.steps, self.mb, self.n + self.head)
         return g[step, micro, block.offset:block.offset + block.size].reshape(block.rows, block.cols)
 
-    def tp_outputs(self, tp1, tp2, norms1, norms2):
-        """precfuzz's outputs from the histories: tp1 is the TP=1 run's {block name: array
-        (steps, 4, *block shape)} of (master, parameter, m, v) after every step; tp2 a list,
-        one such dict per TP rank of the TP=2 run, each holding that rank's shards. norms1 (the
-        TP=1 run's) and norms2[r] (TP rank r's in the TP=2 run) are the gradient norms each step
-        reported. The copy checks compare every replicated element on TP rank 1 with rank 0's
-        copy, bitwise."""
+    def assemble(self, block, shards, tp):
+        """The full (steps, 4, rows, cols) history of a block from its TP ranks' shards (a list by
+        TP rank, each (steps, 4, *shard shape)); a replicated block is TP rank 0's."""
+        S = self.steps
+        full = np.zeros((S, 4, block.rows, block.cols), dtype=np.float32)
+        for r in range(tp):
+            part = np.asarray(shards[r], dtype=np.float32).reshape(S, 4, -1)
+            sp = block.split(r, tp)
+            if sp is None:
+                if r == 0:
+                    full[:] = part.reshape(full.shape)
+                continue
+            axis, a, c = sp
+            if axis == 0:
+                full[:, :, a:c, :] = part.reshape(S, 4, c - a, block.cols)
+            else:
+                full[:, :, :, a:c] = part.reshape(S, 4, block.rows, c - a)
+        return full
+
+    @staticmethod
+    def _copy_check(ref, cpy):
+        """(code, difference) per step and element: 0 where master, parameter, m and v of the copy
+        are bitwise equal to the reference's, else 1 + the first that differs and cpy - ref in it
+        (fp32). ref, cpy: (steps, 4, elements)."""
+        differ = ref.view(np.uint32) != cpy.view(np.uint32)
+        any_ = differ.any(axis=1)
+        q = differ.argmax(axis=1)
+        d = (np.take_along_axis(cpy, q[:, None, :], 1) - np.take_along_axis(ref, q[:, None, :], 1))[:, 0, :]
+        return np.stack([np.where(any_, 1 + q, 0).astype(np.float32), np.where(any_, d, 0).astype(np.float32)], -1)
+
+    def tp_outputs(self, runs):
+        """precfuzz's outputs (tp.h's layout) from every rank's history. runs[0] is the TP=1 run,
+        runs[1] the TP=2 run, each {(pp, tp): (hist, norms)} for every rank it had: hist {block
+        name: (steps, 4, *shard shape)} of master, parameter, m, v after every step for the blocks
+        the rank holds (a second pipeline stage holds the tied embedding alone), norms the
+        gradient norm each step reported. The copy checks compare every replicated element on TP
+        rank 1 with rank 0's copy, and the tied embedding on stage 1 with stage 0's, bitwise."""
         S, n = self.steps, self.n
         norms = np.zeros((2, S, 4), dtype=np.float32)
-        for slot in range(4):  # slot 2 pp + tp (PP=1 here: both stages' slots are stage 0's)
-            norms[0, :, slot] = np.asarray(norms1, dtype=np.float32)
-            norms[1, :, slot] = np.asarray(norms2[slot % 2], dtype=np.float32)
-        run = np.zeros((2, S, 4, n), dtype=np.float32)
-        nsync = sum(b.size for b in self.blocks if b.kind == REPLICATED)
-        copies = np.zeros((S, nsync, 2), dtype=np.float32)
-        j = 0
-        for b in self.blocks:
-            run[0, :, :, b.offset:b.offset + b.size] = np.asarray(tp1[b.name], dtype=np.float32).reshape(S, 4, b.size)
-            full = np.zeros((S, 4, b.rows, b.cols), dtype=np.float32)
-            for r in range(2):
-                part = np.asarray(tp2[r][b.name], dtype=np.float32).reshape(S, 4, -1)
-                sp = b.split(r, 2)
-                if sp is None:
-                    if r == 0:
-                        full[:] = part.reshape(full.shape)
-                    continue
-                axis, a, c = sp
-                if axis == 0:
-                    full[:, :, a:c, :] = part.reshape(S, 4, c - a, b.cols)
-                else:
-                    full[:, :, :, a:c] = part.reshape(S, 4, b.rows, c - a)
-            run[1, :, :, b.offset:b.offset + b.size] = full.reshape(S, 4, b.size)
+        out = np.zeros((2, S, 4, n), dtype=np.float32)
+        for i, ranks in enumerate(runs):
+            PP = 1 + max(pp for pp, _ in ranks)
+            TP = 1 + max(tp for _, tp in ranks)
+            for slot in range(4):  # 2 pp + tp; a slot the run has no rank for repeats its stage's TP rank 0
+                pp, tp = slot // 2 if slot // 2 < PP else 0, slot % 2 if slot % 2 < TP else 0
+                norms[i, :, slot] = np.asarray(ranks[(pp, tp)][1], dtype=np.float32)
+            for b in self.blocks:
+                full = self.assemble(b, [ranks[(0, t)][0][b.name] for t in range(TP)], TP)
+                out[i, :, :, b.offset:b.offset + b.size] = full.reshape(S, 4, b.size)
+        two = runs[1]
+        checks = []
+        for b in self.blocks:  # replicated elements on TP rank 1 against rank 0
             if b.kind == REPLICATED:
-                a0 = np.asarray(tp2[0][b.name], dtype=np.float32).reshape(S, 4, b.size)
-                a1 = np.asarray(tp2[1][b.name], dtype=np.float32).reshape(S, 4, b.size)
-                differ = a0.view(np.uint32) != a1.view(np.uint32)  # bitwise
-                for s in range(S):
-                    for x in range(b.size):
-                        qs = np.flatnonzero(differ[s, :, x])
-                        if qs.size:
-                            q = qs[0]
-                            copies[s, j + x] = (1 + q, np.float32(a1[s, q, x]) - np.float32(a0[s, q, x]))
-                j += b.size
-        return {"copies": copies.reshape(-1), "tp1": run[0].reshape(-1), "tp2": run[1].reshape(-1),
+                ref = np.asarray(two[(0, 0)][0][b.name], dtype=np.float32).reshape(S, 4, b.size)
+                cpy = np.asarray(two[(0, 1)][0][b.name], dtype=np.float32).reshape(S, 4, b.size)
+                checks.append(self._copy_check(ref, cpy))
+        if self.tied:  # the tied embedding on stage 1 against stage 0
+            e = self.blocks[-1]
+            ref = self.assemble(e, [two[(0, t)][0][e.name] for t in range(2)], 2).reshape(S, 4, e.size)
+            cpy = self.assemble(e, [two[(1, t)][0][e.name] for t in range(2)], 2).reshape(S, 4, e.size)
+            checks.append(self._copy_check(ref, cpy))
+        copies = np.concatenate(checks, axis=1)
+        return {"copies": copies.reshape(-1), "tp1": out[0].reshape(-1), "tp2": out[1].reshape(-1),
                 "norms": norms.reshape(-1)}

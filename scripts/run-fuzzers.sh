@@ -144,7 +144,7 @@ if [ "$mode" = --torch ]; then
     "attention_bwd_fuzzer torch_sdpa_backward torch-sdpa-bwd" "softmax_bwd_fuzzer torch_softmax_backward torch-softmax-bwd")
   # DeepSpeed's BF16_Optimizer and megatron-core's optimizer on 2 gloo ranks, where installed
   if scripts/python-env.sh --check --frameworks; then
-    targets+=("tp_diff_fuzzer deepspeed_tp deepspeed-bf16 ranks:2" "tp_diff_fuzzer megatron_tp megatron-core-bf16 ranks:2")
+    targets+=("tp_diff_fuzzer deepspeed_tp deepspeed-bf16 ranks:2" "tp_diff_fuzzer megatron_tp megatron-core-bf16 ranks:4")
   fi
   keys=()
   if [ -n "${FUZZ_TORCH_DRIVERS:-}" ]; then

@@ -1,9 +1,10 @@
 #!/bin/bash
-# megatron-core's own Float16OptimizerWithFloat16Params (0.16.1, without apex or TE) on 2 gloo
-# ranks under the tensor-parallel differential (examples/megatron_tp.py, contract
-# tp_diff/megatron-core): clean cases give no finding; each fault switch is found within 20 cases
-# where it shows, with a replay line that reproduces it; the emulation agrees with megatron-core
-# on most outputs. Skipped without megatron-core (scripts/python-env.sh --frameworks).
+# megatron-core's own Float16OptimizerWithFloat16Params (0.16.1, without apex or TE) on 2 and 4
+# gloo ranks under the tensor-parallel differential (examples/megatron_tp.py, contract
+# tp_diff/megatron-core): clean cases give no finding, with TP=2 and with TP=2 x PP=2 and the tied
+# embedding; each fault switch is found within 20 cases where it shows, with a replay line that
+# reproduces it, seed 004's on the tied copy; the emulation agrees with megatron-core on most
+# outputs. Skipped without megatron-core (scripts/python-env.sh --frameworks).
 # usage: tests/megatron_tp.sh PRECFUZZ PYTHON
 P=$(realpath "$1")
 PY=$2
@@ -32,6 +33,17 @@ for f in "norm-no-dedup:the gradient norm megatron-core-bf16's step reported" "n
   out=$(run diff-tp -v megatron-core-bf16 --param tied=0 --fault "${f%%:*}" --cases 20 --max-print 1)
   [ $? -eq 1 ] && echo "$out" | grep -q "^FINDING .*${f#*:}" || fail "fault ${f%%:*}: $out"
 done
+
+# 4 ranks, a tied embedding: TP=1 x PP=2 against TP=2 x PP=2, megatron's own tied all-reduce;
+# seed 004 (the tied gradients not reduced): the stage-1 copy differs from stage 0's
+K="ranks:4:$PY examples/megatron_tp.py"
+n=$((n + 1))
+out=$(run diff-tp -v megatron-core-bf16 --cases 30)
+[ $? -eq 0 ] && echo "$out" | grep -q "^tp_diff/megatron-core-bf16 bf16/fp32: 30 cases (seeds 1..30): ok 30 *$" || fail "PP=2 clean: $out"
+n=$((n + 1))
+out=$(run diff-tp -v megatron-core-bf16 --fault tied-grad-unreduced --cases 20 --max-print 1)
+[ $? -eq 1 ] && echo "$out" | grep -q "^FINDING .*seed 1: .*embed.w\[0,0\]: the tied copy on pipeline stage 1 (TP rank 0) after step 1: its .* differs from stage 0's" ||
+  fail "seed 004: $out"
 
 n=$((n + 1))
 out=$(run diff-variant -k tp_diff -v megatron-core-bf16 --param tied=0 --cases 20)
