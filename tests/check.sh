@@ -53,3 +53,17 @@ scaler_agrees() {
   agree $v $e loss_scale $t 100.00 --param window=5 --param min_scale=0x1p10 --param hysteresis=$4 --shape 60x4 \
     --param nonfinite_from=20
 }
+# For the rank-group scripts ($P precfuzz, $K the --kernels ranks:N:... spec):
+# rk ARGS...: precfuzz with the rank group, its ranks' own log lines dropped, its status kept
+rk() { "$P" --kernels "$K" "$@" 2>&1 | grep -v '^\[rank\|warnings.warn\|UserWarning'; return "${PIPESTATUS[0]}"; }
+# rk_agrees VARIANT PERCENT [diff-variant options]: the rank group's tp_diff VARIANT against its
+# emulation on 20 cases: no finding on either, at least PERCENT% of the outputs bitwise equal
+rk_agrees() {
+  n=$((n + 1))
+  local v=$1 pct=$2 out got
+  shift 2
+  out=$(rk diff-variant -k tp_diff -v "$v" --cases 20 "$@")
+  got=$(echo "$out" | awk -v v="$v" '$1 == "tp_diff" && $2 == v {sub("%", "", $7); print $7}')
+  echo "$out" | awk -v v="$v" '$1 == "tp_diff" && $2 == v {exit !($9 == 0 && $10 == 0)}' &&
+    python3 -c "import sys; sys.exit(not float('${got:-0}') >= $pct)" || fail "diff-variant $v ($got%, expected >= $pct%): $out"
+}

@@ -12,16 +12,15 @@ PY=$2
 need_python "megatron.core.optimizer, numpy" "scripts/python-env.sh --frameworks installs it"
 K="ranks:2:$PY examples/megatron_tp.py"
 export PRECFUZZ_KERNEL_TIMEOUT=120
-run() { "$P" --kernels "$K" "$@" 2>&1 | grep -v '^\[rank\|warnings.warn\|UserWarning'; return "${PIPESTATUS[0]}"; }
 
 n=$((n + 1))
-out=$(run diff-tp -v megatron-core-bf16 --param tied=0 --cases 100)
+out=$(rk diff-tp -v megatron-core-bf16 --param tied=0 --cases 100)
 [ $? -eq 0 ] && echo "$out" | grep -q "^tp_diff/megatron-core-bf16 bf16/fp32: 100 cases (seeds 1..100): ok 100 *$" || fail "clean: $out"
 
 # norm-bf16 (torchtitan PR 4135): every rank agrees on a norm that is wrong: the reported norm
 # is the finding, and its replay line reproduces it
 n=$((n + 1))
-out=$(run diff-tp -v megatron-core-bf16 --param tied=0 --fault norm-bf16 --cases 1)
+out=$(rk diff-tp -v megatron-core-bf16 --param tied=0 --fault norm-bf16 --cases 1)
 line=$(echo "$out" | grep -m1 "reproduce with: " | sed 's/^ *reproduce with: //')
 echo "$out" | grep -q "^FINDING .*seed 1: divergent, born in norms .*the gradient norm megatron-core-bf16's step reported (TP=2, pipeline stage 0, TP rank 0) at step 1" &&
   echo "$line" | grep -q -- "--kernels 'ranks:2:.*megatron_tp.py' run -k tp_diff -v megatron-core-bf16 .* --fault norm-bf16" ||
@@ -30,7 +29,7 @@ out2=$(eval "$line" 2>&1 | grep -v '^\[rank')
 echo "$out2" | grep -q "^FINDING .*seed 1: divergent, born in norms" || fail "norm-bf16: the replay line does not reproduce it: $out2"
 for f in "norm-no-dedup:the gradient norm megatron-core-bf16's step reported" "norm-not-allreduced:the gradient norm megatron-core-bf16"; do
   n=$((n + 1))
-  out=$(run diff-tp -v megatron-core-bf16 --param tied=0 --fault "${f%%:*}" --cases 20 --max-print 1)
+  out=$(rk diff-tp -v megatron-core-bf16 --param tied=0 --fault "${f%%:*}" --cases 20 --max-print 1)
   [ $? -eq 1 ] && echo "$out" | grep -q "^FINDING .*${f#*:}" || fail "fault ${f%%:*}: $out"
 done
 
@@ -38,18 +37,14 @@ done
 # seed 004 (the tied gradients not reduced): the stage-1 copy differs from stage 0's
 K="ranks:4:$PY examples/megatron_tp.py"
 n=$((n + 1))
-out=$(run diff-tp -v megatron-core-bf16 --cases 30)
+out=$(rk diff-tp -v megatron-core-bf16 --cases 30)
 [ $? -eq 0 ] && echo "$out" | grep -q "^tp_diff/megatron-core-bf16 bf16/fp32: 30 cases (seeds 1..30): ok 30 *$" || fail "PP=2 clean: $out"
 n=$((n + 1))
-out=$(run diff-tp -v megatron-core-bf16 --fault tied-grad-unreduced --cases 20 --max-print 1)
+out=$(rk diff-tp -v megatron-core-bf16 --fault tied-grad-unreduced --cases 20 --max-print 1)
 [ $? -eq 1 ] && echo "$out" | grep -q "^FINDING .*seed 1: .*embed.w\[0,0\]: the tied copy on pipeline stage 1 (TP rank 0) after step 1: its .* differs from stage 0's" ||
   fail "seed 004: $out"
 
-n=$((n + 1))
-out=$(run diff-variant -k tp_diff -v megatron-core-bf16 --param tied=0 --cases 20)
-pct=$(echo "$out" | awk '$1 == "tp_diff" && $2 == "megatron-core-bf16" {sub("%", "", $7); print $7}')
-echo "$out" | awk '$1 == "tp_diff" && $2 == "megatron-core-bf16" {exit !($9 == 0 && $10 == 0)}' &&
-  python3 -c "import sys; sys.exit(not float('$pct') >= 70)" || fail "diff-variant ($pct%): $out"
+rk_agrees megatron-core-bf16 70 --param tied=0
 
 echo "megatron_tp: $((n - failed))/$n checks passed"
 [ $failed -eq 0 ]
