@@ -26,8 +26,9 @@ int pf_decode_tp_diff_fuzzer(const uint8_t *data, size_t size, pf_case *out) {
   if (size < 8) return 0;
   pf_bytes b = {data, size, 0};
   pf_case c;
-  pf_fuzz_begin("tp_diff", &b, &c);
-  c.dtype = pf_bytes_u8(&b) % 2 ? PF_FP16 : PF_BF16;
+  const pf_kernel *k = pf_fuzz_begin("tp_diff", &b, &c);
+  /* fp16 only for a variant that takes it (deepspeed and megatron-core are bf16 only) */
+  c.dtype = pf_bytes_u8(&b) % 2 && (k->dtypes & PF_DT(PF_FP16)) ? PF_FP16 : PF_BF16;
   c.shape[0] = 1 + pf_bytes_u8(&b) % 6;
   c.shape[1] = 2 * (1 + pf_bytes_u8(&b) % 8);
   c.shape[2] = 2 * (1 + pf_bytes_u8(&b) % 16);
