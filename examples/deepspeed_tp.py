@@ -33,7 +33,6 @@ Fault switches (precfuzz --fault NAME), each a monkeypatch of DeepSpeed's code f
                            (DeepSpeed issue 8469)
 """
 
-import contextlib
 import os
 import sys
 
@@ -158,21 +157,6 @@ FAULTS = {
 }
 
 
-@contextlib.contextmanager
-def fault(name):
-    patches = FAULTS.get(name, []) if name else []
-    if name and name not in FAULTS:
-        raise ValueError(f"no fault {name!r} here ({', '.join(FAULTS)})")
-    saved = [(obj, attr, getattr(obj, attr)) for obj, attr, _ in patches]
-    try:
-        for obj, attr, new in patches:
-            setattr(obj, attr, new)
-        yield
-    finally:
-        for obj, attr, old in saved:
-            setattr(obj, attr, old)
-
-
 # --- the model and its optimizer --------------------------------------------------------------
 
 _built = {}  # (tp, tp_rank, shapes) -> (params by block, BF16_Optimizer): built once, reset per case
@@ -247,7 +231,7 @@ def run(layer, case, init, grads, tp, tp_rank, group):
     opt.clip_grad = layer.max_norm
     opt.update_lp_params()
     norms, flats = [], []
-    with fault(case.fault):
+    with pr.switched(FAULTS, case.fault):
         for s in range(layer.steps):
             for k in range(layer.mb):
                 for name, p in params.items():

@@ -170,22 +170,6 @@ FAULTS = {
 }
 
 
-class fault:
-    def __init__(self, name):
-        if name and name not in FAULTS:
-            raise ValueError(f"no fault {name!r} here ({', '.join(FAULTS)})")
-        self.patches = FAULTS.get(name, []) if name else []
-
-    def __enter__(self):
-        self.saved = [(obj, attr, getattr(obj, attr)) for obj, attr, _ in self.patches]
-        for obj, attr, new in self.patches:
-            setattr(obj, attr, new)
-
-    def __exit__(self, *exc):
-        for obj, attr, old in self.saved:
-            setattr(obj, attr, old)
-
-
 # --- the model and its optimizer -----------------------------------------------------------------
 
 _built = {}
@@ -252,7 +236,7 @@ def run(layer, case, init, grads, tp, pp):
     opt.config.clip_grad = layer.max_norm
     hist = {name: np.zeros((layer.steps, 4) + tuple(p.shape), np.float32) for name, p in params.items()}
     norms = []
-    with fault(case.fault):
+    with pr.switched(FAULTS, case.fault):
         for s in range(layer.steps):
             for p in params.values():
                 p.main_grad.zero_()

@@ -662,7 +662,9 @@ pf_status pf_exec_load_ranks(const char *cmd, int nranks) {
     return pf_error(PF_ERR_ARG, "ranks: %d ranks, not 1 to %d", nranks, PF_EXEC_MAX_RANKS);
   pf_status st = pf_exec_timeout(&pf_timeout_s);
   if (st) return st;
-  if (!cmd || !*cmd) return pf_error(PF_ERR_ARG, "exec: needs a command (exec:\"python3 my_kernel.py\")");
+  if (!cmd || !*cmd)
+    return nranks > 1 ? pf_error(PF_ERR_ARG, "ranks:%d: needs a command (ranks:2:\"python3 my_ranks.py\")", nranks)
+                      : pf_error(PF_ERR_ARG, "exec: needs a command (exec:\"python3 my_kernel.py\")");
   if (pf_nprocs == PF_EXEC_MAX_PROCS) return pf_error(PF_ERR_ARG, "exec:%s: more than %d kernel processes", cmd, PF_EXEC_MAX_PROCS);
   signal(SIGPIPE, SIG_IGN); /* a process that went away is an error of a write, not our end */
   if (!pf_nprocs) atexit(pf_exec_end_all);

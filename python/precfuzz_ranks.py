@@ -171,6 +171,26 @@ def serve():
     os._exit(0)
 
 
+class switched:
+    """with switched(FAULTS, case.fault): the monkeypatches FAULTS[name] ((object, attribute,
+    replacement) each) in place for the block, the originals back after; no name: none. A name
+    not in FAULTS raises ValueError (precfuzz refuses it first: the hello lists FAULTS)."""
+
+    def __init__(self, faults, name):
+        if name and name not in faults:
+            raise ValueError(f"no fault {name!r} here ({', '.join(faults)})")
+        self.patches = faults.get(name, []) if name else []
+
+    def __enter__(self):
+        self.saved = [(obj, attr, getattr(obj, attr)) for obj, attr, _ in self.patches]
+        for obj, attr, new in self.patches:
+            setattr(obj, attr, new)
+
+    def __exit__(self, *exc):
+        for obj, attr, old in self.saved:
+            setattr(obj, attr, old)
+
+
 # --- the tensor-parallel differential's parameter set (kernels/tp_diff/tp.h) -----------------
 
 REPLICATED, COLUMN, ROW, VOCAB = "replicated", "column-parallel", "row-parallel", "vocab-parallel"

@@ -77,6 +77,7 @@ expect2 "a rank group is ranks:N:CMD with N from 2 to 8" "$P" --kernels "ranks:1
 expect2 "a rank group is ranks:N:CMD with N from 2 to 8" "$P" --kernels "ranks:9:$K" list
 expect2 "a rank group is ranks:N:CMD with N from 2 to 8" "$P" --kernels "ranks:two:$K" list
 expect2 "a rank group is ranks:N:CMD with N from 2 to 8" "$P" --kernels "ranks:2" list
+expect2 "ranks:2: needs a command" "$P" --kernels "ranks:2:" list
 # (the shells' own complaints come first: the ranks' standard error is precfuzz's; either rank
 # may be the first seen gone)
 check "no such command" "$P" --kernels "ranks:2:/nonexistent/kernel" list
