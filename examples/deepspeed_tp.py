@@ -252,7 +252,8 @@ def run(layer, case, init, grads, tp, tp_rank, group):
     return hist, norms
 
 
-@pr.kernel("tp_diff", variant="deepspeed-bf16", like="deepspeed", dtypes=["bf16"], params={"tied": [0, 0]},
+@pr.kernel("tp_diff", variant="deepspeed-bf16", like="deepspeed", dtypes=["bf16"],
+           params={"tied": [0, 0], "tp": [2, 2], "dp": [1, 1]},
            faults=list(FAULTS),
            summary="DeepSpeed 0.19.8 BF16_Optimizer (torch AdamW) on 2 gloo ranks: TP=1 on rank 0, TP=2 on both")
 def deepspeed_bf16(case, init, grads, gscale):

@@ -72,7 +72,16 @@ with warnings.catch_warnings():  # "Transformer Engine and Apex are not installe
     import megatron.core.distributed  # noqa: E402,F401
     # the module (the package's attribute of that name is its function)
     finalize_model_grads = sys.modules["megatron.core.distributed.finalize_model_grads"]
+    import megatron.core.distributed.param_and_grad_buffer as grad_buffer  # noqa: E402
+    import megatron.core.distributed.distributed_data_parallel as ddp_module  # noqa: E402
+    import megatron.core.optimizer.distrib_optimizer as distrib_optimizer  # noqa: E402
+    mcore_optimizer_init = sys.modules["megatron.core.optimizer"]
+    from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig  # noqa: E402
+    from megatron.core.optimizer import get_megatron_optimizer  # noqa: E402
     from megatron.core.optimizer.optimizer_config import OptimizerConfig  # noqa: E402
+    from megatron.core.process_groups_config import ProcessGroupCollection  # noqa: E402
+    from megatron.core.transformer import TransformerConfig  # noqa: E402
+    from megatron.core.transformer.module import MegatronModule  # noqa: E402
 
 assert megatron.core.__version__ == "0.16.1", f"written against megatron-core 0.16.1, not {megatron.core.__version__}"
 assert clip_grads.l2_norm_impl is mcore_utils.local_multi_tensor_l2_norm, "megatron-core found apex or TE"
@@ -98,8 +107,21 @@ class _TorchOnCpu:
     def zeros(self, *a, **kw):
         return torch.zeros(*a, **self._cpu(kw))
 
+    def empty(self, *a, **kw):
+        return torch.empty(*a, **self._cpu(kw))
 
-for _module in (clip_grads, mcore_optimizer, mcore_utils):
+    class cuda:  # noqa: N801  (torch.cuda as those modules see it: the current device is the CPU)
+        def __getattr__(self, name):
+            return getattr(torch.cuda, name)
+
+        @staticmethod
+        def current_device():
+            return "cpu"
+
+    cuda = cuda()
+
+
+for _module in (clip_grads, mcore_optimizer, mcore_utils, grad_buffer, ddp_module, distrib_optimizer):
     _module.torch = _TorchOnCpu()
 
 _real_type = torch.Tensor.type
@@ -114,44 +136,87 @@ def _type_as_cuda(self, dtype=None, non_blocking=False, **kw):
 
 torch.Tensor.type = _type_as_cuda
 
-# every rank makes every group, in the same order (torch.distributed's rule)
-SINGLE = [dist.new_group([r]) for r in range(WORLD)]
-PAIR = dist.new_group([0, 1])  # TP=2 on stage 0; TP=1 x PP=2's pipeline
-if WORLD == 4:
-    STAGE1 = dist.new_group([2, 3])  # TP=2 on stage 1
-    EMBED = [dist.new_group([0, 2]), dist.new_group([1, 3])]  # stage 0 and 1 of one TP rank
-    ALL = dist.new_group([0, 1, 2, 3])
+# every rank makes every group, in the same order (torch.distributed's rule): those of every
+# layout below (rank = (dp PP + pp) TP + tp)
+_LISTS = [[r] for r in range(WORLD)] + [[0, 1]] + ([[2, 3], [0, 2], [1, 3], [0, 1, 2, 3]] if WORLD == 4 else [])
+GROUPS = {tuple(ranks): dist.new_group(ranks) for ranks in _LISTS}
 
 
-def place(tp, pp):
-    """This rank's part in a run of TP x PP: None (not in it), or (pp rank, tp rank, TP group,
-    model-parallel group, embedding group)."""
-    if tp * pp > WORLD:
-        raise ValueError(f"TP={tp} x PP={pp} needs {tp * pp} ranks, the group has {WORLD}")
-    if RANK >= tp * pp:
-        return None
-    if tp == 1 and pp == 1:
-        return 0, 0, SINGLE[0], SINGLE[0], None
-    if pp == 1:
-        return 0, RANK, PAIR, PAIR, None
-    if tp == 1:
-        return RANK, 0, SINGLE[RANK], PAIR, PAIR
-    return RANK // 2, RANK % 2, (PAIR, STAGE1)[RANK // 2], ALL, EMBED[RANK % 2]
+class _Layout:
+    """This rank's part in a run of TP x PP x DP: its coordinates and Megatron's process groups."""
+
+    def __init__(self, tp, pp, dp):
+        self.tp, self.pp, self.dp = tp, pp, dp
+        self.size = tp * pp * dp
+        if self.size > WORLD:
+            raise ValueError(f"TP={tp} x PP={pp} x DP={dp} needs {self.size} ranks, the group has {WORLD}")
+        r = RANK
+        self.d, self.stage, self.t = r // (tp * pp), r // tp % pp, r % tp
+
+        def g(ranks):
+            return GROUPS[tuple(sorted(ranks))]
+
+        at = lambda d, p, t: (d * pp + p) * tp + t  # noqa: E731
+        self.tp_group = g([at(self.d, self.stage, t) for t in range(tp)])
+        self.pp_group = g([at(self.d, p, self.t) for p in range(pp)])
+        self.dp_group = g([at(d, self.stage, self.t) for d in range(dp)])
+        self.mp_group = g([at(self.d, p, t) for p in range(pp) for t in range(tp)])
+        self.all_group = g(range(self.size))
+        self.single = GROUPS[(RANK,)]
+
+    def holds(self):
+        return RANK < self.size
+
+    def collection(self):
+        """Megatron's ProcessGroupCollection for this rank (what parallel_state would give)."""
+        return ProcessGroupCollection(
+            tp=self.tp_group, pp=self.pp_group, cp=self.single, dp=self.dp_group, dp_cp=self.dp_group,
+            intra_dp_cp=self.dp_group, expt_dp=self.dp_group, intra_expt_dp=self.dp_group, ep=self.single,
+            tp_ep_pp=self.mp_group, mp=self.mp_group, tp_cp=self.tp_group, tp_dp_cp=self.all_group,
+            intra_dist_opt=self.all_group, embd=self.pp_group if self.pp > 1 else None, pos_embd=None,
+            expt_tp=self.tp_group)
 
 
-class _Chunk(torch.nn.Module):
-    """What finalize_model_grads asks of a model chunk that shares its embedding and output
-    weights: a DDP config, pre_process, the shared weight."""
+class _Distributed:
+    """torch.distributed as get_megatron_optimizer sees it while one run's ranks build their
+    optimizer: its world is the run (it gathers the parameter-group keys over the world)."""
 
-    def __init__(self, weight):
-        super().__init__()
-        self.ddp_config = SimpleNamespace(use_megatron_fsdp=False)
-        self.pre_process = True
+    group = None
+
+    def __getattr__(self, name):
+        return getattr(dist, name)
+
+    def get_world_size(self, group=None):
+        return dist.get_world_size(group or self.group)
+
+    def all_gather_object(self, out, obj, group=None):
+        return dist.all_gather_object(out, obj, group=group or self.group)
+
+
+class _TorchForOptimizerBuild(_TorchOnCpu):
+    distributed = _Distributed()
+
+
+mcore_optimizer_init.torch = _TorchForOptimizerBuild()
+
+
+class _Layer(MegatronModule):
+    """The case's parameters (those of one pipeline stage) as a model chunk: what megatron's
+    DistributedDataParallel wraps and finalize_model_grads asks of a chunk that shares its
+    embedding and output weights."""
+
+    def __init__(self, config, params, stage):
+        super().__init__(config)
+        self.names = list(params)
+        for name, p in params.items():  # names as megatron's: a bias ends in ".bias" (no weight decay)
+            self.register_parameter(name.replace(".w", "_weight").replace(".b", ".bias").replace(".", "_"), p)
+        self.pre_process = stage == 0
+        self.post_process = True
         self.share_embeddings_and_output_weights = True
-        self._weight = [weight]
+        self._shared = params["embed.w"]
 
     def shared_embedding_or_output_weight(self):
-        return self._weight[0]
+        return self._shared
 
 
 # --- fault switches --------------------------------------------------------------------------------
@@ -167,6 +232,12 @@ FAULTS = {
     "norm-bf16": [(mcore_optimizer, "get_grad_norm_fp32", _norm_in_bf16)],
     # seed 004: the tied embedding's two stages not summed (each stage steps on its own gradient)
     "tied-grad-unreduced": [(finalize_model_grads, "_allreduce_word_embedding_grads", lambda *a, **k: None)],
+    # data parallelism: the replicas' gradients never reduced (each steps on its own micro-batches)
+    "dp-grad-unreduced": [(DistributedDataParallel, "finish_grad_sync", lambda self, *a, **k: None)],
+    # the distributed optimizer's norm reduced over the model-parallel group only: each replica
+    # clips its shard by the norm of its shard (Megatron PR 5916's and DeepSpeed PR 5411's class:
+    # gradients left out of the norm; every replica then holds the same, wrong parameters)
+    "norm-shard-only": [],  # the group is set per optimizer (run below)
 }
 
 
@@ -175,104 +246,184 @@ FAULTS = {
 _built = {}
 
 
-def optimizer_for(layer, tp, tp_rank, stage):
-    """(model parameters by block, the optimizer) of a rank at TP rank tp_rank on pipeline stage
-    `stage` (stage 1 holds the LM head: the tied embedding alone): built once per layout, reset
-    per case."""
-    key = (tp, tp_rank, stage, layer.case.shape)
+def _inner(opt):
+    """The one optimizer get_megatron_optimizer made (a ChainedOptimizer of one, or itself)."""
+    inner = getattr(opt, "chained_optimizers", [opt])
+    assert len(inner) == 1, f"expected one optimizer, got {len(inner)}"
+    return inner[0]
+
+
+def optimizer_for(layer, at, distopt):
+    """(model parameters by block, the DDP-wrapped chunk, the optimizer) of this rank in layout
+    `at` (stage 1 holds the LM head: the tied embedding alone): built once per layout, reset per
+    case."""
+    key = (at.tp, at.pp, at.dp, distopt, layer.case.shape)
     if key not in _built:
         params = {}
-        for b in layer.blocks if stage == 0 else layer.blocks[-1:]:
-            shard = b.shard(np.zeros((b.rows, b.cols), np.float32), tp_rank, tp)
+        for b in layer.blocks if at.stage == 0 else layer.blocks[-1:]:
+            shard = b.shard(np.zeros((b.rows, b.cols), np.float32), at.t, at.tp)
             p = torch.nn.Parameter(torch.zeros(shard.shape, dtype=torch.bfloat16))
-            split = b.kind != pr.REPLICATED and tp > 1
+            split = b.kind != pr.REPLICATED and at.tp > 1
             tensor_parallel.set_tensor_model_parallel_attributes(p, split, (1 if b.kind == pr.ROW else 0) if split else -1, 1)
-            if stage == 1:  # the output layer's weight on the last stage, as megatron marks it
+            if at.stage == 1:  # the output layer's weight on the last stage, as megatron marks it
                 p.shared = True
                 p.shared_embedding = True
-            p.main_grad = torch.zeros(shard.shape, dtype=torch.float32)
             params[b.name] = p
-        decay = [p for name, p in params.items() if layer.block(name).decay]
-        no_decay = [p for name, p in params.items() if not layer.block(name).decay]
-        groups = [{"params": g, "weight_decay": 0.0, "decay": d} for g, d in ((decay, True), (no_decay, False)) if g]
-        adamw = torch.optim.AdamW(groups)
-        config = OptimizerConfig(optimizer="adam", bf16=True, clip_grad=1.0, log_num_zeros_in_grad=False)
-        opt = mcore_optimizer.Float16OptimizerWithFloat16Params(adamw, config, None, lambda o: None)
-        _built[key] = (params, opt, _Chunk(params["embed.w"]))
+        config = TransformerConfig(num_layers=1, hidden_size=layer.case.shape[1], num_attention_heads=1, bf16=True,
+                                   params_dtype=torch.bfloat16, use_cpu_initialization=True,
+                                   calculate_per_token_loss=True)  # the replicas' gradients SUM all-reduced
+        ddp_config = DistributedDataParallelConfig(grad_reduce_in_fp32=True, overlap_grad_reduce=False,
+                                                   use_distributed_optimizer=distopt)
+        pgc = at.collection()
+        chunk = DistributedDataParallel(config, ddp_config, _Layer(config, params, at.stage), pg_collection=pgc)
+        oconfig = OptimizerConfig(optimizer="adam", bf16=True, clip_grad=1.0, lr=1e-3, weight_decay=0.0,
+                                  use_distributed_optimizer=distopt, log_num_zeros_in_grad=False)
+        _Distributed.group = at.all_group
+        try:
+            opt = get_megatron_optimizer(oconfig, [chunk], use_gloo_process_groups=False, pg_collection=pgc)
+        finally:
+            _Distributed.group = None
+        _built[key] = (params, chunk, opt, _inner(opt))
     return _built[key]
 
 
-def run(layer, case, init, grads, tp, pp):
-    """This rank's part of one run of the case's steps as TP x PP: None when it has none, else
-    ((pp rank, tp rank), ({block name: (steps, 4, *shard shape)} of master, parameter, m, v after
-    each step, [the gradient norm each step returned]))."""
-    at = place(tp, pp)
-    if at is None:
+def run(layer, case, init, grads, tp, pp, dp, distopt):
+    """This rank's part of one run of the case's steps as TP x PP x DP: None when it has none,
+    else ((dp rank, pp rank, tp rank), ({block name: (steps, 4, *shard shape)} of master,
+    parameter, m, v after each step, NaN where another replica holds the distributed optimizer's
+    shard), [the gradient norm each step returned]))."""
+    at = _Layout(tp, pp, dp)
+    if not at.holds():
         return None
-    stage, tp_rank, tp_group, mp_group, embd_group = at
-    params, opt, chunk = optimizer_for(layer, tp, tp_rank, stage)
+    params, chunk, opt, inner = optimizer_for(layer, at, distopt)
     index, source = {}, {}
     for name in params:
         b = layer.block(name)
-        local = torch.from_numpy(b.shard(np.arange(b.size).reshape(b.rows, b.cols), tp_rank, tp).reshape(-1).astype(np.int64))
+        local = torch.from_numpy(b.shard(np.arange(b.size).reshape(b.rows, b.cols), at.t, tp).reshape(-1).astype(np.int64))
         index[name] = b.offset + local
         # stage 1's gradient is the LM head's contribution (after the n parameters in grads)
-        source[name] = (layer.n + local) if stage == 1 else index[name]
+        source[name] = (layer.n + local) if at.stage == 1 else index[name]
     init_t = torch.from_numpy(np.asarray(init, dtype=np.float32))
     grads_t = torch.from_numpy(np.asarray(grads, dtype=np.float32).reshape(layer.steps, layer.mb, -1)).to(torch.bfloat16)
-    # as get_megatron_optimizer sets them: the TP group, the group the norm is reduced over
-    opt.tp_group = tp_group
-    opt.grad_stats_parallel_group = SINGLE[RANK] if case.fault == "norm-not-allreduced" else mp_group
+    # the group the norm is reduced over, as get_megatron_optimizer sets it; the faults' own
+    if case.fault == "norm-not-allreduced":
+        inner.grad_stats_parallel_group = at.single
+    elif case.fault == "norm-shard-only" and distopt:
+        inner.grad_stats_parallel_group = at.mp_group
+    else:
+        inner.grad_stats_parallel_group = at.all_group if distopt else at.mp_group
     # the case's state: fp32 main params from init (as after loading a checkpoint), bf16 model
     # params rounded from them, no Adam state; its hyperparameters
-    for name, p in params.items():
-        p.main_param.data.copy_(init_t[index[name]].view(p.shape))
-        p.data.copy_(p.main_param.data)
-        p.grad = None
-    opt.optimizer.state.clear()
-    for g in opt.optimizer.param_groups:
+    shards = {}  # block name -> (start, stop) of the distributed optimizer's shard in the flat shard
+    if distopt:
+        for group, mains in zip(inner.model_float16_groups, inner.shard_fp32_from_float16_groups):
+            for p, main in zip(group, mains):
+                name = next(n for n, q in params.items() if q is p)
+                r = inner._get_model_param_range_map(p)["param"]
+                shards[name] = (r.start, r.end, main)
+                main.data.copy_(init_t[index[name]][r.start:r.end])
+        for name, p in params.items():
+            p.data.copy_(init_t[index[name]].view(p.shape))
+    else:
+        for name, p in params.items():
+            p.main_param.data.copy_(init_t[index[name]].view(p.shape))
+            p.data.copy_(p.main_param.data)
+    inner.optimizer.state.clear()
+    for g in inner.optimizer.param_groups:
         g["lr"], g["betas"], g["eps"] = layer.lr, layer.betas, layer.eps
-        g["weight_decay"] = layer.wd if g["decay"] else 0.0
-    opt.config.clip_grad = layer.max_norm
-    hist = {name: np.zeros((layer.steps, 4) + tuple(p.shape), np.float32) for name, p in params.items()}
+        g["weight_decay"] = layer.wd * g["wd_mult"]
+    inner.config.clip_grad = layer.max_norm
+    hist = {name: np.full((layer.steps, 4) + tuple(p.shape), np.nan, np.float32) for name, p in params.items()}
     norms = []
+    mine = layer.micro_batches(at.d, dp)
     with pr.switched(FAULTS, case.fault):
         for s in range(layer.steps):
-            for p in params.values():
-                p.main_grad.zero_()
-            for k in range(layer.mb):
+            chunk.zero_grad_buffer()
+            opt.zero_grad()
+            for k in mine:
                 for name, p in params.items():  # DDP's backward hook: main_grad += grad
                     p.main_grad.add_(grads_t[s, k, source[name]].view(p.shape))
-            if pp > 1:  # finalize_model_grads: the tied embedding's gradients summed over its stages
+            # finalize_model_grads: the data-parallel reduction, then the tied embedding's
+            # gradients summed over its stages
+            chunk.finish_grad_sync()
+            if pp > 1:
                 finalize_model_grads._allreduce_word_embedding_grads([chunk], SimpleNamespace(mtp_num_layers=None),
-                                                                     embd_group, embd_group)
+                                                                     at.pp_group, at.pp_group)
             ok, grad_norm, _ = opt.step()
             if not ok:
                 raise RuntimeError(f"step {s + 1} was skipped")
             norms.append(grad_norm)  # binary64; the outputs round it to fp32
             for name, p in params.items():
-                st = opt.optimizer.state[p.main_param]
                 h = hist[name][s]
-                h[0] = p.main_param.detach().numpy()
                 h[1] = p.detach().float().numpy()
-                h[2] = st["exp_avg"].numpy()
-                h[3] = st["exp_avg_sq"].numpy()
-    return (stage, tp_rank), (hist, norms)
+                if distopt:
+                    if name not in shards:  # wholly in another replica's shard
+                        continue
+                    a, b, main = shards[name]
+                    st = inner.optimizer.state[main]
+                    for q, v in ((0, main), (2, st["exp_avg"]), (3, st["exp_avg_sq"])):
+                        h[q].reshape(-1)[a:b] = v.detach().numpy()
+                else:
+                    st = inner.optimizer.state[p.main_param]
+                    h[0] = p.main_param.detach().numpy()
+                    h[2] = st["exp_avg"].numpy()
+                    h[3] = st["exp_avg_sq"].numpy()
+    return (at.d, at.stage, at.t), (hist, norms)
 
 
-@pr.kernel("tp_diff", variant="megatron-core-bf16", like="megatron-core", dtypes=["bf16"],
-           params=None if WORLD == 4 else {"tied": [0, 0]}, faults=list(FAULTS),
-           summary=f"megatron-core 0.16.1 Float16OptimizerWithFloat16Params (torch AdamW) on {WORLD} gloo ranks")
-def megatron_bf16(case, init, grads, gscale):
+def _merge_shards(ranks):
+    """The distributed optimizer holds each element's master, m and v on one replica: fill every
+    replica's history with the other replicas' shards (its bf16 parameters stay its own)."""
+    for (d, pp, tp), (hist, _) in ranks.items():
+        for e, (other, _) in ranks.items():
+            if e[1:] != (pp, tp) or e[0] == d:
+                continue
+            for name, h in hist.items():
+                gap = np.isnan(h[:, [0, 2, 3]])
+                h[:, [0, 2, 3]] = np.where(gap, other[name][:, [0, 2, 3]], h[:, [0, 2, 3]])
+    return ranks
+
+
+def _runs(case, init, grads, distopt):
     layer = pr.TPLayer(case)
     pp = 2 if layer.tied else 1
-    return [run(layer, case, init, grads, 1, pp), run(layer, case, init, grads, 2, pp)]
+    return [run(layer, case, init, grads, 1, pp, 1, distopt), run(layer, case, init, grads, layer.tp, pp, layer.dp, distopt)]
+
+
+def _outputs(case, results, distopt):
+    runs = [dict(r[i] for r in results if r[i] is not None) for i in range(2)]
+    if distopt:
+        runs = [_merge_shards(ranks) for ranks in runs]
+    return pr.TPLayer(case).tp_outputs(runs)
+
+
+# the layouts this group can hold: 2 ranks, TP=2 or DP=2 (tied=0); 4 ranks, TP=2 x DP=2 or TP=2 x PP=2
+_PARAMS = {"tied": [0, 0]} if WORLD == 2 else None
+_FAULTS = [f for f in FAULTS if f != "norm-shard-only"]
+
+
+@pr.kernel("tp_diff", variant="megatron-core-bf16", like="megatron-core", dtypes=["bf16"], params=_PARAMS,
+           faults=_FAULTS,
+           summary=f"megatron-core 0.16.1 Float16OptimizerWithFloat16Params (torch AdamW) through DDP on {WORLD} gloo ranks")
+def megatron_bf16(case, init, grads, gscale):
+    return _runs(case, init, grads, False)
 
 
 @megatron_bf16.combine
 def outputs(case, results):
-    runs = [dict(r[i] for r in results if r[i] is not None) for i in range(2)]
-    return pr.TPLayer(case).tp_outputs(runs)
+    return _outputs(case, results, False)
+
+
+@pr.kernel("tp_diff", variant="megatron-core-distopt-bf16", like="megatron-core", dtypes=["bf16"], params=_PARAMS,
+           faults=list(FAULTS),
+           summary=f"megatron-core 0.16.1 DistributedOptimizer (torch AdamW) through DDP on {WORLD} gloo ranks")
+def megatron_distopt_bf16(case, init, grads, gscale):
+    return _runs(case, init, grads, True)
+
+
+@megatron_distopt_bf16.combine
+def outputs_distopt(case, results):
+    return _outputs(case, results, True)
 
 
 if __name__ == "__main__":

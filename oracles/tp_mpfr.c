@@ -2,18 +2,22 @@
  * and v values that a correct run may produce, whatever the tensor-parallel layout.
  *
  * The configurations share every elementwise operation bit for bit (both hold a tied weight
- * on two pipeline stages and add its two gradient buffers alike); they differ only in the
- * order the squared norm is summed (per-tensor partial sums on each rank, the all-reduce).
- * So the set is built from:
- * 1. the gradients: the fp32 buffers every configuration computes alike (one value each);
- * 2. the exact squared norm of the norm set (MPFR, 1024 bits: exact for sums of fp32 squares),
- *    widened by the proven bound of fp32 summation in any order:
+ * on two pipeline stages and add its two gradient buffers alike); they differ in the order the
+ * squared norm is summed (per-tensor partial sums on each rank, the all-reduce) and, when the
+ * second run has two data-parallel replicas, in the order of the gradient buffers' sums
+ * ((g1 + g2) + (g3 + g4) against ((g1 + g2) + g3) + g4). So the set is built from:
+ * 1. the gradients: the fp32 buffers of each run (pf_tp_buffer: one value each per run);
+ * 2. the exact squared norm of the norm set (MPFR, 1024 bits: exact for sums of fp32 squares)
+ *    of each run's buffers, the smaller and the larger widened by the proven bound of fp32
+ *    summation in any order:
  *    every term passes through at most K roundings, K = the largest tensor + 21 (the square,
- *    the per-tensor norm and its square, 14 tensors, 4 ranks), so the computed sum lies in
+ *    the per-tensor norm and its square, 14 tensors, 4 ranks of a replica), so the computed sum lies in
  *    [S (1 - u)^K - a, S (1 + u)^K + a], u = 2^-24, a = (n + 64) 2^-148 for underflow;
  * 3. the fp32 norm and coefficient: fl(sqrt(.)) and fl(max_norm / fl(norm + 1e-6)) round
  *    monotonically, so their values at the ends of that range bound every computed one;
- *    clipping is certain below 1, absent at or above, and both are allowed in between;
+ *    clipping is certain below 1, absent at or above, and both are allowed in between; the
+ *    clipped gradient fl(g c) is monotone in g and in c: its set is spanned by both runs'
+ *    buffers at both ends of the coefficient;
  * 4. FusedAdam in fp32 on intervals: each operation (fl of +, -, *, /, sqrt) is monotone in
  *    each argument, so evaluating the step at the right ends of the argument intervals (the
  *    corners, where signs may vary) bounds every value a correct run can reach; the state
@@ -147,18 +151,24 @@ static inline void pf_tp_set(pf_oracle_result *out, size_t x, double lo, double 
   out->exact[x] = lo == hi ? lo : lo / 2 + hi / 2;
 }
 
-/* Step 1, the gradient buffers of step s: pf_tp_buffer's operations for every element, the
- * fp32 adds as the machine's (pf_add of fp32 values is the binary32 add); head: scratch. */
-static void pf_tp_buffers(const pf_tp_layout *L, const double *grads, size_t s, double *g, double *head) {
+/* Step 1, the gradient buffers of step s in a run of dp replicas: pf_tp_buffer's operations for
+ * every element, the fp32 adds as the machine's (pf_add of fp32 values is the binary32 add);
+ * head, rg, rh: scratch (n each). */
+static void pf_tp_buffers(const pf_tp_layout *L, const double *grads, size_t s, int dp, double *g, double *head,
+                          double *rg, double *rh) {
   const pf_dtype T = L->dtype;
-  const size_t n = L->n, embed = L->b[PF_TP_EMBED].offset, nt = L->tied ? n - embed : 0;
+  const size_t n = L->n, embed = L->b[PF_TP_EMBED].offset, nt = L->tied ? n - embed : 0, per = L->mb / (size_t)dp;
   const double S = L->loss_scale;
-  for (size_t e = 0; e < n; e++) g[e] = 0;
-  for (size_t e = 0; e < nt; e++) head[e] = 0;
-  for (size_t k = 0; k < L->mb; k++) { /* in micro-batch order, as the kernel sums */
-    const double *gk = grads + (s * L->mb + k) * (n + L->head);
-    for (size_t e = 0; e < n; e++) g[e] = f32_add(g[e], pf_round(T, S * gk[e]));
-    for (size_t e = 0; e < nt; e++) head[e] = f32_add(head[e], pf_round(T, S * gk[n + e]));
+  for (int d = 0; d < dp; d++) {
+    for (size_t e = 0; e < n; e++) rg[e] = 0;
+    for (size_t e = 0; e < nt; e++) rh[e] = 0;
+    for (size_t k = (size_t)d * per; k < ((size_t)d + 1) * per; k++) { /* in micro-batch order, as the kernel sums */
+      const double *gk = grads + (s * L->mb + k) * (n + L->head);
+      for (size_t e = 0; e < n; e++) rg[e] = f32_add(rg[e], pf_round(T, S * gk[e]));
+      for (size_t e = 0; e < nt; e++) rh[e] = f32_add(rh[e], pf_round(T, S * gk[n + e]));
+    }
+    for (size_t e = 0; e < n; e++) g[e] = d ? f32_add(g[e], rg[e]) : rg[e]; /* replica 0 + replica 1 */
+    for (size_t e = 0; e < nt; e++) head[e] = d ? f32_add(head[e], rh[e]) : rh[e];
   }
   for (size_t e = 0; e < nt; e++) g[embed + e] = f32_add(g[embed + e], head[e]); /* stage 0 + stage 1 */
   if (T == PF_FP16) {
@@ -255,10 +265,11 @@ pf_status pf_tp_mpfr(const pf_case *c, const pf_tensor *in, const pf_oracle_opts
   const pf_dtype F = PF_FP32;
   const size_t n = L.n;
   const double *grads = in[1].data;
-  double *st = malloc(n * 9 * sizeof(double)); /* p, m, v lo/hi; g; clipped g lo/hi */
+  double *st = malloc(n * 13 * sizeof(double)); /* p, m, v lo/hi; g of both runs; clipped g lo/hi; scratch */
   if (!st) return pf_error(PF_ERR_NOMEM, "tp oracle: cannot allocate %zu elements", n);
   double *plo = st, *phi = st + n, *mlo = st + 2 * n, *mhi = st + 3 * n, *vlo = st + 4 * n, *vhi = st + 5 * n;
-  double *g = st + 6 * n, *clo = st + 7 * n, *chi = st + 8 * n;
+  double *g = st + 6 * n, *g2 = L.dp > 1 ? st + 7 * n : g, *clo = st + 8 * n, *chi = st + 9 * n;
+  double *scratch = st + 10 * n;
   for (size_t e = 0; e < n; e++) {
     plo[e] = phi[e] = in[0].data[e];
     mlo[e] = mhi[e] = vlo[e] = vhi[e] = 0;
@@ -283,25 +294,32 @@ pf_status pf_tp_mpfr(const pf_case *c, const pf_tensor *in, const pf_oracle_opts
   const int debug = getenv("PF_TP_DEBUG") != NULL;
   out->max_prec = 1024;
   for (size_t s = 0; s < L.steps; s++) {
-    /* 1. gradients: the same fp32 buffers in every configuration */
-    pf_tp_buffers(&L, grads, s, g, clo);
-    /* 2. the exact squared norm over the intervals, widened for any fp32 summation order */
-    double sum_lo, sum_hi;
-    if (fast && pf_tp_norm_fast(g, n, flo_d, fhi_d, under, &sum_lo, &sum_hi)) {
-      out->fast_units++;
-    } else {
-      out->mpfr_units++;
-      mpfr_set_zero(sq, 1);
-      for (size_t e = 0; e < n; e++) {
-        mpfr_set_d(t, g[e], MPFR_RNDN);
-        mpfr_fma(sq, t, t, sq, MPFR_RNDN); /* exact */
+    /* 1. gradients: each run's fp32 buffers (the same when the second has one replica) */
+    pf_tp_buffers(&L, grads, s, 1, g, clo, scratch, scratch + n);
+    if (L.dp > 1) pf_tp_buffers(&L, grads, s, L.dp, g2, clo, scratch, scratch + n);
+    /* 2. the exact squared norm of each run's buffers, widened for any fp32 summation order */
+    double sum_lo = INFINITY, sum_hi = -INFINITY;
+    for (int run = 0; run < (L.dp > 1 ? 2 : 1); run++) {
+      const double *gr = run ? g2 : g;
+      double lo, hi;
+      if (fast && pf_tp_norm_fast(gr, n, flo_d, fhi_d, under, &lo, &hi)) {
+        out->fast_units++;
+      } else {
+        out->mpfr_units++;
+        mpfr_set_zero(sq, 1);
+        for (size_t e = 0; e < n; e++) {
+          mpfr_set_d(t, gr[e], MPFR_RNDN);
+          mpfr_fma(sq, t, t, sq, MPFR_RNDN); /* exact */
+        }
+        mpfr_mul(slo, sq, flo, MPFR_RNDD);
+        mpfr_sub_d(slo, slo, under, MPFR_RNDD);
+        mpfr_mul(shi, sq, fhi, MPFR_RNDU);
+        mpfr_add_d(shi, shi, under, MPFR_RNDU);
+        lo = pf_tp_sum_lo(mpfr_get_d(slo, MPFR_RNDD));
+        hi = pf_down32(mpfr_get_d(shi, MPFR_RNDU));
       }
-      mpfr_mul(slo, sq, flo, MPFR_RNDD);
-      mpfr_sub_d(slo, slo, under, MPFR_RNDD);
-      mpfr_mul(shi, sq, fhi, MPFR_RNDU);
-      mpfr_add_d(shi, shi, under, MPFR_RNDU);
-      sum_lo = pf_tp_sum_lo(mpfr_get_d(slo, MPFR_RNDD));
-      sum_hi = pf_down32(mpfr_get_d(shi, MPFR_RNDU));
+      sum_lo = lo < sum_lo ? lo : sum_lo;
+      sum_hi = hi > sum_hi ? hi : sum_hi;
     }
     /* 3. norm and coefficient */
     /* 3. the norm, the coefficient and the scale each gradient is multiplied by, at both ends;
@@ -329,17 +347,18 @@ pf_status pf_tp_mpfr(const pf_case *c, const pf_tensor *in, const pf_oracle_opts
     }
     if (debug) fprintf(stderr, "step %zu: sum [%a, %a] norm [%a, %a] scale [%a, %a]\n", s + 1, sum_lo, sum_hi, norm_lo, norm_hi, s_lo, s_top);
     for (int run = 0; run < 2; run++)
-      for (int slot = 0; slot < 4; slot++) pf_tp_set(out, pf_tp_norm_at(&L, run, s, slot), norm_lo, norm_hi, F);
+      for (int slot = 0; slot < PF_TP_SLOTS; slot++) pf_tp_set(out, pf_tp_norm_at(&L, run, s, slot), norm_lo, norm_hi, F);
     for (size_t e = 0; e < n; e++) {
       double lo = INFINITY, hi = -INFINITY;
-      if (may_clip) {
-        const double a = f32_mul(g[e], s_lo), b = f32_mul(g[e], s_top);
-        lo = pf_min2(a, b);
-        hi = pf_max2(a, b);
+      const double gl = pf_min2(g[e], g2[e]), gh = pf_max2(g[e], g2[e]);
+      if (may_clip) { /* fl(g c), c >= 0: nondecreasing in g; in c, its direction is g's sign */
+        const double a[4] = {f32_mul(gl, s_lo), f32_mul(gl, s_top), f32_mul(gh, s_lo), f32_mul(gh, s_top)};
+        lo = pf_min4(a);
+        hi = pf_max4(a);
       }
       if (may_not) {
-        lo = g[e] < lo ? g[e] : lo;
-        hi = g[e] > hi ? g[e] : hi;
+        lo = gl < lo ? gl : lo;
+        hi = gh > hi ? gh : hi;
       }
       clo[e] = lo;
       chi[e] = hi;

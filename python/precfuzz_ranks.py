@@ -243,6 +243,8 @@ class TPLayer:
         p = case.params
         self.mb = int(p["microbatches"])
         self.tied = int(p["tied"]) != 0
+        # the second run's layout: TP=tp x DP=dp (x PP=2 when tied); the first is TP=1 x DP=1
+        self.tp, self.dp = int(p.get("tp", 2)), int(p.get("dp", 1))
         self.max_norm, self.lr, self.wd = p["max_norm"], p["lr"], p["wd"]
         self.betas, self.eps = (p["beta1"], p["beta2"]), p["eps"]
         table = [("ln1.w", h, 1, REPLICATED, 0), ("ln1.b", h, 1, REPLICATED, 0), ("qkv.w", 3 * h, h, COLUMN, 1),
@@ -264,6 +266,11 @@ class TPLayer:
     def init(self, init, block):
         """The block's initial fp32 masters, full, as a (rows, cols) array."""
         return np.asarray(init, dtype=np.float32)[block.offset:block.offset + block.size].reshape(block.rows, block.cols)
+
+    def micro_batches(self, replica, dp):
+        """The micro-batches data-parallel replica `replica` of `dp` takes: an even share, in order."""
+        per = self.mb // dp
+        return range(replica * per, (replica + 1) * per)
 
     def grad(self, grads, step, micro, block):
         """The block's true gradient of micro-batch `micro` in step `step`, full, fp32 (rows, cols)."""
@@ -301,36 +308,49 @@ class TPLayer:
         return np.stack([np.where(any_, 1 + q, 0).astype(np.float32), np.where(any_, d, 0).astype(np.float32)], -1)
 
     def tp_outputs(self, runs):
-        """precfuzz's outputs (tp.h's layout) from every rank's history. runs[0] is the TP=1 run,
-        runs[1] the TP=2 run, each {(pp, tp): (hist, norms)} for every rank it had: hist {block
-        name: (steps, 4, *shard shape)} of master, parameter, m, v after every step for the blocks
-        the rank holds (a second pipeline stage holds the tied embedding alone), norms the
-        gradient norm each step reported. The copy checks compare every replicated element on TP
-        rank 1 with rank 0's copy, and the tied embedding on stage 1 with stage 0's, bitwise."""
+        """precfuzz's outputs (tp.h's layout) from every rank's history. runs[0] is the first
+        run (TP=1), runs[1] the second (TP=tp x DP=dp), each {(dp, pp, tp): (hist, norms)} (or
+        {(pp, tp): ...} with one replica) for every rank it had: hist {block name: (steps, 4,
+        *shard shape)} of master, parameter, m, v after every step for the blocks the rank holds
+        (a second pipeline stage holds the tied embedding alone), norms the gradient norm each
+        step reported. The copy checks compare, in each replica, every replicated element on TP
+        rank 1 with rank 0's copy and the tied embedding on stage 1 with stage 0's, then every
+        element of replica 1 with replica 0's, bitwise."""
         S, n = self.steps, self.n
-        norms = np.zeros((2, S, 4), dtype=np.float32)
+        runs = [{(k if len(k) == 3 else (0,) + tuple(k)): v for k, v in ranks.items()} for ranks in runs]
+        norms = np.zeros((2, S, 8), dtype=np.float32)
         out = np.zeros((2, S, 4, n), dtype=np.float32)
         for i, ranks in enumerate(runs):
-            PP = 1 + max(pp for pp, _ in ranks)
-            TP = 1 + max(tp for _, tp in ranks)
-            for slot in range(4):  # 2 pp + tp; a slot the run has no rank for repeats its stage's TP rank 0
-                pp, tp = slot // 2 if slot // 2 < PP else 0, slot % 2 if slot % 2 < TP else 0
-                norms[i, :, slot] = np.asarray(ranks[(pp, tp)][1], dtype=np.float32)
+            DP = 1 + max(d for d, _, _ in ranks)
+            PP = 1 + max(pp for _, pp, _ in ranks)
+            TP = 1 + max(tp for _, _, tp in ranks)
+            for slot in range(8):  # 4 dp + 2 pp + tp; a coordinate the run lacks is taken as 0
+                d, pp, tp = slot // 4, slot // 2 % 2, slot % 2
+                key = (d if d < DP else 0, pp if pp < PP else 0, tp if tp < TP else 0)
+                norms[i, :, slot] = np.asarray(ranks[key][1], dtype=np.float32)
             for b in self.blocks:
-                full = self.assemble(b, [ranks[(0, t)][0][b.name] for t in range(TP)], TP)
+                full = self.assemble(b, [ranks[(0, 0, t)][0][b.name] for t in range(TP)], TP)
                 out[i, :, :, b.offset:b.offset + b.size] = full.reshape(S, 4, b.size)
         two = runs[1]
+        TP = 1 + max(tp for _, _, tp in two)
         checks = []
-        for b in self.blocks:  # replicated elements on TP rank 1 against rank 0
-            if b.kind == REPLICATED:
-                ref = np.asarray(two[(0, 0)][0][b.name], dtype=np.float32).reshape(S, 4, b.size)
-                cpy = np.asarray(two[(0, 1)][0][b.name], dtype=np.float32).reshape(S, 4, b.size)
+        for d in range(self.dp):
+            if TP == 2:
+                for b in self.blocks:  # replicated elements on TP rank 1 against rank 0
+                    if b.kind == REPLICATED:
+                        ref = np.asarray(two[(d, 0, 0)][0][b.name], dtype=np.float32).reshape(S, 4, b.size)
+                        cpy = np.asarray(two[(d, 0, 1)][0][b.name], dtype=np.float32).reshape(S, 4, b.size)
+                        checks.append(self._copy_check(ref, cpy))
+            if self.tied:  # the tied embedding on stage 1 against stage 0
+                e = self.blocks[-1]
+                ref = self.assemble(e, [two[(d, 0, t)][0][e.name] for t in range(TP)], TP).reshape(S, 4, e.size)
+                cpy = self.assemble(e, [two[(d, 1, t)][0][e.name] for t in range(TP)], TP).reshape(S, 4, e.size)
                 checks.append(self._copy_check(ref, cpy))
-        if self.tied:  # the tied embedding on stage 1 against stage 0
-            e = self.blocks[-1]
-            ref = self.assemble(e, [two[(0, t)][0][e.name] for t in range(2)], 2).reshape(S, 4, e.size)
-            cpy = self.assemble(e, [two[(1, t)][0][e.name] for t in range(2)], 2).reshape(S, 4, e.size)
-            checks.append(self._copy_check(ref, cpy))
-        copies = np.concatenate(checks, axis=1)
+        for d in range(1, self.dp):  # every element of replica d against replica 0, gathered over TP
+            for b in self.blocks:
+                ref = self.assemble(b, [two[(0, 0, t)][0][b.name] for t in range(TP)], TP).reshape(S, 4, b.size)
+                cpy = self.assemble(b, [two[(d, 0, t)][0][b.name] for t in range(TP)], TP).reshape(S, 4, b.size)
+                checks.append(self._copy_check(ref, cpy))
+        copies = np.concatenate(checks, axis=1) if checks else np.zeros((S, 0, 2), np.float32)
         return {"copies": copies.reshape(-1), "tp1": out[0].reshape(-1), "tp2": out[1].reshape(-1),
                 "norms": norms.reshape(-1)}

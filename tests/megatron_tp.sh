@@ -1,8 +1,8 @@
 #!/bin/bash
-# megatron-core's own Float16OptimizerWithFloat16Params (0.16.1, without apex or TE) on 2 and 4
-# gloo ranks under the tensor-parallel differential (examples/megatron_tp.py, contract
-# tp_diff/megatron-core): clean cases give no finding, with TP=2 and with TP=2 x PP=2 and the tied
-# embedding; each fault switch is found within 20 cases where it shows, with a replay line that
+# megatron-core's own Float16OptimizerWithFloat16Params and DistributedOptimizer (0.16.1, without
+# apex or TE, through its DistributedDataParallel) on 2 and 4 gloo ranks under the
+# tensor-parallel differential (examples/megatron_tp.py, contract tp_diff/megatron-core): clean
+# cases give no finding, with TP=2, DP=2, TP=2 x DP=2 and TP=2 x PP=2 with the tied embedding; each fault switch is found within 20 cases where it shows, with a replay line that
 # reproduces it, seed 004's on the tied copy; the emulation agrees with megatron-core on most
 # outputs. Skipped without megatron-core (scripts/python-env.sh --frameworks).
 # usage: tests/megatron_tp.sh PRECFUZZ PYTHON
@@ -33,6 +33,34 @@ for f in "norm-no-dedup:the gradient norm megatron-core-bf16's step reported" "n
   [ $? -eq 1 ] && echo "$out" | grep -q "^FINDING .*${f#*:}" || fail "fault ${f%%:*}: $out"
 done
 
+# data parallelism through megatron's own DistributedDataParallel (finish_grad_sync) and, in the
+# variant megatron-core-distopt-bf16, its DistributedOptimizer (gradients reduce-scattered,
+# masters and Adam state sharded over the replicas, parameters all-gathered): TP=1 x DP=2
+# against TP=1, the 4 micro-batches split between the replicas, gradients over 24 binades so
+# that the two summation orders differ
+for v in megatron-core-bf16 megatron-core-distopt-bf16; do
+  n=$((n + 1))
+  out=$(rk diff-tp -v $v --param tied=0 --param tp=1 --param dp=2 --param microbatches=4 --dist loguniform \
+    --exp-range -24:0 --cases 30)
+  [ $? -eq 0 ] && echo "$out" | grep -q "^tp_diff/$v bf16/fp32: 30 cases (seeds 1..30): ok 30 *$" || fail "$v DP=2 clean: $out"
+done
+n=$((n + 1))
+out=$(rk diff-tp -v megatron-core-distopt-bf16 --param tied=0 --cases 30)
+[ $? -eq 0 ] && echo "$out" | grep -q "^tp_diff/megatron-core-distopt-bf16 bf16/fp32: 30 cases (seeds 1..30): ok 30 *$" ||
+  fail "distopt TP=2 clean: $out"
+# the replicas' gradients never reduced: replica 1's copy differs from replica 0's
+n=$((n + 1))
+out=$(rk diff-tp -v megatron-core-bf16 --param tied=0 --param tp=1 --param dp=2 --fault dp-grad-unreduced --cases 20 --max-print 1)
+[ $? -eq 1 ] && echo "$out" | grep -q "^FINDING .*seed 1: divergent, born in copies .* on DP replica 1 (TP rank 0) after step 1: its master differs from replica 0's" ||
+  fail "dp-grad-unreduced: $out"
+# the distributed optimizer's norm over each replica's shard only: the replicas agree bit for
+# bit (each element is stepped by one of them, then all-gathered) and the norm is wrong
+n=$((n + 1))
+out=$(rk diff-tp -v megatron-core-distopt-bf16 --param tied=0 --param tp=1 --param dp=2 --fault norm-shard-only --cases 20 --max-print 1)
+[ $? -eq 1 ] && echo "$out" | grep -q "^FINDING .*seed 1: divergent, born in norms .*reported (TP=1 x DP=2, pipeline stage 0, TP rank 0, DP replica 0) at step 1" ||
+  fail "norm-shard-only: $out"
+rk_agrees megatron-core-distopt-bf16 75 --param tied=0 --param tp=1 --param dp=2 --param microbatches=4
+
 # 4 ranks, a tied embedding: TP=1 x PP=2 against TP=2 x PP=2, megatron's own tied all-reduce;
 # seed 004 (the tied gradients not reduced): the stage-1 copy differs from stage 0's
 K="ranks:4:$PY examples/megatron_tp.py"
@@ -44,6 +72,13 @@ out=$(rk diff-tp -v megatron-core-bf16 --fault tied-grad-unreduced --cases 20 --
 [ $? -eq 1 ] && echo "$out" | grep -q "^FINDING .*seed 1: .*embed.w\[0,0\]: the tied copy on pipeline stage 1 (TP rank 0) after step 1: its .* differs from stage 0's" ||
   fail "seed 004: $out"
 
+# TP=2 x DP=2 with the distributed optimizer
+n=$((n + 1))
+out=$(rk diff-tp -v megatron-core-distopt-bf16 --param tied=0 --param dp=2 --param microbatches=4 --cases 15)
+[ $? -eq 0 ] && echo "$out" | grep -q "^tp_diff/megatron-core-distopt-bf16 bf16/fp32: 15 cases (seeds 1..15): ok 15 *$" ||
+  fail "TP=2 x DP=2 clean: $out"
+
+K="ranks:2:$PY examples/megatron_tp.py"
 rk_agrees megatron-core-bf16 70 --param tied=0
 
 echo "megatron_tp: $((n - failed))/$n checks passed"

@@ -52,11 +52,29 @@ static void test_tp_layout(void **state) {
   char name[64];
   pf_tp_elem_name(&L, 16 + 12 * 8 + 5, name, sizeof name);
   assert_string_equal(name, "qkv.w[12,5]");
-  int tied;
-  assert_int_equal(pf_tp_sync_elem(&L, 0, &tied), 0);
-  assert_int_equal(tied, 0);
-  assert_int_equal(pf_tp_sync_elem(&L, 80, &tied), 632);
-  assert_int_equal(tied, 1);
+  int kind, d;
+  assert_int_equal(pf_tp_sync_elem(&L, 0, &kind, &d), 0);
+  assert_int_equal(kind, PF_TP_COPY_TP);
+  assert_int_equal(pf_tp_sync_elem(&L, 80, &kind, &d), 632);
+  assert_int_equal(kind, PF_TP_COPY_TIED);
+  assert_int_equal(d, 0);
+  /* TP=2 x DP=2: each replica's 80 replicated and 88 tied checks, then replica 1's 720
+   * elements against replica 0's */
+  c.params[PF_TPP_DP] = 2;
+  pf_tp_layout_make(&c, &L);
+  assert_int_equal(L.nsync, 2 * 168 + 720);
+  assert_int_equal(pf_tp_sync_elem(&L, 168 + 79, &kind, &d), 631); /* pos.w[3,7], the last replicated */
+  assert_int_equal(pf_tp_sync_elem(&L, 168 + 80, &kind, &d), 632);
+  assert_int_equal(kind, PF_TP_COPY_TIED);
+  assert_int_equal(d, 1);
+  assert_int_equal(pf_tp_sync_elem(&L, 336 + 719, &kind, &d), 719);
+  assert_int_equal(kind, PF_TP_COPY_DP);
+  assert_int_equal(d, 1);
+  /* TP=1 x DP=2: no TP copies; every element is rank 0's */
+  c.params[PF_TPP_TP] = 1;
+  pf_tp_layout_make(&c, &L);
+  assert_int_equal(L.nsync, 2 * 88 + 720);
+  assert_int_equal(pf_tp_owner(&L, 16 + 12 * 8), -1);
   pf_case_free(&c);
 }
 
@@ -76,6 +94,64 @@ static double norm_binary64(const pf_case *c, const pf_run *r, size_t s) {
     sum += g * g;
   }
   return sqrt(sum);
+}
+
+/* Data-parallel replicas (TP=2 x DP=2, 4 micro-batches, tied): each replica sums its two
+ * micro-batches in fp32, the replicas' sums are added, then the tied stages'. The buffers are
+ * recomputed here in C float arithmetic, (g1 + g2) + (g3 + g4), against the first run's
+ * ((g1 + g2) + g3) + g4: they differ on some elements, every case stays inside its set, and
+ * a replica that keeps its own sum (dp-grad-unreduced) is named on DP replica 1. */
+static void test_tp_data_parallel_replicas(void **state) {
+  size_t differ = 0, total = 0;
+  for (uint64_t seed = 1; seed <= 30; seed++) {
+    pf_case c;
+    pf_run r;
+    default_case(&c, PF_BF16, seed);
+    c.params[PF_TPP_DP] = 2;
+    c.params[PF_TPP_MB] = 4;
+    if (seed % 2) { /* gradients over 24 binades: sums of bf16 values that fp32 rounds */
+      c.inputs[1].dist = PF_DIST_LOGUNIFORM;
+      c.inputs[1].exp_min = -24;
+      c.inputs[1].exp_max = 0;
+    }
+    assert_int_equal(run(&c, &r), PF_V_OK);
+    pf_tp_layout L;
+    pf_tp_layout_make(&c, &L);
+    unsigned fe = 0;
+    for (size_t s = 0; s < L.steps; s++)
+      for (size_t e = 0; e < L.n; e++) {
+        const int tied = e >= L.b[PF_TP_EMBED].offset;
+        float q[2][4];
+        for (int h = 0; h < 1 + tied; h++)
+          for (size_t k = 0; k < 4; k++) {
+            const size_t x = h ? L.n + e - L.b[PF_TP_EMBED].offset : e;
+            q[h][k] = (float)pf_round(PF_BF16, pf_tp_grad(&L, r.in[1].data, s, k, x));
+          }
+        volatile float seq = ((0.0f + q[0][0]) + q[0][1] + q[0][2]) + q[0][3];
+        volatile float rep = ((0.0f + q[0][0]) + q[0][1]) + ((0.0f + q[0][2]) + q[0][3]);
+        if (tied) {
+          volatile float hs = ((0.0f + q[1][0]) + q[1][1] + q[1][2]) + q[1][3];
+          volatile float hr = ((0.0f + q[1][0]) + q[1][1]) + ((0.0f + q[1][2]) + q[1][3]);
+          seq = seq + hs;
+          rep = rep + hr;
+        }
+        assert_true(pf_tp_buffer(&L, r.in[1].data, s, e, 2, &fe) == (double)rep);
+        assert_true(pf_tp_buffer(&L, r.in[1].data, s, e, 1, &fe) == (double)seq);
+        differ += seq != rep;
+        total++;
+      }
+    pf_run_free(&r);
+    if (seed <= 3) {
+      strcpy(c.fault, "dp-grad-unreduced");
+      assert_int_equal(run(&c, &r), PF_V_DIVERGENT);
+      assert_non_null(strstr(r.note, "on DP replica 1 (TP rank"));
+      assert_non_null(strstr(r.note, "differs from replica 0's"));
+      pf_run_free(&r);
+    }
+    pf_case_free(&c);
+  }
+  print_message("the two orders differ on %zu of %zu buffers\n", differ, total);
+  assert_true(differ > total / 100); /* they do differ: the set must hold both */
 }
 
 static void test_tp_seed002_from_the_regression_file(void **state) {
@@ -202,6 +278,7 @@ static void test_tp_correct_runs_clean_and_not_vacuous(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_tp_layout),
+      cmocka_unit_test(test_tp_data_parallel_replicas),
       cmocka_unit_test(test_tp_seed002_from_the_regression_file),
       cmocka_unit_test(test_tp_unclipped_named_at_the_first_clipping_step),
       cmocka_unit_test(test_tp_faults_found_within_20_cases),

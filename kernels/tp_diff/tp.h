@@ -40,6 +40,10 @@ typedef struct {
 
 typedef struct {
   size_t steps, h, f, V, seq, mb;
+  int tp, dp;        /* the second run's layout: TP (1 or 2) x DP (1 or 2) data-parallel replicas, each
+                      * summing its share of the micro-batches, the replicas' buffers SUM all-reduced;
+                      * the first run is TP=1 x DP=1 (both PP=2 when tied) */
+  size_t nrep;       /* replicated elements (checked on TP rank 1 when tp is 2) */
   int tied;          /* the embedding is tied to the LM head, held by a second pipeline stage */
   int algo;          /* PF_TP_MEGATRON or PF_TP_DEEPSPEED: the case's variant's */
   pf_dtype dtype;    /* parameters and micro-batch gradients (bf16, or fp16 with loss scaling) */
@@ -47,7 +51,7 @@ typedef struct {
   pf_tp_block b[PF_TP_NBLOCKS];
   size_t n;          /* parameters, all blocks */
   size_t head;       /* head contributions per step and micro-batch (V h if tied, else 0) */
-  size_t nsync;      /* copy checks per step: replicated elements on TP rank 1, tied copies */
+  size_t nsync;      /* copy checks per step (pf_tp_sync_elem) */
 } pf_tp_layout;
 
 enum { PF_TP_EMBED = 13 }; /* the block index of the (tied) embedding */
@@ -62,12 +66,13 @@ static inline double pf_tp_coef(int algo, double max_norm, double norm) {
 
 /* Parameter indices (the table in tp_cpu.c). */
 enum { PF_TPP_MAXNORM = 0, PF_TPP_LR, PF_TPP_BETA1, PF_TPP_BETA2, PF_TPP_EPS, PF_TPP_WD, PF_TPP_MB, PF_TPP_TIED,
-       PF_TPP_SPREAD, PF_TPP_LOSS_SCALE, PF_TP_NPARAMS };
+       PF_TPP_SPREAD, PF_TPP_LOSS_SCALE, PF_TPP_TP, PF_TPP_DP, PF_TP_NPARAMS };
 
 void pf_tp_layout_make(const pf_case *c, pf_tp_layout *L);
 /* The block of global element e, and e's row and column in it. */
 int pf_tp_block_of(const pf_tp_layout *L, size_t e, size_t *row, size_t *col);
-/* The TP rank (0 or 1) holding element e in a TP=2 run; -1 when every rank holds it. */
+/* The TP rank (0 or 1) holding element e in the second run; -1 when every rank holds it (a
+ * replicated element, or the second run is TP=1). */
 int pf_tp_owner(const pf_tp_layout *L, size_t e);
 /* "fc1.w[3,5]" */
 void pf_tp_elem_name(const pf_tp_layout *L, size_t e, char *buf, size_t len);
@@ -77,25 +82,35 @@ void pf_tp_elem_name(const pf_tp_layout *L, size_t e, char *buf, size_t len);
 static inline double pf_tp_grad(const pf_tp_layout *L, const double *grads, size_t s, size_t k, size_t x) {
   return grads[(s * L->mb + k) * (L->n + L->head) + x];
 }
-/* The fp32 gradient buffer of a non-tied element (the same on every rank and in every
- * configuration): micro-batch gradients of the scaled loss rounded to the dtype, summed in
- * fp32 in micro-batch order, unscaled by fl32(1/S). */
-double pf_tp_buffer(const pf_tp_layout *L, const double *grads, size_t s, size_t e, unsigned *fe);
+/* The fp32 gradient buffer of element e in step s of a run with dp data-parallel replicas:
+ * micro-batch gradients of the scaled loss rounded to the dtype, each replica summing its
+ * share (replica d: micro-batches d mb/dp to (d+1) mb/dp - 1) in fp32 in order, the replicas'
+ * sums added (Megatron's DDP all-reduce, SUM), a tied element's two stages added after that
+ * (finalize_model_grads: the data-parallel sync first), unscaled by fl32(1/S) in fp16. */
+double pf_tp_buffer(const pf_tp_layout *L, const double *grads, size_t s, size_t e, int dp, unsigned *fe);
 
 /* Output layout: for every step, nsync pairs (code, difference) of copy checks; then the
- * TP=1 run's and the gathered TP=2 run's master, parameter, m and v of every element; then the
- * gradient norm each rank's step reported, per run and step, in 4 slots (pipeline stage pp,
- * TP rank tp: slot 2 pp + tp; a slot no rank of the run holds repeats its stage's TP rank 0). */
+ * first (TP=1) run's and the gathered second run's master, parameter, m and v of every
+ * element; then the gradient norm each rank's step reported, per run and step, in 8 slots
+ * (DP replica d, pipeline stage pp, TP rank tp: slot 4 d + 2 pp + tp; a slot no rank of the run
+ * holds repeats the rank at 0 in each coordinate the run lacks). */
+#define PF_TP_SLOTS 8
 enum { PF_TP_MASTER = 0, PF_TP_PARAM = 1, PF_TP_M = 2, PF_TP_V = 3 };
 static inline size_t pf_tp_sync_at(const pf_tp_layout *L, size_t s, size_t j) { return (s * L->nsync + j) * 2; }
 static inline size_t pf_tp_run_at(const pf_tp_layout *L, int run, size_t s, int q, size_t e) {
   return 2 * L->steps * L->nsync + (((size_t)run * L->steps + s) * 4 + (size_t)q) * L->n + e;
 }
 static inline size_t pf_tp_norm_at(const pf_tp_layout *L, int run, size_t s, int slot) {
-  return 2 * L->steps * L->nsync + 8 * L->steps * L->n + ((size_t)run * L->steps + s) * 4 + (size_t)slot;
+  return 2 * L->steps * L->nsync + 8 * L->steps * L->n + ((size_t)run * L->steps + s) * PF_TP_SLOTS + (size_t)slot;
 }
 static inline size_t pf_tp_output_count(const pf_tp_layout *L) { return pf_tp_norm_at(L, 2, 0, 0); }
-/* The element copy check j compares (replicated element on rank 1, or tied copy on stage 1). */
-size_t pf_tp_sync_elem(const pf_tp_layout *L, size_t j, int *tied);
+/* Copy check j (per step; in the second run): for each DP replica d, its replicated elements
+ * on TP rank 1 against TP rank 0 (when tp is 2), then its tied embedding's copy on stage 1
+ * against stage 0 (when tied); then for each replica d > 0 every element (gathered over TP)
+ * against replica 0's. Returns the element; *kind and *replica say which check. */
+enum { PF_TP_COPY_TP = 0, PF_TP_COPY_TIED = 1, PF_TP_COPY_DP = 2 };
+size_t pf_tp_sync_elem(const pf_tp_layout *L, size_t j, int *kind, int *replica);
+/* "TP=2", "TP=1 x DP=2", ...: the second run's layout (run 1), or the first's (run 0) */
+void pf_tp_run_name(const pf_tp_layout *L, int run, char *buf, size_t len);
 
 #endif

@@ -3,12 +3,13 @@
  * deduplicated parameters, clipping, FusedAdam) on a parameter set shaped like a transformer layer and its
  * embeddings, run as TP=1 and as TP=2 (both with PP=2 when the embedding is tied to the LM
  * head: its two copies on two stages), one thread per simulated rank, with a harness all-reduce that sums in fp32 in rank
- * order. Several steps per case. Outputs: the copy checks (replicated elements on TP rank 1
+ * order; the second run may instead be TP=1 x DP=2 or TP=2 x DP=2 (params tp, dp): data-parallel
+ * replicas that split the micro-batches and SUM all-reduce their gradient buffers. Several steps per case. Outputs: the copy checks (replicated elements on TP rank 1
  * against rank 0, the tied copy on stage 1 against stage 0: bitwise) and both runs' master,
  * parameter and Adam state; the oracle (oracles/tp_mpfr.c) gives for every value the set a
  * correct run may produce.
  * Faults (bugs the frameworks had; docs/kernels/tp-diff.md): tp-replicated-unclipped, norm-no-dedup, norm-not-allreduced,
- * tied-grad-unreduced. */
+ * tied-grad-unreduced, dp-grad-unreduced. */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -36,6 +37,9 @@ static const pf_param_desc pf_tp_params[PF_TP_NPARAMS] = {
     {"spread", PF_PARAM_REAL, 3, 0, 60, NULL,
      "each step's gradients are scaled by 2^(spread x) with x in [-1, 1] from input gscale, around the clipping threshold", 0},
     {"loss_scale", PF_PARAM_REAL, 0, 0, 0x1p60, NULL, "fp16: the static loss scale S (0: 2^12); bf16: must be 0", 0},
+    {"tp", PF_PARAM_INT, 2, 1, 2, NULL, "tensor-parallel ranks of the second run (the first is TP=1)", 0},
+    {"dp", PF_PARAM_INT, 1, 1, 2, NULL,
+     "data-parallel replicas of the second run, each summing its share of the micro-batches, the sums all-reduced", 0},
 };
 
 /* --- the parameter set --------------------------------------------------------------- */
@@ -49,6 +53,8 @@ void pf_tp_layout_make(const pf_case *c, pf_tp_layout *L) {
   L->seq = c->shape[4];
   L->mb = (size_t)c->params[PF_TPP_MB];
   L->tied = c->params[PF_TPP_TIED] != 0;
+  L->tp = (int)c->params[PF_TPP_TP];
+  L->dp = (int)c->params[PF_TPP_DP];
   L->dtype = c->dtype;
   L->algo = pf_case_algo(c);
   L->loss_scale = c->dtype == PF_FP16 ? (c->params[PF_TPP_LOSS_SCALE] > 0 ? c->params[PF_TPP_LOSS_SCALE] : 0x1p12) : 1;
@@ -65,11 +71,11 @@ void pf_tp_layout_make(const pf_case *c, pf_tp_layout *L) {
     L->b[k] = b[k];
     L->b[k].offset = off;
     off += b[k].rows * b[k].cols;
-    if (b[k].kind == PF_TP_REP) L->nsync += b[k].rows * b[k].cols;
+    if (b[k].kind == PF_TP_REP) L->nrep += b[k].rows * b[k].cols;
   }
   L->n = off;
   L->head = L->tied ? L->V * h : 0;
-  L->nsync += L->head;
+  L->nsync = (size_t)L->dp * ((L->tp == 2 ? L->nrep : 0) + L->head) + (size_t)(L->dp - 1) * L->n;
 }
 
 int pf_tp_block_of(const pf_tp_layout *L, size_t e, size_t *row, size_t *col) {
@@ -84,6 +90,7 @@ int pf_tp_block_of(const pf_tp_layout *L, size_t e, size_t *row, size_t *col) {
 int pf_tp_owner(const pf_tp_layout *L, size_t e) {
   size_t i, j;
   const pf_tp_block *b = &L->b[pf_tp_block_of(L, e, &i, &j)];
+  if (L->tp == 1) return -1;
   switch (b->kind) {
   case PF_TP_COL: return i >= b->rows / 2;
   case PF_TP_ROW: return j >= b->cols / 2;
@@ -99,27 +106,56 @@ void pf_tp_elem_name(const pf_tp_layout *L, size_t e, char *buf, size_t len) {
   else snprintf(buf, len, "%s[%zu,%zu]", L->b[k].name, i, j);
 }
 
-size_t pf_tp_sync_elem(const pf_tp_layout *L, size_t j, int *tied) {
+size_t pf_tp_sync_elem(const pf_tp_layout *L, size_t j, int *kind, int *replica) {
+  const size_t rep = L->tp == 2 ? L->nrep : 0, per = rep + L->head;
+  if (j >= (size_t)L->dp * per) { /* a replica's copy of every element */
+    j -= (size_t)L->dp * per;
+    *kind = PF_TP_COPY_DP;
+    *replica = 1 + (int)(j / L->n);
+    return j % L->n;
+  }
+  *replica = (int)(j / per);
+  j %= per;
+  if (j >= rep) {
+    *kind = PF_TP_COPY_TIED;
+    return L->b[PF_TP_EMBED].offset + (j - rep);
+  }
+  *kind = PF_TP_COPY_TP;
   size_t r = 0;
-  *tied = 0;
-  for (int k = 0; k < PF_TP_NBLOCKS; k++) {
+  for (int k = 0;; k++) {
     if (L->b[k].kind != PF_TP_REP) continue;
     const size_t sz = L->b[k].rows * L->b[k].cols;
     if (j < r + sz) return L->b[k].offset + (j - r);
     r += sz;
   }
-  *tied = 1;
-  return L->b[PF_TP_EMBED].offset + (j - r);
 }
 
-double pf_tp_buffer(const pf_tp_layout *L, const double *grads, size_t s, size_t e, unsigned *fe) {
+void pf_tp_run_name(const pf_tp_layout *L, int run, char *buf, size_t len) {
+  if (run == 0 || L->dp == 1) snprintf(buf, len, "TP=%d", run ? L->tp : 1);
+  else snprintf(buf, len, "TP=%d x DP=%d", L->tp, L->dp);
+}
+
+/* One stage's buffer of replica d: its micro-batches' gradients (x: the gradient's index) in
+ * the dtype, summed in fp32 in order; scaled, as the kernels hold it until the unscale. */
+static double pf_tp_replica_sum(const pf_tp_layout *L, const double *grads, size_t s, size_t x, int d, int dp,
+                                unsigned *fe) {
+  double buf = 0;
+  const size_t per = L->mb / (size_t)dp;
+  for (size_t k = (size_t)d * per; k < ((size_t)d + 1) * per; k++)
+    buf = pf_add(PF_FP32, buf, pf_round_fe(L->dtype, L->loss_scale * pf_tp_grad(L, grads, s, k, x), fe), fe);
+  return buf;
+}
+
+double pf_tp_buffer(const pf_tp_layout *L, const double *grads, size_t s, size_t e, int dp, unsigned *fe) {
   const pf_dtype F = PF_FP32;
-  double buf = 0, head = 0;
   const int tied = L->tied && e >= L->b[PF_TP_EMBED].offset;
   const size_t hx = L->n + (e - L->b[PF_TP_EMBED].offset);
-  for (size_t k = 0; k < L->mb; k++) {
-    buf = pf_add(F, buf, pf_round_fe(L->dtype, L->loss_scale * pf_tp_grad(L, grads, s, k, e), fe), fe);
-    if (tied) head = pf_add(F, head, pf_round_fe(L->dtype, L->loss_scale * pf_tp_grad(L, grads, s, k, hx), fe), fe);
+  double buf = 0, head = 0;
+  for (int d = 0; d < dp; d++) { /* the data-parallel all-reduce: replica 0 + replica 1 */
+    buf = d ? pf_add(F, buf, pf_tp_replica_sum(L, grads, s, e, d, dp, fe), fe) : pf_tp_replica_sum(L, grads, s, e, 0, dp, fe);
+    if (tied)
+      head = d ? pf_add(F, head, pf_tp_replica_sum(L, grads, s, hx, d, dp, fe), fe)
+               : pf_tp_replica_sum(L, grads, s, hx, 0, dp, fe);
   }
   if (tied) buf = pf_add(F, buf, head, fe); /* the tied group's all-reduce: stage 0 + stage 1 */
   return L->dtype == PF_FP16 ? pf_mul(F, buf, pf_round(F, 1.0 / L->loss_scale), fe) : buf;
@@ -130,7 +166,7 @@ double pf_tp_buffer(const pf_tp_layout *L, const double *grads, size_t s, size_t
 struct pf_tp_world;
 typedef struct {
   struct pf_tp_world *world;
-  int tp, pp;
+  int tp, pp, dp;
   size_t nloc;
   size_t *elem;            /* global indices held, in global order */
   double *master, *param, *m, *v, *g, *part;
@@ -144,13 +180,15 @@ typedef struct pf_tp_world {
   const pf_tp_layout *L;
   const double *grads;
   const double *init;
-  int TP, PP, R;
-  int f_unclipped, f_nodedup, f_noallreduce, f_untied;
+  int TP, PP, DP, R;
+  int f_unclipped, f_nodedup, f_noallreduce, f_untied, f_dpunreduced;
   pthread_barrier_t bar;
-  double norm_board[4];
-  pf_tp_rank rank[4];
-  pthread_t thread[4];
+  double norm_board[8];
+  pf_tp_rank rank[8]; /* rank[4 dp + 2 pp + tp] */
+  pthread_t thread[8];
 } pf_tp_world;
+
+static int pf_tp_slot(int dp, int pp, int tp) { return dp * 4 + pp * 2 + tp; }
 
 static int pf_tp_is_tied(const pf_tp_layout *L, size_t e) {
   return L->tied && e >= L->b[PF_TP_EMBED].offset;
@@ -168,25 +206,29 @@ static void *pf_tp_rank_main(void *arg) {
   const pf_case *c = w->c;
   const pf_dtype F = PF_FP32, T = L->dtype;
   const double S = L->loss_scale, inv = pf_round(F, 1.0 / S);
-  const pf_tp_rank *peer = w->PP == 2 ? &w->rank[(1 - me->pp) * 2 + me->tp] : NULL;
+  const pf_tp_rank *peer = w->PP == 2 ? &w->rank[pf_tp_slot(me->dp, 1 - me->pp, me->tp)] : NULL;
+  const pf_tp_rank *replica = w->DP == 2 ? &w->rank[pf_tp_slot(1 - me->dp, me->pp, me->tp)] : NULL;
   for (size_t s = 0; s < L->steps; s++) {
-    /* 1-2. gradient buffers; the tied weight's copies are summed over the tied group */
+    /* 1-2. gradient buffers: this replica's micro-batches (stage 1: the LM head's
+     * contributions to the tied weight), scaled until the unscale below */
     for (size_t x = 0; x < me->nloc; x++) {
       const size_t e = me->elem[x];
-      if (!pf_tp_is_tied(L, e)) {
-        me->g[x] = pf_tp_buffer(L, w->grads, s, e, &me->fe);
-        continue;
-      }
-      const size_t hx = L->n + (e - L->b[PF_TP_EMBED].offset); /* the head's contribution */
-      double buf = 0;
-      for (size_t k = 0; k < L->mb; k++) {
-        const double ge = pf_round_fe(T, S * pf_tp_grad(L, w->grads, s, k, e), &me->fe);
-        const double gh = pf_round_fe(T, S * pf_tp_grad(L, w->grads, s, k, hx), &me->fe);
-        buf = pf_add(F, buf, me->pp == 0 ? ge : gh, &me->fe);
-      }
-      me->g[x] = buf; /* scaled, until the step below unscales it */
+      const size_t gx = me->pp == 1 ? L->n + (e - L->b[PF_TP_EMBED].offset) : e;
+      me->g[x] = pf_tp_replica_sum(L, w->grads, s, gx, me->dp, w->DP, &me->fe);
     }
     pf_tp_sync(w);
+    if (w->DP == 2) {
+      /* SUM all-reduce over the data-parallel group (replica 0 + replica 1): the replicas hold
+       * the same elements in the same order; fault: each replica keeps its own sum */
+      for (size_t x = 0; x < me->nloc; x++) {
+        const double a = me->dp == 0 ? me->g[x] : replica->g[x], b = me->dp == 0 ? replica->g[x] : me->g[x];
+        me->part[x] = w->f_dpunreduced ? me->g[x] : pf_add(F, a, b, &me->fe);
+      }
+      pf_tp_sync(w);
+      memcpy(me->g, me->part, me->nloc * sizeof *me->g);
+      pf_tp_sync(w);
+    }
+    /* then the tied weight's copies are summed over the tied group */
     if (w->PP == 2) {
       /* SUM all-reduce over the tied group (stage 0 + stage 1): both hold the same elements
        * of the tied weight, in the same order; fault: the optimizer reads the local buffer */
@@ -200,7 +242,7 @@ static void *pf_tp_rank_main(void *arg) {
     pf_tp_sync(w);
     for (size_t x = 0; x < me->nloc; x++) {
       if (w->PP == 2 && pf_tp_is_tied(L, me->elem[x])) me->g[x] = me->part[x];
-      if (pf_tp_is_tied(L, me->elem[x]) && T == PF_FP16) me->g[x] = pf_mul(F, me->g[x], inv, &me->fe);
+      if (T == PF_FP16) me->g[x] = pf_mul(F, me->g[x], inv, &me->fe);
     }
     /* 4. the squared norm of this rank's norm set: per-tensor norms in fp32, squared, summed
      * (megatron-core: the norm of the per-tensor norms, squared) */
@@ -223,12 +265,14 @@ static void *pf_tp_rank_main(void *arg) {
       const double nn = pf_round(F, sqrt(local));
       local = pf_mul(F, nn, nn, &me->fe);
     }
-    w->norm_board[me->pp * 2 + me->tp] = local;
+    w->norm_board[pf_tp_slot(me->dp, me->pp, me->tp)] = local;
     pf_tp_sync(w);
+    /* over the model-parallel group (TP x PP) of this replica: each replica holds every gradient */
     double total = 0;
     if (w->f_noallreduce) total = local;
     else
-      for (int r = 0; r < w->R; r++) total = pf_add(F, total, w->norm_board[(r / w->TP) * 2 + r % w->TP], &me->fe);
+      for (int r = 0; r < w->TP * w->PP; r++)
+        total = pf_add(F, total, w->norm_board[pf_tp_slot(me->dp, r / w->TP, r % w->TP)], &me->fe);
     pf_tp_sync(w);
     /* 5. clip every gradient on every rank (fault: replicated ones on TP ranks > 0 skipped) */
     double coef;
@@ -275,15 +319,17 @@ static void *pf_tp_rank_main(void *arg) {
 }
 
 static void pf_tp_world_free(pf_tp_world *w) {
-  for (int r = 0; r < 4; r++) {
+  for (int r = 0; r < 8; r++) {
     pf_tp_rank *k = &w->rank[r];
     free(k->elem), free(k->master), free(k->param), free(k->m), free(k->v), free(k->g), free(k->part), free(k->hist);
     free(k->norms);
   }
 }
 
-/* Runs TP=1 or TP=2 (with PP=2 when tied, in both); on return w->rank[] hold the histories. */
-static pf_status pf_tp_world_run(pf_tp_world *w, const pf_case *c, const pf_tp_layout *L, const pf_tensor *in, int TP) {
+/* Runs TP x DP (with PP=2 when tied); on return w->rank[] hold the histories. The faults act
+ * on the second run (TP=2 or DP=2). */
+static pf_status pf_tp_world_run(pf_tp_world *w, const pf_case *c, const pf_tp_layout *L, const pf_tensor *in, int TP,
+                                 int DP) {
   memset(w, 0, sizeof *w);
   w->c = c;
   w->L = L;
@@ -291,19 +337,23 @@ static pf_status pf_tp_world_run(pf_tp_world *w, const pf_case *c, const pf_tp_l
   w->grads = in[1].data;
   w->TP = TP;
   w->PP = L->tied ? 2 : 1; /* both runs hold a tied weight on two stages */
-  w->R = w->TP * w->PP;
-  if (TP == 2) {
+  w->DP = DP;
+  w->R = w->TP * w->PP * w->DP;
+  if (TP == 2 || DP == 2) {
     w->f_unclipped = strcmp(c->fault, "tp-replicated-unclipped") == 0;
     w->f_nodedup = strcmp(c->fault, "norm-no-dedup") == 0;
     w->f_noallreduce = strcmp(c->fault, "norm-not-allreduced") == 0;
     w->f_untied = strcmp(c->fault, "tied-grad-unreduced") == 0;
+    w->f_dpunreduced = strcmp(c->fault, "dp-grad-unreduced") == 0;
   }
+  for (int dp = 0; dp < w->DP; dp++)
   for (int pp = 0; pp < w->PP; pp++)
     for (int tp = 0; tp < w->TP; tp++) {
-      pf_tp_rank *k = &w->rank[pp * 2 + tp];
+      pf_tp_rank *k = &w->rank[pf_tp_slot(dp, pp, tp)];
       k->world = w;
       k->tp = tp;
       k->pp = pp;
+      k->dp = dp;
       k->elem = malloc(L->n * sizeof(size_t));
       if (!k->elem) return pf_error(PF_ERR_NOMEM, "tp: cannot allocate a rank");
       for (size_t e = 0; e < L->n; e++) {
@@ -329,8 +379,8 @@ static pf_status pf_tp_world_run(pf_tp_world *w, const pf_case *c, const pf_tp_l
     }
   if (w->R > 1 && pthread_barrier_init(&w->bar, NULL, (unsigned)w->R)) return pf_error(PF_ERR_NOMEM, "tp: no barrier");
   int started = 0, failed = 0;
-  for (int r = 0; r < w->R; r++) {
-    pf_tp_rank *k = &w->rank[(r / w->TP) * 2 + r % w->TP];
+  for (int r = 0; r < w->R; r++) { /* rank r = (dp PP + pp) TP + tp */
+    pf_tp_rank *k = &w->rank[pf_tp_slot(r / (w->TP * w->PP), (r / w->TP) % w->PP, r % w->TP)];
     if (w->R == 1) pf_tp_rank_main(k);
     else if (pthread_create(&w->thread[r], NULL, pf_tp_rank_main, k)) failed = 1;
     else started++;
@@ -361,12 +411,12 @@ pf_status pf_tp_cpu(const pf_case *c, const pf_tensor *in, double *out, unsigned
     free(w1), free(w2);
     return pf_error(PF_ERR_NOMEM, "tp: cannot allocate the worlds");
   }
-  pf_status st = pf_tp_world_run(w1, c, &L, in, 1);
-  if (!st) st = pf_tp_world_run(w2, c, &L, in, 2);
+  pf_status st = pf_tp_world_run(w1, c, &L, in, 1, 1);
+  if (!st) st = pf_tp_world_run(w2, c, &L, in, L.tp, L.dp);
   if (!st) {
     const pf_tp_rank *one = &w1->rank[0];
     for (size_t s = 0; s < L.steps; s++) {
-      for (size_t e = 0; e < L.n; e++) {
+      for (size_t e = 0; e < L.n; e++) { /* the second run gathered from replica 0 */
         const int own = pf_tp_owner(&L, e);
         const pf_tp_rank *k = &w2->rank[own < 0 ? 0 : own];
         const double *a = one->hist + (s * one->nloc + e) * 4, *b = k->hist + (s * k->nloc + pf_tp_local(k, e)) * 4;
@@ -375,21 +425,25 @@ pf_status pf_tp_cpu(const pf_case *c, const pf_tensor *in, double *out, unsigned
           out[pf_tp_run_at(&L, 1, s, q, e)] = b[q];
         }
       }
-      /* the norms each rank reported (a slot the run has no rank for: its stage's TP rank 0's) */
+      /* the norms each rank reported (a slot the run has no rank for: coordinate 0's) */
       for (int run = 0; run < 2; run++) {
         const pf_tp_world *w = run ? w2 : w1;
-        for (int slot = 0; slot < 4; slot++) {
-          const int pp = slot / 2 < w->PP ? slot / 2 : 0, tp = slot % 2 < w->TP ? slot % 2 : 0;
-          out[pf_tp_norm_at(&L, run, s, slot)] = w->rank[pp * 2 + tp].norms[s];
+        for (int slot = 0; slot < PF_TP_SLOTS; slot++) {
+          const int dp = slot / 4 < w->DP ? slot / 4 : 0, pp = slot / 2 % 2 < w->PP ? slot / 2 % 2 : 0,
+                    tp = slot % 2 < w->TP ? slot % 2 : 0;
+          out[pf_tp_norm_at(&L, run, s, slot)] = w->rank[pf_tp_slot(dp, pp, tp)].norms[s];
         }
       }
       /* copy checks: code 0 when master, parameter, m and v are bitwise equal to the
        * reference copy, else 1 + the first quantity that differs; then that difference */
       for (size_t j = 0; j < L.nsync; j++) {
-        int tied;
-        const size_t e = pf_tp_sync_elem(&L, j, &tied);
-        const pf_tp_rank *ref = &w2->rank[tied ? pf_tp_owner(&L, e) : 0];
-        const pf_tp_rank *cpy = tied ? &w2->rank[2 + pf_tp_owner(&L, e)] : &w2->rank[1];
+        int kind, d;
+        const size_t e = pf_tp_sync_elem(&L, j, &kind, &d);
+        const int own = pf_tp_owner(&L, e), at = own < 0 ? 0 : own;
+        const pf_tp_rank *ref = &w2->rank[pf_tp_slot(kind == PF_TP_COPY_DP ? 0 : d, 0, at)];
+        const pf_tp_rank *cpy = &w2->rank[kind == PF_TP_COPY_TP     ? pf_tp_slot(d, 0, 1)
+                                          : kind == PF_TP_COPY_TIED ? pf_tp_slot(d, 1, at)
+                                                                    : pf_tp_slot(d, 0, at)];
         const double *a = ref->hist + (s * ref->nloc + pf_tp_local(ref, e)) * 4;
         const double *b = cpy->hist + (s * cpy->nloc + pf_tp_local(cpy, e)) * 4;
         double code = 0, diff = 0;
@@ -402,7 +456,7 @@ pf_status pf_tp_cpu(const pf_case *c, const pf_tensor *in, double *out, unsigned
         out[pf_tp_sync_at(&L, s, j) + 1] = diff;
       }
     }
-    for (int r = 0; r < 4; r++) *fe |= w1->rank[r].fe | w2->rank[r].fe;
+    for (int r = 0; r < 8; r++) *fe |= w1->rank[r].fe | w2->rank[r].fe;
   }
   pf_tp_world_free(w1);
   pf_tp_world_free(w2);
@@ -429,7 +483,7 @@ static int pf_tp_stages(const pf_case *c, pf_stage *st) {
   st[0] = (pf_stage){"copies", 0, 2 * L.steps * L.nsync, 0, PF_STAGE_MIXED, 0, {0}, PF_MEASURE_NONE};
   st[1] = (pf_stage){"tp1", pf_tp_run_at(&L, 0, 0, 0, 0), 4 * L.steps * L.n, 0, PF_STAGE_MIXED, 0, {0}, PF_MEASURE_NONE};
   st[2] = (pf_stage){"tp2", pf_tp_run_at(&L, 1, 0, 0, 0), 4 * L.steps * L.n, 0, PF_STAGE_MIXED, 0, {0}, PF_MEASURE_NONE};
-  st[3] = (pf_stage){"norms", pf_tp_norm_at(&L, 0, 0, 0), 8 * L.steps, 0, PF_STAGE_MIXED, 0, {0}, PF_MEASURE_NONE};
+  st[3] = (pf_stage){"norms", pf_tp_norm_at(&L, 0, 0, 0), 2 * PF_TP_SLOTS * L.steps, 0, PF_STAGE_MIXED, 0, {0}, PF_MEASURE_NONE};
   return 4;
 }
 
@@ -452,9 +506,14 @@ static void pf_tp_prepare(const pf_case *c, pf_tensor *in) {
 }
 
 static pf_status pf_tp_check(const pf_case *c) {
-  if (c->shape[1] % 2) return pf_error(PF_ERR_ARG, "hidden (%zu) must be even: TP=2 splits it (Megatron's divide())", c->shape[1]);
-  if (c->shape[2] % 2) return pf_error(PF_ERR_ARG, "ffn (%zu) must be even: TP=2 splits it (Megatron's divide())", c->shape[2]);
-  if (c->shape[3] < 2) return pf_error(PF_ERR_ARG, "vocab (%zu) must be at least 2: TP=2 splits it", c->shape[3]);
+  if (c->params[PF_TPP_TP] == 2) {
+    if (c->shape[1] % 2) return pf_error(PF_ERR_ARG, "hidden (%zu) must be even: TP=2 splits it (Megatron's divide())", c->shape[1]);
+    if (c->shape[2] % 2) return pf_error(PF_ERR_ARG, "ffn (%zu) must be even: TP=2 splits it (Megatron's divide())", c->shape[2]);
+    if (c->shape[3] < 2) return pf_error(PF_ERR_ARG, "vocab (%zu) must be at least 2: TP=2 splits it", c->shape[3]);
+  }
+  const size_t mb = (size_t)c->params[PF_TPP_MB], dp = (size_t)c->params[PF_TPP_DP];
+  if (mb % dp)
+    return pf_error(PF_ERR_ARG, "microbatches (%zu) must be a multiple of dp (%zu): the replicas split them evenly", mb, dp);
   if (c->dtype == PF_FP32) return pf_error(PF_ERR_UNSUPPORTED, "tp: dtype fp32 has no mixed-precision step (bf16 or fp16)");
   if (c->dtype == PF_BF16 && c->params[PF_TPP_LOSS_SCALE] != 0)
     return pf_error(PF_ERR_ARG, "loss_scale is for fp16; bf16 runs without loss scaling");
@@ -505,8 +564,11 @@ static int pf_tp_in_domain(const pf_case *c, const pf_tensor *in, char *why, siz
 /* A copy that is not bitwise equal, or a value outside the oracle's set, is divergent. */
 static pf_verdict pf_tp_refine(const pf_case *c, const pf_tensor *in, size_t i, double y, pf_verdict v, double rounded,
                                pf_bound b) {
-  /* the copy checks come first: (6 + seq) h replicated elements and the tied V h per step */
-  const size_t h = c->shape[1], nsync = (6 + c->shape[4]) * h + (c->params[PF_TPP_TIED] != 0 ? c->shape[3] * h : 0);
+  /* the copy checks come first (pf_tp_layout_make's nsync, without the blocks) */
+  const size_t h = c->shape[1], n = (6 + c->shape[4]) * h + 3 * h * h + 3 * h + h * h + 2 * c->shape[2] * h +
+                                    c->shape[2] + c->shape[3] * h;
+  const size_t nrep = c->params[PF_TPP_TP] == 2 ? (6 + c->shape[4]) * h : 0, dp = (size_t)c->params[PF_TPP_DP];
+  const size_t nsync = dp * (nrep + (c->params[PF_TPP_TIED] != 0 ? c->shape[3] * h : 0)) + (dp - 1) * n;
   if (i < 2 * c->shape[0] * nsync) return i % 2 == 0 && y != 0 ? PF_V_DIVERGENT : PF_V_OK;
   return v == PF_V_OK || v == PF_V_RANGE ? v : PF_V_DIVERGENT;
 }
@@ -521,33 +583,43 @@ static void pf_tp_review(const pf_case *c, pf_run *r) {
     for (size_t j = 0; j < L.nsync; j++) {
       const size_t x = pf_tp_sync_at(&L, s, j);
       if (!pf_verdict_is_finding(r->cmp.elem[x])) continue;
-      int tied;
-      const size_t e = pf_tp_sync_elem(&L, j, &tied);
-      char name[64];
+      int kind, d;
+      const size_t e = pf_tp_sync_elem(&L, j, &kind, &d);
+      char name[64], of[32] = "";
       pf_tp_elem_name(&L, e, name, sizeof name);
-      const int q = (int)r->out[x] - 1;
-      if (tied)
+      if (L.dp > 1) snprintf(of, sizeof of, " of DP replica %d", d);
+      const int q = (int)r->out[x] - 1, own = pf_tp_owner(&L, e);
+      if (kind == PF_TP_COPY_TIED)
         snprintf(r->note, sizeof r->note,
-                 "%s: the tied copy on pipeline stage 1 (TP rank %d) after step %zu: its %s differs from stage 0's by "
+                 "%s: the tied copy on pipeline stage 1 (TP rank %d%s) after step %zu: its %s differs from stage 0's by "
                  "%.3g (bound 0: both copies of a tied weight must be bitwise equal)",
-                 name, pf_tp_owner(&L, e), s + 1, pf_tp_q[q], r->out[x + 1]);
+                 name, own < 0 ? 0 : own, of, s + 1, pf_tp_q[q], r->out[x + 1]);
+      else if (kind == PF_TP_COPY_DP)
+        snprintf(r->note, sizeof r->note,
+                 "%s on DP replica %d (TP rank %d) after step %zu: its %s differs from replica 0's by %.3g (bound 0: "
+                 "data-parallel replicas must hold bitwise equal parameters and state)",
+                 name, d, own < 0 ? 0 : own, s + 1, pf_tp_q[q], r->out[x + 1]);
       else
         snprintf(r->note, sizeof r->note,
-                 "%s on TP rank 1 after step %zu: its %s differs from rank 0's copy by %.3g (bound 0: a replicated "
+                 "%s on TP rank 1%s after step %zu: its %s differs from rank 0's copy by %.3g (bound 0: a replicated "
                  "parameter and its Adam state must be bitwise equal on every rank)",
-                 name, s + 1, pf_tp_q[q], r->out[x + 1]);
+                 name, of, s + 1, pf_tp_q[q], r->out[x + 1]);
       r->born = "copies";
       r->born_at = x;
       return;
     }
     for (int run = 1; run >= 0; run--)
-      for (int slot = 0; slot < 4; slot++) {
+      for (int slot = 0; slot < PF_TP_SLOTS; slot++) {
         const size_t x = pf_tp_norm_at(&L, run, s, slot);
         if (!pf_verdict_is_finding(r->cmp.elem[x])) continue;
+        char layout[32], of[32] = "";
+        pf_tp_run_name(&L, run, layout, sizeof layout);
+        if (run == 1 && L.dp > 1) snprintf(of, sizeof of, ", DP replica %d", slot / 4);
         snprintf(r->note, sizeof r->note,
-                 "the gradient norm %s's step reported (TP=%d, pipeline stage %d, TP rank %d) at step %zu: %.9g outside "
+                 "the gradient norm %s's step reported (%s, pipeline stage %d, TP rank %d%s) at step %zu: %.9g outside "
                  "[%.9g, %.9g] (the values any summation order of the norm allows)",
-                 c->variant, run + 1, slot / 2, slot % 2, s + 1, r->out[x], r->oracle.rounded[x], r->oracle.rounded_alt[x]);
+                 c->variant, layout, slot / 2 % 2, slot % 2, of, s + 1, r->out[x], r->oracle.rounded[x],
+                 r->oracle.rounded_alt[x]);
         r->born = "norms";
         r->born_at = x;
         return;
@@ -557,15 +629,13 @@ static void pf_tp_review(const pf_case *c, pf_run *r) {
         for (size_t e = 0; e < L.n; e++) {
           const size_t x = pf_tp_run_at(&L, run, s, q, e);
           if (!pf_verdict_is_finding(r->cmp.elem[x])) continue;
-          char name[64], rank[48] = "";
+          char name[64], rank[64] = "", layout[32];
           pf_tp_elem_name(&L, e, name, sizeof name);
-          if (run == 1) {
-            const int own = pf_tp_owner(&L, e);
-            if (own < 0) snprintf(rank, sizeof rank, " (TP=2, every rank)");
-            else snprintf(rank, sizeof rank, " (TP=2, rank %d)", own);
-          } else {
-            snprintf(rank, sizeof rank, " (TP=1)");
-          }
+          pf_tp_run_name(&L, run, layout, sizeof layout);
+          const int own = run == 1 ? pf_tp_owner(&L, e) : -2;
+          if (own == -1 && L.tp == 2) snprintf(rank, sizeof rank, " (%s, every rank)", layout);
+          else if (own >= 0) snprintf(rank, sizeof rank, " (%s, rank %d)", layout, own);
+          else snprintf(rank, sizeof rank, " (%s)", layout);
           const double y = r->out[x], lo = r->oracle.rounded[x], hi = r->oracle.rounded_alt[x];
           const double d = y < lo ? lo - y : y - hi;
           snprintf(r->note, sizeof r->note,
@@ -634,7 +704,10 @@ const pf_op pf_tp_op = {
         "replicated parameters and tied copies stay bitwise equal on every rank and that both runs'\n"
         "master, parameter, m and v stay in the set every summation order of the norm allows\n"
         "(the kernel tp_diff; precfuzz list shows its parameters). Default dtype bf16.\n"
-        "Faults: tp-replicated-unclipped, norm-no-dedup, norm-not-allreduced, tied-grad-unreduced.\n"
+        "--param tp=1 --param dp=2 makes the second run TP=1 x DP=2 (data-parallel replicas, the\n"
+        "micro-batches split among them, their gradient buffers all-reduced); tp=2 dp=2: TP=2 x DP=2.\n"
+        "Faults: tp-replicated-unclipped, norm-no-dedup, norm-not-allreduced, tied-grad-unreduced,\n"
+        "dp-grad-unreduced.\n"
         "Exit status: 0 no finding, 1 findings, 2 bad usage or input.\n",
 };
 
@@ -644,7 +717,7 @@ static void pf_tp_bound(const pf_case *c, const pf_tensor *in, pf_bound *out) {
 }
 
 static const char *const pf_tp_faults[] = {"tp-replicated-unclipped", "norm-no-dedup", "norm-not-allreduced",
-                                           "tied-grad-unreduced", NULL};
+                                           "tied-grad-unreduced", "dp-grad-unreduced", NULL};
 static const pf_kernel pf_tp_tab[] = {
     {PF_KERNEL_ABI, &pf_tp_op, "megatron",
      "DeepSpeed BF16_Optimizer / Megatron: fp32 gradient buffers, fp32 norm of the deduplicated norm set, clip, FusedAdam",

@@ -1,9 +1,11 @@
-/* tp_diff_fuzzer: bytes -> one TP=1 against TP=2 case (tp_diff) -> copy checks and the
- * oracle's legitimate sets; aborts on a finding inside the contract's domain.
+/* tp_diff_fuzzer: bytes -> one TP=1 against TP=2 (or DP=2) case (tp_diff) -> copy checks and
+ * the oracle's legitimate sets; aborts on a finding inside the contract's domain.
  *
  * Layout: [variant][dtype][steps][hidden][ffn][vocab][seq][microbatches][tied][lr][beta1]
  *         [beta2][eps][wd][max_norm][spread][loss scale][seed: 8 bytes][dist]
- *         [scale exponent of init][of grads]
+ *         [scale exponent of init][of grads][second layout: TP=2, TP=1 x DP=2, TP=2 x DP=2]
+ * (the last byte absent, as in older inputs: TP=2; data-parallel layouts only untied, so that
+ * no layout needs more than 4 ranks, and with an even number of micro-batches)
  * Sizes stay small (hidden <= 16, ffn <= 32, vocab <= 33: odd vocabularies split unevenly);
  * gradients are spread around the clipping threshold so that clipping is on in some steps
  * and off in others. */
@@ -53,6 +55,13 @@ int pf_decode_tp_diff_fuzzer(const uint8_t *data, size_t size, pf_case *out) {
   }
   c.inputs[0].scale = ldexp(1.0, (int)(pf_bytes_u8(&b) % 16) - 12);
   c.inputs[1].scale = ldexp(1.0, (int)(pf_bytes_u8(&b) % 8) - 4);
+  const int layout = pf_bytes_u8(&b) % 3;
+  if (layout && pf_case_param(&c, "tied") == 0) {
+    pf_case_set_param(&c, "tp", layout == 1 ? 1 : 2);
+    pf_case_set_param(&c, "dp", 2);
+    const double mb = pf_case_param(&c, "microbatches");
+    if ((int)mb % 2) pf_case_set_param(&c, "microbatches", mb + 1);
+  }
   *out = c;
   return 1;
 }
