@@ -213,8 +213,11 @@ def run(layer, case, init, grads, tp, tp_rank, group):
     where = flat_offsets(opt)
     index = shard_index(layer, tp, tp_rank)
     init_t = torch.from_numpy(np.asarray(init, dtype=np.float32))
-    # every micro-batch gradient rounded to bf16 at once (round to nearest even, as .to() does)
+    # every micro-batch gradient rounded to bf16 at once (round to nearest even, as .to() does),
+    # each parameter's shard of them gathered once: (steps, micro-batches, *shard shape)
     grads_t = torch.from_numpy(np.asarray(grads, dtype=np.float32).reshape(layer.steps, layer.mb, -1)).to(torch.bfloat16)
+    shard_grads = {name: grads_t[:, :, index[name]].view((layer.steps, layer.mb) + tuple(p.shape))
+                   for name, p in params.items()}
     # the case's state: fp32 masters from init (as after loading a checkpoint), bf16 copies of
     # them, no Adam state, empty gradient buffers; its hyperparameters
     for name, p in params.items():
@@ -235,7 +238,7 @@ def run(layer, case, init, grads, tp, tp_rank, group):
         for s in range(layer.steps):
             for k in range(layer.mb):
                 for name, p in params.items():
-                    p.grad = grads_t[s, k, index[name]].view(p.shape)
+                    p.grad = shard_grads[name][s, k]
                 opt.update_hp_grads(clear_lp_grads=True)
             opt.step()
             norms.append(float(opt._global_grad_norm))  # an fp32 tensor: its value exactly

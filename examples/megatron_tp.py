@@ -1,40 +1,47 @@
-"""Megatron-core's own mixed-precision optimizer under precfuzz's tensor-parallel differential,
-on 2 or 4 real ranks.
+"""Megatron-core's own data-parallel wrapper and mixed-precision optimizers under precfuzz's
+differential, on 2 or 4 real ranks.
 
-    precfuzz --kernels ranks:2:".venv/bin/python examples/megatron_tp.py" \
-        diff-tp -v megatron-core-bf16 --param tied=0 --cases 100
+    K='ranks:2:.venv/bin/python examples/megatron_tp.py'
+    precfuzz --kernels "$K" diff-tp -v megatron-core-bf16 --param tied=0        # TP=1 against TP=2
+    precfuzz --kernels "$K" diff-tp -v megatron-core-distopt-bf16 --param tied=0 \
+        --param tp=1 --param dp=2                                # against TP=1 x DP=2, ZeRO-1 style
     ... --fault norm-bf16                      # torchtitan PR 4135: the total norm summed in bf16
     precfuzz --kernels ranks:4:".venv/bin/python examples/megatron_tp.py" \
         diff-tp -v megatron-core-bf16 --fault tied-grad-unreduced   # seed 004: PP=2, tied embedding
 
-On 4 ranks a case with a tied embedding (tied=1) runs as TP=1 x PP=2 (ranks 0 and 1) and as
-TP=2 x PP=2 (rank 2 pp + tp): the last stage holds the LM head, the embedding's tied copy
-(marked shared, as megatron's output layer is), and after every step's micro-batches megatron's
-own finalize_model_grads._allreduce_word_embedding_grads sums the two stages' gradients over
-the embedding group.
+Every case runs the case's transformer layer twice: as TP=1 on rank 0 alone (TP=1 x PP=2 on
+ranks 0 and 1 when the embedding is tied) and as the case's second layout, TP=tp x DP=dp (x
+PP=2 when tied; rank = (dp PP + pp) TP + tp): on 2 ranks TP=2 or TP=1 x DP=2, on 4 also TP=2 x
+DP=2, TP=2 x PP=2 and TP=1 x PP=2 x DP=2. Each rank's parameters (Megatron's column-, row- and
+vocab-parallel splits, marked as megatron's layers mark them) form a model chunk wrapped in
+megatron-core 0.16.1's own DistributedDataParallel (fp32 gradient buffer, no overlap,
+calculate_per_token_loss: the replicas' gradients are summed), and the optimizer is the one
+get_megatron_optimizer builds, given the layout's process groups as a ProcessGroupCollection
+(torch.optim.AdamW inside, megatron-core's local multi-tensor norm and scale: neither
+Transformer Engine nor apex is installed):
+  megatron-core-bf16          Float16OptimizerWithFloat16Params
+  megatron-core-distopt-bf16  DistributedOptimizer: gradients reduce-scattered, fp32 masters and
+                              Adam state sharded over the replicas, bf16 parameters all-gathered
+Each step: zero_grad_buffer, every micro-batch of this replica's share added to main_grad (what
+DDP's backward hook does), finish_grad_sync (the data-parallel all-reduce or reduce-scatter),
+finalize_model_grads._allreduce_word_embedding_grads when tied (the last stage holds the LM
+head: the embedding's copy, marked shared as megatron's output layer is; both stages mark it
+shared_embedding, as LanguageModule does), step(). Every rank's master, parameter, m and v after
+every step come back (a distributed optimizer's masters, m and v from the replica that holds
+them); precfuzz checks them against the contract tp_diff/megatron-core; the norm step()
+returns (binary64) is reported rounded to fp32.
 
-Every case runs megatron-core 0.16.1's megatron.core.optimizer.Float16OptimizerWithFloat16Params
-(unmodified; torch.optim.AdamW inside, which is what megatron-core takes when neither
-Transformer Engine nor apex is installed, with its local multi-tensor norm and scale) twice on
-the case's transformer layer: as TP=1 on rank 0 alone and as TP=2 on both ranks (Megatron's
-column-, row- and vocab-parallel splits; split parameters carry tensor_model_parallel,
-partition_dim and partition_stride as megatron's layers set them). Each step accumulates every
-micro-batch's bf16 gradient into the parameter's fp32 main_grad (param.main_grad.add_(grad),
-what megatron's DistributedDataParallel does in its backward hook), then calls the optimizer's
-step(): main grads copied to the fp32 main params, the norm over the parameters that are not
-shared and not TP duplicates, all-reduced over the optimizer's grad_stats_parallel_group,
-clip_grad_by_total_norm_fp32, AdamW, the copy back to bf16. The optimizer's tp_group and
-grad_stats_parallel_group are set as megatron's get_megatron_optimizer sets them. precfuzz checks
-the result against the contract tp_diff/megatron-core; the norm step() returns (binary64) is
-reported rounded to fp32.
+The device shim, and nothing else (no arithmetic): megatron-core makes its scalars and buffers
+with device='cuda' or torch.cuda.current_device() (clip_grads.py, utils.py, optimizer.py,
+param_and_grad_buffer.py, distributed_data_parallel.py, distrib_optimizer.py): those modules see
+a torch whose tensor(), zeros() and empty() put them on the CPU and whose current device is the
+CPU; it checks param.type() against 'torch.cuda.BFloat16Tensor' and 'torch.cuda.FloatTensor':
+Tensor.type() with no argument answers a CPU tensor's type with its CUDA name; and while one
+run's ranks build their optimizer, get_megatron_optimizer's world is that run's ranks (it gathers
+the parameter groups' keys over the world; both runs live in one process group).
 
-The device shim, and nothing else (no arithmetic): megatron-core makes its scalars with
-device='cuda' (clip_grads.py, utils.py, optimizer.py): those modules see a torch whose tensor()
-and zeros() put them on the CPU; and it checks param.type() against 'torch.cuda.BFloat16Tensor'
-and 'torch.cuda.FloatTensor': Tensor.type() with no argument answers a CPU tensor's type with its
-CUDA name.
-
-Fault switches (precfuzz --fault NAME), each a monkeypatch of megatron-core's code for the case:
+Fault switches (precfuzz --fault NAME), each a monkeypatch of megatron-core's code, or of the
+model as a user might write it, for the case:
   tied-grad-unreduced  seed 004 (BLOOM-176B: "tied weights weren't getting reduced"):
                        _allreduce_word_embedding_grads does nothing; each stage's copy of the
                        tied embedding steps on its own half of the gradient (4 ranks, tied=1)
@@ -44,6 +51,16 @@ Fault switches (precfuzz --fault NAME), each a monkeypatch of megatron-core's co
                        clips by its own norm
   norm-bf16            the total norm taken over bf16 copies of the gradients (torchtitan PR
                        4135: a norm computed in bf16 depends on the split)
+  dp-grad-unreduced    DistributedDataParallel.finish_grad_sync does nothing: each replica steps
+                       on its own micro-batches (dp=2)
+  norm-shard-only      megatron-core-distopt-bf16: the norm reduced over the model-parallel group
+                       only, so each replica clips its shard by that shard's norm (gradients
+                       left out of the norm: Megatron-LM PR 5916's, DeepSpeed PR 5411's class);
+                       the replicas stay bitwise equal, the norm is wrong (dp=2)
+  embedding-unmarked   megatron-core-distopt-bf16: the first stage's word embedding not marked
+                       shared_embedding, so the stages shard the tied weight differently and the
+                       tied all-reduce adds a reduced shard to an unreduced one (4 ranks, tied=1,
+                       tp=1, dp=2)
 """
 
 import os
@@ -75,6 +92,7 @@ with warnings.catch_warnings():  # "Transformer Engine and Apex are not installe
     import megatron.core.distributed.param_and_grad_buffer as grad_buffer  # noqa: E402
     import megatron.core.distributed.distributed_data_parallel as ddp_module  # noqa: E402
     import megatron.core.optimizer.distrib_optimizer as distrib_optimizer  # noqa: E402
+    import megatron.core.optimizer.grad_scaler as grad_scaler  # noqa: E402
     mcore_optimizer_init = sys.modules["megatron.core.optimizer"]
     from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig  # noqa: E402
     from megatron.core.optimizer import get_megatron_optimizer  # noqa: E402
@@ -121,7 +139,7 @@ class _TorchOnCpu:
     cuda = cuda()
 
 
-for _module in (clip_grads, mcore_optimizer, mcore_utils, grad_buffer, ddp_module, distrib_optimizer):
+for _module in (clip_grads, mcore_optimizer, mcore_utils, grad_buffer, ddp_module, distrib_optimizer, grad_scaler):
     _module.torch = _TorchOnCpu()
 
 _real_type = torch.Tensor.type
@@ -238,6 +256,10 @@ FAULTS = {
     # clips its shard by the norm of its shard (Megatron PR 5916's and DeepSpeed PR 5411's class:
     # gradients left out of the norm; every replica then holds the same, wrong parameters)
     "norm-shard-only": [],  # the group is set per optimizer (run below)
+    # a model that does not mark its first stage's word embedding shared_embedding (megatron's
+    # LanguageModule does): with the distributed optimizer the two stages shard the tied weight
+    # differently, and the tied all-reduce adds a reduced shard to an unreduced one
+    "embedding-unmarked": [],  # the optimizer is built without the mark (optimizer_for)
 }
 
 
@@ -253,30 +275,36 @@ def _inner(opt):
     return inner[0]
 
 
-def optimizer_for(layer, at, distopt):
+def optimizer_for(layer, at, distopt, unmarked=False):
     """(model parameters by block, the DDP-wrapped chunk, the optimizer) of this rank in layout
     `at` (stage 1 holds the LM head: the tied embedding alone): built once per layout, reset per
-    case."""
-    key = (at.tp, at.pp, at.dp, distopt, layer.case.shape)
+    case. unmarked: the fault embedding-unmarked."""
+    key = (at.tp, at.pp, at.dp, distopt, unmarked, layer.case.dtype, layer.case.shape)
+    fp16 = layer.case.dtype == "fp16"
+    dtype = torch.float16 if fp16 else torch.bfloat16
     if key not in _built:
         params = {}
         for b in layer.blocks if at.stage == 0 else layer.blocks[-1:]:
             shard = b.shard(np.zeros((b.rows, b.cols), np.float32), at.t, at.tp)
-            p = torch.nn.Parameter(torch.zeros(shard.shape, dtype=torch.bfloat16))
+            p = torch.nn.Parameter(torch.zeros(shard.shape, dtype=dtype))
             split = b.kind != pr.REPLICATED and at.tp > 1
             tensor_parallel.set_tensor_model_parallel_attributes(p, split, (1 if b.kind == pr.ROW else 0) if split else -1, 1)
             if at.stage == 1:  # the output layer's weight on the last stage, as megatron marks it
                 p.shared = True
                 p.shared_embedding = True
+            elif b.name == "embed.w" and at.pp > 1 and not unmarked:  # the first stage's word
+                p.shared_embedding = True  # embedding, likewise (LanguageModule.setup_embeddings_and_output_layer)
             params[b.name] = p
-        config = TransformerConfig(num_layers=1, hidden_size=layer.case.shape[1], num_attention_heads=1, bf16=True,
-                                   params_dtype=torch.bfloat16, use_cpu_initialization=True,
+        config = TransformerConfig(num_layers=1, hidden_size=layer.case.shape[1], num_attention_heads=1, bf16=not fp16,
+                                   fp16=fp16, params_dtype=dtype, use_cpu_initialization=True,
                                    calculate_per_token_loss=True)  # the replicas' gradients SUM all-reduced
         ddp_config = DistributedDataParallelConfig(grad_reduce_in_fp32=True, overlap_grad_reduce=False,
                                                    use_distributed_optimizer=distopt)
         pgc = at.collection()
         chunk = DistributedDataParallel(config, ddp_config, _Layer(config, params, at.stage), pg_collection=pgc)
-        oconfig = OptimizerConfig(optimizer="adam", bf16=True, clip_grad=1.0, lr=1e-3, weight_decay=0.0,
+        # fp16: a ConstantGradScaler (config.loss_scale), set to the case's scale per case
+        oconfig = OptimizerConfig(optimizer="adam", bf16=not fp16, fp16=fp16, loss_scale=1.0 if fp16 else None,
+                                  clip_grad=1.0, lr=1e-3, weight_decay=0.0,
                                   use_distributed_optimizer=distopt, log_num_zeros_in_grad=False)
         _Distributed.group = at.all_group
         try:
@@ -295,7 +323,7 @@ def run(layer, case, init, grads, tp, pp, dp, distopt):
     at = _Layout(tp, pp, dp)
     if not at.holds():
         return None
-    params, chunk, opt, inner = optimizer_for(layer, at, distopt)
+    params, chunk, opt, inner = optimizer_for(layer, at, distopt, case.fault == "embedding-unmarked")
     index, source = {}, {}
     for name in params:
         b = layer.block(name)
@@ -304,7 +332,12 @@ def run(layer, case, init, grads, tp, pp, dp, distopt):
         # stage 1's gradient is the LM head's contribution (after the n parameters in grads)
         source[name] = (layer.n + local) if at.stage == 1 else index[name]
     init_t = torch.from_numpy(np.asarray(init, dtype=np.float32))
-    grads_t = torch.from_numpy(np.asarray(grads, dtype=np.float32).reshape(layer.steps, layer.mb, -1)).to(torch.bfloat16)
+    # the micro-batch gradients of the loss scaled by S (fp16; S a power of two: exact in fp32),
+    # rounded to the parameters' dtype as the backward pass leaves them
+    scaled = np.asarray(grads, dtype=np.float32) * np.float32(layer.loss_scale)
+    grads_t = torch.from_numpy(scaled.reshape(layer.steps, layer.mb, -1)).to(params["embed.w"].dtype)
+    if inner.grad_scaler is not None:
+        inner.grad_scaler._scale = torch.tensor([layer.loss_scale], dtype=torch.float)
     # the group the norm is reduced over, as get_megatron_optimizer sets it; the faults' own
     if case.fault == "norm-not-allreduced":
         inner.grad_stats_parallel_group = at.single
@@ -350,9 +383,10 @@ def run(layer, case, init, grads, tp, pp, dp, distopt):
                 finalize_model_grads._allreduce_word_embedding_grads([chunk], SimpleNamespace(mtp_num_layers=None),
                                                                      at.pp_group, at.pp_group)
             ok, grad_norm, _ = opt.step()
-            if not ok:
-                raise RuntimeError(f"step {s + 1} was skipped")
-            norms.append(grad_norm)  # binary64; the outputs round it to fp32
+            # binary64; the outputs round it to fp32. A skipped step (fp16: the scaled gradients
+            # overflowed) reports no norm: NaN, outside every set (such cases are outside the
+            # contract's domain; inside it, a skip is a finding)
+            norms.append(grad_norm if ok and grad_norm is not None else float("nan"))
             for name, p in params.items():
                 h = hist[name][s]
                 h[1] = p.detach().float().numpy()
@@ -361,13 +395,15 @@ def run(layer, case, init, grads, tp, pp, dp, distopt):
                         continue
                     a, b, main = shards[name]
                     st = inner.optimizer.state[main]
-                    for q, v in ((0, main), (2, st["exp_avg"]), (3, st["exp_avg_sq"])):
-                        h[q].reshape(-1)[a:b] = v.detach().numpy()
+                    for q, v in ((0, main), (2, st.get("exp_avg")), (3, st.get("exp_avg_sq"))):
+                        if v is not None:
+                            h[q].reshape(-1)[a:b] = v.detach().numpy()
                 else:
                     st = inner.optimizer.state[p.main_param]
                     h[0] = p.main_param.detach().numpy()
-                    h[2] = st["exp_avg"].numpy()
-                    h[3] = st["exp_avg_sq"].numpy()
+                    if st:  # none before the first step that was not skipped
+                        h[2] = st["exp_avg"].numpy()
+                        h[3] = st["exp_avg_sq"].numpy()
     return (at.d, at.stage, at.t), (hist, norms)
 
 
@@ -399,31 +435,28 @@ def _outputs(case, results, distopt):
 
 # the layouts this group can hold: 2 ranks, TP=2 or DP=2 (tied=0); 4 ranks, TP=2 x DP=2 or TP=2 x PP=2
 _PARAMS = {"tied": [0, 0]} if WORLD == 2 else None
-_FAULTS = [f for f in FAULTS if f != "norm-shard-only"]
 
 
-@pr.kernel("tp_diff", variant="megatron-core-bf16", like="megatron-core", dtypes=["bf16"], params=_PARAMS,
-           faults=_FAULTS,
-           summary=f"megatron-core 0.16.1 Float16OptimizerWithFloat16Params (torch AdamW) through DDP on {WORLD} gloo ranks")
-def megatron_bf16(case, init, grads, gscale):
-    return _runs(case, init, grads, False)
+def _register(dtype, distopt):
+    """One variant: megatron-core[-distopt]-DTYPE."""
+    name = f"megatron-core{'-distopt' if distopt else ''}-{dtype}"
+    what = "DistributedOptimizer" if distopt else "Float16OptimizerWithFloat16Params"
+    scaled = ", ConstantGradScaler (the case's static loss scale)" if dtype == "fp16" else ""
+    faults = [f for f in FAULTS if distopt or f not in ("norm-shard-only", "embedding-unmarked")]
+
+    @pr.kernel("tp_diff", variant=name, like="megatron-core", dtypes=[dtype], params=_PARAMS, faults=faults,
+               summary=f"megatron-core 0.16.1 {what}{scaled} (torch AdamW) through DDP on {WORLD} gloo ranks")
+    def step(case, init, grads, gscale):
+        return _runs(case, init, grads, distopt)
+
+    @step.combine
+    def outputs(case, results):
+        return _outputs(case, results, distopt)
 
 
-@megatron_bf16.combine
-def outputs(case, results):
-    return _outputs(case, results, False)
-
-
-@pr.kernel("tp_diff", variant="megatron-core-distopt-bf16", like="megatron-core", dtypes=["bf16"], params=_PARAMS,
-           faults=list(FAULTS),
-           summary=f"megatron-core 0.16.1 DistributedOptimizer (torch AdamW) through DDP on {WORLD} gloo ranks")
-def megatron_distopt_bf16(case, init, grads, gscale):
-    return _runs(case, init, grads, True)
-
-
-@megatron_distopt_bf16.combine
-def outputs_distopt(case, results):
-    return _outputs(case, results, True)
+for _dtype in ("bf16", "fp16"):
+    for _distopt in (False, True):
+        _register(_dtype, _distopt)
 
 
 if __name__ == "__main__":

@@ -245,6 +245,8 @@ class TPLayer:
         self.tied = int(p["tied"]) != 0
         # the second run's layout: TP=tp x DP=dp (x PP=2 when tied); the first is TP=1 x DP=1
         self.tp, self.dp = int(p.get("tp", 2)), int(p.get("dp", 1))
+        # fp16: the static loss scale S the micro-batch gradients are scaled by (0: 2^12)
+        self.loss_scale = (p.get("loss_scale") or 2.0 ** 12) if case.dtype == "fp16" else 1.0
         self.max_norm, self.lr, self.wd = p["max_norm"], p["lr"], p["wd"]
         self.betas, self.eps = (p["beta1"], p["beta2"]), p["eps"]
         table = [("ln1.w", h, 1, REPLICATED, 0), ("ln1.b", h, 1, REPLICATED, 0), ("qkv.w", 3 * h, h, COLUMN, 1),

@@ -142,9 +142,11 @@ if [ "$mode" = --torch ]; then
     "adam_fuzzer torch_adamw torch-adamw,torch-adamw-foreach,torch-adamw-fused" "clip_fuzzer torch_clip torch-clip"
     "loss_scale_fuzzer torch_grad_scaler torch-gradscaler" "cross_entropy_fuzzer torch_cross_entropy torch-cross-entropy"
     "attention_bwd_fuzzer torch_sdpa_backward torch-sdpa-bwd" "softmax_bwd_fuzzer torch_softmax_backward torch-softmax-bwd")
-  # DeepSpeed's BF16_Optimizer and megatron-core's optimizer on 2 gloo ranks, where installed
+  # DeepSpeed's BF16_Optimizer on 2 gloo ranks and megatron-core's optimizers (Float16Optimizer,
+  # DistributedOptimizer; bf16 and fp16 with its loss scaler) on 4, where installed
   if scripts/python-env.sh --check --frameworks; then
-    targets+=("tp_diff_fuzzer deepspeed_tp deepspeed-bf16 ranks:2" "tp_diff_fuzzer megatron_tp megatron-core-bf16 ranks:4")
+    targets+=("tp_diff_fuzzer deepspeed_tp deepspeed-bf16 ranks:2"
+      "tp_diff_fuzzer megatron_tp megatron-core-bf16,megatron-core-distopt-bf16,megatron-core-fp16,megatron-core-distopt-fp16 ranks:4")
   fi
   keys=()
   if [ -n "${FUZZ_TORCH_DRIVERS:-}" ]; then

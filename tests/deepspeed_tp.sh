@@ -34,7 +34,7 @@ for c in d["cases"]:
     n = 6 * h + 4 * h * h + 3 * h + 2 * ffn * h + ffn + seq * h + V * h  # tp.h: parameters per run
     nsync = (6 + seq) * h
     base = 2 * steps * nsync + 8 * steps * n
-    norms = [float.fromhex(e[base + (steps + s) * 4]["y"]) for s in range(steps)]  # TP=2, rank 0
+    norms = [float.fromhex(e[base + (steps + s) * 8]["y"]) for s in range(steps)]  # TP=2, rank 0 (8 slots a step)
     coef = [f32(f32(1 / f32(f32(x) + f32(1e-6))) * f32(max_norm)) for x in norms]
     first = next(s for s in range(steps) if coef[s] < 1)
     want = "ln1.w[0] on TP rank 1 after step %d: its " % (first + 1)

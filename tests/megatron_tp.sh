@@ -61,6 +61,19 @@ out=$(rk diff-tp -v megatron-core-distopt-bf16 --param tied=0 --param tp=1 --par
   fail "norm-shard-only: $out"
 rk_agrees megatron-core-distopt-bf16 75 --param tied=0 --param tp=1 --param dp=2 --param microbatches=4
 
+# fp16 with the case's static loss scale (megatron's ConstantGradScaler: the fp32 main grads
+# unscaled by fl32(1/S) after the reductions), as TP=2 and as TP=1 x DP=2 with the distributed
+# optimizer
+n=$((n + 1))
+out=$(rk diff-tp -t fp16 -v megatron-core-fp16 --param tied=0 --cases 30)
+[ $? -eq 0 ] && echo "$out" | grep -q "^tp_diff/megatron-core-fp16 fp16/fp32: 30 cases (seeds 1..30): ok 30 *$" || fail "fp16 clean: $out"
+n=$((n + 1))
+out=$(rk diff-tp -t fp16 -v megatron-core-distopt-fp16 --param tied=0 --param tp=1 --param dp=2 --param microbatches=4 \
+  --param loss_scale=1024 --cases 20)
+[ $? -eq 0 ] && echo "$out" | grep -q "^tp_diff/megatron-core-distopt-fp16 fp16/fp32: 20 cases (seeds 1..20): ok 20 *$" ||
+  fail "fp16 distopt DP=2 clean: $out"
+rk_agrees megatron-core-fp16 80 -t fp16 --param tied=0
+
 # 4 ranks, a tied embedding: TP=1 x PP=2 against TP=2 x PP=2, megatron's own tied all-reduce;
 # seed 004 (the tied gradients not reduced): the stage-1 copy differs from stage 0's
 K="ranks:4:$PY examples/megatron_tp.py"
@@ -72,6 +85,17 @@ out=$(rk diff-tp -v megatron-core-bf16 --fault tied-grad-unreduced --cases 20 --
 [ $? -eq 1 ] && echo "$out" | grep -q "^FINDING .*seed 1: .*embed.w\[0,0\]: the tied copy on pipeline stage 1 (TP rank 0) after step 1: its .* differs from stage 0's" ||
   fail "seed 004: $out"
 
+# TP=1 x PP=2 x DP=2 with the distributed optimizer: the tied embedding in its own bucket on
+# both stages; a first stage that does not mark it shared_embedding shards it unlike the last
+# stage, and the tied all-reduce adds a reduced shard to an unreduced one
+n=$((n + 1))
+out=$(rk diff-tp -v megatron-core-distopt-bf16 --param tp=1 --param dp=2 --cases 10)
+[ $? -eq 0 ] && echo "$out" | grep -q "^tp_diff/megatron-core-distopt-bf16 bf16/fp32: 10 cases (seeds 1..10): ok 10 *$" ||
+  fail "TP=1 x PP=2 x DP=2 clean: $out"
+n=$((n + 1))
+out=$(rk diff-tp -v megatron-core-distopt-bf16 --param tp=1 --param dp=2 --fault embedding-unmarked --cases 20 --max-print 1)
+[ $? -eq 1 ] && echo "$out" | grep -q "^FINDING .*seed 1: .*embed.w\[.*\]: the tied copy on pipeline stage 1 (TP rank 0 of DP replica [01]) after step 1" ||
+  fail "embedding-unmarked: $out"
 # TP=2 x DP=2 with the distributed optimizer
 n=$((n + 1))
 out=$(rk diff-tp -v megatron-core-distopt-bf16 --param tied=0 --param dp=2 --param microbatches=4 --cases 15)

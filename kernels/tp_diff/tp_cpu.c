@@ -736,7 +736,7 @@ static const pf_kernel pf_tp_tab[] = {
     {PF_KERNEL_ABI, &pf_tp_op, "megatron-core",
      "megatron-core 0.16.1 Float16OptimizerWithFloat16Params without apex or TE on the CPU: fp32 main grads, the "
      "fp32 norm of per-tensor norms squared and all-reduced, binary64 root and coefficient, fp32 scale, PyTorch's AdamW",
-     PF_DT(PF_BF16), PF_DT(PF_FP32), pf_tp_faults,
+     PF_DT(PF_BF16) | PF_DT(PF_FP16), PF_DT(PF_FP32), pf_tp_faults,
      "replicated parameters and tied copies bitwise equal across ranks after every step; TP=1 and gathered TP=2 "
      "master, parameter, m and v inside the set every summation order of the norm allows, through Megatron's "
      "binary64 coefficient and PyTorch's AdamW; the reported norm (rounded to fp32) inside its set",

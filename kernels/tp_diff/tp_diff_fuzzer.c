@@ -1,11 +1,13 @@
 /* tp_diff_fuzzer: bytes -> one TP=1 against TP=2 (or DP=2) case (tp_diff) -> copy checks and
  * the oracle's legitimate sets; aborts on a finding inside the contract's domain.
  *
- * Layout: [variant][dtype][steps][hidden][ffn][vocab][seq][microbatches][tied][lr][beta1]
- *         [beta2][eps][wd][max_norm][spread][loss scale][seed: 8 bytes][dist]
- *         [scale exponent of init][of grads][second layout: TP=2, TP=1 x DP=2, TP=2 x DP=2]
- * (the last byte absent, as in older inputs: TP=2; data-parallel layouts only untied, so that
- * no layout needs more than 4 ranks, and with an even number of micro-batches)
+ * Layout: [variant][dtype and layout][steps][hidden][ffn][vocab][seq][microbatches][tied][lr]
+ *         [beta1][beta2][eps][wd][max_norm][spread][loss scale][seed: 8 bytes][dist]
+ *         [scale exponent of init][of grads]
+ * The dtype byte b: fp16 when b is odd (and the variant takes it); (b / 2) % 3 picks the second
+ * run's layout: TP=2, TP=1 x DP=2, TP=2 x DP=2 (TP=1 x DP=2 when tied, so that no layout needs
+ * more than 4 ranks); data-parallel layouts get an even number of micro-batches. It is in the
+ * shortest inputs (8 bytes), so a fuzzer reaches every layout at once.
  * Sizes stay small (hidden <= 16, ffn <= 32, vocab <= 33: odd vocabularies split unevenly);
  * gradients are spread around the clipping threshold so that clipping is on in some steps
  * and off in others. */
@@ -30,14 +32,23 @@ int pf_decode_tp_diff_fuzzer(const uint8_t *data, size_t size, pf_case *out) {
   pf_case c;
   const pf_kernel *k = pf_fuzz_begin("tp_diff", &b, &c);
   /* fp16 only for a variant that takes it (deepspeed and megatron-core are bf16 only) */
-  c.dtype = pf_bytes_u8(&b) % 2 && (k->dtypes & PF_DT(PF_FP16)) ? PF_FP16 : PF_BF16;
+  const uint8_t db = pf_bytes_u8(&b);
+  c.dtype = db % 2 && (k->dtypes & PF_DT(PF_FP16)) ? PF_FP16 : PF_BF16;
+  const int layout = db / 2 % 3;
   c.shape[0] = 1 + pf_bytes_u8(&b) % 6;
   c.shape[1] = 2 * (1 + pf_bytes_u8(&b) % 8);
   c.shape[2] = 2 * (1 + pf_bytes_u8(&b) % 16);
   c.shape[3] = 2 + pf_bytes_u8(&b) % 32;
   c.shape[4] = 1 + pf_bytes_u8(&b) % 8;
   pf_case_set_param(&c, "microbatches", 1 + pf_bytes_u8(&b) % 4);
-  pf_case_set_param(&c, "tied", pf_bytes_u8(&b) % 4 != 3); /* a zero byte: tied */
+  const int tied = pf_bytes_u8(&b) % 4 != 3; /* a zero byte: tied */
+  pf_case_set_param(&c, "tied", tied);
+  if (layout) {
+    pf_case_set_param(&c, "tp", layout == 1 || tied ? 1 : 2);
+    pf_case_set_param(&c, "dp", 2);
+    const double mb = pf_case_param(&c, "microbatches");
+    if ((int)mb % 2) pf_case_set_param(&c, "microbatches", mb + 1);
+  }
   pf_case_set_param(&c, "lr", lrs[pf_bytes_u8(&b) % 8]);
   pf_case_set_param(&c, "beta1", beta1s[pf_bytes_u8(&b) % 8]);
   pf_case_set_param(&c, "beta2", beta2s[pf_bytes_u8(&b) % 8]);
@@ -55,13 +66,6 @@ int pf_decode_tp_diff_fuzzer(const uint8_t *data, size_t size, pf_case *out) {
   }
   c.inputs[0].scale = ldexp(1.0, (int)(pf_bytes_u8(&b) % 16) - 12);
   c.inputs[1].scale = ldexp(1.0, (int)(pf_bytes_u8(&b) % 8) - 4);
-  const int layout = pf_bytes_u8(&b) % 3;
-  if (layout && pf_case_param(&c, "tied") == 0) {
-    pf_case_set_param(&c, "tp", layout == 1 ? 1 : 2);
-    pf_case_set_param(&c, "dp", 2);
-    const double mb = pf_case_param(&c, "microbatches");
-    if ((int)mb % 2) pf_case_set_param(&c, "microbatches", mb + 1);
-  }
   *out = c;
   return 1;
 }
