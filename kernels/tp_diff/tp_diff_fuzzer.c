@@ -4,10 +4,11 @@
  * Layout: [variant][dtype and layout][steps][hidden][ffn][vocab][seq][microbatches][tied][lr]
  *         [beta1][beta2][eps][wd][max_norm][spread][loss scale][seed: 8 bytes][dist]
  *         [scale exponent of init][of grads]
- * The dtype byte b: fp16 when b is odd (and the variant takes it); (b / 2) % 3 picks the second
- * run's layout: TP=2, TP=1 x DP=2, TP=2 x DP=2 (TP=1 x DP=2 when tied, so that no layout needs
- * more than 4 ranks); data-parallel layouts get an even number of micro-batches. It is in the
- * shortest inputs (8 bytes), so a fuzzer reaches every layout at once.
+ * The dtype byte b: fp16 when b is odd (and the variant takes it); when (b / 2) % 4 is 3 (a
+ * quarter of the inputs: the TP faults need TP=2, the DP fault DP=2) the second run has two
+ * data-parallel replicas, as TP=2 x DP=2 or, when (b / 8) % 2 is 1 or the case is tied (so that
+ * no layout needs more than 4 ranks), TP=1 x DP=2, with an even number of micro-batches. The
+ * byte is in the shortest inputs (8 bytes), so a fuzzer reaches every layout at once.
  * Sizes stay small (hidden <= 16, ffn <= 32, vocab <= 33: odd vocabularies split unevenly);
  * gradients are spread around the clipping threshold so that clipping is on in some steps
  * and off in others. */
@@ -34,7 +35,7 @@ int pf_decode_tp_diff_fuzzer(const uint8_t *data, size_t size, pf_case *out) {
   /* fp16 only for a variant that takes it (deepspeed and megatron-core are bf16 only) */
   const uint8_t db = pf_bytes_u8(&b);
   c.dtype = db % 2 && (k->dtypes & PF_DT(PF_FP16)) ? PF_FP16 : PF_BF16;
-  const int layout = db / 2 % 3;
+  const int dp2 = db / 2 % 4 == 3, tp1 = db / 8 % 2;
   c.shape[0] = 1 + pf_bytes_u8(&b) % 6;
   c.shape[1] = 2 * (1 + pf_bytes_u8(&b) % 8);
   c.shape[2] = 2 * (1 + pf_bytes_u8(&b) % 16);
@@ -43,8 +44,8 @@ int pf_decode_tp_diff_fuzzer(const uint8_t *data, size_t size, pf_case *out) {
   pf_case_set_param(&c, "microbatches", 1 + pf_bytes_u8(&b) % 4);
   const int tied = pf_bytes_u8(&b) % 4 != 3; /* a zero byte: tied */
   pf_case_set_param(&c, "tied", tied);
-  if (layout) {
-    pf_case_set_param(&c, "tp", layout == 1 || tied ? 1 : 2);
+  if (dp2) {
+    pf_case_set_param(&c, "tp", tp1 || tied ? 1 : 2);
     pf_case_set_param(&c, "dp", 2);
     const double mb = pf_case_param(&c, "microbatches");
     if ((int)mb % 2) pf_case_set_param(&c, "microbatches", mb + 1);
