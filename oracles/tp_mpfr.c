@@ -6,7 +6,7 @@
  * squared norm is summed (per-tensor partial sums on each rank, the all-reduce) and, when the
  * second run has two data-parallel replicas, in the order of the gradient buffers' sums
  * ((g1 + g2) + (g3 + g4) against ((g1 + g2) + g3) + g4). So the set is built from:
- * 1. the gradients: the fp32 buffers of each run (pf_tp_buffer: one value each per run);
+ * 1. the gradients: the fp32 buffers of each run (pf_tp_buffers: one value each per run);
  * 2. the exact squared norm of the norm set (MPFR, 1024 bits: exact for sums of fp32 squares)
  *    of each run's buffers, the smaller and the larger widened by the proven bound of fp32
  *    summation in any order:
@@ -151,7 +151,9 @@ static inline void pf_tp_set(pf_oracle_result *out, size_t x, double lo, double 
   out->exact[x] = lo == hi ? lo : lo / 2 + hi / 2;
 }
 
-/* Step 1, the gradient buffers of step s in a run of dp replicas: pf_tp_buffer's operations for
+/* Step 1, the gradient buffers of step s in a run of dp replicas, as the ranks compute them:
+ * each replica's share of the micro-batches rounded to the dtype and summed in fp32 in order,
+ * the replicas' sums added, then a tied element's two stages, unscaled by fl32(1/S) in fp16; for
  * every element, the fp32 adds as the machine's (pf_add of fp32 values is the binary32 add);
  * head, rg, rh: scratch (n each). */
 static void pf_tp_buffers(const pf_tp_layout *L, const double *grads, size_t s, int dp, double *g, double *head,

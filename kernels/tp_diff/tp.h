@@ -82,12 +82,6 @@ void pf_tp_elem_name(const pf_tp_layout *L, size_t e, char *buf, size_t len);
 static inline double pf_tp_grad(const pf_tp_layout *L, const double *grads, size_t s, size_t k, size_t x) {
   return grads[(s * L->mb + k) * (L->n + L->head) + x];
 }
-/* The fp32 gradient buffer of element e in step s of a run with dp data-parallel replicas:
- * micro-batch gradients of the scaled loss rounded to the dtype, each replica summing its
- * share (replica d: micro-batches d mb/dp to (d+1) mb/dp - 1) in fp32 in order, the replicas'
- * sums added (Megatron's DDP all-reduce, SUM), a tied element's two stages added after that
- * (finalize_model_grads: the data-parallel sync first), unscaled by fl32(1/S) in fp16. */
-double pf_tp_buffer(const pf_tp_layout *L, const double *grads, size_t s, size_t e, int dp, unsigned *fe);
 
 /* Output layout: for every step, nsync pairs (code, difference) of copy checks; then the
  * first (TP=1) run's and the gathered second run's master, parameter, m and v of every

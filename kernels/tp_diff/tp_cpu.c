@@ -146,21 +146,6 @@ static double pf_tp_replica_sum(const pf_tp_layout *L, const double *grads, size
   return buf;
 }
 
-double pf_tp_buffer(const pf_tp_layout *L, const double *grads, size_t s, size_t e, int dp, unsigned *fe) {
-  const pf_dtype F = PF_FP32;
-  const int tied = L->tied && e >= L->b[PF_TP_EMBED].offset;
-  const size_t hx = L->n + (e - L->b[PF_TP_EMBED].offset);
-  double buf = 0, head = 0;
-  for (int d = 0; d < dp; d++) { /* the data-parallel all-reduce: replica 0 + replica 1 */
-    buf = d ? pf_add(F, buf, pf_tp_replica_sum(L, grads, s, e, d, dp, fe), fe) : pf_tp_replica_sum(L, grads, s, e, 0, dp, fe);
-    if (tied)
-      head = d ? pf_add(F, head, pf_tp_replica_sum(L, grads, s, hx, d, dp, fe), fe)
-               : pf_tp_replica_sum(L, grads, s, hx, 0, dp, fe);
-  }
-  if (tied) buf = pf_add(F, buf, head, fe); /* the tied group's all-reduce: stage 0 + stage 1 */
-  return L->dtype == PF_FP16 ? pf_mul(F, buf, pf_round(F, 1.0 / L->loss_scale), fe) : buf;
-}
-
 /* --- the ranks ------------------------------------------------------------------------ */
 
 struct pf_tp_world;
