@@ -111,7 +111,7 @@ static double fp64_clip_seconds(const pf_case *c, const pf_tensor *in) {
 static double fp64_tp_seconds(const pf_case *c, const pf_tensor *in) {
   pf_tp_layout L;
   pf_tp_layout_make(c, &L);
-  const size_t n = L.n, embed = L.b[PF_TP_EMBED].offset;
+  const size_t n = L.n, embed = L.b[pf_tp_embed(&L)].offset;
   double *p = malloc(n * 4 * sizeof *p), *m = p + n, *v = p + 2 * n, *g = p + 3 * n;
   if (!p) return -1;
   const double t0 = pf_now(), max_norm = c->params[PF_TPP_MAXNORM], lr = c->params[PF_TPP_LR],

@@ -71,8 +71,8 @@ PAIR = dist.new_group([0, 1])
 
 
 class Mpu:
-    """What BF16_Optimizer asks of Megatron's mpu: the TP group (= the model-parallel group,
-    PP=1) and a data-parallel group of one."""
+    """What BF16_Optimizer and the engine ask of Megatron's mpu: the TP group (= the
+    model-parallel group, PP=1) and the data-parallel group."""
 
     def __init__(self, tp_group, dp_group):
         self.tp, self.dp = tp_group, dp_group
@@ -94,10 +94,10 @@ class Mpu:
         return self.dp
 
     def get_data_parallel_rank(self):
-        return 0
+        return dist.get_rank(self.dp)
 
     def get_data_parallel_world_size(self):
-        return 1
+        return dist.get_world_size(self.dp)
 
     def get_pipeline_model_parallel_world_size(self):
         return 1
@@ -148,12 +148,24 @@ def _norm_averaged(input_tensors, norm_type=2, mpu=None, moe_ep_group=None):
     return local
 
 
+@torch.no_grad()
+def _partition_grads_for_norm(self, for_clipping=False):
+    """The norm over this data-parallel rank's partition of the gradients only (the ZeRO norm
+    bugs' class: DeepSpeed PR 5411, Megatron-LM PR 5916: gradients left out of the norm)."""
+    if for_clipping:
+        return _real_grads_for_norm(self, for_clipping)
+    return list(self.fp32_groups_gradient_flat_partition), {}
+
+
 FAULTS = {
     "tp-replicated-unclipped": [(bf16_module.BF16_Optimizer, "get_grads_for_norm", _seed002_grads_for_norm)],
     "norm-no-dedup": [(bf16_module, "is_model_parallel_parameter", lambda p: True)],
     "norm-rank0-only": [(bf16_module.BF16_Optimizer, "get_grads_for_norm", _rank0_only_grads_for_norm)],
     "norm-not-allreduced": [(bf16_module, "get_global_norm_of_tensors", _norm_without_mpu)],
     "norm-averaged": [(bf16_module, "get_global_norm_of_tensors", _norm_averaged)],
+    # through the engine (deepspeed-zero1-bf16): the replicas' gradients never all-reduced
+    "dp-grad-unreduced": [],  # DeepSpeedEngine.allreduce_gradients, patched below (the engine's module)
+    "norm-shard-only": [(bf16_module.BF16_Optimizer, "get_grads_for_norm", _partition_grads_for_norm)],
 }
 
 
@@ -256,8 +268,8 @@ def run(layer, case, init, grads, tp, tp_rank, group):
 
 
 @pr.kernel("tp_diff", variant="deepspeed-bf16", like="deepspeed", dtypes=["bf16"],
-           params={"tied": [0, 0], "tp": [2, 2], "dp": [1, 1]},
-           faults=list(FAULTS),
+           params={"tied": [0, 0], "tp": [2, 2], "dp": [1, 1], "experts": [0, 0], "comm": [0, 0]},
+           faults=[f for f in FAULTS if f not in ("dp-grad-unreduced", "norm-shard-only")],
            summary="DeepSpeed 0.19.8 BF16_Optimizer (torch AdamW) on 2 gloo ranks: TP=1 on rank 0, TP=2 on both")
 def deepspeed_bf16(case, init, grads, gscale):
     layer = pr.TPLayer(case)
@@ -270,6 +282,160 @@ def deepspeed_bf16(case, init, grads, gscale):
 @deepspeed_bf16.combine
 def outputs(case, results):
     return pr.TPLayer(case).tp_outputs([{(0, 0): results[0]["tp1"]}, {(0, r): res["tp2"] for r, res in enumerate(results)}])
+
+
+# --- through the engine: deepspeed.initialize, ZeRO stage 1 with fp32 gradient accumulation ------
+
+import deepspeed.utils.groups as ds_groups  # noqa: E402
+from deepspeed.runtime.engine import DeepSpeedEngine  # noqa: E402
+
+FAULTS["dp-grad-unreduced"] = [(DeepSpeedEngine, "allreduce_gradients", lambda self, *a, **k: None)]
+
+
+class _Model(torch.nn.Module):
+    """The case's parameters; forward(consts) is the loss sum(p * c), whose gradient is c exactly."""
+
+    def __init__(self, layer):
+        super().__init__()
+        self.names = [b.name for b in layer.blocks]
+        for b in layer.blocks:
+            self.register_parameter(b.name.replace(".", "_"), torch.nn.Parameter(torch.zeros(b.shape)))
+
+    def params(self):
+        return {n: getattr(self, n.replace(".", "_")) for n in self.names}
+
+    def forward(self, consts):
+        ps = self.params()
+        return sum((ps[n] * c).sum() for n, c in consts.items())
+
+
+_engines = {}
+
+
+def engine_for(layer, dp):
+    """The engine of a run of DP=dp (TP=1) on this rank: built once per shape (every rank builds
+    the DP=1 one too, so that the engine's collectives at build have every rank), reset per case."""
+    key = ("engine", dp, layer.case.shape)
+    if key not in _engines:
+        mpu = Mpu(SINGLE[RANK], PAIR if dp == 2 else SINGLE[RANK])
+        model = _Model(layer)
+        decay = [p for b, p in zip(layer.blocks, model.params().values()) if b.decay]
+        no_decay = [p for b, p in zip(layer.blocks, model.params().values()) if not b.decay]
+        adamw = torch.optim.AdamW([{"params": decay, "weight_decay": 0.0}, {"params": no_decay, "weight_decay": 0.0}])
+        config = {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1, "bf16": {"enabled": True},
+                  "zero_optimization": {"stage": 1}, "data_types": {"grad_accum_dtype": "fp32"},
+                  "gradient_clipping": 1.0, "zero_allow_untested_optimizer": True, "steps_per_print": 10 ** 9,
+                  "wall_clock_breakdown": False}
+        eng, opt, _, _ = deepspeed.initialize(model=model, optimizer=adamw, config=config, mpu=mpu)
+        assert isinstance(opt, bf16_module.BF16_Optimizer), type(opt)
+        _engines[key] = (eng, opt, model, mpu)
+    return _engines[key]
+
+
+def run_engine(layer, case, init, grads, dp):
+    """One run of the case's steps through the engine at DP=dp (TP=1): ({block name: (steps, 4,
+    *shape)} of master, parameter, m, v after each step, NaN where the other replica's partition
+    holds the master, m and v; [the norm each step reported])."""
+    eng, opt, model, mpu = engine_for(layer, dp)
+    ds_groups.mpu = mpu  # shim: the engine's module-global groups are the running engine's
+    eng.communication_data_type = torch.bfloat16 if layer.case.params.get("comm", 0) else torch.float32
+    per = layer.mb // dp
+    eng.set_train_batch_size(per * dp)  # gradient_accumulation_steps = this replica's micro-batches
+    params = model.params()
+    replica = RANK if dp == 2 else 0
+    # each parameter's range in the flat buffer, and this rank's partition of it
+    where, off = {}, 0
+    for lp in opt.bf16_groups[0]:
+        where[lp] = off
+        off += lp.numel()
+    assert len(opt.bf16_groups) == 1 or all(len(g) == 0 for g in opt.bf16_groups[1:]) or True
+    parts = []
+    for i, flat in enumerate(opt.bf16_groups_flat):
+        size = opt.fp32_groups_flat_partition[i].numel()
+        parts.append((replica * size, (replica + 1) * size))
+    locate = {}  # block name -> (group, offset in the flat buffer)
+    for i, group in enumerate(opt.bf16_groups):
+        o = 0
+        for lp in group:
+            locate[next(n for n, q in params.items() if q is lp)] = (i, o)
+            o += lp.numel()
+    init_a = np.asarray(init, dtype=np.float32)
+    for name, p in params.items():
+        b = layer.block(name)
+        i, o = locate[name]
+        a, z = parts[i]
+        lo, hi = max(o, a), min(o + b.size, z)
+        if lo < hi:
+            opt.fp32_groups_flat_partition[i].data[lo - a:hi - a].copy_(
+                torch.from_numpy(init_a[b.offset + lo - o:b.offset + hi - o]))
+    opt.optimizer.state.clear()
+    opt._hp_optimizer_states_linked = False
+    opt.clear_hp_grads()
+    for i in range(len(opt.fp32_groups_has_gradients)):
+        opt.fp32_groups_has_gradients[i] = [False] * len(opt.fp32_groups_has_gradients[i])
+    for gi, g in enumerate(opt.optimizer.param_groups):
+        g["lr"], g["betas"], g["eps"] = layer.lr, layer.betas, layer.eps
+        g["weight_decay"] = layer.wd if gi == 0 else 0.0
+    opt.clip_grad = layer.max_norm
+    opt.update_lp_params()  # the bf16 parameters from the masters, all-gathered
+    g_all = torch.from_numpy(np.asarray(grads, dtype=np.float32).reshape(layer.steps, layer.mb, -1))
+    # the engine averages over the replicas: each replica's loss times dp (exact), so that the
+    # reduced gradient is the micro-batches' sum, as the case's is
+    consts = (g_all * float(dp)).to(torch.bfloat16)
+    hist = {n: np.full((layer.steps, 4) + tuple(p.shape), np.nan, np.float32) for n, p in params.items()}
+    norms = []
+    mine = list(layer.micro_batches(replica, dp))
+    with pr.switched(FAULTS, case.fault):
+        for s in range(layer.steps):
+            for k in mine:
+                c = {n: consts[s, k, layer.block(n).offset:layer.block(n).offset + layer.block(n).size].view(p.shape)
+                     for n, p in params.items()}
+                # the micro-batches summed, not averaged: scale_wrt_gas=False, on a loss that is not
+                # the forward's own output tensor (on that one, 0.19.8's output hook divides the
+                # gradient by gradient_accumulation_steps anyway); times 1 is exact
+                eng.backward(eng(c) * 1.0, scale_wrt_gas=False)
+                eng.step()
+            norms.append(float(opt._global_grad_norm))
+            for name, p in params.items():
+                b = layer.block(name)
+                i, o = locate[name]
+                a, z = parts[i]
+                h = hist[name][s]
+                h[1] = p.detach().float().numpy()
+                lo, hi = max(o, a), min(o + b.size, z)
+                if lo < hi:
+                    flat = opt.fp32_groups_flat_partition[i]
+                    st = opt.optimizer.state[flat]
+                    for q, v in ((0, flat), (2, st["exp_avg"]), (3, st["exp_avg_sq"])):
+                        h[q].reshape(-1)[lo - o:hi - o] = v.detach()[lo - a:hi - a].numpy()
+    return hist, norms
+
+
+def _merge_replicas(two):
+    """Each replica holds the masters, m and v of its partition: fill each one's gaps (NaN) from
+    the other's (the bf16 parameters, all-gathered, stay each replica's own)."""
+    for d, (hist, _) in enumerate(two):
+        other = two[1 - d][0]
+        for name, h in hist.items():
+            gap = np.isnan(h[:, [0, 2, 3]])
+            h[:, [0, 2, 3]] = np.where(gap, other[name][:, [0, 2, 3]], h[:, [0, 2, 3]])
+    return two
+
+
+@pr.kernel("tp_diff", variant="deepspeed-zero1-bf16", like="deepspeed", dtypes=["bf16"],
+           params={"tied": [0, 0], "tp": [1, 1], "dp": [2, 2], "experts": [0, 0]},
+           faults=["dp-grad-unreduced", "norm-shard-only"],
+           summary="DeepSpeed 0.19.8 engine, ZeRO stage 1, bf16 with fp32 gradient accumulation (BF16_Optimizer, "
+                   "torch AdamW) on 2 gloo ranks: DP=1 on each rank against DP=2")
+def deepspeed_zero1(case, init, grads, gscale):
+    layer = pr.TPLayer(case)
+    return {"one": run_engine(layer, case, init, grads, 1), "two": run_engine(layer, case, init, grads, 2)}
+
+
+@deepspeed_zero1.combine
+def zero1_outputs(case, results):
+    two = _merge_replicas([res["two"] for res in results])
+    return pr.TPLayer(case).tp_outputs([{(0, 0, 0): results[0]["one"]}, {(d, 0, 0): two[d] for d in range(2)}])
 
 
 if __name__ == "__main__":

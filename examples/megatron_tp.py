@@ -6,6 +6,7 @@ differential, on 2 or 4 real ranks.
     precfuzz --kernels "$K" diff-tp -v megatron-core-distopt-bf16 --param tied=0 \
         --param tp=1 --param dp=2                                # against TP=1 x DP=2, ZeRO-1 style
     ... --fault norm-bf16                      # torchtitan PR 4135: the total norm summed in bf16
+    ... --param tp=1 --param dp=2 --param experts=2 --fault expert-norm-dropped   # EP=2: experts out of the norm
     precfuzz --kernels ranks:4:".venv/bin/python examples/megatron_tp.py" \
         diff-tp -v megatron-core-bf16 --fault tied-grad-unreduced   # seed 004: PP=2, tied embedding
 
@@ -30,6 +31,16 @@ shared_embedding, as LanguageModule does), step(). Every rank's master, paramete
 every step come back (a distributed optimizer's masters, m and v from the replica that holds
 them); precfuzz checks them against the contract tp_diff/megatron-core; the norm step()
 returns (binary64) is reported rounded to fp32.
+
+With --param experts=2 the layer has two experts (exp0, exp1: an fc1 and an fc2 weight each,
+marked allreduce=False as megatron's expert layers mark them), so get_megatron_optimizer builds
+a ChainedOptimizer of a dense and an expert optimizer. With dp=2 the second layout is
+expert-parallel (EP=2 over the replicas: expert e on replica e; the expert-data-parallel group
+is then the rank alone and the expert norm's group TP x EP x PP): in micro-batch slot i an
+expert gets both replicas' tokens, micro-batches i and i + mb/2, their gradients summed and
+rounded to the dtype once, as its backward GEMM would leave them. ChainedOptimizer pools the two
+optimizers' gradients into one norm where both reduce over the same group (EP=1, and the
+distributed optimizer), and combines their two norms in binary64 where not (EP=2).
 
 The device shim, and nothing else (no arithmetic): megatron-core makes its scalars and buffers
 with device='cuda' or torch.cuda.current_device() (clip_grads.py, utils.py, optimizer.py,
@@ -57,6 +68,13 @@ model as a user might write it, for the case:
                        only, so each replica clips its shard by that shard's norm (gradients
                        left out of the norm: Megatron-LM PR 5916's, DeepSpeed PR 5411's class);
                        the replicas stay bitwise equal, the norm is wrong (dp=2)
+  expert-norm-dropped  experts=2: ChainedOptimizer.get_grad_norm returns the dense optimizer's
+                       norm alone, the experts left out of the norm that clips them (Megatron-LM
+                       PR 5916, DeepSpeed PR 8613)
+  expert-norm-averaged experts=2, EP=2, megatron-core-bf16: the experts' norm averaged over the
+                       expert-parallel group instead of summed (DeepSpeed PR 5259's bug)
+  expert-norm-local    experts=2, EP=2: the expert optimizer's norm reduced over the model-parallel
+                       group only: each replica clips by its own experts' norm
   embedding-unmarked   megatron-core-distopt-bf16: the first stage's word embedding not marked
                        shared_embedding, so the stages shard the tied weight differently and the
                        tied all-reduce adds a reduced shard to an unreduced one (4 ranks, tied=1,
@@ -163,8 +181,8 @@ GROUPS = {tuple(ranks): dist.new_group(ranks) for ranks in _LISTS}
 class _Layout:
     """This rank's part in a run of TP x PP x DP: its coordinates and Megatron's process groups."""
 
-    def __init__(self, tp, pp, dp):
-        self.tp, self.pp, self.dp = tp, pp, dp
+    def __init__(self, tp, pp, dp, ep=1):
+        self.tp, self.pp, self.dp, self.ep = tp, pp, dp, ep
         self.size = tp * pp * dp
         if self.size > WORLD:
             raise ValueError(f"TP={tp} x PP={pp} x DP={dp} needs {self.size} ranks, the group has {WORLD}")
@@ -181,6 +199,12 @@ class _Layout:
         self.mp_group = g([at(self.d, p, t) for p in range(pp) for t in range(tp)])
         self.all_group = g(range(self.size))
         self.single = GROUPS[(RANK,)]
+        # experts (EP = 1 or DP): the expert-parallel group spans the replicas, each expert's
+        # data-parallel group is then the rank alone, and its norm group is TP x EP x PP
+        self.ep_group = self.dp_group if ep > 1 else self.single
+        self.expt_dp_group = self.single if ep > 1 else self.dp_group
+        self.tp_ep_pp_group = g([at(d, p, t) for d in range(dp) for p in range(pp) for t in range(tp)]) if ep > 1 \
+            else self.mp_group
 
     def holds(self):
         return RANK < self.size
@@ -189,8 +213,8 @@ class _Layout:
         """Megatron's ProcessGroupCollection for this rank (what parallel_state would give)."""
         return ProcessGroupCollection(
             tp=self.tp_group, pp=self.pp_group, cp=self.single, dp=self.dp_group, dp_cp=self.dp_group,
-            intra_dp_cp=self.dp_group, expt_dp=self.dp_group, intra_expt_dp=self.dp_group, ep=self.single,
-            tp_ep_pp=self.mp_group, mp=self.mp_group, tp_cp=self.tp_group, tp_dp_cp=self.all_group,
+            intra_dp_cp=self.dp_group, expt_dp=self.expt_dp_group, intra_expt_dp=self.expt_dp_group, ep=self.ep_group,
+            tp_ep_pp=self.tp_ep_pp_group, mp=self.mp_group, tp_cp=self.tp_group, tp_dp_cp=self.all_group,
             intra_dist_opt=self.all_group, embd=self.pp_group if self.pp > 1 else None, pos_embd=None,
             expt_tp=self.tp_group)
 
@@ -244,6 +268,18 @@ def _norm_in_bf16(grads_for_norm, norm_type=2, grad_stats_parallel_group=None):
 
 
 _real_norm = clip_grads.get_grad_norm_fp32
+_real_chained_norm = mcore_optimizer.ChainedOptimizer.get_grad_norm
+
+
+def _expert_norm_averaged(self):
+    """The experts' norm averaged over the expert-parallel group instead of summed (DeepSpeed PR
+    5259's bug in Megatron's terms): its square divided by EP (2) before it joins the dense one."""
+    if len(self.chained_optimizers) == 1 or self.grads_states_parallel_group_is_shared():
+        return _real_chained_norm(self)
+    dense, expert = (o.get_grad_norm() or 0.0 for o in self.chained_optimizers)
+    return (dense * dense + expert * expert / 2) ** 0.5
+
+
 FAULTS = {
     "norm-no-dedup": [(tensor_parallel, "param_is_not_tensor_parallel_duplicate", lambda p, tp_group=None: True)],
     "norm-not-allreduced": [],  # the group is set per optimizer (run below)
@@ -260,6 +296,14 @@ FAULTS = {
     # LanguageModule does): with the distributed optimizer the two stages shard the tied weight
     # differently, and the tied all-reduce adds a reduced shard to an unreduced one
     "embedding-unmarked": [],  # the optimizer is built without the mark (optimizer_for)
+    # experts (experts=2; EP=2 with dp=2): left out of the total norm (Megatron-LM PR 5916,
+    # DeepSpeed PR 8613: the norm that clips the experts misses them)
+    "expert-norm-dropped": [(mcore_optimizer.ChainedOptimizer, "get_grad_norm",
+                             lambda self: self.chained_optimizers[0].get_grad_norm())],
+    "expert-norm-averaged": [(mcore_optimizer.ChainedOptimizer, "get_grad_norm", _expert_norm_averaged)],
+    # the experts' norm reduced over the model-parallel group, not over the expert-parallel one:
+    # each replica clips by its own experts' norm
+    "expert-norm-local": [],  # the group is set per optimizer (run)
 }
 
 
@@ -268,27 +312,29 @@ FAULTS = {
 _built = {}
 
 
-def _inner(opt):
-    """The one optimizer get_megatron_optimizer made (a ChainedOptimizer of one, or itself)."""
-    inner = getattr(opt, "chained_optimizers", [opt])
-    assert len(inner) == 1, f"expected one optimizer, got {len(inner)}"
-    return inner[0]
+def _inners(opt):
+    """The optimizers get_megatron_optimizer made: the dense one, then the experts' if any."""
+    return list(getattr(opt, "chained_optimizers", [opt]))
 
 
 def optimizer_for(layer, at, distopt, unmarked=False):
     """(model parameters by block, the DDP-wrapped chunk, the optimizer) of this rank in layout
     `at` (stage 1 holds the LM head: the tied embedding alone): built once per layout, reset per
     case. unmarked: the fault embedding-unmarked."""
-    key = (at.tp, at.pp, at.dp, distopt, unmarked, layer.case.dtype, layer.case.shape)
+    key = (at.tp, at.pp, at.dp, at.ep, layer.experts, distopt, unmarked, layer.case.dtype, layer.case.shape)
     fp16 = layer.case.dtype == "fp16"
     dtype = torch.float16 if fp16 else torch.bfloat16
     if key not in _built:
         params = {}
         for b in layer.blocks if at.stage == 0 else layer.blocks[-1:]:
+            if b.expert is not None and at.ep > 1 and b.expert != at.d:  # EP: expert e on replica e
+                continue
             shard = b.shard(np.zeros((b.rows, b.cols), np.float32), at.t, at.tp)
             p = torch.nn.Parameter(torch.zeros(shard.shape, dtype=dtype))
             split = b.kind != pr.REPLICATED and at.tp > 1
             tensor_parallel.set_tensor_model_parallel_attributes(p, split, (1 if b.kind == pr.ROW else 0) if split else -1, 1)
+            if b.expert is not None:  # as megatron's expert layers mark their weights: no DP all-reduce
+                p.allreduce = False
             if at.stage == 1:  # the output layer's weight on the last stage, as megatron marks it
                 p.shared = True
                 p.shared_embedding = True
@@ -311,19 +357,21 @@ def optimizer_for(layer, at, distopt, unmarked=False):
             opt = get_megatron_optimizer(oconfig, [chunk], use_gloo_process_groups=False, pg_collection=pgc)
         finally:
             _Distributed.group = None
-        _built[key] = (params, chunk, opt, _inner(opt))
+        inners = _inners(opt)
+        # each optimizer's norm group as built (the faults change it per case)
+        _built[key] = (params, chunk, opt, inners, [i.grad_stats_parallel_group for i in inners])
     return _built[key]
 
 
-def run(layer, case, init, grads, tp, pp, dp, distopt):
-    """This rank's part of one run of the case's steps as TP x PP x DP: None when it has none,
-    else ((dp rank, pp rank, tp rank), ({block name: (steps, 4, *shard shape)} of master,
-    parameter, m, v after each step, NaN where another replica holds the distributed optimizer's
-    shard), [the gradient norm each step returned]))."""
-    at = _Layout(tp, pp, dp)
+def run(layer, case, init, grads, tp, pp, dp, distopt, ep=1):
+    """This rank's part of one run of the case's steps as TP x PP x DP (x EP = DP with experts):
+    None when it has none, else ((dp rank, pp rank, tp rank), ({block name: (steps, 4, *shard
+    shape)} of master, parameter, m, v after each step, NaN where another replica holds the
+    distributed optimizer's shard), [the gradient norm each step returned]))."""
+    at = _Layout(tp, pp, dp, ep)
     if not at.holds():
         return None
-    params, chunk, opt, inner = optimizer_for(layer, at, distopt, case.fault == "embedding-unmarked")
+    params, chunk, opt, inners, groups = optimizer_for(layer, at, distopt, case.fault == "embedding-unmarked")
     index, source = {}, {}
     for name in params:
         b = layer.block(name)
@@ -334,48 +382,67 @@ def run(layer, case, init, grads, tp, pp, dp, distopt):
     init_t = torch.from_numpy(np.asarray(init, dtype=np.float32))
     # the micro-batch gradients of the loss scaled by S (fp16; S a power of two: exact in fp32),
     # rounded to the parameters' dtype as the backward pass leaves them
-    scaled = np.asarray(grads, dtype=np.float32) * np.float32(layer.loss_scale)
-    grads_t = torch.from_numpy(scaled.reshape(layer.steps, layer.mb, -1)).to(params["embed.w"].dtype)
-    if inner.grad_scaler is not None:
-        inner.grad_scaler._scale = torch.tensor([layer.loss_scale], dtype=torch.float)
-    # the group the norm is reduced over, as get_megatron_optimizer sets it; the faults' own
-    if case.fault == "norm-not-allreduced":
-        inner.grad_stats_parallel_group = at.single
-    elif case.fault == "norm-shard-only" and distopt:
-        inner.grad_stats_parallel_group = at.mp_group
-    else:
-        inner.grad_stats_parallel_group = at.all_group if distopt else at.mp_group
+    dtype = params["embed.w"].dtype
+    scaled = torch.from_numpy(np.asarray(grads, dtype=np.float32).reshape(layer.steps, layer.mb, -1) *
+                              np.float32(layer.loss_scale))
+    grads_t = scaled.to(dtype)
+    for inner, group in zip(inners, groups):
+        if inner.grad_scaler is not None:
+            inner.grad_scaler._scale = torch.tensor([layer.loss_scale], dtype=torch.float)
+        # the group the norm is reduced over, as get_megatron_optimizer set it; the faults' own
+        if case.fault == "norm-not-allreduced":
+            inner.grad_stats_parallel_group = at.single
+        elif case.fault == "norm-shard-only" and distopt:
+            inner.grad_stats_parallel_group = at.mp_group
+        elif case.fault == "expert-norm-local" and inner is not inners[0]:
+            inner.grad_stats_parallel_group = at.mp_group  # the experts' norm left out of the EP all-reduce
+        else:
+            inner.grad_stats_parallel_group = group
     # the case's state: fp32 main params from init (as after loading a checkpoint), bf16 model
     # params rounded from them, no Adam state; its hyperparameters
-    shards = {}  # block name -> (start, stop) of the distributed optimizer's shard in the flat shard
-    if distopt:
-        for group, mains in zip(inner.model_float16_groups, inner.shard_fp32_from_float16_groups):
-            for p, main in zip(group, mains):
-                name = next(n for n, q in params.items() if q is p)
-                r = inner._get_model_param_range_map(p)["param"]
-                shards[name] = (r.start, r.end, main)
-                main.data.copy_(init_t[index[name]][r.start:r.end])
-        for name, p in params.items():
+    shards = {}  # block name -> (start, stop, main, its optimizer) of the distributed optimizer's shard
+    owner = {}  # block name -> the optimizer stepping it
+    for inner in inners:
+        if distopt:
+            for group, mains in zip(inner.model_float16_groups, inner.shard_fp32_from_float16_groups):
+                for p, main in zip(group, mains):
+                    name = next(n for n, q in params.items() if q is p)
+                    r = inner._get_model_param_range_map(p)["param"]
+                    shards[name] = (r.start, r.end, main)
+                    owner[name] = inner
+                    main.data.copy_(init_t[index[name]][r.start:r.end])
+        else:
+            for group in inner.float16_groups:
+                for p in group:
+                    owner[next(n for n, q in params.items() if q is p)] = inner
+        inner.optimizer.state.clear()
+        for g in inner.optimizer.param_groups:
+            g["lr"], g["betas"], g["eps"] = layer.lr, layer.betas, layer.eps
+            g["weight_decay"] = layer.wd * g["wd_mult"]
+        inner.config.clip_grad = layer.max_norm
+    for name, p in params.items():
+        if distopt:
             p.data.copy_(init_t[index[name]].view(p.shape))
-    else:
-        for name, p in params.items():
+        else:
             p.main_param.data.copy_(init_t[index[name]].view(p.shape))
             p.data.copy_(p.main_param.data)
-    inner.optimizer.state.clear()
-    for g in inner.optimizer.param_groups:
-        g["lr"], g["betas"], g["eps"] = layer.lr, layer.betas, layer.eps
-        g["weight_decay"] = layer.wd * g["wd_mult"]
-    inner.config.clip_grad = layer.max_norm
     hist = {name: np.full((layer.steps, 4) + tuple(p.shape), np.nan, np.float32) for name, p in params.items()}
     norms = []
-    mine = layer.micro_batches(at.d, dp)
+    mine = list(layer.micro_batches(at.d, dp))
+    half = layer.mb // 2
     with pr.switched(FAULTS, case.fault):
         for s in range(layer.steps):
             chunk.zero_grad_buffer()
             opt.zero_grad()
-            for k in mine:
+            for i, k in enumerate(mine):
                 for name, p in params.items():  # DDP's backward hook: main_grad += grad
-                    p.main_grad.add_(grads_t[s, k, source[name]].view(p.shape))
+                    if ep > 1 and layer.block(name).expert is not None:
+                        # EP: slot i brings the expert both replicas' tokens, micro-batches i and
+                        # i + mb/2; its backward GEMM leaves their sum rounded to the dtype once
+                        g = (scaled[s, i, source[name]] + scaled[s, i + half, source[name]]).to(dtype)
+                    else:
+                        g = grads_t[s, k, source[name]]
+                    p.main_grad.add_(g.view(p.shape))
             # finalize_model_grads: the data-parallel reduction, then the tied embedding's
             # gradients summed over its stages
             chunk.finish_grad_sync()
@@ -394,12 +461,12 @@ def run(layer, case, init, grads, tp, pp, dp, distopt):
                     if name not in shards:  # wholly in another replica's shard
                         continue
                     a, b, main = shards[name]
-                    st = inner.optimizer.state[main]
+                    st = owner[name].optimizer.state[main]
                     for q, v in ((0, main), (2, st.get("exp_avg")), (3, st.get("exp_avg_sq"))):
                         if v is not None:
                             h[q].reshape(-1)[a:b] = v.detach().numpy()
                 else:
-                    st = inner.optimizer.state[p.main_param]
+                    st = owner[name].optimizer.state[p.main_param]
                     h[0] = p.main_param.detach().numpy()
                     if st:  # none before the first step that was not skipped
                         h[2] = st["exp_avg"].numpy()
@@ -415,6 +482,8 @@ def _merge_shards(ranks):
             if e[1:] != (pp, tp) or e[0] == d:
                 continue
             for name, h in hist.items():
+                if name not in other:  # an expert under EP: this replica's alone, whole
+                    continue
                 gap = np.isnan(h[:, [0, 2, 3]])
                 h[:, [0, 2, 3]] = np.where(gap, other[name][:, [0, 2, 3]], h[:, [0, 2, 3]])
     return ranks
@@ -423,7 +492,8 @@ def _merge_shards(ranks):
 def _runs(case, init, grads, distopt):
     layer = pr.TPLayer(case)
     pp = 2 if layer.tied else 1
-    return [run(layer, case, init, grads, 1, pp, 1, distopt), run(layer, case, init, grads, layer.tp, pp, layer.dp, distopt)]
+    return [run(layer, case, init, grads, 1, pp, 1, distopt),
+            run(layer, case, init, grads, layer.tp, pp, layer.dp, distopt, layer.ep)]
 
 
 def _outputs(case, results, distopt):
@@ -434,7 +504,8 @@ def _outputs(case, results, distopt):
 
 
 # the layouts this group can hold: 2 ranks, TP=2 or DP=2 (tied=0); 4 ranks, TP=2 x DP=2 or TP=2 x PP=2
-_PARAMS = {"tied": [0, 0]} if WORLD == 2 else None
+# grad_reduce_in_fp32: the reduction runs in fp32 (comm=0)
+_PARAMS = {"tied": [0, 0], "comm": [0, 0]} if WORLD == 2 else {"comm": [0, 0]}
 
 
 def _register(dtype, distopt):
@@ -442,7 +513,10 @@ def _register(dtype, distopt):
     name = f"megatron-core{'-distopt' if distopt else ''}-{dtype}"
     what = "DistributedOptimizer" if distopt else "Float16OptimizerWithFloat16Params"
     scaled = ", ConstantGradScaler (the case's static loss scale)" if dtype == "fp16" else ""
-    faults = [f for f in FAULTS if distopt or f not in ("norm-shard-only", "embedding-unmarked")]
+    # the distributed optimizer reduces the dense and the expert norms over one group, so
+    # ChainedOptimizer pools them: no separate expert norm to average
+    faults = [f for f in FAULTS if (f not in ("norm-shard-only", "embedding-unmarked") or distopt) and
+              not (f == "expert-norm-averaged" and distopt)]
 
     @pr.kernel("tp_diff", variant=name, like="megatron-core", dtypes=[dtype], params=_PARAMS, faults=faults,
                summary=f"megatron-core 0.16.1 {what}{scaled} (torch AdamW) through DDP on {WORLD} gloo ranks")

@@ -475,6 +475,17 @@ static pf_exec_kernel *pf_exec_kernel_of(const pf_case *c) {
   return NULL;
 }
 
+int pf_exec_param_range(const struct pf_kernel *k, int i, double *lo, double *hi) {
+  for (int j = 0; j < pf_nek; j++) {
+    const pf_exec_kernel *ek = &pf_ek[j];
+    if (&ek->k != k || i < 0 || i >= ek->k.op->nparams || !ek->narrowed[i]) continue;
+    if (ek->k.op->params[i].type == PF_PARAM_CHOICE) return 0;
+    *lo = ek->lo[i], *hi = ek->hi[i];
+    return 1;
+  }
+  return 0;
+}
+
 /* The contract's checks, then the parameters the hello narrowed. */
 static pf_status pf_exec_check(const pf_case *c) {
   const pf_exec_kernel *ek = pf_exec_kernel_of(c);

@@ -22,6 +22,11 @@ pf_status pf_exec_load(const char *cmd);
  * hangs fails the case; the whole group is killed and started again. nranks 1 is pf_exec_load. */
 pf_status pf_exec_load_ranks(const char *cmd, int nranks);
 
+/* The range [*lo, *hi] that a process kernel's hello narrowed its parameter i (of its
+ * operation) to: 1, or 0 when k is no process kernel or its hello left i alone (choices too). */
+struct pf_kernel;
+int pf_exec_param_range(const struct pf_kernel *k, int i, double *lo, double *hi);
+
 /* $PRECFUZZ_KERNEL_TIMEOUT: seconds a kernel process may take to say hello and to answer one
  * case (default 60). PF_ERR_ARG when it is not a number in (0, 86400]. */
 pf_status pf_exec_timeout(double *seconds);

@@ -10,8 +10,9 @@
  * 2. the exact squared norm of the norm set (MPFR, 1024 bits: exact for sums of fp32 squares)
  *    of each run's buffers, the smaller and the larger widened by the proven bound of fp32
  *    summation in any order:
- *    every term passes through at most K roundings, K = the largest tensor + 21 (the square,
- *    the per-tensor norm and its square, 14 tensors, 4 ranks of a replica), so the computed sum lies in
+ *    every term passes through at most K roundings, K = the largest tensor + 21 or more (the
+ *    square, the per-tensor norm and its square, 14 tensors, 4 ranks of a replica; see K
+ *    below for each framework's count), so the computed sum lies in
  *    [S (1 - u)^K - a, S (1 + u)^K + a], u = 2^-24, a = (n + 64) 2^-148 for underflow;
  * 3. the fp32 norm and coefficient: fl(sqrt(.)) and fl(max_norm / fl(norm + 1e-6)) round
  *    monotonically, so their values at the ends of that range bound every computed one;
@@ -159,7 +160,7 @@ static inline void pf_tp_set(pf_oracle_result *out, size_t x, double lo, double 
 static void pf_tp_buffers(const pf_tp_layout *L, const double *grads, size_t s, int dp, double *g, double *head,
                           double *rg, double *rh) {
   const pf_dtype T = L->dtype;
-  const size_t n = L->n, embed = L->b[PF_TP_EMBED].offset, nt = L->tied ? n - embed : 0, per = L->mb / (size_t)dp;
+  const size_t n = L->n, embed = L->b[pf_tp_embed(L)].offset, nt = L->tied ? n - embed : 0, per = L->mb / (size_t)dp;
   const double S = L->loss_scale;
   for (int d = 0; d < dp; d++) {
     for (size_t e = 0; e < n; e++) rg[e] = 0;
@@ -169,9 +170,27 @@ static void pf_tp_buffers(const pf_tp_layout *L, const double *grads, size_t s, 
       for (size_t e = 0; e < n; e++) rg[e] = f32_add(rg[e], pf_round(T, S * gk[e]));
       for (size_t e = 0; e < nt; e++) rh[e] = f32_add(rh[e], pf_round(T, S * gk[n + e]));
     }
+    if (L->comm) { /* the reduction in the storage dtype: each replica's buffer rounded to it */
+      for (size_t e = 0; e < n; e++) rg[e] = pf_round(T, rg[e]);
+      for (size_t e = 0; e < nt; e++) rh[e] = pf_round(T, rh[e]);
+    }
     for (size_t e = 0; e < n; e++) g[e] = d ? f32_add(g[e], rg[e]) : rg[e]; /* replica 0 + replica 1 */
     for (size_t e = 0; e < nt; e++) head[e] = d ? f32_add(head[e], rh[e]) : rh[e];
   }
+  if (L->comm && dp == 2) { /* and their sum, a sum of two values of the dtype, rounded again */
+    for (size_t e = 0; e < n; e++) g[e] = pf_round(T, g[e]);
+    for (size_t e = 0; e < nt; e++) head[e] = pf_round(T, head[e]);
+  }
+  if (dp == 2 && L->ep == 2) /* EP=2: an expert's slots, both replicas' micro-batches in each, on its replica alone */
+    for (size_t e = L->exp0; e < L->exp0 + L->nexp; e++) {
+      double buf = 0;
+      for (size_t j = 0; j < per; j++) {
+        const double a = S * grads[(s * L->mb + j) * (n + L->head) + e];
+        const double b = S * grads[(s * L->mb + j + per) * (n + L->head) + e];
+        buf = f32_add(buf, pf_round(T, f32_add(a, b)));
+      }
+      g[e] = L->comm ? pf_round(T, buf) : buf; /* the round trip through the reduction's dtype */
+    }
   for (size_t e = 0; e < nt; e++) g[embed + e] = f32_add(g[embed + e], head[e]); /* stage 0 + stage 1 */
   if (T == PF_FP16) {
     const double inv = pf_round(PF_FP32, 1.0 / S);
@@ -277,15 +296,27 @@ pf_status pf_tp_mpfr(const pf_case *c, const pf_tensor *in, const pf_oracle_opts
     mlo[e] = mhi[e] = vlo[e] = vhi[e] = 0;
   }
   size_t maxblock = 0;
-  for (int k = 0; k < PF_TP_NBLOCKS; k++)
+  for (int k = 0; k < L.nblocks; k++)
     if (L.b[k].rows * L.b[k].cols > maxblock) maxblock = L.b[k].rows * L.b[k].cols;
   const pf_mpfr_range saved = pf_mpfr_range_widen();
   mpfr_t sq, slo, shi, t, flo, fhi;
   mpfr_inits2(1024, sq, slo, shi, t, flo, fhi, (mpfr_ptr)0);
-  /* the factors (1 -+ 2^-24)^K, K = the largest tensor + 21, and the underflow allowance;
-   * megatron-core's norm of the per-tensor norms, squared again, adds a root and a square
-   * (3 roundings) */
-  const long K = (long)maxblock + (L.algo == PF_TP_MEGATRON_CORE ? 24 : 21);
+  /* the factors (1 -+ 2^-24)^K and the underflow allowance. K counts the roundings a term's
+   * square passes through: its square (1), its tensor's sum (largest - 1), the per-tensor
+   * root and its square (3 when the root is correctly rounded; 6 when it is only faithful,
+   * as PyTorch's CPU norms are: a relative error below 2u, squared, lies within (1 +- u)^5),
+   * the sum over a rank's 14 tensors (13), the all-reduce over 4 ranks of a replica (3).
+   * Megatron (CUDA roots): largest + 19, taken as 21; DeepSpeed: largest + 22;
+   * megatron-core's norm of the per-tensor norms squared again adds a root and a square (6):
+   * largest + 28; plain PyTorch's DTensor norm of a sharded tensor (its 2 ranks' norms squared,
+   * summed, rooted, and squared in the norm of the norms) adds 1 + 6 but has no all-reduce of
+   * the ranks' totals: largest + 26. With experts, the dense and the expert norms are each
+   * rooted (faithful) and squared again and the two squares summed (7), the expert group's
+   * all-reduce spans up to 8 ranks (4 more): 12 more. */
+  const long K = (long)maxblock + (L.algo == PF_TP_MEGATRON_CORE ? 28
+                                   : L.algo == PF_TP_TORCH       ? 26
+                                   : L.algo == PF_TP_DEEPSPEED   ? 22
+                                                                 : 21) + (L.experts ? 12 : 0);
   mpfr_set_d(flo, 1 - 0x1p-24, MPFR_RNDN);
   mpfr_pow_si(flo, flo, K, MPFR_RNDD);
   mpfr_set_d(fhi, 1 + 0x1p-24, MPFR_RNDN);
@@ -338,7 +369,7 @@ pf_status pf_tp_mpfr(const pf_case *c, const pf_tensor *in, const pf_oracle_opts
       s_lo = pf_round(F, c_lo);
       s_top = pf_round(F, c_hi < 1 ? c_hi : nextafter(1.0, 0));
     } else {
-      const int faithful = L.algo == PF_TP_DEEPSPEED;
+      const int faithful = L.algo == PF_TP_DEEPSPEED || L.algo == PF_TP_TORCH;
       norm_lo = faithful ? f32_sqrt_down(sum_lo) : f32_sqrt(sum_lo);
       norm_hi = faithful ? f32_sqrt_up(sum_hi) : f32_sqrt(sum_hi);
       const double c_lo = pf_tp_coef(L.algo, c->params[PF_TPP_MAXNORM], norm_hi);
@@ -370,8 +401,8 @@ pf_status pf_tp_mpfr(const pf_case *c, const pf_tensor *in, const pf_oracle_opts
     const double eps = c->params[PF_TPP_EPS];
     const pf_adam_hyper hw = pf_adam_hyper_make(lr, b1, b2, eps, c->params[PF_TPP_WD], (double)s + 1, 1);
     const pf_adam_hyper h0 = pf_adam_hyper_make(lr, b1, b2, eps, 0, (double)s + 1, 1);
-    for (int k = 0; k < PF_TP_NBLOCKS; k++) { /* e's block: the last whose offset is at most e */
-      const size_t e0 = k ? L.b[k].offset : 0, e1 = k + 1 < PF_TP_NBLOCKS ? L.b[k + 1].offset : n;
+    for (int k = 0; k < L.nblocks; k++) { /* e's block: the last whose offset is at most e */
+      const size_t e0 = k ? L.b[k].offset : 0, e1 = k + 1 < L.nblocks ? L.b[k + 1].offset : n;
       (L.algo == PF_TP_MEGATRON ? pf_tp_adam_intervals : pf_tp_torch_adam_intervals)(
           &L, s, L.b[k].decay ? &hw : &h0, e0, e1, clo, chi, plo, phi, mlo, mhi, vlo, vhi, out);
     }

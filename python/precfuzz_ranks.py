@@ -199,10 +199,11 @@ REPLICATED, COLUMN, ROW, VOCAB = "replicated", "column-parallel", "row-parallel"
 class Block:
     """One parameter: name, shape (rows, cols; a vector has cols 1 and is held 1-D), how TP
     splits it (kind), whether weight decay applies, offset of its first element in the case's
-    global order."""
+    global order, and the expert it belongs to (None: a dense parameter)."""
 
-    def __init__(self, name, rows, cols, kind, decay, offset):
+    def __init__(self, name, rows, cols, kind, decay, offset, expert=None):
         self.name, self.rows, self.cols, self.kind, self.decay, self.offset = name, rows, cols, kind, decay, offset
+        self.expert = expert
 
     @property
     def size(self):
@@ -249,14 +250,20 @@ class TPLayer:
         self.loss_scale = (p.get("loss_scale") or 2.0 ** 12) if case.dtype == "fp16" else 1.0
         self.max_norm, self.lr, self.wd = p["max_norm"], p["lr"], p["wd"]
         self.betas, self.eps = (p["beta1"], p["beta2"]), p["eps"]
+        # with experts=2 an MoE layer's two experts (expert e: exp{e}.fc1.w, exp{e}.fc2.w, split
+        # over TP as the dense MLP is); with dp=2 they are expert-parallel: expert e on replica e
+        self.experts = int(p.get("experts", 0))
+        self.ep = 2 if self.experts == 2 and self.dp == 2 else 1
         table = [("ln1.w", h, 1, REPLICATED, 0), ("ln1.b", h, 1, REPLICATED, 0), ("qkv.w", 3 * h, h, COLUMN, 1),
                  ("qkv.b", 3 * h, 1, COLUMN, 0), ("proj.w", h, h, ROW, 1), ("proj.b", h, 1, REPLICATED, 0),
                  ("ln2.w", h, 1, REPLICATED, 0), ("ln2.b", h, 1, REPLICATED, 0), ("fc1.w", f, h, COLUMN, 1),
-                 ("fc1.b", f, 1, COLUMN, 0), ("fc2.w", h, f, ROW, 1), ("fc2.b", h, 1, REPLICATED, 0),
-                 ("pos.w", seq, h, REPLICATED, 1), ("embed.w", V, h, VOCAB, 1)]
+                 ("fc1.b", f, 1, COLUMN, 0), ("fc2.w", h, f, ROW, 1), ("fc2.b", h, 1, REPLICATED, 0)]
+        for e in range(self.experts):
+            table += [(f"exp{e}.fc1.w", f, h, COLUMN, 1, e), (f"exp{e}.fc2.w", h, f, ROW, 1, e)]
+        table += [("pos.w", seq, h, REPLICATED, 1), ("embed.w", V, h, VOCAB, 1)]
         self.blocks, off = [], 0
-        for name, rows, cols, kind, decay in table:
-            self.blocks.append(Block(name, rows, cols, kind, decay, off))
+        for name, rows, cols, kind, decay, *expert in table:
+            self.blocks.append(Block(name, rows, cols, kind, decay, off, expert[0] if expert else None))
             off += rows * cols
         self.n = off
         self.head = V * h if self.tied else 0
@@ -317,7 +324,8 @@ class TPLayer:
         (a second pipeline stage holds the tied embedding alone), norms the gradient norm each
         step reported. The copy checks compare, in each replica, every replicated element on TP
         rank 1 with rank 0's copy and the tied embedding on stage 1 with stage 0's, then every
-        element of replica 1 with replica 0's, bitwise."""
+        element of replica 1 with replica 0's, bitwise (but an expert's under EP=2: expert e is
+        on replica e alone, and its history comes from there)."""
         S, n = self.steps, self.n
         runs = [{(k if len(k) == 3 else (0,) + tuple(k)): v for k, v in ranks.items()} for ranks in runs]
         norms = np.zeros((2, S, 8), dtype=np.float32)
@@ -331,7 +339,8 @@ class TPLayer:
                 key = (d if d < DP else 0, pp if pp < PP else 0, tp if tp < TP else 0)
                 norms[i, :, slot] = np.asarray(ranks[key][1], dtype=np.float32)
             for b in self.blocks:
-                full = self.assemble(b, [ranks[(0, 0, t)][0][b.name] for t in range(TP)], TP)
+                d = b.expert if i == 1 and self.ep == 2 and b.expert is not None else 0  # EP: the expert's replica
+                full = self.assemble(b, [ranks[(d, 0, t)][0][b.name] for t in range(TP)], TP)
                 out[i, :, :, b.offset:b.offset + b.size] = full.reshape(S, 4, b.size)
         two = runs[1]
         TP = 1 + max(tp for _, _, tp in two)
@@ -350,6 +359,8 @@ class TPLayer:
                 checks.append(self._copy_check(ref, cpy))
         for d in range(1, self.dp):  # every element of replica d against replica 0, gathered over TP
             for b in self.blocks:
+                if self.ep == 2 and b.expert is not None:  # one replica's expert
+                    continue
                 ref = self.assemble(b, [two[(0, 0, t)][0][b.name] for t in range(TP)], TP).reshape(S, 4, b.size)
                 cpy = self.assemble(b, [two[(d, 0, t)][0][b.name] for t in range(TP)], TP).reshape(S, 4, b.size)
                 checks.append(self._copy_check(ref, cpy))

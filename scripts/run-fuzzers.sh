@@ -8,8 +8,9 @@
 #                                    a fault is not found within FUZZ_SECONDS; each finding is
 #                                    minimized (precfuzz minimize) and the table says how far
 #   scripts/run-fuzzers.sh --torch   PyTorch's kernels (examples/torch_*.py, kernel processes
-#                                    from .venv; with --frameworks installed also DeepSpeed's
-#                                    BF16_Optimizer, examples/deepspeed_tp.py, a rank group of 2)
+#                                    from .venv; torch_tp.py's DTensor and DDP steps a rank group
+#                                    of 2; with --frameworks installed also DeepSpeed's
+#                                    BF16_Optimizer and megatron-core's optimizers, rank groups)
 #                                    under the drivers of their operations, each
 #                                    aimed at them (PF_FUZZ_VARIANT) for FUZZ_SECONDS; exit 1 on
 #                                    a finding, each printed whole and replayed on the emulation
@@ -141,11 +142,12 @@ if [ "$mode" = --torch ]; then
   targets=("softmax_fuzzer torch_softmax torch-softmax" "attention_fuzzer torch_sdpa torch-sdpa"
     "adam_fuzzer torch_adamw torch-adamw,torch-adamw-foreach,torch-adamw-fused" "clip_fuzzer torch_clip torch-clip"
     "loss_scale_fuzzer torch_grad_scaler torch-gradscaler" "cross_entropy_fuzzer torch_cross_entropy torch-cross-entropy"
-    "attention_bwd_fuzzer torch_sdpa_backward torch-sdpa-bwd" "softmax_bwd_fuzzer torch_softmax_backward torch-softmax-bwd")
+    "attention_bwd_fuzzer torch_sdpa_backward torch-sdpa-bwd" "softmax_bwd_fuzzer torch_softmax_backward torch-softmax-bwd"
+    "tp_diff_fuzzer torch_tp torch-dtensor,torch-ddp ranks:2")
   # DeepSpeed's BF16_Optimizer on 2 gloo ranks and megatron-core's optimizers (Float16Optimizer,
   # DistributedOptimizer; bf16 and fp16 with its loss scaler) on 4, where installed
   if scripts/python-env.sh --check --frameworks; then
-    targets+=("tp_diff_fuzzer deepspeed_tp deepspeed-bf16 ranks:2"
+    targets+=("tp_diff_fuzzer deepspeed_tp deepspeed-bf16,deepspeed-zero1-bf16 ranks:2"
       "tp_diff_fuzzer megatron_tp megatron-core-bf16,megatron-core-distopt-bf16,megatron-core-fp16,megatron-core-distopt-fp16 ranks:4")
   fi
   keys=()

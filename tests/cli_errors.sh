@@ -119,7 +119,9 @@ expect2 "unknown option" replay --frob "$T/good.json"
 expect2 "hidden (7) must be even" diff-tp --shape 3x7x16x11x4 --cases 1
 expect2 "ffn (5) must be even" diff-tp --shape 3x8x5x11x4 --cases 1
 expect2 "vocab (1)" diff-tp --shape 3x8x16x1x4 --cases 1
-expect2 "fp32" diff-tp -t fp32 --cases 1
+expect2 "does not support dtype fp32" diff-tp -v megatron -t fp32 --cases 1
+expect2 "experts must be 0 or 2" diff-tp --param experts=1 --cases 1
+expect2 "has no experts" diff-tp -v torch -t fp32 --param experts=2 --cases 1
 expect2 "loss_scale is for fp16" diff-tp --param loss_scale=1024 --cases 1
 expect2 "power of two" diff-tp -t fp16 --param loss_scale=1000 --cases 1
 expect2 "-k is not an option" diff-tp -k softmax

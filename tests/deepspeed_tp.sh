@@ -4,7 +4,9 @@
 # seed-002 switch the replicated LayerNorm weight differs between TP rank 0 and rank 1 after
 # the first step that clips (the step read from the norms DeepSpeed reported), with a replay
 # line that reproduces it; each other fault switch is found within 20 cases; the emulation
-# agrees with DeepSpeed on most outputs; a tied case is refused. Skipped without DeepSpeed
+# agrees with DeepSpeed on most outputs; through the engine (ZeRO stage 1), DP=1 against DP=2
+# with the reduction in bf16 or fp32 is clean and its switches are found; a tied case is
+# refused. Skipped without DeepSpeed
 # (scripts/python-env.sh --frameworks).
 # usage: tests/deepspeed_tp.sh PRECFUZZ PYTHON
 P=$(realpath "$1")
@@ -62,6 +64,23 @@ done
 # where ATen's per-tensor norm sums in another order, or its sqrt rounds the other way), no
 # finding on either
 rk_agrees deepspeed-bf16 70 --param tied=0
+
+# through the engine (deepspeed.initialize, ZeRO stage 1, bf16 with fp32 accumulation: its
+# BF16_Optimizer with the masters partitioned over the replicas): DP=1 against DP=2, the
+# reduction in bf16 (DeepSpeed's default communication_data_type: comm=1) and in fp32 (comm=0)
+Z=(diff-tp -v deepspeed-zero1-bf16 --param tied=0 --param tp=1 --param dp=2)
+for c in 1 0; do
+  n=$((n + 1))
+  out=$(rk "${Z[@]}" --param comm=$c --param microbatches=4 --cases 30)
+  [ $? -eq 0 ] && echo "$out" | grep -q "^tp_diff/deepspeed-zero1-bf16 bf16/fp32: 30 cases (seeds 1..30): ok 30 *$" || fail "zero1 comm=$c clean: $out"
+done
+for f in "dp-grad-unreduced:the gradient norm deepspeed-zero1-bf16's step reported (TP=1 x DP=2" \
+  "norm-shard-only:the gradient norm deepspeed-zero1-bf16's step reported (TP=1 x DP=2"; do
+  n=$((n + 1))
+  out=$(rk "${Z[@]}" --param comm=1 --fault "${f%%:*}" --cases 20 --max-print 1)
+  [ $? -eq 1 ] && echo "$out" | grep -qF "${f#*:}" || fail "zero1 fault ${f%%:*}: $out"
+done
+rk_agrees deepspeed-zero1-bf16 80 --param tied=0 --param tp=1 --param dp=2 --param comm=1
 
 # a tied embedding (PP=2) is not this adapter's: refused, exit 2
 n=$((n + 1))

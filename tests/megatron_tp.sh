@@ -61,6 +61,28 @@ out=$(rk diff-tp -v megatron-core-distopt-bf16 --param tied=0 --param tp=1 --par
   fail "norm-shard-only: $out"
 rk_agrees megatron-core-distopt-bf16 75 --param tied=0 --param tp=1 --param dp=2 --param microbatches=4
 
+# experts: two in a ChainedOptimizer of their own; TP=2 (the experts TP-split, one norm pooled)
+# and TP=1 x DP=2 x EP=2 (expert e on replica e, its norm combined with the dense one in
+# binary64; the distributed optimizer pools them); each expert switch found
+EP=(--param tied=0 --param tp=1 --param dp=2 --param microbatches=4 --param experts=2)
+for v in megatron-core-bf16 megatron-core-distopt-bf16; do
+  n=$((n + 1))
+  out=$(rk diff-tp -v $v "${EP[@]}" --cases 20)
+  [ $? -eq 0 ] && echo "$out" | grep -q "^tp_diff/$v bf16/fp32: 20 cases (seeds 1..20): ok 20 *$" || fail "$v EP=2 clean: $out"
+done
+n=$((n + 1))
+out=$(rk diff-tp -v megatron-core-bf16 --param tied=0 --param experts=2 --cases 20)
+[ $? -eq 0 ] && echo "$out" | grep -q "^tp_diff/megatron-core-bf16 bf16/fp32: 20 cases (seeds 1..20): ok 20 *$" || fail "experts TP=2 clean: $out"
+for f in "megatron-core-bf16:expert-norm-dropped:born in norms" "megatron-core-bf16:expert-norm-averaged:born in norms" \
+  "megatron-core-bf16:expert-norm-local:born in copies .* on DP replica 1" "megatron-core-distopt-bf16:expert-norm-dropped:born in norms" \
+  "megatron-core-distopt-bf16:expert-norm-local:born in norms"; do
+  n=$((n + 1))
+  IFS=: read -r v fault want <<<"$f"
+  out=$(rk diff-tp -v "$v" "${EP[@]}" --fault "$fault" --cases 20 --max-print 1)
+  [ $? -eq 1 ] && echo "$out" | grep -q "^FINDING .*seed 1: divergent, $want" || fail "$v $fault: $out"
+done
+rk_agrees megatron-core-bf16 75 "${EP[@]}"
+
 # fp16 with the case's static loss scale (megatron's ConstantGradScaler: the fp32 main grads
 # unscaled by fl32(1/S) after the reductions), as TP=2 and as TP=1 x DP=2 with the distributed
 # optimizer

@@ -38,7 +38,7 @@ static void test_tp_layout(void **state) {
   assert_int_equal(L.n, 720);
   assert_int_equal(L.nsync, 168);
   assert_int_equal(L.head, 88);
-  assert_int_equal(L.b[PF_TP_EMBED].offset, 632);
+  assert_int_equal(L.b[pf_tp_embed(&L)].offset, 632);
   /* qkv.w is 24 x 8 from element 16: rows 0-11 on rank 0, 12-23 on rank 1 */
   assert_int_equal(pf_tp_owner(&L, 16 + 11 * 8 + 7), 0);
   assert_int_equal(pf_tp_owner(&L, 16 + 12 * 8), 1);
@@ -88,8 +88,8 @@ static double norm_binary64(const pf_case *c, const pf_run *r, size_t s) {
     double g = 0;
     for (size_t k = 0; k < L.mb; k++) {
       g += pf_round(PF_BF16, pf_tp_grad(&L, r->in[1].data, s, k, e));
-      if (L.tied && e >= L.b[PF_TP_EMBED].offset)
-        g += pf_round(PF_BF16, pf_tp_grad(&L, r->in[1].data, s, k, L.n + e - L.b[PF_TP_EMBED].offset));
+      if (L.tied && e >= L.b[pf_tp_embed(&L)].offset)
+        g += pf_round(PF_BF16, pf_tp_grad(&L, r->in[1].data, s, k, L.n + e - L.b[pf_tp_embed(&L)].offset));
     }
     sum += g * g;
   }
@@ -119,11 +119,11 @@ static void test_tp_data_parallel_replicas(void **state) {
     pf_tp_layout_make(&c, &L);
     for (size_t s = 0; s < L.steps; s++)
       for (size_t e = 0; e < L.n; e++) {
-        const int tied = e >= L.b[PF_TP_EMBED].offset;
+        const int tied = e >= L.b[pf_tp_embed(&L)].offset;
         float q[2][4];
         for (int h = 0; h < 1 + tied; h++)
           for (size_t k = 0; k < 4; k++) {
-            const size_t x = h ? L.n + e - L.b[PF_TP_EMBED].offset : e;
+            const size_t x = h ? L.n + e - L.b[pf_tp_embed(&L)].offset : e;
             q[h][k] = (float)pf_round(PF_BF16, pf_tp_grad(&L, r.in[1].data, s, k, x));
           }
         volatile float seq = ((0.0f + q[0][0]) + q[0][1] + q[0][2]) + q[0][3];
@@ -226,6 +226,149 @@ static int cases_to_find(const char *fault, uint64_t s0) {
   return 41;
 }
 
+/* Two experts, expert-parallel over the replicas (TP=1 x DP=2 x EP=2, 4 micro-batches): the
+ * layout by hand; each run's norm recomputed apart in binary64 from buffers derived here: the
+ * first run's experts sum micro-batches 1..4, the second's sum two slots, each slot both
+ * replicas' micro-batches j and j + 2 added in float and rounded to bf16 once; the reported
+ * norms agree to 1e-6, every case is clean, and the expert faults are each found. */
+static void test_tp_expert_parallel(void **state) {
+  pf_case c;
+  default_case(&c, PF_BF16, 1);
+  c.params[PF_TPP_EXPERTS] = 2;
+  pf_tp_layout L;
+  pf_tp_layout_make(&c, &L);
+  /* 720 dense + 4 experts' weights of 16 x 8 (128 each) after fc2.b (element 600) */
+  assert_int_equal(L.n, 720 + 512);
+  assert_int_equal(L.nblocks, 18);
+  assert_int_equal(L.exp0, 600);
+  assert_int_equal(L.nexp, 512);
+  assert_int_equal(L.b[pf_tp_embed(&L)].offset, 632 + 512);
+  assert_int_equal(L.ep, 1);
+  char name[64];
+  pf_tp_elem_name(&L, 600 + 128 + 16 + 1, name, sizeof name); /* 8 x 16 */
+  assert_string_equal(name, "exp0.fc2.w[1,1]");
+  c.params[PF_TPP_DP] = 2;
+  c.params[PF_TPP_TP] = 1;
+  c.params[PF_TPP_TIED] = 0;
+  c.params[PF_TPP_MB] = 4;
+  pf_tp_layout_make(&c, &L);
+  assert_int_equal(L.ep, 2);
+  /* no TP or tied copies; replica 1 against replica 0 on the 720 dense elements alone */
+  assert_int_equal(L.nsync, 720);
+  assert_int_equal(pf_tp_nsync(&c), L.nsync);
+  int kind, d;
+  assert_int_equal(pf_tp_sync_elem(&L, 599, &kind, &d), 599);
+  assert_int_equal(pf_tp_sync_elem(&L, 600, &kind, &d), 1112); /* pos.w[0,0]: past the experts */
+  assert_int_equal(kind, PF_TP_COPY_DP);
+  for (int tied = 0; tied < 2; tied++) /* the count refine uses, against the layout's */
+    for (int tp = 1; tp <= 2; tp++)
+      for (int ex = 0; ex <= 2; ex += 2) {
+        pf_case o = c;
+        o.params[PF_TPP_TIED] = tied, o.params[PF_TPP_TP] = tp, o.params[PF_TPP_EXPERTS] = ex;
+        pf_tp_layout_make(&o, &L);
+        assert_int_equal(pf_tp_nsync(&o), L.nsync);
+      }
+  pf_case_free(&c);
+  size_t slot_differs = 0;
+  for (uint64_t seed = 1; seed <= 20; seed++) {
+    pf_run r;
+    default_case(&c, PF_BF16, seed);
+    c.params[PF_TPP_EXPERTS] = 2;
+    c.params[PF_TPP_DP] = 2;
+    c.params[PF_TPP_TP] = 1;
+    c.params[PF_TPP_TIED] = 0;
+    c.params[PF_TPP_MB] = 4;
+    assert_int_equal(run(&c, &r), PF_V_OK);
+    pf_tp_layout_make(&c, &L);
+    for (size_t s = 0; s < L.steps; s++) {
+      double sq[2] = {0, 0};
+      for (size_t e = 0; e < L.n; e++) {
+        float q[4];
+        for (size_t k = 0; k < 4; k++) q[k] = (float)pf_round(PF_BF16, pf_tp_grad(&L, r.in[1].data, s, k, e));
+        volatile float one = ((0.0f + q[0]) + q[1] + q[2]) + q[3], two;
+        if (e >= 600 && e < 1112) {
+          float slot[2];
+          for (size_t j = 0; j < 2; j++) {
+            volatile float a = (float)pf_tp_grad(&L, r.in[1].data, s, j, e), b = (float)pf_tp_grad(&L, r.in[1].data, s, j + 2, e);
+            volatile float sum = a + b;
+            slot[j] = (float)pf_round(PF_BF16, sum);
+          }
+          two = (0.0f + slot[0]) + slot[1];
+          slot_differs += two != one;
+        } else
+          two = ((0.0f + q[0]) + q[1]) + ((0.0f + q[2]) + q[3]);
+        sq[0] += (double)one * one;
+        sq[1] += (double)two * two;
+      }
+      for (int run_ = 0; run_ < 2; run_++) {
+        const double got = r.out[pf_tp_norm_at(&L, run_, s, 0)], want = sqrt(sq[run_]);
+        assert_true(fabs(got - want) <= 1e-6 * want);
+        assert_true(r.out[pf_tp_norm_at(&L, run_, s, 4)] == got); /* replica 1 reports the same */
+      }
+    }
+    pf_run_free(&r);
+    pf_case_free(&c);
+  }
+  print_message("%zu expert buffers differ between the runs (slots against micro-batches)\n", slot_differs);
+  assert_true(slot_differs > 0);
+  static const char *const faults[] = {"expert-norm-averaged", "expert-norm-local", "expert-norm-dropped"};
+  for (int f = 0; f < 3; f++) {
+    pf_run r;
+    default_case(&c, PF_BF16, 1);
+    c.params[PF_TPP_EXPERTS] = 2;
+    c.params[PF_TPP_DP] = 2;
+    c.params[PF_TPP_MB] = 4;
+    snprintf(c.fault, sizeof c.fault, "%s", faults[f]);
+    assert_int_equal(run(&c, &r), PF_V_DIVERGENT);
+    pf_run_free(&r);
+    pf_case_free(&c);
+  }
+}
+
+/* comm=1 (DeepSpeed's engine: the data-parallel all-reduce in bf16), TP=1 x DP=2, 4
+ * micro-batches: the first run's buffer is its fp32 sum rounded to bf16 (a group of one still
+ * goes through the reduction), the second's the bf16 sum of the replicas' rounded sums; both
+ * derived here in float arithmetic and bf16 rounding, their norms recomputed in binary64 agree
+ * with the reported ones to 1e-6, every case is clean, and the rounding does change buffers. */
+static void test_tp_comm_in_bf16(void **state) {
+  size_t rounded = 0;
+  for (uint64_t seed = 1; seed <= 20; seed++) {
+    pf_case c;
+    pf_run r;
+    default_case(&c, PF_BF16, seed);
+    c.params[PF_TPP_COMM] = 1;
+    c.params[PF_TPP_DP] = 2;
+    c.params[PF_TPP_TP] = 1;
+    c.params[PF_TPP_TIED] = 0;
+    c.params[PF_TPP_MB] = 4;
+    assert_int_equal(run(&c, &r), PF_V_OK);
+    pf_tp_layout L;
+    pf_tp_layout_make(&c, &L);
+    for (size_t s = 0; s < L.steps; s++) {
+      double sq[2] = {0, 0};
+      for (size_t e = 0; e < L.n; e++) {
+        float q[4];
+        for (size_t k = 0; k < 4; k++) q[k] = (float)pf_round(PF_BF16, pf_tp_grad(&L, r.in[1].data, s, k, e));
+        volatile float all = ((0.0f + q[0]) + q[1] + q[2]) + q[3], r0 = (0.0f + q[0]) + q[1], r1 = (0.0f + q[2]) + q[3];
+        const float one = (float)pf_round(PF_BF16, all);
+        volatile float a = (float)pf_round(PF_BF16, r0), b = (float)pf_round(PF_BF16, r1), sum = a + b;
+        const float two = (float)pf_round(PF_BF16, sum);
+        rounded += one != all;
+        sq[0] += (double)one * one;
+        sq[1] += (double)two * two;
+      }
+      for (int run_ = 0; run_ < 2; run_++) {
+        const double got = r.out[pf_tp_norm_at(&L, run_, s, 0)], want = sqrt(sq[run_]);
+        assert_true(fabs(got - want) <= 1e-6 * want);
+      }
+    }
+    pf_run_free(&r);
+    pf_case_free(&c);
+  }
+  print_message("%zu fp32 buffers changed by the round trip through bf16\n", rounded);
+  assert_true(rounded > 0);
+}
+
 static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
 
 static void test_tp_faults_found_within_20_cases(void **state) {
@@ -276,6 +419,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_tp_layout),
       cmocka_unit_test(test_tp_data_parallel_replicas),
+      cmocka_unit_test(test_tp_expert_parallel),
+      cmocka_unit_test(test_tp_comm_in_bf16),
       cmocka_unit_test(test_tp_seed002_from_the_regression_file),
       cmocka_unit_test(test_tp_unclipped_named_at_the_first_clipping_step),
       cmocka_unit_test(test_tp_faults_found_within_20_cases),

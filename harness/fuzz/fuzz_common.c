@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "harness/backend.h"
+#include "harness/exec_kernel.h"
 #include "harness/plugin.h"
 #include "harness/runner.h"
 #include "harness/tensorfile.h"
@@ -116,6 +117,15 @@ const pf_kernel *pf_fuzz_begin(const char *op, pf_bytes *b, pf_case *c) {
   if (pf_case_init(c, op, k->variant, 0)) abort();
   if (fault) snprintf(c->fault, sizeof c->fault, "%s", fault);
   return k;
+}
+
+void pf_fuzz_fit_param(const pf_kernel *k, pf_case *c, const char *name) {
+  for (int i = 0; i < k->op->nparams; i++) {
+    double lo, hi;
+    if (strcmp(k->op->params[i].name, name) != 0 || !pf_exec_param_range(k, i, &lo, &hi)) continue;
+    const double v = pf_case_param(c, name);
+    if (v < lo || v > hi) pf_case_set_param(c, name, v < lo ? lo : hi);
+  }
 }
 
 void pf_fuzz_raw_values(pf_bytes *b, pf_gen *g, pf_dtype t, size_t n) {

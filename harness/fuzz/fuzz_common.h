@@ -30,6 +30,11 @@ const char *pf_fuzz_fault(void);
  * names none of op's variants (a misconfigured run, not a finding). */
 const pf_kernel *pf_fuzz_begin(const char *op, pf_bytes *b, pf_case *c);
 
+/* Parameter name of c (a case of k) clamped into the range k's hello narrowed it to, if any:
+ * a decoder calls it so that a process kernel's fixed layout (tied=0, ...) gets every input
+ * rather than refusing most. */
+void pf_fuzz_fit_param(const pf_kernel *k, pf_case *c, const char *name);
+
 /* An explicit-values generator of n raw bit patterns of dtype t (missing bytes: 0). */
 void pf_fuzz_raw_values(pf_bytes *b, pf_gen *g, pf_dtype t, size_t n);
 

@@ -20,8 +20,12 @@
  *   multi-tensor fallbacks): each rank's norm is the fp32 norm of its per-tensor fp32 norms,
  *   squared in fp32, all-reduced; the root and coef = max_norm / (norm + 1e-6) in binary64
  *   (Python floats); a gradient is clipped as fl(g fl32(coef)); PyTorch's AdamW as DEEPSPEED's.
- *   The norm it returns is binary64: the adapter reports it rounded to fp32. */
-enum { PF_TP_MEGATRON = 0, PF_TP_DEEPSPEED = 1, PF_TP_MEGATRON_CORE = 2 };
+ *   The norm it returns is binary64: the adapter reports it rounded to fp32.
+ * TORCH: plain PyTorch 2.15 in fp32 (torch/nn/utils/clip_grad.py, torch/distributed/tensor):
+ *   parameters are their own masters; clip_grad_norm_ takes each tensor's norm (a TP-sharded
+ *   DTensor's as the root of its ranks' squared local norms summed), the norm of those norms,
+ *   coef = reciprocal(norm + 1e-6) * max_norm as DEEPSPEED, clamped to 1; PyTorch's AdamW. */
+enum { PF_TP_MEGATRON = 0, PF_TP_DEEPSPEED = 1, PF_TP_MEGATRON_CORE = 2, PF_TP_TORCH = 3 };
 
 /* How a block is held by TP=2 ranks (Megatron): replicated on every rank, column-parallel
  * (rows = output features split), row-parallel (columns = input features split), or
@@ -29,13 +33,15 @@ enum { PF_TP_MEGATRON = 0, PF_TP_DEEPSPEED = 1, PF_TP_MEGATRON_CORE = 2 };
  * larger half). */
 enum { PF_TP_REP = 0, PF_TP_COL = 1, PF_TP_ROW = 2, PF_TP_VOCAB = 3 };
 
-#define PF_TP_NBLOCKS 14
+/* 14 blocks, 18 with two experts; the (tied) embedding is always the last */
+#define PF_TP_MAXBLOCKS 18
 typedef struct {
   const char *name;
   size_t rows, cols; /* a vector is rows x 1 */
   int kind;
   int decay;         /* weight decay applies (weights; not LayerNorm parameters or biases) */
   size_t offset;     /* first element in the global order */
+  int expert;        /* -1: dense; else the expert it belongs to (MoE: held by DP replica `expert` when EP=2) */
 } pf_tp_block;
 
 typedef struct {
@@ -45,30 +51,46 @@ typedef struct {
                       * the first run is TP=1 x DP=1 (both PP=2 when tied) */
   size_t nrep;       /* replicated elements (checked on TP rank 1 when tp is 2) */
   int tied;          /* the embedding is tied to the LM head, held by a second pipeline stage */
-  int algo;          /* PF_TP_MEGATRON or PF_TP_DEEPSPEED: the case's variant's */
-  pf_dtype dtype;    /* parameters and micro-batch gradients (bf16, or fp16 with loss scaling) */
+  int algo;          /* PF_TP_MEGATRON, ...: the case's variant's */
+  pf_dtype dtype;    /* parameters and micro-batch gradients (bf16, fp16 with loss scaling; fp32: TORCH) */
   double loss_scale; /* fp16: the static loss scale S; bf16: 1 */
-  pf_tp_block b[PF_TP_NBLOCKS];
+  int experts;       /* 0, or 2: an MoE layer's two experts (each an fc1 and an fc2 weight) */
+  int ep;            /* the second run's expert-parallel size: 2 when it has experts and DP=2 (expert e on
+                      * replica e, its gradient from both replicas' tokens, no data-parallel reduction) */
+  size_t exp0, nexp; /* the experts' first element and their count (contiguous) */
+  int comm;          /* 1: the data-parallel reduction in the storage dtype (DeepSpeed's engine): every
+                      * replica's fp32 buffer rounded to it, the replicas' sum rounded again */
+  int nblocks;
+  pf_tp_block b[PF_TP_MAXBLOCKS];
   size_t n;          /* parameters, all blocks */
   size_t head;       /* head contributions per step and micro-batch (V h if tied, else 0) */
   size_t nsync;      /* copy checks per step (pf_tp_sync_elem) */
 } pf_tp_layout;
 
-enum { PF_TP_EMBED = 13 }; /* the block index of the (tied) embedding */
+/* the block index of the (tied) embedding: the last */
+static inline int pf_tp_embed(const pf_tp_layout *L) { return L->nblocks - 1; }
+/* e is an expert's element held by one DP replica (the second run has EP=2) */
+static inline int pf_tp_ep_elem(const pf_tp_layout *L, size_t e) {
+  return L->ep == 2 && e >= L->exp0 && e < L->exp0 + L->nexp;
+}
 
 /* The clip coefficient each framework computes from the fp32 norm (fp32 values in doubles);
  * both are nonincreasing in the norm. */
 static inline double pf_tp_coef(int algo, double max_norm, double norm) {
   const float d = (float)norm + (float)1e-6;
-  if (algo == PF_TP_DEEPSPEED) return (double)((1.0f / d) * (float)max_norm);
+  if (algo == PF_TP_DEEPSPEED || algo == PF_TP_TORCH) return (double)((1.0f / d) * (float)max_norm);
   return (double)((float)max_norm / d);
 }
 
 /* Parameter indices (the table in tp_cpu.c). */
 enum { PF_TPP_MAXNORM = 0, PF_TPP_LR, PF_TPP_BETA1, PF_TPP_BETA2, PF_TPP_EPS, PF_TPP_WD, PF_TPP_MB, PF_TPP_TIED,
-       PF_TPP_SPREAD, PF_TPP_LOSS_SCALE, PF_TPP_TP, PF_TPP_DP, PF_TP_NPARAMS };
+       PF_TPP_SPREAD, PF_TPP_LOSS_SCALE, PF_TPP_TP, PF_TPP_DP, PF_TPP_EXPERTS, PF_TPP_COMM,
+       PF_TP_NPARAMS };
 
 void pf_tp_layout_make(const pf_case *c, pf_tp_layout *L);
+/* The copy checks per step (L->nsync) from the case alone: what the operation's refine needs per
+ * output, without the blocks. */
+size_t pf_tp_nsync(const pf_case *c);
 /* The block of global element e, and e's row and column in it. */
 int pf_tp_block_of(const pf_tp_layout *L, size_t e, size_t *row, size_t *col);
 /* The TP rank (0 or 1) holding element e in the second run; -1 when every rank holds it (a
@@ -101,7 +123,8 @@ static inline size_t pf_tp_output_count(const pf_tp_layout *L) { return pf_tp_no
 /* Copy check j (per step; in the second run): for each DP replica d, its replicated elements
  * on TP rank 1 against TP rank 0 (when tp is 2), then its tied embedding's copy on stage 1
  * against stage 0 (when tied); then for each replica d > 0 every element (gathered over TP)
- * against replica 0's. Returns the element; *kind and *replica say which check. */
+ * against replica 0's, but the experts' when EP=2 (each is on one replica). Returns the
+ * element; *kind and *replica say which check. */
 enum { PF_TP_COPY_TP = 0, PF_TP_COPY_TIED = 1, PF_TP_COPY_DP = 2 };
 size_t pf_tp_sync_elem(const pf_tp_layout *L, size_t j, int *kind, int *replica);
 /* "TP=2", "TP=1 x DP=2", ...: the second run's layout (run 1), or the first's (run 0) */

@@ -8,8 +8,10 @@
  * against rank 0, the tied copy on stage 1 against stage 0: bitwise) and both runs' master,
  * parameter and Adam state; the oracle (oracles/tp_mpfr.c) gives for every value the set a
  * correct run may produce.
+ * With experts=2 an MoE layer's two experts join the parameters; with dp=2 the second run holds
+ * them expert-parallel (EP=2 over the replicas), their norm summed over the expert group.
  * Faults (bugs the frameworks had; docs/kernels/tp-diff.md): tp-replicated-unclipped, norm-no-dedup, norm-not-allreduced,
- * tied-grad-unreduced, dp-grad-unreduced. */
+ * tied-grad-unreduced, dp-grad-unreduced, expert-norm-averaged, expert-norm-local, expert-norm-dropped. */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -40,9 +42,24 @@ static const pf_param_desc pf_tp_params[PF_TP_NPARAMS] = {
     {"tp", PF_PARAM_INT, 2, 1, 2, NULL, "tensor-parallel ranks of the second run (the first is TP=1)", 0},
     {"dp", PF_PARAM_INT, 1, 1, 2, NULL,
      "data-parallel replicas of the second run, each summing its share of the micro-batches, the sums all-reduced", 0},
+    {"experts", PF_PARAM_INT, 0, 0, 2, NULL,
+     "2: an MoE layer's two experts (fc1, fc2 each); with dp=2 the second run is expert-parallel (EP=2, expert e on "
+     "replica e), the norm summing the experts over the expert group", 0},
+    {"comm", PF_PARAM_INT, 0, 0, 1, NULL,
+     "1: gradients reduced over the data-parallel group in the storage dtype, as DeepSpeed's engine does by "
+     "default (every run: each replica's fp32 buffer rounded to bf16, the replicas' sum rounded again)", 0},
 };
 
 /* --- the parameter set --------------------------------------------------------------- */
+
+size_t pf_tp_nsync(const pf_case *c) {
+  const size_t h = c->shape[1], f = c->shape[2], V = c->shape[3], seq = c->shape[4];
+  const size_t nexp = c->params[PF_TPP_EXPERTS] == 2 ? 4 * f * h : 0;
+  const size_t n = (6 + seq) * h + 3 * h * h + 3 * h + h * h + 2 * f * h + f + V * h + nexp;
+  const size_t nrep = c->params[PF_TPP_TP] == 2 ? (6 + seq) * h : 0, dp = (size_t)c->params[PF_TPP_DP];
+  const size_t head = c->params[PF_TPP_TIED] != 0 ? V * h : 0;
+  return dp * (nrep + head) + (dp - 1) * (n - (dp == 2 ? nexp : 0));
+}
 
 void pf_tp_layout_make(const pf_case *c, pf_tp_layout *L) {
   memset(L, 0, sizeof *L);
@@ -55,31 +72,46 @@ void pf_tp_layout_make(const pf_case *c, pf_tp_layout *L) {
   L->tied = c->params[PF_TPP_TIED] != 0;
   L->tp = (int)c->params[PF_TPP_TP];
   L->dp = (int)c->params[PF_TPP_DP];
+  L->experts = (int)c->params[PF_TPP_EXPERTS];
+  L->ep = L->experts == 2 && L->dp == 2 ? 2 : 1;
+  L->comm = c->params[PF_TPP_COMM] != 0;
   L->dtype = c->dtype;
   L->algo = pf_case_algo(c);
   L->loss_scale = c->dtype == PF_FP16 ? (c->params[PF_TPP_LOSS_SCALE] > 0 ? c->params[PF_TPP_LOSS_SCALE] : 0x1p12) : 1;
   const size_t h = L->h, f = L->f;
-  const pf_tp_block b[PF_TP_NBLOCKS] = {
-      {"ln1.w", h, 1, PF_TP_REP, 0, 0},      {"ln1.b", h, 1, PF_TP_REP, 0, 0},  {"qkv.w", 3 * h, h, PF_TP_COL, 1, 0},
-      {"qkv.b", 3 * h, 1, PF_TP_COL, 0, 0},  {"proj.w", h, h, PF_TP_ROW, 1, 0}, {"proj.b", h, 1, PF_TP_REP, 0, 0},
-      {"ln2.w", h, 1, PF_TP_REP, 0, 0},      {"ln2.b", h, 1, PF_TP_REP, 0, 0},  {"fc1.w", f, h, PF_TP_COL, 1, 0},
-      {"fc1.b", f, 1, PF_TP_COL, 0, 0},      {"fc2.w", h, f, PF_TP_ROW, 1, 0},  {"fc2.b", h, 1, PF_TP_REP, 0, 0},
-      {"pos.w", L->seq, h, PF_TP_REP, 1, 0}, {"embed.w", L->V, h, PF_TP_VOCAB, 1, 0},
+  const pf_tp_block dense[12] = {
+      {"ln1.w", h, 1, PF_TP_REP, 0, 0, -1},     {"ln1.b", h, 1, PF_TP_REP, 0, 0, -1},
+      {"qkv.w", 3 * h, h, PF_TP_COL, 1, 0, -1}, {"qkv.b", 3 * h, 1, PF_TP_COL, 0, 0, -1},
+      {"proj.w", h, h, PF_TP_ROW, 1, 0, -1},    {"proj.b", h, 1, PF_TP_REP, 0, 0, -1},
+      {"ln2.w", h, 1, PF_TP_REP, 0, 0, -1},     {"ln2.b", h, 1, PF_TP_REP, 0, 0, -1},
+      {"fc1.w", f, h, PF_TP_COL, 1, 0, -1},     {"fc1.b", f, 1, PF_TP_COL, 0, 0, -1},
+      {"fc2.w", h, f, PF_TP_ROW, 1, 0, -1},     {"fc2.b", h, 1, PF_TP_REP, 0, 0, -1},
   };
+  /* the experts (split over TP as the dense MLP is: expert tensor parallelism = TP) */
+  const pf_tp_block experts[4] = {
+      {"exp0.fc1.w", f, h, PF_TP_COL, 1, 0, 0}, {"exp0.fc2.w", h, f, PF_TP_ROW, 1, 0, 0},
+      {"exp1.fc1.w", f, h, PF_TP_COL, 1, 0, 1}, {"exp1.fc2.w", h, f, PF_TP_ROW, 1, 0, 1},
+  };
+  const pf_tp_block tail[2] = {{"pos.w", L->seq, h, PF_TP_REP, 1, 0, -1}, {"embed.w", L->V, h, PF_TP_VOCAB, 1, 0, -1}};
+  for (int k = 0; k < 12; k++) L->b[L->nblocks++] = dense[k];
+  for (int k = 0; k < 2 * L->experts; k++) L->b[L->nblocks++] = experts[k];
+  for (int k = 0; k < 2; k++) L->b[L->nblocks++] = tail[k];
   size_t off = 0;
-  for (int k = 0; k < PF_TP_NBLOCKS; k++) {
-    L->b[k] = b[k];
+  for (int k = 0; k < L->nblocks; k++) {
     L->b[k].offset = off;
-    off += b[k].rows * b[k].cols;
-    if (b[k].kind == PF_TP_REP) L->nrep += b[k].rows * b[k].cols;
+    const size_t sz = L->b[k].rows * L->b[k].cols;
+    if (L->b[k].expert == 0 && !L->nexp) L->exp0 = off;
+    if (L->b[k].expert >= 0) L->nexp += sz;
+    off += sz;
+    if (L->b[k].kind == PF_TP_REP) L->nrep += sz;
   }
   L->n = off;
   L->head = L->tied ? L->V * h : 0;
-  L->nsync = (size_t)L->dp * ((L->tp == 2 ? L->nrep : 0) + L->head) + (size_t)(L->dp - 1) * L->n;
+  L->nsync = (size_t)L->dp * ((L->tp == 2 ? L->nrep : 0) + L->head) + (size_t)(L->dp - 1) * (L->n - (L->ep == 2 ? L->nexp : 0));
 }
 
 int pf_tp_block_of(const pf_tp_layout *L, size_t e, size_t *row, size_t *col) {
-  int k = PF_TP_NBLOCKS - 1;
+  int k = L->nblocks - 1;
   while (k > 0 && L->b[k].offset > e) k--;
   const size_t local = e - L->b[k].offset;
   *row = local / L->b[k].cols;
@@ -108,17 +140,19 @@ void pf_tp_elem_name(const pf_tp_layout *L, size_t e, char *buf, size_t len) {
 
 size_t pf_tp_sync_elem(const pf_tp_layout *L, size_t j, int *kind, int *replica) {
   const size_t rep = L->tp == 2 ? L->nrep : 0, per = rep + L->head;
-  if (j >= (size_t)L->dp * per) { /* a replica's copy of every element */
+  if (j >= (size_t)L->dp * per) { /* a replica's copy of every element (but the experts under EP) */
     j -= (size_t)L->dp * per;
+    const size_t skip = L->ep == 2 ? L->nexp : 0, m = L->n - skip;
     *kind = PF_TP_COPY_DP;
-    *replica = 1 + (int)(j / L->n);
-    return j % L->n;
+    *replica = 1 + (int)(j / m);
+    j %= m;
+    return skip && j >= L->exp0 ? j + skip : j;
   }
   *replica = (int)(j / per);
   j %= per;
   if (j >= rep) {
     *kind = PF_TP_COPY_TIED;
-    return L->b[PF_TP_EMBED].offset + (j - rep);
+    return L->b[pf_tp_embed(L)].offset + (j - rep);
   }
   *kind = PF_TP_COPY_TP;
   size_t r = 0;
@@ -166,9 +200,10 @@ typedef struct pf_tp_world {
   const double *grads;
   const double *init;
   int TP, PP, DP, R;
-  int f_unclipped, f_nodedup, f_noallreduce, f_untied, f_dpunreduced;
+  int f_unclipped, f_nodedup, f_noallreduce, f_untied, f_dpunreduced, f_expavg, f_explocal, f_expdrop;
   pthread_barrier_t bar;
-  double norm_board[8];
+  double norm_board[8], expert_board[8]; /* each rank's squared norm of its dense and its expert norm set */
+  double block_board[8][PF_TP_MAXBLOCKS]; /* each rank's per-tensor fp32 norms (-1: not held), PF_TP_TORCH */
   pf_tp_rank rank[8]; /* rank[4 dp + 2 pp + tp] */
   pthread_t thread[8];
 } pf_tp_world;
@@ -176,11 +211,27 @@ typedef struct pf_tp_world {
 static int pf_tp_slot(int dp, int pp, int tp) { return dp * 4 + pp * 2 + tp; }
 
 static int pf_tp_is_tied(const pf_tp_layout *L, size_t e) {
-  return L->tied && e >= L->b[PF_TP_EMBED].offset;
+  return L->tied && e >= L->b[pf_tp_embed(L)].offset;
 }
 
 static void pf_tp_sync(pf_tp_world *w) {
   if (w->R > 1) pthread_barrier_wait(&w->bar);
+}
+
+static size_t pf_tp_local(const pf_tp_rank *k, size_t e);
+
+/* An expert's buffer under EP=2 (its replica holds it alone): in micro-batch slot j both
+ * replicas' tokens reach it, micro-batches j and j + mb/2, and its backward GEMM leaves their
+ * gradients summed and rounded to the dtype once: fl(fl32(S g_j + S g_j+mb/2)); the slots summed
+ * in fp32 in order, as the replica's other buffers are. */
+static double pf_tp_expert_sum(const pf_tp_layout *L, const double *grads, size_t s, size_t x, unsigned *fe) {
+  double buf = 0;
+  const size_t half = L->mb / 2;
+  for (size_t j = 0; j < half; j++) {
+    const double a = L->loss_scale * pf_tp_grad(L, grads, s, j, x), b = L->loss_scale * pf_tp_grad(L, grads, s, j + half, x);
+    buf = pf_add(PF_FP32, buf, pf_round_fe(L->dtype, pf_add(PF_FP32, a, b, fe), fe), fe);
+  }
+  return buf;
 }
 
 /* One rank's whole run: every step of section 1 (accumulate, tie, norm, clip, Adam, write back). */
@@ -198,16 +249,28 @@ static void *pf_tp_rank_main(void *arg) {
      * contributions to the tied weight), scaled until the unscale below */
     for (size_t x = 0; x < me->nloc; x++) {
       const size_t e = me->elem[x];
-      const size_t gx = me->pp == 1 ? L->n + (e - L->b[PF_TP_EMBED].offset) : e;
-      me->g[x] = pf_tp_replica_sum(L, w->grads, s, gx, me->dp, w->DP, &me->fe);
+      const size_t gx = me->pp == 1 ? L->n + (e - L->b[pf_tp_embed(L)].offset) : e;
+      me->g[x] = w->DP == 2 && pf_tp_ep_elem(L, e) ? pf_tp_expert_sum(L, w->grads, s, gx, &me->fe)
+                                                    : pf_tp_replica_sum(L, w->grads, s, gx, me->dp, w->DP, &me->fe);
     }
+    /* comm: the reduction's all-reduce runs in the storage dtype, on every run (a group of one
+     * too): the fp32 buffer goes in rounded to it */
+    if (L->comm)
+      for (size_t x = 0; x < me->nloc; x++) me->g[x] = pf_round_fe(T, me->g[x], &me->fe);
     pf_tp_sync(w);
     if (w->DP == 2) {
-      /* SUM all-reduce over the data-parallel group (replica 0 + replica 1): the replicas hold
-       * the same elements in the same order; fault: each replica keeps its own sum */
+      /* SUM all-reduce over the data-parallel group (replica 0 + replica 1) of every element
+       * both hold (an expert under EP=2 is one replica's: not reduced); fault: each replica
+       * keeps its own sum */
       for (size_t x = 0; x < me->nloc; x++) {
-        const double a = me->dp == 0 ? me->g[x] : replica->g[x], b = me->dp == 0 ? replica->g[x] : me->g[x];
+        if (pf_tp_ep_elem(L, me->elem[x])) {
+          me->part[x] = me->g[x];
+          continue;
+        }
+        const double o = replica->g[pf_tp_local(replica, me->elem[x])];
+        const double a = me->dp == 0 ? me->g[x] : o, b = me->dp == 0 ? o : me->g[x];
         me->part[x] = w->f_dpunreduced ? me->g[x] : pf_add(F, a, b, &me->fe);
+        if (L->comm) me->part[x] = pf_round_fe(T, me->part[x], &me->fe); /* a bf16 sum of two bf16 values */
       }
       pf_tp_sync(w);
       memcpy(me->g, me->part, me->nloc * sizeof *me->g);
@@ -230,10 +293,15 @@ static void *pf_tp_rank_main(void *arg) {
       if (T == PF_FP16) me->g[x] = pf_mul(F, me->g[x], inv, &me->fe);
     }
     /* 4. the squared norm of this rank's norm set: per-tensor norms in fp32, squared, summed
-     * (megatron-core: the norm of the per-tensor norms, squared) */
-    const int core = L->algo == PF_TP_MEGATRON_CORE;
-    double local = 0;
-    for (int k = 0, x = 0; k < PF_TP_NBLOCKS; k++) {
+     * (megatron-core: the norm of the per-tensor norms, squared); the experts' apart (their
+     * own optimizer in Megatron, their own group in DeepSpeed) */
+    const int core = L->algo == PF_TP_MEGATRON_CORE, torch = L->algo == PF_TP_TORCH;
+    const int slot = pf_tp_slot(me->dp, me->pp, me->tp);
+    /* megatron-core's ChainedOptimizer pools the expert optimizer's gradients with the dense ones
+     * when both reduce their norms over the same group (no EP): one norm of norms */
+    const int pooled = core && !(w->DP == 2 && L->ep == 2);
+    double local = 0, local_e = 0;
+    for (int k = 0, x = 0; k < L->nblocks; k++) {
       double sumsq = 0;
       int any = 0;
       for (; (size_t)x < me->nloc && pf_tp_block_of(L, me->elem[x], &(size_t){0}, &(size_t){0}) == k; x++) {
@@ -241,34 +309,79 @@ static void *pf_tp_rank_main(void *arg) {
         any = 1;
       }
       const int counted = me->pp == 0 && (L->b[k].kind != PF_TP_REP || me->tp == 0 || w->f_nodedup);
+      w->block_board[slot][k] = any && me->pp == 0 ? pf_round(F, sqrt(sumsq)) : -1;
       if (any && counted) {
         const double nk = pf_round(F, sqrt(sumsq));
-        local = pf_add(F, local, pf_mul(F, nk, nk, &me->fe), &me->fe);
+        double *into = L->b[k].expert >= 0 && !pooled ? &local_e : &local;
+        *into = pf_add(F, *into, pf_mul(F, nk, nk, &me->fe), &me->fe);
       }
     }
     if (core) {
-      const double nn = pf_round(F, sqrt(local));
+      const double nn = pf_round(F, sqrt(local)), ne = pf_round(F, sqrt(local_e));
       local = pf_mul(F, nn, nn, &me->fe);
+      local_e = pf_mul(F, ne, ne, &me->fe);
     }
-    w->norm_board[pf_tp_slot(me->dp, me->pp, me->tp)] = local;
+    w->norm_board[slot] = local;
+    w->expert_board[slot] = local_e;
     pf_tp_sync(w);
-    /* over the model-parallel group (TP x PP) of this replica: each replica holds every gradient */
-    double total = 0;
-    if (w->f_noallreduce) total = local;
-    else
-      for (int r = 0; r < w->TP * w->PP; r++)
+    /* over the model-parallel group (TP x PP) of this replica: each replica holds every dense
+     * gradient; the experts' over the expert group: every replica's under EP=2 */
+    double total = 0, total_e = 0;
+    if (torch) {
+      /* clip_grad_norm_ on DTensors: a sharded tensor's norm is the root of its TP ranks' squared
+       * local norms summed (rank order), a replicated one's the local norm; then the norm of the
+       * norms, in tensor order. Faults: a replicated tensor summed over the ranks like a sharded
+       * one (norm-no-dedup); each rank's local shards alone (norm-not-allreduced) */
+      for (int k = 0; k < L->nblocks; k++) {
+        const int split = w->TP == 2 && L->b[k].kind != PF_TP_REP;
+        double nk;
+        if (w->f_noallreduce || (!split && !w->f_nodedup)) nk = w->block_board[pf_tp_slot(me->dp, 0, me->tp)][k];
+        else {
+          double sq = 0;
+          for (int r = 0; r < w->TP; r++) {
+            const double a = w->block_board[pf_tp_slot(me->dp, 0, r)][k];
+            sq = pf_add(F, sq, pf_mul(F, a, a, &me->fe), &me->fe);
+          }
+          nk = pf_round(F, sqrt(sq));
+        }
+        total = pf_add(F, total, pf_mul(F, nk, nk, &me->fe), &me->fe);
+      }
+    } else if (w->f_noallreduce) {
+      total = local;
+      total_e = local_e;
+    } else {
+      for (int r = 0; r < w->TP * w->PP; r++) {
         total = pf_add(F, total, w->norm_board[pf_tp_slot(me->dp, r / w->TP, r % w->TP)], &me->fe);
+        if (!(w->DP == 2 && L->ep == 2) || w->f_explocal)
+          total_e = pf_add(F, total_e, w->expert_board[pf_tp_slot(me->dp, r / w->TP, r % w->TP)], &me->fe);
+      }
+      if (w->DP == 2 && L->ep == 2 && !w->f_explocal) {
+        for (int r = 0; r < w->R; r++)
+          total_e = pf_add(F, total_e, w->expert_board[pf_tp_slot(r / (w->TP * w->PP), (r / w->TP) % w->PP, r % w->TP)],
+                           &me->fe);
+        if (w->f_expavg) total_e = pf_mul(F, total_e, 0.5, &me->fe); /* averaged over the DP group */
+      }
+    }
+    if (w->f_expdrop) total_e = 0;
     pf_tp_sync(w);
-    /* 5. clip every gradient on every rank (fault: replicated ones on TP ranks > 0 skipped) */
+    /* 5. clip every gradient on every rank (fault: replicated ones on TP ranks > 0 skipped).
+     * With experts the total norm is the norm of the dense and the expert norm (Megatron's
+     * ChainedOptimizer in binary64; DeepSpeed stacks the two fp32 norms) */
     double coef;
     int clip;
     if (core) { /* binary64 root and coefficient (Python floats), the scale rounded to fp32 */
-      const double n64 = sqrt(total), c64 = c->params[PF_TPP_MAXNORM] / (n64 + 1.0e-6);
+      const double d64 = sqrt(total), e64 = sqrt(total_e);
+      const double n64 = L->experts && !pooled ? sqrt(d64 * d64 + e64 * e64) : d64;
+      const double c64 = c->params[PF_TPP_MAXNORM] / (n64 + 1.0e-6);
       me->norms[s] = pf_round(F, n64);
       clip = c64 < 1;
       coef = pf_round(F, c64);
     } else {
-      const double norm = pf_round(F, sqrt(total));
+      double norm = pf_round(F, sqrt(total));
+      if (L->experts) {
+        const double ne = pf_round(F, sqrt(total_e));
+        norm = pf_round(F, sqrt(pf_add(F, pf_mul(F, norm, norm, &me->fe), pf_mul(F, ne, ne, &me->fe), &me->fe)));
+      }
       me->norms[s] = norm;
       coef = pf_tp_coef(L->algo, c->params[PF_TPP_MAXNORM], norm);
       clip = coef < 1;
@@ -330,6 +443,9 @@ static pf_status pf_tp_world_run(pf_tp_world *w, const pf_case *c, const pf_tp_l
     w->f_noallreduce = strcmp(c->fault, "norm-not-allreduced") == 0;
     w->f_untied = strcmp(c->fault, "tied-grad-unreduced") == 0;
     w->f_dpunreduced = strcmp(c->fault, "dp-grad-unreduced") == 0;
+    w->f_expavg = strcmp(c->fault, "expert-norm-averaged") == 0;
+    w->f_explocal = strcmp(c->fault, "expert-norm-local") == 0;
+    w->f_expdrop = strcmp(c->fault, "expert-norm-dropped") == 0;
   }
   for (int dp = 0; dp < w->DP; dp++)
   for (int pp = 0; pp < w->PP; pp++)
@@ -343,7 +459,11 @@ static pf_status pf_tp_world_run(pf_tp_world *w, const pf_case *c, const pf_tp_l
       if (!k->elem) return pf_error(PF_ERR_NOMEM, "tp: cannot allocate a rank");
       for (size_t e = 0; e < L->n; e++) {
         const int own = TP == 1 ? -1 : pf_tp_owner(L, e);
-        const int held = pp == 0 ? (own < 0 || own == tp) : (pf_tp_is_tied(L, e) && (own < 0 || own == tp));
+        int held = pp == 0 ? (own < 0 || own == tp) : (pf_tp_is_tied(L, e) && (own < 0 || own == tp));
+        if (DP == 2 && pf_tp_ep_elem(L, e)) { /* EP=2: expert x on replica x */
+          size_t i, j;
+          held = held && L->b[pf_tp_block_of(L, e, &i, &j)].expert == dp;
+        }
         if (held) k->elem[k->nloc++] = e;
       }
       const size_t m = k->nloc ? k->nloc : 1;
@@ -401,9 +521,11 @@ pf_status pf_tp_cpu(const pf_case *c, const pf_tensor *in, double *out, unsigned
   if (!st) {
     const pf_tp_rank *one = &w1->rank[0];
     for (size_t s = 0; s < L.steps; s++) {
-      for (size_t e = 0; e < L.n; e++) { /* the second run gathered from replica 0 */
+      for (size_t e = 0; e < L.n; e++) { /* the second run gathered from replica 0 (an expert's under EP) */
         const int own = pf_tp_owner(&L, e);
-        const pf_tp_rank *k = &w2->rank[own < 0 ? 0 : own];
+        size_t i, j;
+        const int d = pf_tp_ep_elem(&L, e) ? L.b[pf_tp_block_of(&L, e, &i, &j)].expert : 0;
+        const pf_tp_rank *k = &w2->rank[pf_tp_slot(d, 0, own < 0 ? 0 : own)];
         const double *a = one->hist + (s * one->nloc + e) * 4, *b = k->hist + (s * k->nloc + pf_tp_local(k, e)) * 4;
         for (int q = 0; q < 4; q++) {
           out[pf_tp_run_at(&L, 0, s, q, e)] = a[q];
@@ -499,7 +621,13 @@ static pf_status pf_tp_check(const pf_case *c) {
   const size_t mb = (size_t)c->params[PF_TPP_MB], dp = (size_t)c->params[PF_TPP_DP];
   if (mb % dp)
     return pf_error(PF_ERR_ARG, "microbatches (%zu) must be a multiple of dp (%zu): the replicas split them evenly", mb, dp);
-  if (c->dtype == PF_FP32) return pf_error(PF_ERR_UNSUPPORTED, "tp: dtype fp32 has no mixed-precision step (bf16 or fp16)");
+  if (c->params[PF_TPP_EXPERTS] == 1) return pf_error(PF_ERR_ARG, "experts must be 0 or 2");
+  if (c->params[PF_TPP_COMM] != 0 && c->dtype != PF_BF16)
+    return pf_error(PF_ERR_ARG, "comm=1 (the reduction in the storage dtype) is for bf16");
+  if (c->params[PF_TPP_EXPERTS] != 0 && pf_case_algo(c) == PF_TP_TORCH)
+    return pf_error(PF_ERR_UNSUPPORTED, "tp_diff/torch has no experts (experts must be 0)");
+  if (c->dtype == PF_FP32 && pf_case_algo(c) != PF_TP_TORCH)
+    return pf_error(PF_ERR_UNSUPPORTED, "tp: dtype fp32 has no mixed-precision step (bf16 or fp16)");
   if (c->dtype == PF_BF16 && c->params[PF_TPP_LOSS_SCALE] != 0)
     return pf_error(PF_ERR_ARG, "loss_scale is for fp16; bf16 runs without loss scaling");
   const double S = c->params[PF_TPP_LOSS_SCALE];
@@ -527,7 +655,7 @@ static int pf_tp_in_domain(const pf_case *c, const pf_tensor *in, char *why, siz
       double a = 0;
       for (size_t k = 0; k < L.mb; k++) {
         a += fabs(pf_tp_grad(&L, in[1].data, s, k, e));
-        if (L.tied && e >= L.b[PF_TP_EMBED].offset) a += fabs(pf_tp_grad(&L, in[1].data, s, k, L.n + e - L.b[PF_TP_EMBED].offset));
+        if (L.tied && e >= L.b[pf_tp_embed(&L)].offset) a += fabs(pf_tp_grad(&L, in[1].data, s, k, L.n + e - L.b[pf_tp_embed(&L)].offset));
       }
       sq += a * a;
     }
@@ -549,11 +677,8 @@ static int pf_tp_in_domain(const pf_case *c, const pf_tensor *in, char *why, siz
 /* A copy that is not bitwise equal, or a value outside the oracle's set, is divergent. */
 static pf_verdict pf_tp_refine(const pf_case *c, const pf_tensor *in, size_t i, double y, pf_verdict v, double rounded,
                                pf_bound b) {
-  /* the copy checks come first (pf_tp_layout_make's nsync, without the blocks) */
-  const size_t h = c->shape[1], n = (6 + c->shape[4]) * h + 3 * h * h + 3 * h + h * h + 2 * c->shape[2] * h +
-                                    c->shape[2] + c->shape[3] * h;
-  const size_t nrep = c->params[PF_TPP_TP] == 2 ? (6 + c->shape[4]) * h : 0, dp = (size_t)c->params[PF_TPP_DP];
-  const size_t nsync = dp * (nrep + (c->params[PF_TPP_TIED] != 0 ? c->shape[3] * h : 0)) + (dp - 1) * n;
+  /* the copy checks come first */
+  const size_t nsync = pf_tp_nsync(c);
   if (i < 2 * c->shape[0] * nsync) return i % 2 == 0 && y != 0 ? PF_V_DIVERGENT : PF_V_OK;
   return v == PF_V_OK || v == PF_V_RANGE ? v : PF_V_DIVERGENT;
 }
@@ -691,8 +816,10 @@ const pf_op pf_tp_op = {
         "(the kernel tp_diff; precfuzz list shows its parameters). Default dtype bf16.\n"
         "--param tp=1 --param dp=2 makes the second run TP=1 x DP=2 (data-parallel replicas, the\n"
         "micro-batches split among them, their gradient buffers all-reduced); tp=2 dp=2: TP=2 x DP=2.\n"
+        "--param experts=2 adds an MoE layer's two experts; with dp=2 the second run holds them\n"
+        "expert-parallel (EP=2: expert e on replica e, the norm summing them over the expert group).\n"
         "Faults: tp-replicated-unclipped, norm-no-dedup, norm-not-allreduced, tied-grad-unreduced,\n"
-        "dp-grad-unreduced.\n"
+        "dp-grad-unreduced, expert-norm-averaged, expert-norm-local, expert-norm-dropped.\n"
         "Exit status: 0 no finding, 1 findings, 2 bad usage or input.\n",
 };
 
@@ -702,7 +829,11 @@ static void pf_tp_bound(const pf_case *c, const pf_tensor *in, pf_bound *out) {
 }
 
 static const char *const pf_tp_faults[] = {"tp-replicated-unclipped", "norm-no-dedup", "norm-not-allreduced",
-                                           "tied-grad-unreduced", "dp-grad-unreduced", NULL};
+                                           "tied-grad-unreduced", "dp-grad-unreduced", "expert-norm-averaged",
+                                           "expert-norm-local", "expert-norm-dropped", NULL};
+/* plain PyTorch has no experts here */
+static const char *const pf_tp_torch_faults[] = {"tp-replicated-unclipped", "norm-no-dedup", "norm-not-allreduced",
+                                                 "tied-grad-unreduced", "dp-grad-unreduced", NULL};
 static const pf_kernel pf_tp_tab[] = {
     {PF_KERNEL_ABI, &pf_tp_op, "megatron",
      "DeepSpeed BF16_Optimizer / Megatron: fp32 gradient buffers, fp32 norm of the deduplicated norm set, clip, FusedAdam",
@@ -726,5 +857,13 @@ static const pf_kernel pf_tp_tab[] = {
      "master, parameter, m and v inside the set every summation order of the norm allows, through Megatron's "
      "binary64 coefficient and PyTorch's AdamW; the reported norm (rounded to fp32) inside its set",
      pf_tp_cpu, pf_tp_bound, pf_tp_in_domain, pf_tp_check, NULL, PF_TP_MEGATRON_CORE, NULL},
+    {PF_KERNEL_ABI, &pf_tp_op, "torch",
+     "plain PyTorch 2.15 in fp32 on the CPU: clip_grad_norm_ (per-tensor norms, a TP-sharded DTensor's from its ranks' "
+     "squared local norms; the norm of the norms; coef = reciprocal(norm + 1e-6) * max_norm), PyTorch's AdamW",
+     PF_DT(PF_FP32), PF_DT(PF_FP32), pf_tp_torch_faults,
+     "replicated parameters and tied copies bitwise equal across ranks after every step; TP=1 and gathered TP=2 "
+     "parameter, m and v inside the set every summation order of the norm allows, through clip_grad_norm_'s "
+     "coefficient and PyTorch's AdamW; the reported norm inside its set",
+     pf_tp_cpu, pf_tp_bound, pf_tp_in_domain, pf_tp_check, NULL, PF_TP_TORCH, NULL},
 };
-const pf_kernel *const pf_tp_kernels[] = {&pf_tp_tab[0], &pf_tp_tab[1], &pf_tp_tab[2], NULL};
+const pf_kernel *const pf_tp_kernels[] = {&pf_tp_tab[0], &pf_tp_tab[1], &pf_tp_tab[2], &pf_tp_tab[3], NULL};

@@ -4,11 +4,15 @@
  * Layout: [variant][dtype and layout][steps][hidden][ffn][vocab][seq][microbatches][tied][lr]
  *         [beta1][beta2][eps][wd][max_norm][spread][loss scale][seed: 8 bytes][dist]
  *         [scale exponent of init][of grads]
- * The dtype byte b: fp16 when b is odd (and the variant takes it); when (b / 2) % 4 is 3 (a
+ * The dtype byte b: fp16 when b is odd (and the variant takes it), else bf16 (fp32 for a
+ * variant with neither); when (b / 2) % 4 is 3 (a
  * quarter of the inputs: the TP faults need TP=2, the DP fault DP=2) the second run has two
  * data-parallel replicas, as TP=2 x DP=2 or, when (b / 8) % 2 is 1 or the case is tied (so that
  * no layout needs more than 4 ranks), TP=1 x DP=2, with an even number of micro-batches. The
- * byte is in the shortest inputs (8 bytes), so a fuzzer reaches every layout at once.
+ * byte is in the shortest inputs (8 bytes), so a fuzzer reaches every layout at once. When
+ * (b / 16) % 4 is 3 the layer has two experts (expert-parallel when DP=2); when (b / 64) % 2
+ * is 1 a bf16 case reduces its gradients in bf16 (comm=1). A rank
+ * group's variant whose hello fixes tied, tp, dp, experts or comm gets them fitted into its ranges.
  * Sizes stay small (hidden <= 16, ffn <= 32, vocab <= 33: odd vocabularies split unevenly);
  * gradients are spread around the clipping threshold so that clipping is on in some steps
  * and off in others. */
@@ -18,6 +22,7 @@
 
 #include "harness/fuzz/fuzz_common.h"
 #include "kernels/kernel.h"
+#include "kernels/tp_diff/tp.h"
 
 static const double lrs[] = {1e-3, 3e-4, 6e-5, 1e-4, 3e-3, 1e-2, 1e-5, 6e-4};
 static const double beta1s[] = {0.9, 0.95, 0.0, 0.5, 0.99, 0.8, 0.9, 0.9};
@@ -32,24 +37,33 @@ int pf_decode_tp_diff_fuzzer(const uint8_t *data, size_t size, pf_case *out) {
   pf_bytes b = {data, size, 0};
   pf_case c;
   const pf_kernel *k = pf_fuzz_begin("tp_diff", &b, &c);
-  /* fp16 only for a variant that takes it (deepspeed and megatron-core are bf16 only) */
+  /* fp16 only for a variant that takes it (deepspeed is bf16 only); fp32 for one that takes
+   * nothing else (torch) */
   const uint8_t db = pf_bytes_u8(&b);
-  c.dtype = db % 2 && (k->dtypes & PF_DT(PF_FP16)) ? PF_FP16 : PF_BF16;
-  const int dp2 = db / 2 % 4 == 3, tp1 = db / 8 % 2;
+  c.dtype = db % 2 && (k->dtypes & PF_DT(PF_FP16)) ? PF_FP16 : (k->dtypes & PF_DT(PF_BF16)) ? PF_BF16 : PF_FP32;
+  const int dp2 = db / 2 % 4 == 3, tp1 = db / 8 % 2, experts = db / 16 % 4 == 3;
   c.shape[0] = 1 + pf_bytes_u8(&b) % 6;
   c.shape[1] = 2 * (1 + pf_bytes_u8(&b) % 8);
   c.shape[2] = 2 * (1 + pf_bytes_u8(&b) % 16);
   c.shape[3] = 2 + pf_bytes_u8(&b) % 32;
   c.shape[4] = 1 + pf_bytes_u8(&b) % 8;
   pf_case_set_param(&c, "microbatches", 1 + pf_bytes_u8(&b) % 4);
-  const int tied = pf_bytes_u8(&b) % 4 != 3; /* a zero byte: tied */
-  pf_case_set_param(&c, "tied", tied);
+  pf_case_set_param(&c, "tied", pf_bytes_u8(&b) % 4 != 3); /* a zero byte: tied */
+  pf_fuzz_fit_param(k, &c, "tied"); /* a rank group's layout, as its hello fixes it */
+  const int tied = pf_case_param(&c, "tied") != 0;
   if (dp2) {
     pf_case_set_param(&c, "tp", tp1 || tied ? 1 : 2);
     pf_case_set_param(&c, "dp", 2);
-    const double mb = pf_case_param(&c, "microbatches");
-    if ((int)mb % 2) pf_case_set_param(&c, "microbatches", mb + 1);
   }
+  pf_case_set_param(&c, "experts", experts && k->algo != PF_TP_TORCH ? 2 : 0); /* plain PyTorch has none */
+  pf_fuzz_fit_param(k, &c, "tp");
+  pf_fuzz_fit_param(k, &c, "dp");
+  pf_fuzz_fit_param(k, &c, "experts");
+  /* half the bf16 inputs reduce in bf16 (DeepSpeed's engine's default) */
+  pf_case_set_param(&c, "comm", c.dtype == PF_BF16 && db / 64 % 2);
+  pf_fuzz_fit_param(k, &c, "comm");
+  const double mb = pf_case_param(&c, "microbatches");
+  if (pf_case_param(&c, "dp") == 2 && (int)mb % 2) pf_case_set_param(&c, "microbatches", mb + 1);
   pf_case_set_param(&c, "lr", lrs[pf_bytes_u8(&b) % 8]);
   pf_case_set_param(&c, "beta1", beta1s[pf_bytes_u8(&b) % 8]);
   pf_case_set_param(&c, "beta2", beta2s[pf_bytes_u8(&b) % 8]);

@@ -1,0 +1,252 @@
+"""Plain PyTorch's own distributed training step under precfuzz's differential, on 2 real ranks:
+DTensor tensor parallelism or DistributedDataParallel, torch.nn.utils.clip_grad_norm_ and
+torch.optim.AdamW, in fp32.
+
+    K='ranks:2:.venv/bin/python examples/torch_tp.py'
+    precfuzz --kernels "$K" diff-tp -v torch-dtensor --param tied=0 -t fp32        # TP=1 against TP=2
+    precfuzz --kernels "$K" diff-tp -v torch-ddp --param tied=0 --param tp=1 --param dp=2 -t fp32
+    ... --fault norm-local        # clip_grad_norm_ given the local shards: each rank its own norm
+
+Every case runs the case's transformer layer twice: as TP=1 on rank 0 alone, and as the
+variant's second layout on both ranks:
+  torch-dtensor  TP=2: every parameter a DTensor on a 2-rank CPU device mesh, Megatron's splits
+                 as placements (column- and vocab-parallel Shard(0), row-parallel Shard(1),
+                 the rest Replicate(); an odd vocabulary splits as torch.chunk does, rank 0
+                 taking the larger half, as Megatron does)
+  torch-ddp      DP=2: the parameters in a module wrapped in DistributedDataParallel (its C++
+                 reducer: each gradient multiplied by 1/2 into its bucket, the buckets SUM
+                 all-reduced), each replica taking half the micro-batches, no_sync() for all
+                 but its last
+Each micro-batch's gradient reaches the parameters through autograd (the loss sum(p * c) has
+gradient c exactly; torch's AccumulateGrad adds them in fp32); then clip_grad_norm_(params,
+max_norm) (per-tensor norms, a sharded DTensor's combined over its ranks, the norm of the
+norms, the clamped coefficient) and torch.optim.AdamW (its defaults on the CPU: the
+single-tensor loop). Parameters are fp32 and their own masters. With DDP each replica's loss is
+multiplied by the DP size (2, exact): DDP averages, and the case's gradient is the micro-batches'
+sum. Every rank's parameter, m and v after every step come back; precfuzz checks them against the
+contract tp_diff/torch. No shim: PyTorch runs on the CPU as it is.
+
+Fault switches (precfuzz --fault NAME), each a monkeypatch of PyTorch's clip_grad module or of
+the training loop as a user might write it, for the case:
+  tp-replicated-unclipped  torch-dtensor: _clip_grads_with_norm_ skips the replicated tensors on
+                           TP ranks > 0 (seed 002's effect: a filter for "the tensors this rank
+                           owns" one level too far out)
+  norm-no-dedup            torch-dtensor: _get_total_norm as a hand-written norm: every rank's
+                           local squares summed and all-reduced, so the replicated tensors count
+                           twice (Transformer Engine ROCm PR 715's effect)
+  norm-local               torch-dtensor: clip_grad_norm_ given the local shards (to_local()):
+                           each rank clips by its own norm (the FSDP and DTensor pitfall)
+  norm-bf16                _get_total_norm over bf16 copies of the gradients (torchtitan PR
+                           4135: a total norm computed in bf16)
+  dp-grad-unreduced        torch-ddp: every micro-batch's backward under no_sync(), the last too:
+                           each replica steps on its own micro-batches
+"""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+import precfuzz_ranks as pr  # noqa: E402  (first: rank 0's standard output is the protocol's)
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+import torch.nn.utils.clip_grad as clip_grad  # noqa: E402
+from torch.distributed.device_mesh import init_device_mesh  # noqa: E402
+from torch.distributed.tensor import DTensor, Replicate, Shard, distribute_tensor  # noqa: E402
+from torch.nn.parallel import DistributedDataParallel  # noqa: E402
+
+RANK, WORLD = pr.init()
+if WORLD != 2:
+    raise SystemExit(f"torch_tp.py runs on 2 ranks (--kernels ranks:2:...), not {WORLD}")
+assert torch.__version__.split("+")[0] == "2.15.0", f"written against PyTorch 2.15.0, not {torch.__version__}"
+
+# every rank makes every group, in the same order (torch.distributed's rule)
+MESH = init_device_mesh("cpu", (2,))
+SINGLE = [dist.new_group([0]), dist.new_group([1])]
+PAIR = dist.new_group([0, 1])
+
+
+# --- fault switches -----------------------------------------------------------------------------
+
+_real_total_norm = clip_grad._get_total_norm
+_real_clip_with_norm = clip_grad._clip_grads_with_norm_
+
+
+def _local(t):
+    return t.to_local() if isinstance(t, DTensor) else t
+
+
+def _total_norm_no_dedup(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=None):
+    """A hand-written global norm: each rank's local squares, summed over the ranks."""
+    tensors = [tensors] if isinstance(tensors, torch.Tensor) else list(tensors)
+    sq = torch.stack([_local(t).float().pow(2).sum() for t in tensors]).sum()
+    if any(isinstance(t, DTensor) for t in tensors):
+        dist.all_reduce(sq, group=MESH.get_group())
+    return sq.sqrt()
+
+
+def _total_norm_local(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=None):
+    tensors = [tensors] if isinstance(tensors, torch.Tensor) else list(tensors)
+    return _real_total_norm([_local(t) for t in tensors], norm_type, error_if_nonfinite, foreach)
+
+
+def _total_norm_bf16(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=None):
+    tensors = [tensors] if isinstance(tensors, torch.Tensor) else list(tensors)
+    total = _real_total_norm([t.to(torch.bfloat16) for t in tensors], norm_type, error_if_nonfinite, foreach)
+    return total.float()
+
+
+def _clip_owned_only(parameters, max_norm, total_norm, foreach=None):
+    """seed 002's filter in DTensor terms: on TP ranks > 0 only the sharded tensors are clipped."""
+    parameters = [parameters] if isinstance(parameters, torch.Tensor) else list(parameters)
+    if MESH.get_local_rank() != 0:
+        parameters = [p for p in parameters
+                      if not (isinstance(p, DTensor) and all(isinstance(q, Replicate) for q in p.placements))]
+    return _real_clip_with_norm(parameters, max_norm, total_norm, foreach)
+
+
+FAULTS = {
+    "tp-replicated-unclipped": [(clip_grad, "_clip_grads_with_norm_", _clip_owned_only)],
+    "norm-no-dedup": [(clip_grad, "_get_total_norm", _total_norm_no_dedup)],
+    "norm-local": [(clip_grad, "_get_total_norm", _total_norm_local)],
+    "norm-bf16": [(clip_grad, "_get_total_norm", _total_norm_bf16)],
+    "dp-grad-unreduced": [],  # the training loop's (step below): no_sync() for every micro-batch
+}
+
+
+# --- the model ----------------------------------------------------------------------------------
+
+def placement(block):
+    """The DTensor placement of Megatron's split of a block (TP=2)."""
+    return Replicate() if block.kind == pr.REPLICATED else Shard(1 if block.kind == pr.ROW else 0)
+
+
+class Layer(torch.nn.Module):
+    """The case's parameters; forward(consts) is the loss sum(p * c) over them, whose gradient is
+    c exactly (one constant per parameter, in the parameter's own layout)."""
+
+    def __init__(self, tensors):
+        super().__init__()
+        self.names = list(tensors)
+        for name, t in tensors.items():
+            self.register_parameter(name.replace(".", "_"), torch.nn.Parameter(t))
+
+    def params(self):
+        return {name: getattr(self, name.replace(".", "_")) for name in self.names}
+
+    def forward(self, consts):
+        ps = self.params()
+        loss = None
+        for name, c in consts.items():
+            p = ps[name]
+            term = ((p.to_local() if isinstance(p, DTensor) else p) * c).sum()
+            loss = term if loss is None else loss + term
+        return loss
+
+
+_built = {}  # (layout, shapes) -> module (and its DDP wrapper): built once, its values reset per case
+
+
+def model_for(layer, how):
+    """how: "one" (TP=1, rank 0), "dtensor" (TP=2) or "ddp" (DP=2)."""
+    key = (how, tuple((b.name, b.rows, b.cols) for b in layer.blocks))
+    if key not in _built:
+        tensors = {}
+        for b in layer.blocks:
+            full = torch.zeros(b.shape, dtype=torch.float32)
+            tensors[b.name] = distribute_tensor(full, MESH, [placement(b)], src_data_rank=None) if how == "dtensor" else full
+        module = Layer(tensors)
+        wrapped = DistributedDataParallel(module, process_group=PAIR) if how == "ddp" else None
+        _built[key] = (module, wrapped)
+    return _built[key]
+
+
+def run(layer, case, init, grads, how):
+    """One run of the case's steps on this rank: ({block name: (steps, 4, *local shape)} of
+    master (= the parameter), parameter, m, v after each step, [the norm each step reported])."""
+    module, ddp = model_for(layer, how)
+    params = module.params()
+    tp, tp_rank = (2, RANK) if how == "dtensor" else (1, 0)
+    dp, replica = (2, RANK) if how == "ddp" else (1, 0)
+    init_a = np.asarray(init, dtype=np.float32)
+    g_all = np.asarray(grads, dtype=np.float32).reshape(layer.steps, layer.mb, -1)
+    consts = {}  # block name -> (steps, micro-batches, *local shape): this rank's share of each gradient
+    with torch.no_grad():
+        for b in layer.blocks:
+            p = params[b.name]
+            (p.to_local() if isinstance(p, DTensor) else p).copy_(
+                torch.from_numpy(b.shard(layer.init(init_a, b), tp_rank, tp)))
+            p.grad = None
+            sl = g_all[:, :, b.offset:b.offset + b.size].reshape(layer.steps, layer.mb, b.rows, b.cols)
+            local = np.stack([np.stack([b.shard(sl[s, k], tp_rank, tp) for k in range(layer.mb)])
+                              for s in range(layer.steps)])
+            consts[b.name] = torch.from_numpy(local * np.float32(dp))  # DDP averages over dp: exact
+    decay = [params[b.name] for b in layer.blocks if b.decay]
+    no_decay = [params[b.name] for b in layer.blocks if not b.decay]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": layer.wd}, {"params": no_decay, "weight_decay": 0.0}],
+                            lr=layer.lr, betas=layer.betas, eps=layer.eps)
+    hist = {b.name: np.zeros((layer.steps, 4) + tuple(_local(params[b.name]).shape), np.float32) for b in layer.blocks}
+    norms = []
+    mine = list(layer.micro_batches(replica, dp))
+    forward = ddp if ddp is not None else module
+    with pr.switched(FAULTS, case.fault):
+        for s in range(layer.steps):
+            opt.zero_grad(set_to_none=True)
+            for k in mine:
+                sync = k == mine[-1] and case.fault != "dp-grad-unreduced"
+                c = {name: consts[name][s, k] for name in params}
+                if ddp is not None and not sync:
+                    with ddp.no_sync():
+                        forward(c).backward()
+                else:
+                    forward(c).backward()
+            norm = torch.nn.utils.clip_grad_norm_(list(params.values()), layer.max_norm)
+            norms.append(float(norm.full_tensor() if isinstance(norm, DTensor) else norm))
+            opt.step()
+            for name, p in params.items():
+                st = opt.state[p]
+                h = hist[name][s]
+                h[0] = h[1] = _local(p).detach().numpy()
+                h[2] = _local(st["exp_avg"]).numpy()
+                h[3] = _local(st["exp_avg_sq"]).numpy()
+    return hist, norms
+
+
+@pr.kernel("tp_diff", variant="torch-dtensor", like="torch", dtypes=["fp32"],
+           params={"tied": [0, 0], "tp": [2, 2], "dp": [1, 1], "experts": [0, 0], "comm": [0, 0]},
+           faults=["tp-replicated-unclipped", "norm-no-dedup", "norm-local", "norm-bf16"],
+           summary="PyTorch 2.15 DTensor TP=2 (2 gloo ranks), clip_grad_norm_, AdamW, fp32; TP=1 on rank 0")
+def torch_dtensor(case, init, grads, gscale):
+    layer = pr.TPLayer(case)
+    out = {"two": run(layer, case, init, grads, "dtensor")}
+    if RANK == 0:
+        out["one"] = run(layer, case, init, grads, "one")
+    return out
+
+
+@torch_dtensor.combine
+def dtensor_outputs(case, results):
+    return pr.TPLayer(case).tp_outputs([{(0, 0): results[0]["one"]}, {(0, r): res["two"] for r, res in enumerate(results)}])
+
+
+@pr.kernel("tp_diff", variant="torch-ddp", like="torch", dtypes=["fp32"],
+           params={"tied": [0, 0], "tp": [1, 1], "dp": [2, 2], "experts": [0, 0], "comm": [0, 0]},
+           faults=["norm-bf16", "dp-grad-unreduced"],
+           summary="PyTorch 2.15 DistributedDataParallel DP=2 (2 gloo ranks), clip_grad_norm_, AdamW, fp32; TP=1 on rank 0")
+def torch_ddp(case, init, grads, gscale):
+    layer = pr.TPLayer(case)
+    out = {"two": run(layer, case, init, grads, "ddp")}
+    if RANK == 0:
+        out["one"] = run(layer, case, init, grads, "one")
+    return out
+
+
+@torch_ddp.combine
+def ddp_outputs(case, results):
+    return pr.TPLayer(case).tp_outputs([{(0, 0, 0): results[0]["one"]},
+                                        {(r, 0, 0): res["two"] for r, res in enumerate(results)}])
+
+
+if __name__ == "__main__":
+    sys.exit(pr.serve())

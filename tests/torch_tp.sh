@@ -1,0 +1,85 @@
+#!/bin/bash
+# Plain PyTorch's distributed step (examples/torch_tp.py: DTensor TP=2 or DDP DP=2,
+# clip_grad_norm_, AdamW, fp32) on 2 gloo ranks under the differential (contract tp_diff/torch):
+# clean cases give no finding on either layout; with the seed-002-like switch the replicated
+# LayerNorm weight differs between TP rank 0 and rank 1 after the first step that clips (read
+# from the norms PyTorch reported), with a replay line that reproduces it; each other switch is
+# found within 20 cases; the emulation agrees with PyTorch on most outputs; a layout the
+# variant does not hold is refused. Skipped without PyTorch (scripts/python-env.sh --torch).
+# usage: tests/torch_tp.sh PRECFUZZ PYTHON
+P=$(realpath "$1")
+PY=$2
+. "$(dirname "$0")/check.sh"
+need_python "torch.distributed.tensor, numpy" "scripts/python-env.sh --torch installs it"
+K="ranks:2:$PY examples/torch_tp.py"
+export PRECFUZZ_KERNEL_TIMEOUT=120
+DT=(diff-tp -v torch-dtensor -t fp32 --param tied=0)
+DD=(diff-tp -v torch-ddp -t fp32 --param tied=0 --param tp=1 --param dp=2)
+
+# clean: 60 cases of each layout, no finding
+for v in DT DD; do
+  n=$((n + 1))
+  eval 'args=("${'$v'[@]}")'
+  out=$(rk "${args[@]}" --cases 60)
+  [ $? -eq 0 ] && echo "$out" | grep -q "^tp_diff/${args[2]} fp32/fp32: 60 cases (seeds 1..60): ok 60 *$" || fail "clean ${args[2]}: $out"
+done
+
+# seed 002's effect: the first finding of each case is ln1.w on TP rank 1 after the first step
+# whose coefficient (clip_grad_norm_'s, from the norm it reported) clips
+n=$((n + 1))
+"$P" --kernels "$K" run -k tp_diff -v torch-dtensor -t fp32 --param tied=0 --fault tp-replicated-unclipped --cases 5 \
+  --json 2>/dev/null | python3 -c '
+import json, struct, sys
+f32 = lambda x: struct.unpack("f", struct.pack("f", x))[0]
+d = json.load(sys.stdin)
+for c in d["cases"]:
+    steps, h, ffn, V, seq = c["case"]["shape"]
+    max_norm = float.fromhex(c["case"]["params"]["max_norm"])
+    e = c["elements"]
+    n = 6 * h + 4 * h * h + 3 * h + 2 * ffn * h + ffn + seq * h + V * h  # tp.h: parameters per run
+    nsync = (6 + seq) * h
+    base = 2 * steps * nsync + 8 * steps * n
+    norms = [float.fromhex(e[base + (steps + s) * 8]["y"]) for s in range(steps)]  # TP=2, rank 0 (8 slots a step)
+    coef = [f32(f32(1 / f32(f32(x) + f32(1e-6))) * f32(max_norm)) for x in norms]
+    first = next(s for s in range(steps) if coef[s] < 1)
+    want = "ln1.w[0] on TP rank 1 after step %d: its " % (first + 1)
+    assert c["verdict"] == "divergent" and c["born_in"] == "copies" and c["why"].startswith(want), (c["seed"], norms, coef, c["why"])
+print("ok")' | grep -qx ok || fail "tp-replicated-unclipped: the finding is not ln1.w on TP rank 1 after the first clipping step"
+# its replay line reproduces it
+n=$((n + 1))
+out=$(rk "${DT[@]}" --fault tp-replicated-unclipped --cases 1)
+line=$(echo "$out" | grep -m1 "reproduce with: " | sed 's/^ *reproduce with: //')
+echo "$line" | grep -q -- "--kernels 'ranks:2:.*torch_tp.py' run -k tp_diff -v torch-dtensor .* --fault tp-replicated-unclipped" ||
+  fail "tp-replicated-unclipped: the replay line: $out"
+out2=$(eval "$line" 2>&1 | grep -v '^\[rank')
+echo "$out2" | grep -q "^FINDING .*ln1.w\[0\] on TP rank 1 after step 2: its master differs from rank 0's copy" ||
+  fail "tp-replicated-unclipped: the replay line does not reproduce it: $line: $out2"
+
+# the other switches, each found within 20 cases
+for f in "DT:norm-no-dedup:the gradient norm torch-dtensor's step reported" \
+  "DT:norm-local:the gradient norm torch-dtensor's step reported" \
+  "DT:norm-bf16:the gradient norm torch-dtensor's step reported" \
+  "DD:norm-bf16:the gradient norm torch-ddp's step reported (TP=1 x DP=2" \
+  "DD:dp-grad-unreduced:on DP replica 1 (TP rank 0) after step 1: its master differs from replica 0's"; do
+  n=$((n + 1))
+  v=${f%%:*} rest=${f#*:}
+  eval 'args=("${'$v'[@]}")'
+  out=$(rk "${args[@]}" --fault "${rest%%:*}" --cases 20 --max-print 1)
+  [ $? -eq 1 ] && echo "$out" | grep -qF "${rest#*:}" || fail "fault ${rest%%:*} on ${args[2]}: $out"
+done
+
+# the emulation (tp_diff/torch) against PyTorch: most outputs bitwise equal (they differ where
+# ATen's norms sum in another order or its roots round the other way), no finding on either
+rk_agrees torch-dtensor 80 -t fp32 --param tied=0
+rk_agrees torch-ddp 80 -t fp32 --param tied=0 --param tp=1 --param dp=2
+
+# a layout the variant does not hold is refused, exit 2
+n=$((n + 1))
+out=$("$P" --kernels "$K" diff-tp -v torch-dtensor -t fp32 --cases 1 2>&1)
+[ $? -eq 2 ] && echo "$out" | grep -qx "precfuzz: tp_diff/torch-dtensor takes tied in \[0, 0\] only (its hello), not 1" || fail "tied: $out"
+n=$((n + 1))
+out=$("$P" --kernels "$K" diff-tp -v torch-ddp -t fp32 --param tied=0 --cases 1 2>&1)
+[ $? -eq 2 ] && echo "$out" | grep -qx "precfuzz: tp_diff/torch-ddp takes tp in \[1, 1\] only (its hello), not 2" || fail "ddp tp: $out"
+
+echo "torch_tp: $((n - failed))/$n checks passed"
+[ $failed -eq 0 ]
