@@ -341,6 +341,7 @@ def run_engine(layer, case, init, grads, dp):
     eng.communication_data_type = torch.bfloat16 if layer.case.params.get("comm", 0) else torch.float32
     per = layer.mb // dp
     eng.set_train_batch_size(per * dp)  # gradient_accumulation_steps = this replica's micro-batches
+    eng.micro_steps = 0  # as a fresh engine: the boundary is every per-th micro-step from here
     params = model.params()
     replica = RANK if dp == 2 else 0
     # each parameter's range in the flat buffer, and this rank's partition of it

@@ -81,6 +81,22 @@ for f in "dp-grad-unreduced:the gradient norm deepspeed-zero1-bf16's step report
   [ $? -eq 1 ] && echo "$out" | grep -qF "${f#*:}" || fail "zero1 fault ${f%%:*}: $out"
 done
 rk_agrees deepspeed-zero1-bf16 80 --param tied=0 --param tp=1 --param dp=2 --param comm=1
+# one rank group, cases of different accumulation counts in a row (the engine's micro-step
+# counter restarts per case): 3 steps of 1 micro-batch a replica, then 3 steps of 2
+n=$((n + 1))
+T=$(mktemp -d)
+for mb in 2 4; do
+  cat >"$T/mb$mb.json" <<JSON
+{"format": "precfuzz-case/1", "kernel": "tp_diff", "variant": "deepspeed-zero1-bf16", "dtype": "bf16", "accum": "fp32",
+ "shape": [3, 16, 2, 33, 8],
+ "params": {"microbatches": $mb, "tied": 0, "tp": 1, "dp": 2, "comm": 1},
+ "inputs": {"init": {"dist": "normal", "seed": "5", "scale": "0x1p-12"}, "grads": {"dist": "normal", "seed": "6", "scale": "0x1p-4"},
+            "gscale": {"dist": "normal", "seed": "7", "scale": "0x1p+0"}}}
+JSON
+done
+out=$(rk replay "$T/mb2.json" "$T/mb4.json")
+[ $? -eq 0 ] && [ "$(echo "$out" | grep -c ': ok$')" -eq 2 ] || fail "zero1 cases of 1 then 2 micro-batches a replica: $out"
+rm -rf "$T"
 
 # a tied embedding (PP=2) is not this adapter's: refused, exit 2
 n=$((n + 1))
