@@ -205,7 +205,8 @@ if [ "$mode" = --torch ]; then
     echo "$1: the finding's case ($case_file):"
     python3 -c 'import json, sys; print(json.dumps(json.load(open(sys.argv[1])), separators=(",", ":")))' "$case_file" | sed 's/^/  /'
     variant=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["variant"])' "$case_file")
-    like=$(PRECFUZZ_KERNELS="exec:$PY examples/$2.py" "$FUZZ_BUILD/bin/precfuzz" list --json 2>/dev/null | python3 -c '
+    # the target's own spec (a rank group's "ranks:N": its script cannot run as one process)
+    like=$(PRECFUZZ_KERNELS="${4:-exec}:$PY examples/$2.py" "$FUZZ_BUILD/bin/precfuzz" list --json 2>/dev/null | python3 -c '
 import json, sys
 print(next((k["like"] for k in json.load(sys.stdin) if k["variant"] == sys.argv[1]), ""))' "$variant")
     emu=$out/${keys[$i]}.emulation.json
