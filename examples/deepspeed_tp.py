@@ -218,6 +218,20 @@ def shard_index(layer, tp, tp_rank):
     return _built[key]
 
 
+def reset(opt, layer):
+    """A BF16_Optimizer as at the case's start (its masters set apart): no Adam state, empty
+    gradient buffers, the case's hyperparameters."""
+    opt.optimizer.state.clear()
+    opt._hp_optimizer_states_linked = False
+    opt.clear_hp_grads()
+    for i in range(len(opt.fp32_groups_has_gradients)):
+        opt.fp32_groups_has_gradients[i] = [False] * len(opt.fp32_groups_has_gradients[i])
+    for gi, g in enumerate(opt.optimizer.param_groups):
+        g["lr"], g["betas"], g["eps"] = layer.lr, layer.betas, layer.eps
+        g["weight_decay"] = layer.wd if gi == 0 else 0.0
+    opt.clip_grad = layer.max_norm
+
+
 def run(layer, case, init, grads, tp, tp_rank, group):
     """One run of the case's steps: ({block name: (steps, 4, *shard shape)} of master, parameter,
     m, v after each step, [the gradient norm each step reported])."""
@@ -235,15 +249,7 @@ def run(layer, case, init, grads, tp, tp_rank, group):
     for name, p in params.items():
         i, off, k = where[p]
         opt.fp32_groups_flat_partition[i].data[off:off + k].copy_(init_t[index[name]])
-    opt.optimizer.state.clear()
-    opt._hp_optimizer_states_linked = False
-    opt.clear_hp_grads()
-    for i in range(len(opt.fp32_groups_has_gradients)):
-        opt.fp32_groups_has_gradients[i] = [False] * len(opt.fp32_groups_has_gradients[i])
-    for gi, g in enumerate(opt.optimizer.param_groups):
-        g["lr"], g["betas"], g["eps"] = layer.lr, layer.betas, layer.eps
-        g["weight_decay"] = layer.wd if gi == 0 else 0.0
-    opt.clip_grad = layer.max_norm
+    reset(opt, layer)
     opt.update_lp_params()
     norms, flats = [], []
     with pr.switched(FAULTS, case.fault):
@@ -344,14 +350,9 @@ def run_engine(layer, case, init, grads, dp):
     eng.micro_steps = 0  # as a fresh engine: the boundary is every per-th micro-step from here
     params = model.params()
     replica = RANK if dp == 2 else 0
-    # each parameter's range in the flat buffer, and this rank's partition of it
-    where, off = {}, 0
-    for lp in opt.bf16_groups[0]:
-        where[lp] = off
-        off += lp.numel()
-    assert len(opt.bf16_groups) == 1 or all(len(g) == 0 for g in opt.bf16_groups[1:]) or True
+    # this rank's partition of each group's flat buffer, and each parameter's place in it
     parts = []
-    for i, flat in enumerate(opt.bf16_groups_flat):
+    for i in range(len(opt.bf16_groups_flat)):
         size = opt.fp32_groups_flat_partition[i].numel()
         parts.append((replica * size, (replica + 1) * size))
     locate = {}  # block name -> (group, offset in the flat buffer)
@@ -369,15 +370,7 @@ def run_engine(layer, case, init, grads, dp):
         if lo < hi:
             opt.fp32_groups_flat_partition[i].data[lo - a:hi - a].copy_(
                 torch.from_numpy(init_a[b.offset + lo - o:b.offset + hi - o]))
-    opt.optimizer.state.clear()
-    opt._hp_optimizer_states_linked = False
-    opt.clear_hp_grads()
-    for i in range(len(opt.fp32_groups_has_gradients)):
-        opt.fp32_groups_has_gradients[i] = [False] * len(opt.fp32_groups_has_gradients[i])
-    for gi, g in enumerate(opt.optimizer.param_groups):
-        g["lr"], g["betas"], g["eps"] = layer.lr, layer.betas, layer.eps
-        g["weight_decay"] = layer.wd if gi == 0 else 0.0
-    opt.clip_grad = layer.max_norm
+    reset(opt, layer)
     opt.update_lp_params()  # the bf16 parameters from the masters, all-gathered
     g_all = torch.from_numpy(np.asarray(grads, dtype=np.float32).reshape(layer.steps, layer.mb, -1))
     # the engine averages over the replicas: each replica's loss times dp (exact), so that the

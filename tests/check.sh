@@ -67,3 +67,28 @@ rk_agrees() {
   echo "$out" | awk -v v="$v" '$1 == "tp_diff" && $2 == v {exit !($9 == 0 && $10 == 0)}' &&
     python3 -c "import sys; sys.exit(not float('${got:-0}') >= $pct)" || fail "diff-variant $v ($got%, expected >= $pct%): $out"
 }
+# rk_unclipped_at_first_clip VARIANT DTYPE: seed 002's switch (tp-replicated-unclipped) on a
+# tied=0 TP=2 variant whose coefficient is reciprocal(norm + 1e-6) * max_norm (DeepSpeed's,
+# PyTorch's): in each of 5 cases the first finding is ln1.w[0] on TP rank 1 after the first step
+# whose coefficient, computed here from the norm the rank group reported, clips. Counts a check.
+rk_unclipped_at_first_clip() {
+  n=$((n + 1))
+  "$P" --kernels "$K" run -k tp_diff -v "$1" -t "$2" --param tied=0 --fault tp-replicated-unclipped --cases 5 \
+    --json 2>/dev/null | python3 -c '
+import json, struct, sys
+f32 = lambda x: struct.unpack("f", struct.pack("f", x))[0]
+d = json.load(sys.stdin)
+for c in d["cases"]:
+    steps, h, ffn, V, seq = c["case"]["shape"]
+    max_norm = float.fromhex(c["case"]["params"]["max_norm"])
+    e = c["elements"]
+    n = 6 * h + 4 * h * h + 3 * h + 2 * ffn * h + ffn + seq * h + V * h  # tp.h: parameters per run
+    nsync = (6 + seq) * h
+    base = 2 * steps * nsync + 8 * steps * n
+    norms = [float.fromhex(e[base + (steps + s) * 8]["y"]) for s in range(steps)]  # TP=2, rank 0 (8 slots a step)
+    coef = [f32(f32(1 / f32(f32(x) + f32(1e-6))) * f32(max_norm)) for x in norms]
+    first = next(s for s in range(steps) if coef[s] < 1)
+    want = "ln1.w[0] on TP rank 1 after step %d: its " % (first + 1)
+    assert c["verdict"] == "divergent" and c["born_in"] == "copies" and c["why"].startswith(want), (c["seed"], norms, coef, c["why"])
+print("ok")' | grep -qx ok
+}
