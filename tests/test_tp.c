@@ -20,6 +20,15 @@ static void default_case(pf_case *c, pf_dtype t, uint64_t seed) {
   c->dtype = t;
 }
 
+/* TP=1 x DP=2, not tied, 4 micro-batches (two a replica), bf16 */
+static void dp2_case(pf_case *c, uint64_t seed) {
+  default_case(c, PF_BF16, seed);
+  c->params[PF_TPP_DP] = 2;
+  c->params[PF_TPP_TP] = 1;
+  c->params[PF_TPP_TIED] = 0;
+  c->params[PF_TPP_MB] = 4;
+}
+
 static pf_verdict run(const pf_case *c, pf_run *r) {
   pf_oracle_opts o;
   pf_oracle_opts_default(&o);
@@ -272,12 +281,8 @@ static void test_tp_expert_parallel(void **state) {
   size_t slot_differs = 0;
   for (uint64_t seed = 1; seed <= 20; seed++) {
     pf_run r;
-    default_case(&c, PF_BF16, seed);
+    dp2_case(&c, seed);
     c.params[PF_TPP_EXPERTS] = 2;
-    c.params[PF_TPP_DP] = 2;
-    c.params[PF_TPP_TP] = 1;
-    c.params[PF_TPP_TIED] = 0;
-    c.params[PF_TPP_MB] = 4;
     assert_int_equal(run(&c, &r), PF_V_OK);
     pf_tp_layout_make(&c, &L);
     for (size_t s = 0; s < L.steps; s++) {
@@ -335,12 +340,8 @@ static void test_tp_comm_in_bf16(void **state) {
   for (uint64_t seed = 1; seed <= 20; seed++) {
     pf_case c;
     pf_run r;
-    default_case(&c, PF_BF16, seed);
+    dp2_case(&c, seed);
     c.params[PF_TPP_COMM] = 1;
-    c.params[PF_TPP_DP] = 2;
-    c.params[PF_TPP_TP] = 1;
-    c.params[PF_TPP_TIED] = 0;
-    c.params[PF_TPP_MB] = 4;
     assert_int_equal(run(&c, &r), PF_V_OK);
     pf_tp_layout L;
     pf_tp_layout_make(&c, &L);
