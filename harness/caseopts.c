@@ -77,10 +77,10 @@ int parse_shape(const char *s, const pf_op *op, size_t *shape) {
   if (*p) goto bad;
   return 0;
 bad:;
-  char dims[128] = "";
-  for (int d = 0; d < op->ndims; d++) {
-    strcat(dims, d ? "x" : "");
-    strncat(dims, op->dim_names[d], 40);
+  char dims[256] = "";
+  for (int d = 0; d < op->ndims; d++) { /* bounded: a plugin's operation names its own dimensions */
+    const size_t used = strlen(dims);
+    snprintf(dims + used, sizeof dims - used, "%s%s", d ? "x" : "", op->dim_names[d]);
   }
   return usage_error("--shape: '%s' is not %s (positive integers, e.g. 4x256)", s, dims);
 }

@@ -87,6 +87,21 @@ static cJSON *kernel_to_cjson(const pf_kernel *k) {
   return o;
 }
 
+/* The NULL-terminated names joined by sep, in a buffer of their size (malloc; "" for none or
+ * NULL): a variant may honour any number of faults, a parameter have any number of choices. */
+static char *pf_list_join(const char *const *names, const char *sep) {
+  size_t len = 1;
+  for (int i = 0; names && names[i]; i++) len += strlen(names[i]) + strlen(sep);
+  char *out = malloc(len);
+  if (!out) return NULL;
+  out[0] = 0;
+  for (int i = 0; names && names[i]; i++) {
+    if (i) strcat(out, sep);
+    strcat(out, names[i]);
+  }
+  return out;
+}
+
 static int cmd_list(int argc, char **argv) {
   int json = 0;
   for (int i = 1; i < argc; i++) {
@@ -106,18 +121,20 @@ static int cmd_list(int argc, char **argv) {
   printf("%-10s %-13s %-15s %-13s %-5s %-32s %s\n", "kernel", "variant", "dtypes", "accum", "cuda", "faults", "what");
   for (size_t i = 0; i < pf_kernel_count(); i++) {
     const pf_kernel *k = pf_kernel_at(i);
-    char dts[64] = "", acs[64] = "", fs[128] = "";
+    char dts[64] = "", acs[64] = "";
     for (int t = 0; t < PF_NDTYPES; t++)
       if (k->dtypes & PF_DT(t)) { strcat(dts, dts[0] ? "," : ""); strcat(dts, pf_dtype_name((pf_dtype)t)); }
     for (int t = 0; t < PF_NDTYPES; t++)
       if (k->accums & PF_DT(t)) { strcat(acs, acs[0] ? "," : ""); strcat(acs, pf_dtype_name((pf_dtype)t)); }
     if (k->accums & PF_ACCUM_STORAGE) strcat(acs, acs[0] ? ",storage" : "storage");
-    for (int f = 0; k->faults && k->faults[f]; f++) { strcat(fs, fs[0] ? "," : ""); strncat(fs, k->faults[f], 60); }
+    char *fs = pf_list_join(k->faults, ",");
+    if (!fs) return usage_error("list: out of memory");
     const char *lib = pf_plugin_of(k);
     char like[96] = "";
     if (k->like) snprintf(like, sizeof like, " (contract of %s)", k->like);
     printf("%-10s %-13s %-15s %-13s %-5s %-32s %s%s%s%s%s\n", k->op->name, k->variant, dts, acs, k->run_cuda ? "yes" : "-",
            fs[0] ? fs : "-", k->summary, like, lib ? " [from " : "", lib ? lib : "", lib ? "]" : "");
+    free(fs);
   }
   printf("\nparameters (--param NAME=VALUE):\n");
   for (size_t i = 0; i < pf_op_count(); i++) {
@@ -125,9 +142,10 @@ static int cmd_list(int argc, char **argv) {
     for (int p = 0; p < op->nparams; p++) {
       const pf_param_desc *d = &op->params[p];
       if (d->type == PF_PARAM_CHOICE) {
-        char ch[128] = "";
-        for (int c = 0; d->choices[c]; c++) { strcat(ch, c ? "|" : ""); strncat(ch, d->choices[c], 30); }
+        char *ch = pf_list_join(d->choices, "|");
+        if (!ch) return usage_error("list: out of memory");
         printf("  %s %-10s %s (default %s): %s\n", op->name, d->name, ch, d->choices[(int)d->def], d->help);
+        free(ch);
       } else {
         printf("  %s %-10s [%g, %g] (default %g): %s\n", op->name, d->name, d->min, d->max, d->def, d->help);
       }
