@@ -818,6 +818,7 @@ const pf_op pf_tp_op = {
         "micro-batches split among them, their gradient buffers all-reduced); tp=2 dp=2: TP=2 x DP=2.\n"
         "--param experts=2 adds an MoE layer's two experts; with dp=2 the second run holds them\n"
         "expert-parallel (EP=2: expert e on replica e, the norm summing them over the expert group).\n"
+        "--param comm=1 reduces the gradients in bf16, as DeepSpeed's engine does by default.\n"
         "Faults: tp-replicated-unclipped, norm-no-dedup, norm-not-allreduced, tied-grad-unreduced,\n"
         "dp-grad-unreduced, expert-norm-averaged, expert-norm-local, expert-norm-dropped.\n"
         "Exit status: 0 no finding, 1 findings, 2 bad usage or input.\n",
