@@ -197,8 +197,9 @@ def optimizer_for(layer, tp, tp_rank, group):
 
 
 def flat_offsets(opt):
-    """(group, offset, numel) of every low-precision parameter in the optimizer's flat fp32
-    partitions (DP=1: the partition is the whole flat buffer, parameters back to back)."""
+    """(group, offset, numel) of every low-precision parameter in its group's flat buffer,
+    parameters back to back (at DP=1 the fp32 partition is the whole buffer; at DP=2 each
+    replica holds a slice of it)."""
     where = {}
     for i, group in enumerate(opt.bf16_groups):
         off = 0
@@ -344,7 +345,7 @@ def run_engine(layer, case, init, grads, dp):
     holds the master, m and v; [the norm each step reported])."""
     eng, opt, model, mpu = engine_for(layer, dp)
     ds_groups.mpu = mpu  # shim: the engine's module-global groups are the running engine's
-    eng.communication_data_type = torch.bfloat16 if layer.case.params.get("comm", 0) else torch.float32
+    eng.communication_data_type = torch.bfloat16 if layer.comm else torch.float32
     per = layer.mb // dp
     eng.set_train_batch_size(per * dp)  # gradient_accumulation_steps = this replica's micro-batches
     eng.micro_steps = 0  # as a fresh engine: the boundary is every per-th micro-step from here
@@ -355,12 +356,8 @@ def run_engine(layer, case, init, grads, dp):
     for i in range(len(opt.bf16_groups_flat)):
         size = opt.fp32_groups_flat_partition[i].numel()
         parts.append((replica * size, (replica + 1) * size))
-    locate = {}  # block name -> (group, offset in the flat buffer)
-    for i, group in enumerate(opt.bf16_groups):
-        o = 0
-        for lp in group:
-            locate[next(n for n, q in params.items() if q is lp)] = (i, o)
-            o += lp.numel()
+    where = flat_offsets(opt)
+    locate = {n: where[p][:2] for n, p in params.items()}  # block name -> (group, offset in the flat buffer)
     init_a = np.asarray(init, dtype=np.float32)
     for name, p in params.items():
         b = layer.block(name)

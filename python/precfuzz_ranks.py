@@ -246,6 +246,8 @@ class TPLayer:
         self.tied = int(p["tied"]) != 0
         # the second run's layout: TP=tp x DP=dp (x PP=2 when tied); the first is TP=1 x DP=1
         self.tp, self.dp = int(p.get("tp", 2)), int(p.get("dp", 1))
+        # 1: the data-parallel reduction in the storage dtype (DeepSpeed's engine's default)
+        self.comm = int(p.get("comm", 0))
         # fp16: the static loss scale S the micro-batch gradients are scaled by (0: 2^12)
         self.loss_scale = (p.get("loss_scale") or 2.0 ** 12) if case.dtype == "fp16" else 1.0
         self.max_norm, self.lr, self.wd = p["max_norm"], p["lr"], p["wd"]
