@@ -31,14 +31,15 @@ test: all pyenv
 test-quick: all pyenv
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE exhaustive
 
-# The suite (but the exhaustive and gpu tests, and the framework adapters, whose C side
-# tests/rank_group.sh covers) built with ASan and UBSan, without CUDA: memory errors, leaks and
-# undefined behaviour fail it.
+# The suite (but the exhaustive and gpu tests, and the tests of PyTorch's and the frameworks'
+# kernels: their C side is the kernel protocol's, which tests/exec_kernel.sh and
+# tests/rank_group.sh cover here, and make fuzz-torch runs them under the sanitized drivers)
+# built with ASan and UBSan, without CUDA: memory errors, leaks and undefined behaviour fail it.
 ASAN_BUILD ?= $(BUILD)/asan
 test-asan: deps pyenv
 	@test -f $(ASAN_BUILD)/CMakeCache.txt || cmake -S . -B $(ASAN_BUILD) -DPF_SANITIZE=ON -DPF_ENABLE_CUDA=OFF
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
-	cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS) -LE 'exhaustive|gpu|adapters' --output-junit test-results.xml
+	cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS) -LE 'exhaustive|gpu|torch' --output-junit test-results.xml
 
 # clang + libFuzzer + ASan + UBSan build of the drivers (and of precfuzz itself).
 fuzz-build: deps

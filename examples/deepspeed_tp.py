@@ -291,22 +291,64 @@ def outputs(case, results):
     return pr.TPLayer(case).tp_outputs([{(0, 0): results[0]["tp1"]}, {(0, r): res["tp2"] for r, res in enumerate(results)}])
 
 
-# --- through the engine: deepspeed.initialize, ZeRO stage 1 with fp32 gradient accumulation ------
+# --- through the engine: deepspeed.initialize, ZeRO stages 1 and 2 -----------------------------
 
+import deepspeed.runtime.zero.stage_1_and_2 as zero_module  # noqa: E402
 import deepspeed.utils.groups as ds_groups  # noqa: E402
 from deepspeed.runtime.engine import DeepSpeedEngine  # noqa: E402
 
-FAULTS["dp-grad-unreduced"] = [(DeepSpeedEngine, "allreduce_gradients", lambda self, *a, **k: None)]
+zero_module.see_memory_usage = lambda *a, **k: None  # shim: no gc.collect(), no print
+_real_allreduce_gradients = DeepSpeedEngine.allreduce_gradients
+
+
+def _allreduce_gradients_but_bf16_optimizer(self, *a, **k):
+    """BF16_Optimizer's reduction skipped (DeepSpeedZeroOptimizer's epilogue runs from here too:
+    its own reduction is switched off below)."""
+    if not isinstance(self.optimizer, bf16_module.BF16_Optimizer):
+        return _real_allreduce_gradients(self, *a, **k)
+    return None
+
+
+_real_allreduce_bucket = zero_module.DeepSpeedZeroOptimizer.allreduce_bucket
+_NOT_SENT = {"x": [(zero_module.dist, "all_reduce", lambda *a, **k: None), (zero_module.dist, "reduce", lambda *a, **k: None)]}
+
+
+def _unsent(fn, *a, **k):
+    """fn as DeepSpeed wrote it, its all_reduce and reduce not sent: each replica keeps its own."""
+    with pr.switched(_NOT_SENT, "x"):
+        return fn(*a, **k)
+
+
+FAULTS["dp-grad-unreduced"] = [
+    (DeepSpeedEngine, "allreduce_gradients", _allreduce_gradients_but_bf16_optimizer),  # ZeRO-1, fp32 accumulation
+    # DeepSpeedZeroOptimizer's gradient reduction (allreduce_bucket) with its collective never sent
+    (zero_module.DeepSpeedZeroOptimizer, "allreduce_bucket", lambda self, *a, **k: _unsent(_real_allreduce_bucket, self, *a, **k)),
+]
+# DeepSpeed PR 5411's bug in DeepSpeedZeroOptimizer: no parameter seen as tensor-parallel, so only
+# TP rank 0's gradients reach the norm; and replicated weights counted on every TP rank
+FAULTS["norm-rank0-only"].append((zero_module, "is_model_parallel_parameter", lambda p: False))
+FAULTS["norm-no-dedup"].append((zero_module, "is_model_parallel_parameter", lambda p: True))
+
+# the engines' kinds: ZeRO stage, gradient accumulation dtype, the optimizer deepspeed.initialize builds
+ENGINES = {"zero1-fp32acc": (1, "fp32", bf16_module.BF16_Optimizer),
+           "zero1": (1, None, zero_module.DeepSpeedZeroOptimizer),
+           "zero2": (2, None, zero_module.DeepSpeedZeroOptimizer)}
 
 
 class _Model(torch.nn.Module):
-    """The case's parameters; forward(consts) is the loss sum(p * c), whose gradient is c exactly."""
+    """This TP rank's shards of the case's parameters (marked as Megatron marks them);
+    forward(consts) is the loss sum(p * c), whose gradient is c exactly."""
 
-    def __init__(self, layer):
+    def __init__(self, layer, tp, tp_rank):
         super().__init__()
         self.names = [b.name for b in layer.blocks]
         for b in layer.blocks:
-            self.register_parameter(b.name.replace(".", "_"), torch.nn.Parameter(torch.zeros(b.shape)))
+            p = torch.nn.Parameter(torch.from_numpy(b.shard(np.zeros((b.rows, b.cols), np.float32), tp_rank, tp)))
+            if b.kind != pr.REPLICATED and tp > 1:
+                p.tensor_model_parallel = True
+                p.partition_dim = 1 if b.kind == pr.ROW else 0
+                p.partition_stride = 1
+            self.register_parameter(b.name.replace(".", "_"), p)
 
     def params(self):
         return {n: getattr(self, n.replace(".", "_")) for n in self.names}
@@ -319,31 +361,53 @@ class _Model(torch.nn.Module):
 _engines = {}
 
 
-def engine_for(layer, dp):
-    """The engine of a run of DP=dp (TP=1) on this rank: built once per shape (every rank builds
-    the DP=1 one too, so that the engine's collectives at build have every rank), reset per case."""
-    key = ("engine", dp, layer.case.shape)
+def engine_for(layer, kind, dp, tp):
+    """The engine of a run of TP=tp x DP=dp on this rank: built once per kind, layout and shape
+    (every rank builds every layout, so that the engine's collectives at build have every rank),
+    reset per case."""
+    key = ("engine", kind, dp, tp, layer.case.shape)
     if key not in _engines:
-        mpu = Mpu(SINGLE[RANK], PAIR if dp == 2 else SINGLE[RANK])
-        model = _Model(layer)
+        tp_rank = RANK if tp == 2 else 0
+        mpu = Mpu(PAIR if tp == 2 else SINGLE[RANK], PAIR if dp == 2 else SINGLE[RANK])
+        model = _Model(layer, tp, tp_rank)
         decay = [p for b, p in zip(layer.blocks, model.params().values()) if b.decay]
         no_decay = [p for b, p in zip(layer.blocks, model.params().values()) if not b.decay]
         adamw = torch.optim.AdamW([{"params": decay, "weight_decay": 0.0}, {"params": no_decay, "weight_decay": 0.0}])
+        stage, accum, cls = ENGINES[kind]
         config = {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1, "bf16": {"enabled": True},
-                  "zero_optimization": {"stage": 1}, "data_types": {"grad_accum_dtype": "fp32"},
-                  "gradient_clipping": 1.0, "zero_allow_untested_optimizer": True, "steps_per_print": 10 ** 9,
-                  "wall_clock_breakdown": False}
+                  "zero_optimization": {"stage": stage}, "gradient_clipping": 1.0,
+                  "zero_allow_untested_optimizer": True, "steps_per_print": 10 ** 9, "wall_clock_breakdown": False}
+        if accum:
+            config["data_types"] = {"grad_accum_dtype": accum}
         eng, opt, _, _ = deepspeed.initialize(model=model, optimizer=adamw, config=config, mpu=mpu)
-        assert isinstance(opt, bf16_module.BF16_Optimizer), type(opt)
-        _engines[key] = (eng, opt, model, mpu)
+        assert type(opt) is cls, type(opt)
+        _engines[key] = (eng, opt, model, mpu, shard_index(layer, tp, tp_rank))
     return _engines[key]
 
 
-def run_engine(layer, case, init, grads, dp):
-    """One run of the case's steps through the engine at DP=dp (TP=1): ({block name: (steps, 4,
-    *shape)} of master, parameter, m, v after each step, NaN where the other replica's partition
-    holds the master, m and v; [the norm each step reported])."""
-    eng, opt, model, mpu = engine_for(layer, dp)
+def _zero_layout(opt):
+    """(the low-precision groups, each group's fp32 partition) of either optimizer."""
+    if isinstance(opt, bf16_module.BF16_Optimizer):
+        return opt.bf16_groups, opt.fp32_groups_flat_partition
+    return opt.bit16_groups, opt.single_partition_of_fp32_groups
+
+
+def _reset_zero(opt, layer):
+    """A DeepSpeedZeroOptimizer as at the case's start: no Adam state, the case's hyperparameters
+    (its gradient buffers are empty after every step)."""
+    opt.optimizer.state.clear()
+    opt._hp_optimizer_states_linked = False
+    for gi, g in enumerate(opt.optimizer.param_groups):
+        g["lr"], g["betas"], g["eps"] = layer.lr, layer.betas, layer.eps
+        g["weight_decay"] = layer.wd if gi == 0 else 0.0
+    opt.clip_grad = layer.max_norm
+
+
+def run_engine(layer, case, init, grads, kind, dp, tp):
+    """One run of the case's steps through the engine at TP=tp x DP=dp: ({block name: (steps, 4,
+    *shard shape)} of master, parameter, m, v after each step, NaN where the other replica's
+    partition holds the master, m and v; [the norm each step reported])."""
+    eng, opt, model, mpu, index = engine_for(layer, kind, dp, tp)
     ds_groups.mpu = mpu  # shim: the engine's module-global groups are the running engine's
     eng.communication_data_type = torch.bfloat16 if layer.comm else torch.float32
     per = layer.mb // dp
@@ -351,36 +415,38 @@ def run_engine(layer, case, init, grads, dp):
     eng.micro_steps = 0  # as a fresh engine: the boundary is every per-th micro-step from here
     params = model.params()
     replica = RANK if dp == 2 else 0
+    lows, masters = _zero_layout(opt)
     # this rank's partition of each group's flat buffer, and each parameter's place in it
-    parts = []
-    for i in range(len(opt.bf16_groups_flat)):
-        size = opt.fp32_groups_flat_partition[i].numel()
-        parts.append((replica * size, (replica + 1) * size))
-    where = flat_offsets(opt)
-    locate = {n: where[p][:2] for n, p in params.items()}  # block name -> (group, offset in the flat buffer)
+    parts = [(replica * m.numel(), (replica + 1) * m.numel()) for m in masters]
+    where = {}
+    for i, group in enumerate(lows):
+        off = 0
+        for lp in group:
+            where[lp] = (i, off)
+            off += lp.numel()
+    locate = {n: where[p] for n, p in params.items()}  # block name -> (group, offset in the flat buffer)
     init_a = np.asarray(init, dtype=np.float32)
     for name, p in params.items():
-        b = layer.block(name)
         i, o = locate[name]
         a, z = parts[i]
-        lo, hi = max(o, a), min(o + b.size, z)
+        lo, hi = max(o, a), min(o + p.numel(), z)
         if lo < hi:
-            opt.fp32_groups_flat_partition[i].data[lo - a:hi - a].copy_(
-                torch.from_numpy(init_a[b.offset + lo - o:b.offset + hi - o]))
-    reset(opt, layer)
+            masters[i].data[lo - a:hi - a].copy_(torch.from_numpy(init_a[index[name][lo - o:hi - o].numpy()]))
+    if isinstance(opt, bf16_module.BF16_Optimizer):
+        reset(opt, layer)
+    else:
+        _reset_zero(opt, layer)
     opt.update_lp_params()  # the bf16 parameters from the masters, all-gathered
     g_all = torch.from_numpy(np.asarray(grads, dtype=np.float32).reshape(layer.steps, layer.mb, -1))
-    # the engine averages over the replicas: each replica's loss times dp (exact), so that the
-    # reduced gradient is the micro-batches' sum, as the case's is
+    # the engine averages over the replicas: each replica's loss times dp, so that the reduced
+    # gradient is the micro-batches' sum, as the case's is
     consts = (g_all * float(dp)).to(torch.bfloat16)
     hist = {n: np.full((layer.steps, 4) + tuple(p.shape), np.nan, np.float32) for n, p in params.items()}
     norms = []
-    mine = list(layer.micro_batches(replica, dp))
     with pr.switched(FAULTS, case.fault):
         for s in range(layer.steps):
-            for k in mine:
-                c = {n: consts[s, k, layer.block(n).offset:layer.block(n).offset + layer.block(n).size].view(p.shape)
-                     for n, p in params.items()}
+            for k in layer.micro_batches(replica, dp):
+                c = {n: consts[s, k, index[n]].view(p.shape) for n, p in params.items()}
                 # the micro-batches summed, not averaged: scale_wrt_gas=False, on a loss that is not
                 # the forward's own output tensor (on that one, 0.19.8's output hook divides the
                 # gradient by gradient_accumulation_steps anyway); times 1 is exact
@@ -388,16 +454,14 @@ def run_engine(layer, case, init, grads, dp):
                 eng.step()
             norms.append(float(opt._global_grad_norm))
             for name, p in params.items():
-                b = layer.block(name)
                 i, o = locate[name]
                 a, z = parts[i]
                 h = hist[name][s]
                 h[1] = p.detach().float().numpy()
-                lo, hi = max(o, a), min(o + b.size, z)
+                lo, hi = max(o, a), min(o + p.numel(), z)
                 if lo < hi:
-                    flat = opt.fp32_groups_flat_partition[i]
-                    st = opt.optimizer.state[flat]
-                    for q, v in ((0, flat), (2, st["exp_avg"]), (3, st["exp_avg_sq"])):
+                    st = opt.optimizer.state[masters[i]]
+                    for q, v in ((0, masters[i]), (2, st["exp_avg"]), (3, st["exp_avg_sq"])):
                         h[q].reshape(-1)[lo - o:hi - o] = v.detach()[lo - a:hi - a].numpy()
     return hist, norms
 
@@ -413,20 +477,40 @@ def _merge_replicas(two):
     return two
 
 
-@pr.kernel("tp_diff", variant="deepspeed-zero1-bf16", like="deepspeed", dtypes=["bf16"],
-           params={"tied": [0, 0], "tp": [1, 1], "dp": [2, 2], "experts": [0, 0]},
-           faults=["dp-grad-unreduced", "norm-shard-only"],
-           summary="DeepSpeed 0.19.8 engine, ZeRO stage 1, bf16 with fp32 gradient accumulation (BF16_Optimizer, "
-                   "torch AdamW) on 2 gloo ranks: DP=1 on each rank against DP=2")
-def deepspeed_zero1(case, init, grads, gscale):
-    layer = pr.TPLayer(case)
-    return {"one": run_engine(layer, case, init, grads, 1), "two": run_engine(layer, case, init, grads, 2)}
+def _engine_variant(name, like, kind, tp, dp, faults, summary):
+    """A variant running the engine of that kind as TP=1 x DP=1 on each rank against TP=tp x DP=dp
+    on both (tp x dp = 2)."""
+
+    @pr.kernel("tp_diff", variant=name, like=like, dtypes=["bf16"], faults=faults, summary=summary,
+               params={"tied": [0, 0], "tp": [tp, tp], "dp": [dp, dp], "experts": [0, 0]})
+    def step(case, init, grads, gscale):
+        layer = pr.TPLayer(case)
+        return {"one": run_engine(layer, case, init, grads, kind, 1, 1),
+                "two": run_engine(layer, case, init, grads, kind, dp, tp)}
+
+    @step.combine
+    def outputs(case, results):
+        layer = pr.TPLayer(case)
+        if dp == 2:
+            second = dict(enumerate(_merge_replicas([res["two"] for res in results])))
+            second = {(d, 0, 0): v for d, v in second.items()}
+        else:
+            second = {(0, 0, r): res["two"] for r, res in enumerate(results)}
+        return layer.tp_outputs([{(0, 0, 0): results[0]["one"]}, second])
+
+    return step
 
 
-@deepspeed_zero1.combine
-def zero1_outputs(case, results):
-    two = _merge_replicas([res["two"] for res in results])
-    return pr.TPLayer(case).tp_outputs([{(0, 0, 0): results[0]["one"]}, {(d, 0, 0): two[d] for d in range(2)}])
+_ENGINE = "DeepSpeed 0.19.8 engine (deepspeed.initialize), torch AdamW, on 2 gloo ranks"
+_engine_variant("deepspeed-zero1-bf16", "deepspeed", "zero1-fp32acc", 1, 2, ["dp-grad-unreduced", "norm-shard-only"],
+                f"{_ENGINE}: ZeRO stage 1, bf16 with fp32 gradient accumulation (BF16_Optimizer); DP=1 against DP=2")
+_ENGINE_ZERO = "bf16 with bf16 gradient accumulation (DeepSpeedZeroOptimizer)"
+_engine_variant("deepspeed-zero2-bf16", "deepspeed-zero2", "zero2", 1, 2, ["dp-grad-unreduced"],
+                f"{_ENGINE}: ZeRO stage 2, {_ENGINE_ZERO}; DP=1 against DP=2")
+_engine_variant("deepspeed-zero2-tp-bf16", "deepspeed-zero2", "zero2", 2, 1, ["norm-rank0-only", "norm-no-dedup"],
+                f"{_ENGINE}: ZeRO stage 2, {_ENGINE_ZERO}; TP=1 against TP=2")
+_engine_variant("deepspeed-zero1-bf16acc", "deepspeed-zero1", "zero1", 1, 2, ["dp-grad-unreduced"],
+                f"{_ENGINE}: ZeRO stage 1, {_ENGINE_ZERO}; DP=1 against DP=2")
 
 
 if __name__ == "__main__":

@@ -321,7 +321,8 @@ def optimizer_for(layer, at, distopt, unmarked=False):
     """(model parameters by block, the DDP-wrapped chunk, the optimizer) of this rank in layout
     `at` (stage 1 holds the LM head: the tied embedding alone): built once per layout, reset per
     case. unmarked: the fault embedding-unmarked."""
-    key = (at.tp, at.pp, at.dp, at.ep, layer.experts, distopt, unmarked, layer.case.dtype, layer.case.shape)
+    dynamic = fp16_dynamic(layer)
+    key = (at.tp, at.pp, at.dp, at.ep, layer.experts, distopt, unmarked, dynamic, layer.case.dtype, layer.case.shape)
     fp16 = layer.case.dtype == "fp16"
     dtype = torch.float16 if fp16 else torch.bfloat16
     if key not in _built:
@@ -348,8 +349,10 @@ def optimizer_for(layer, at, distopt, unmarked=False):
                                                    use_distributed_optimizer=distopt)
         pgc = at.collection()
         chunk = DistributedDataParallel(config, ddp_config, _Layer(config, params, at.stage), pg_collection=pgc)
-        # fp16: a ConstantGradScaler (config.loss_scale), set to the case's scale per case
-        oconfig = OptimizerConfig(optimizer="adam", bf16=not fp16, fp16=fp16, loss_scale=1.0 if fp16 else None,
+        # fp16: a ConstantGradScaler (config.loss_scale), or with scaler=1 a DynamicGradScaler
+        # (no config.loss_scale), set to the case's scale and trackers per case
+        oconfig = OptimizerConfig(optimizer="adam", bf16=not fp16, fp16=fp16,
+                                  loss_scale=1.0 if fp16 and not dynamic else None,
                                   clip_grad=1.0, lr=1e-3, weight_decay=0.0,
                                   use_distributed_optimizer=distopt, log_num_zeros_in_grad=False)
         _Distributed.group = at.all_group
@@ -361,6 +364,21 @@ def optimizer_for(layer, at, distopt, unmarked=False):
         # each optimizer's norm group as built (the faults change it per case)
         _built[key] = (params, chunk, opt, inners, [i.grad_stats_parallel_group for i in inners])
     return _built[key]
+
+
+def fp16_dynamic(layer):
+    """The case's loss scaler is Megatron's DynamicGradScaler (fp16, scaler=1)."""
+    return layer.case.dtype == "fp16" and int(layer.case.params.get("scaler", 0)) != 0
+
+
+def reset_scaler(scaler, layer):
+    """The case's loss scale; a DynamicGradScaler's trackers and settings as new."""
+    scaler._scale = torch.tensor([layer.loss_scale], dtype=torch.float)
+    if fp16_dynamic(layer):
+        p = layer.case.params
+        scaler.growth_interval, scaler.hysteresis = int(p["growth_interval"]), int(p["hysteresis"])
+        scaler.min_scale = torch.tensor([float(p["min_loss_scale"])], dtype=torch.float)
+        scaler._growth_tracker, scaler._hysteresis_tracker = 0, scaler.hysteresis
 
 
 def run(layer, case, init, grads, tp, pp, dp, distopt, ep=1):
@@ -380,15 +398,13 @@ def run(layer, case, init, grads, tp, pp, dp, distopt, ep=1):
         # stage 1's gradient is the LM head's contribution (after the n parameters in grads)
         source[name] = (layer.n + local) if at.stage == 1 else index[name]
     init_t = torch.from_numpy(np.asarray(init, dtype=np.float32))
-    # the micro-batch gradients of the loss scaled by S (fp16; S a power of two: exact in fp32),
-    # rounded to the parameters' dtype as the backward pass leaves them
+    # the micro-batch gradients of the loss scaled by the scaler's S of the step (fp16; S a power
+    # of two: exact in fp32), rounded to the parameters' dtype as the backward pass leaves them
     dtype = params["embed.w"].dtype
-    scaled = torch.from_numpy(np.asarray(grads, dtype=np.float32).reshape(layer.steps, layer.mb, -1) *
-                              np.float32(layer.loss_scale))
-    grads_t = scaled.to(dtype)
+    true = torch.from_numpy(np.asarray(grads, dtype=np.float32).reshape(layer.steps, layer.mb, -1))
     for inner, group in zip(inners, groups):
         if inner.grad_scaler is not None:
-            inner.grad_scaler._scale = torch.tensor([layer.loss_scale], dtype=torch.float)
+            reset_scaler(inner.grad_scaler, layer)
         # the group the norm is reduced over, as get_megatron_optimizer set it; the faults' own
         if case.fault == "norm-not-allreduced":
             inner.grad_stats_parallel_group = at.single
@@ -432,6 +448,9 @@ def run(layer, case, init, grads, tp, pp, dp, distopt, ep=1):
     half = layer.mb // 2
     with pr.switched(FAULTS, case.fault):
         for s in range(layer.steps):
+            scaler = inners[0].grad_scaler
+            scaled = true[s] * (float(scaler.scale) if scaler is not None else 1.0)
+            grads_t = scaled.to(dtype)
             chunk.zero_grad_buffer()
             opt.zero_grad()
             for i, k in enumerate(mine):
@@ -439,9 +458,9 @@ def run(layer, case, init, grads, tp, pp, dp, distopt, ep=1):
                     if ep > 1 and layer.block(name).expert is not None:
                         # EP: slot i brings the expert both replicas' tokens, micro-batches i and
                         # i + mb/2; its backward GEMM leaves their sum rounded to the dtype once
-                        g = (scaled[s, i, source[name]] + scaled[s, i + half, source[name]]).to(dtype)
+                        g = (scaled[i, source[name]] + scaled[i + half, source[name]]).to(dtype)
                     else:
-                        g = grads_t[s, k, source[name]]
+                        g = grads_t[k, source[name]]
                     p.main_grad.add_(g.view(p.shape))
             # finalize_model_grads: the data-parallel reduction, then the tied embedding's
             # gradients summed over its stages
@@ -451,9 +470,8 @@ def run(layer, case, init, grads, tp, pp, dp, distopt, ep=1):
                                                                      at.pp_group, at.pp_group)
             ok, grad_norm, _ = opt.step()
             # binary64; the outputs round it to fp32. A skipped step (fp16: the scaled gradients
-            # overflowed) reports no norm: NaN, outside every set (such cases are outside the
-            # contract's domain; inside it, a skip is a finding)
-            norms.append(grad_norm if ok and grad_norm is not None else float("nan"))
+            # overflowed) returns no norm: -1, as the contract writes it
+            norms.append(grad_norm if ok and grad_norm is not None else -1.0)
             for name, p in params.items():
                 h = hist[name][s]
                 h[1] = p.detach().float().numpy()
@@ -463,14 +481,13 @@ def run(layer, case, init, grads, tp, pp, dp, distopt, ep=1):
                     a, b, main = shards[name]
                     st = owner[name].optimizer.state[main]
                     for q, v in ((0, main), (2, st.get("exp_avg")), (3, st.get("exp_avg_sq"))):
-                        if v is not None:
-                            h[q].reshape(-1)[a:b] = v.detach().numpy()
+                        h[q].reshape(-1)[a:b] = v.detach().numpy() if v is not None else 0
                 else:
                     st = owner[name].optimizer.state[p.main_param]
                     h[0] = p.main_param.detach().numpy()
-                    if st:  # none before the first step that was not skipped
-                        h[2] = st["exp_avg"].numpy()
-                        h[3] = st["exp_avg_sq"].numpy()
+                    # none before the first step that was not skipped: AdamW's zeros
+                    h[2] = st["exp_avg"].numpy() if st else 0
+                    h[3] = st["exp_avg_sq"].numpy() if st else 0
     return (at.d, at.stage, at.t), (hist, norms)
 
 
@@ -512,7 +529,7 @@ def _register(dtype, distopt):
     """One variant: megatron-core[-distopt]-DTYPE."""
     name = f"megatron-core{'-distopt' if distopt else ''}-{dtype}"
     what = "DistributedOptimizer" if distopt else "Float16OptimizerWithFloat16Params"
-    scaled = ", ConstantGradScaler (the case's static loss scale)" if dtype == "fp16" else ""
+    scaled = (", ConstantGradScaler or DynamicGradScaler (scaler=1)" if dtype == "fp16" else "")
     # the distributed optimizer reduces the dense and the expert norms over one group, so
     # ChainedOptimizer pools them: no separate expert norm to average
     faults = [f for f in FAULTS if (f not in ("norm-shard-only", "embedding-unmarked") or distopt) and

@@ -152,16 +152,51 @@ static inline void pf_tp_set(pf_oracle_result *out, size_t x, double lo, double 
   out->exact[x] = lo == hi ? lo : lo / 2 + hi / 2;
 }
 
-/* Step 1, the gradient buffers of step s in a run of dp replicas, as the ranks compute them:
- * each replica's share of the micro-batches rounded to the dtype and summed in fp32 in order,
+/* Step 1 for DeepSpeedZeroOptimizer (tp.h): bf16 gradients, every add a bf16 add (the
+ * correctly rounded sum); at DP=2 the micro-batch gradients fl(2 g) (the loss times 2, the
+ * engine averaging) halved in the reduction's dtype (exact in fp32), the replicas' halves summed
+ * in bf16 per micro-batch (stage 2) or once after each replica's accumulation (stage 1). */
+static void pf_tp_zero_buffers(const pf_tp_layout *L, const double *grads, size_t s, int dp, double *g) {
+  const pf_dtype T = L->dtype;
+  const size_t n = L->n, per = L->mb / (size_t)dp;
+#define PF_G(k, e) grads[(s * L->mb + (k)) * (n + L->head) + (e)]
+#define PF_HALF(u) (L->comm ? pf_round(T, (u) / 2) : (u) / 2)
+  for (size_t e = 0; e < n; e++) {
+    double acc = pf_round(T, PF_G(0, e));
+    if (dp == 1)
+      for (size_t k = 1; k < L->mb; k++) acc = pf_round(T, f32_add(acc, pf_round(T, PF_G(k, e))));
+    else if (L->algo == PF_TP_DS_ZERO2)
+      for (size_t j = 0; j < per; j++) {
+        const double red = pf_round(T, f32_add(PF_HALF(pf_round(T, 2 * PF_G(j, e))), PF_HALF(pf_round(T, 2 * PF_G(per + j, e)))));
+        acc = j ? pf_round(T, f32_add(acc, red)) : red;
+      }
+    else {
+      double a[2];
+      for (int r = 0; r < 2; r++) {
+        a[r] = pf_round(T, 2 * PF_G((size_t)r * per, e));
+        for (size_t j = 1; j < per; j++) a[r] = pf_round(T, f32_add(a[r], pf_round(T, 2 * PF_G((size_t)r * per + j, e))));
+      }
+      acc = pf_round(T, f32_add(PF_HALF(a[0]), PF_HALF(a[1])));
+    }
+    g[e] = acc;
+  }
+#undef PF_G
+#undef PF_HALF
+}
+
+/* Step 1, the gradient buffers of step s in a run of dp replicas at loss scale S, as the ranks
+ * compute them: each replica's share of the micro-batches rounded to the dtype and summed in fp32 in order,
  * the replicas' sums added, then a tied element's two stages, unscaled by fl32(1/S) in fp16; for
  * every element, the fp32 adds as the machine's (pf_add of fp32 values is the binary32 add);
  * head, rg, rh: scratch (n each). */
-static void pf_tp_buffers(const pf_tp_layout *L, const double *grads, size_t s, int dp, double *g, double *head,
-                          double *rg, double *rh) {
+static void pf_tp_buffers(const pf_tp_layout *L, double S, const double *grads, size_t s, int dp, double *g,
+                          double *head, double *rg, double *rh) {
   const pf_dtype T = L->dtype;
   const size_t n = L->n, embed = L->b[pf_tp_embed(L)].offset, nt = L->tied ? n - embed : 0, per = L->mb / (size_t)dp;
-  const double S = L->loss_scale;
+  if (pf_tp_algo_zero(L->algo)) { /* DeepSpeedZeroOptimizer: bf16 accumulation (tp.h); no tied weight */
+    pf_tp_zero_buffers(L, grads, s, dp, g);
+    return;
+  }
   for (int d = 0; d < dp; d++) {
     for (size_t e = 0; e < n; e++) rg[e] = 0;
     for (size_t e = 0; e < nt; e++) rh[e] = 0;
@@ -312,8 +347,12 @@ pf_status pf_tp_mpfr(const pf_case *c, const pf_tensor *in, const pf_oracle_opts
    * summed, rooted, and squared in the norm of the norms) adds 1 + 6 but has no all-reduce of
    * the ranks' totals: largest + 26. With experts, the dense and the expert norms are each
    * rooted (faithful) and squared again and the two squares summed (7), the expert group's
-   * all-reduce spans up to 8 ranks (4 more): 12 more. */
-  const long K = (long)maxblock + (L.algo == PF_TP_MEGATRON_CORE ? 28
+   * all-reduce spans up to 8 ranks (4 more): 12 more.
+   * DeepSpeed's ZeRO optimizer sums each piece in binary64 (all of it within (1 + u) for pieces
+   * below 2^28 elements), rounds to fp32 (1), all-reduces over DP and TP (3), roots each
+   * group's sum (faithful) and squares it (6), sums the two groups' squares (1): 12, taken as
+   * 16, whatever the tensors' sizes. */
+  const long K = pf_tp_algo_zero(L.algo) ? 16 : (long)maxblock + (L.algo == PF_TP_MEGATRON_CORE ? 28
                                    : L.algo == PF_TP_TORCH       ? 26
                                    : L.algo == PF_TP_DEEPSPEED   ? 22
                                                                  : 21) + (L.experts ? 12 : 0);
@@ -326,10 +365,33 @@ pf_status pf_tp_mpfr(const pf_case *c, const pf_tensor *in, const pf_oracle_opts
   const int fast = !opts->mpfr_only;
   const int debug = getenv("PF_TP_DEBUG") != NULL;
   out->max_prec = 1024;
+  pf_tp_scaler sc = pf_tp_scaler_start(&L);
+  size_t taken = 0;
   for (size_t s = 0; s < L.steps; s++) {
+    /* 0. fp16: the step is skipped when a scaled micro-batch gradient overflows fp16 (the fp32
+     * sums of fp16 values cannot; the same in every layout, experts apart), on every rank */
+    const double S = sc.scale;
+    int found = 0;
+    if (L.dtype == PF_FP16)
+      for (size_t x = 0; x < L.mb * (n + L.head) && !found; x++) found = isinf(pf_round(PF_FP16, S * grads[s * L.mb * (n + L.head) + x]));
+    pf_tp_scaler_update(&L, &sc, found);
+    if (found) { /* the sets as they were; no norm: -1 */
+      for (int run = 0; run < 2; run++) {
+        for (int slot = 0; slot < PF_TP_SLOTS; slot++) pf_tp_set(out, pf_tp_norm_at(&L, run, s, slot), -1, -1, F);
+        for (size_t e = 0; e < n; e++) {
+          pf_tp_set(out, pf_tp_run_at(&L, run, s, PF_TP_MASTER, e), plo[e], phi[e], F);
+          pf_tp_set(out, pf_tp_run_at(&L, run, s, PF_TP_PARAM, e), pf_round(L.dtype, plo[e]), pf_round(L.dtype, phi[e]), L.dtype);
+          pf_tp_set(out, pf_tp_run_at(&L, run, s, PF_TP_M, e), mlo[e], mhi[e], F);
+          pf_tp_set(out, pf_tp_run_at(&L, run, s, PF_TP_V, e), vlo[e], vhi[e], F);
+        }
+      }
+      for (size_t j = 0; j < 2 * L.nsync; j++) pf_tp_set(out, pf_tp_sync_at(&L, s, 0) + j, 0, 0, F);
+      continue;
+    }
+    taken++;
     /* 1. gradients: each run's fp32 buffers (the same when the second has one replica) */
-    pf_tp_buffers(&L, grads, s, 1, g, clo, scratch, scratch + n);
-    if (L.dp > 1) pf_tp_buffers(&L, grads, s, L.dp, g2, clo, scratch, scratch + n);
+    pf_tp_buffers(&L, S, grads, s, 1, g, clo, scratch, scratch + n);
+    if (L.dp > 1) pf_tp_buffers(&L, S, grads, s, L.dp, g2, clo, scratch, scratch + n);
     /* 2. the exact squared norm of each run's buffers, widened for any fp32 summation order */
     double sum_lo = INFINITY, sum_hi = -INFINITY;
     for (int run = 0; run < (L.dp > 1 ? 2 : 1); run++) {
@@ -369,7 +431,7 @@ pf_status pf_tp_mpfr(const pf_case *c, const pf_tensor *in, const pf_oracle_opts
       s_lo = pf_round(F, c_lo);
       s_top = pf_round(F, c_hi < 1 ? c_hi : nextafter(1.0, 0));
     } else {
-      const int faithful = L.algo == PF_TP_DEEPSPEED || L.algo == PF_TP_TORCH;
+      const int faithful = L.algo == PF_TP_DEEPSPEED || L.algo == PF_TP_TORCH || pf_tp_algo_zero(L.algo);
       norm_lo = faithful ? f32_sqrt_down(sum_lo) : f32_sqrt(sum_lo);
       norm_hi = faithful ? f32_sqrt_up(sum_hi) : f32_sqrt(sum_hi);
       const double c_lo = pf_tp_coef(L.algo, c->params[PF_TPP_MAXNORM], norm_hi);
@@ -399,8 +461,8 @@ pf_status pf_tp_mpfr(const pf_case *c, const pf_tensor *in, const pf_oracle_opts
     /* 4. FusedAdam on intervals */
     const double lr = c->params[PF_TPP_LR], b1 = c->params[PF_TPP_BETA1], b2 = c->params[PF_TPP_BETA2];
     const double eps = c->params[PF_TPP_EPS];
-    const pf_adam_hyper hw = pf_adam_hyper_make(lr, b1, b2, eps, c->params[PF_TPP_WD], (double)s + 1, 1);
-    const pf_adam_hyper h0 = pf_adam_hyper_make(lr, b1, b2, eps, 0, (double)s + 1, 1);
+    const pf_adam_hyper hw = pf_adam_hyper_make(lr, b1, b2, eps, c->params[PF_TPP_WD], (double)taken, 1);
+    const pf_adam_hyper h0 = pf_adam_hyper_make(lr, b1, b2, eps, 0, (double)taken, 1);
     for (int k = 0; k < L.nblocks; k++) { /* e's block: the last whose offset is at most e */
       const size_t e0 = k ? L.b[k].offset : 0, e1 = k + 1 < L.nblocks ? L.b[k + 1].offset : n;
       (L.algo == PF_TP_MEGATRON ? pf_tp_adam_intervals : pf_tp_torch_adam_intervals)(

@@ -147,7 +147,7 @@ if [ "$mode" = --torch ]; then
   # DeepSpeed's BF16_Optimizer on 2 gloo ranks and megatron-core's optimizers (Float16Optimizer,
   # DistributedOptimizer; bf16 and fp16 with its loss scaler) on 4, where installed
   if scripts/python-env.sh --check --frameworks; then
-    targets+=("tp_diff_fuzzer deepspeed_tp deepspeed-bf16,deepspeed-zero1-bf16 ranks:2"
+    targets+=("tp_diff_fuzzer deepspeed_tp deepspeed-bf16,deepspeed-zero1-bf16,deepspeed-zero2-bf16,deepspeed-zero2-tp-bf16,deepspeed-zero1-bf16acc ranks:2"
       "tp_diff_fuzzer megatron_tp megatron-core-bf16,megatron-core-distopt-bf16,megatron-core-fp16,megatron-core-distopt-fp16 ranks:4")
   fi
   keys=()

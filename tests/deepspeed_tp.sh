@@ -5,8 +5,9 @@
 # the first step that clips (the step read from the norms DeepSpeed reported), with a replay
 # line that reproduces it; each other fault switch is found within 20 cases; the emulation
 # agrees with DeepSpeed on most outputs; through the engine (ZeRO stage 1), DP=1 against DP=2
-# with the reduction in bf16 or fp32 is clean and its switches are found; a tied case is
-# refused. Skipped without DeepSpeed
+# with the reduction in bf16 or fp32 is clean and its switches are found; so is
+# DeepSpeedZeroOptimizer (ZeRO stage 2 at DP=2 and at TP=2, stage 1 with bf16 accumulation);
+# a tied case is refused. Skipped without DeepSpeed
 # (scripts/python-env.sh --frameworks).
 # usage: tests/deepspeed_tp.sh PRECFUZZ PYTHON
 P=$(realpath "$1")
@@ -79,6 +80,44 @@ done
 out=$(rk replay "$T/mb2.json" "$T/mb4.json")
 [ $? -eq 0 ] && [ "$(echo "$out" | grep -c ': ok$')" -eq 2 ] || fail "zero1 cases of 1 then 2 micro-batches a replica: $out"
 rm -rf "$T"
+
+# DeepSpeedZeroOptimizer (the engine at ZeRO stage 2, and at stage 1 without fp32 accumulation:
+# contracts tp_diff/deepspeed-zero2, -zero1, gradients accumulated in bf16): in one rank group
+# (precfuzz replay), 6 clean cases of each layout (ZeRO-2 DP=1 against DP=2 with the reduction
+# in bf16 and in fp32, ZeRO-2 TP=1 against TP=2, ZeRO-1 DP=1 against DP=2), each ok; each
+# switch found on its first case, as the reported norm
+T=$(mktemp -d)
+zcase() { # NAME VARIANT SEED TP DP COMM FAULT
+  cat >"$T/$1.json" <<JSON
+{"format": "precfuzz-case/1", "kernel": "tp_diff", "variant": "$2", "dtype": "bf16", "accum": "fp32",
+ "shape": [3, 8, 16, 11, 4], "fault": "$7",
+ "params": {"microbatches": 4, "tied": 0, "tp": $4, "dp": $5, "comm": $6},
+ "inputs": {"init": {"dist": "normal", "seed": "$3"}, "grads": {"dist": "normal", "seed": "$(($3 + 1))"},
+            "gscale": {"dist": "normal", "seed": "$(($3 + 2))"}}}
+JSON
+}
+for s in 1 2 3 4 5 6; do
+  zcase "clean-z2-dp-c1-$s" deepspeed-zero2-bf16 $((10 * s)) 1 2 1 ""
+  zcase "clean-z2-dp-c0-$s" deepspeed-zero2-bf16 $((10 * s)) 1 2 0 ""
+  zcase "clean-z2-tp-$s" deepspeed-zero2-tp-bf16 $((10 * s)) 2 1 1 ""
+  zcase "clean-z1-dp-$s" deepspeed-zero1-bf16acc $((10 * s)) 1 2 1 ""
+done
+zcase fault-z2-dp-unreduced deepspeed-zero2-bf16 7 1 2 1 dp-grad-unreduced
+zcase fault-z1-dp-unreduced deepspeed-zero1-bf16acc 7 1 2 0 dp-grad-unreduced
+zcase fault-z2-tp-rank0-only deepspeed-zero2-tp-bf16 7 2 1 1 norm-rank0-only
+zcase fault-z2-tp-no-dedup deepspeed-zero2-tp-bf16 7 2 1 0 norm-no-dedup
+out=$(rk replay "$T"/*.json)
+for f in "$T"/clean-*.json; do
+  n=$((n + 1))
+  echo "$out" | grep -q "^$f: tp_diff/deepspeed-zero[12]-[a-z-]*bf16[a-z]* bf16/fp32: ok$" || fail "zero clean $(basename "$f"): $out"
+done
+for f in "$T"/fault-*.json; do
+  n=$((n + 1))
+  echo "$out" | grep -q "^$f: .*: divergent (.*the gradient norm deepspeed-zero.* reported" || fail "zero $(basename "$f"): $out"
+done
+rm -rf "$T"
+# DeepSpeed's ZeRO-2 at TP=2 against its emulation (the norm in binary64: nearly every output)
+rk_agrees deepspeed-zero2-tp-bf16 90 --param tied=0 --param tp=2 --param dp=1
 
 # a tied embedding (PP=2) is not this adapter's: refused, exit 2
 n=$((n + 1))

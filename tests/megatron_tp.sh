@@ -95,6 +95,25 @@ out=$(rk diff-tp -t fp16 -v megatron-core-distopt-fp16 --param tied=0 --param tp
 [ $? -eq 0 ] && echo "$out" | grep -q "^tp_diff/megatron-core-distopt-fp16 fp16/fp32: 20 cases (seeds 1..20): ok 20 *$" ||
   fail "fp16 distopt DP=2 clean: $out"
 rk_agrees megatron-core-fp16 80 -t fp16 --param tied=0
+# fp16 under megatron's DynamicGradScaler (scaler=1), its scale hovering where some gradients
+# overflow (growth every step, halving on every overflow): 8 cases of 6 steps each at TP=2, and
+# through the distributed optimizer at TP=1 x DP=2, every case ok, skipped steps (norm -1) on
+# every rank of both runs in each case
+D=(-t fp16 --param tied=0 --param scaler=1 --param loss_scale=0x1p19 --param growth_interval=1 --param hysteresis=1
+  --param spread=0 --shape 6x8x16x11x4 --cases 8 --json)
+for v in "megatron-core-fp16" "megatron-core-distopt-fp16 --param tp=1 --param dp=2 --param microbatches=4"; do
+  n=$((n + 1))
+  set -- $v
+  rk run -k tp_diff -v "$@" "${D[@]}" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+assert len(d["cases"]) == 8 and all(c["verdict"] == "ok" for c in d["cases"]), [c["verdict"] for c in d["cases"]]
+for c in d["cases"]:
+    y = [float.fromhex(e["y"]) for e in c["elements"][-2 * 6 * 8:]]  # the norms: 2 runs x 6 steps x 8 slots
+    skipped = [sum(v == -1 for v in y[k * 8:(k + 1) * 8]) for k in range(12)]
+    assert all(k in (0, 8) for k in skipped) and 0 < skipped.count(8) < 12, skipped
+' 2>&1 || fail "dynamic loss scale $1"
+done
 
 # 4 ranks, a tied embedding: TP=1 x PP=2 against TP=2 x PP=2, megatron's own tied all-reduce;
 # seed 004 (the tied gradients not reduced): the stage-1 copy differs from stage 0's

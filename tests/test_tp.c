@@ -370,6 +370,179 @@ static void test_tp_comm_in_bf16(void **state) {
   assert_true(rounded > 0);
 }
 
+/* DeepSpeed's ZeRO optimizer (tp.h, DS_ZERO2, DS_ZERO1) accumulates in bf16. A second
+ * computation of its gradient from the case's inputs, with a bf16 rounding of its own (round
+ * to nearest even on the float's bits), checked first on the values DeepSpeed 0.19.8 itself
+ * gave on 2 gloo ranks (micro-batch gradients 1, 2^-8, 2^-8 accumulate to 1 at DP=1; 1, 2^-8
+ * on replica 0 and 2^-8, 2^-8 on replica 1 reduce to 1 + 2^-7 under stage 2), then against the
+ * first step's m of every element: PyTorch's AdamW gives m = fl(0.1 g) at beta1 = 0.9, g the
+ * gradient after the clip, coef = fl(1 / fl(fl(norm + 1e-6) / max_norm)) when that quotient
+ * exceeds 1 (unscale_and_clip_grads). */
+static float bf16_rne(float x) {
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+  memcpy(&x, &u, 4);
+  return x;
+}
+static float bf16_add(float a, float b) {
+  volatile float s = a + b; /* exact or once rounded in fp32; then to bf16 */
+  return bf16_rne(s);
+}
+/* the gradient of micro-batches k0.. (n of them, doubled when twice) accumulated in bf16 */
+static float zero_acc(const float *g, size_t n, int twice) {
+  float a = bf16_rne(twice ? 2 * g[0] : g[0]);
+  for (size_t k = 1; k < n; k++) a = bf16_add(a, bf16_rne(twice ? 2 * g[k] : g[k]));
+  return a;
+}
+static float zero_grad(int algo, int dp, const float *g, size_t mb) {
+  if (dp == 1) return zero_acc(g, mb, 0);
+  const size_t per = mb / 2;
+  if (algo == PF_TP_DS_ZERO1) return bf16_add(zero_acc(g, per, 1) / 2, zero_acc(g + per, per, 1) / 2);
+  float acc = 0;
+  for (size_t j = 0; j < per; j++) {
+    const float red = bf16_add(bf16_rne(2 * g[j]) / 2, bf16_rne(2 * g[per + j]) / 2);
+    acc = j ? bf16_add(acc, red) : red;
+  }
+  return acc;
+}
+
+static void test_tp_deepspeed_zero_accumulates_in_bf16(void **state) {
+  const float dp1[3] = {1, 0x1p-8f, 0x1p-8f}, dp2[4] = {1, 0x1p-8f, 0x1p-8f, 0x1p-8f};
+  assert_true(zero_grad(PF_TP_DS_ZERO2, 1, dp1, 3) == 1.0f);
+  assert_true(zero_grad(PF_TP_DS_ZERO2, 2, dp2, 4) == 1.0078125f);
+  assert_true(zero_grad(PF_TP_DS_ZERO1, 2, dp2, 4) == 1.0078125f); /* (1 + 2^-8 -> 1) + 2^-7 */
+  size_t checked = 0, bf16_changed = 0;
+  for (int algo = PF_TP_DS_ZERO2; algo <= PF_TP_DS_ZERO1; algo++)
+    for (uint64_t seed = 1; seed <= 12; seed++) {
+      pf_case c;
+      pf_run r;
+      assert_int_equal(pf_case_init(&c, "tp_diff", algo == PF_TP_DS_ZERO2 ? "deepspeed-zero2" : "deepspeed-zero1", seed),
+                       PF_OK);
+      c.params[PF_TPP_TIED] = 0;
+      c.params[PF_TPP_BETA1] = 0.9;
+      c.params[PF_TPP_MB] = 4 + 2 * (double)(seed % 2);
+      c.params[PF_TPP_TP] = seed % 3 == 0 ? 2 : 1;
+      c.params[PF_TPP_DP] = seed % 3 == 0 ? 1 : 2;
+      assert_int_equal(run(&c, &r), PF_V_OK);
+      pf_tp_layout L;
+      pf_tp_layout_make(&c, &L);
+      float g[6];
+      for (int run_ = 0; run_ < 2; run_++) {
+        const int dp = run_ ? L.dp : 1;
+        const float norm = (float)r.out[pf_tp_norm_at(&L, run_, 0, 0)];
+        const float q = (norm + 1e-6f) / (float)c.params[PF_TPP_MAXNORM], coef = 1.0f / q;
+        double sq = 0;
+        for (size_t e = 0; e < L.n; e++) {
+          volatile float f32sum = 0;
+          for (size_t k = 0; k < L.mb; k++) {
+            g[k] = (float)pf_tp_grad(&L, r.in[1].data, 0, k, e);
+            f32sum = f32sum + bf16_rne(g[k]);
+          }
+          float b = zero_grad(algo, dp, g, L.mb);
+          sq += (double)b * b;
+          bf16_changed += b != f32sum;
+          if (q > 1) b = b * coef;
+          const float m = 0.1f * b;
+          assert_true((float)r.out[pf_tp_run_at(&L, run_, 0, PF_TP_M, e)] == m);
+          checked++;
+        }
+        assert_true(fabs(norm - sqrt(sq)) <= 1e-6 * sqrt(sq)); /* the norm of those gradients */
+      }
+      pf_run_free(&r);
+      pf_case_free(&c);
+    }
+  print_message("%zu first-step m values as computed again; %zu gradients differ from an fp32 accumulation\n", checked,
+                bf16_changed);
+  assert_true(bf16_changed * 4 > checked); /* bf16 accumulation is visible: the check is not vacuous */
+}
+
+/* fp16 under Megatron's DynamicGradScaler (scaler=1): the scale schedule derived by hand from
+ * grad_scaler.py (growth 2, backoff 0.5, hysteresis 2, growth_interval 2, from 8, min 1: after
+ * overflow, none, overflow, overflow, none, none, none, none the scale is 8 8 8 4 2 2 4 4 8, the
+ * hysteresis tracker refilled only on growth); then generated cases in which a step is skipped
+ * exactly when a scaled micro-batch gradient rounds to inf in fp16, its scale recomputed here
+ * from that rule, every rank's state kept as it was and its norm reported as -1, the runs clean;
+ * and each rank deciding on its own overflow (found-inf-local) found. */
+static void test_tp_dynamic_loss_scale_skips_overflow_steps(void **state) {
+  pf_tp_layout L0;
+  memset(&L0, 0, sizeof L0);
+  L0.dynamic = 1, L0.loss_scale = 8, L0.min_scale = 1, L0.growth_interval = 2, L0.hysteresis = 2;
+  pf_tp_scaler sc = pf_tp_scaler_start(&L0);
+  const int found[8] = {1, 0, 1, 1, 0, 0, 0, 0};
+  const double want[8] = {8, 8, 4, 2, 2, 4, 4, 8};
+  for (int i = 0; i < 8; i++) {
+    pf_tp_scaler_update(&L0, &sc, found[i]);
+    assert_true(sc.scale == want[i]);
+  }
+  size_t steps = 0, skipped = 0;
+  for (uint64_t seed = 1; seed <= 40; seed++) {
+    pf_case c;
+    pf_run r;
+    assert_int_equal(pf_case_init(&c, "tp_diff", seed % 2 ? "megatron-core" : "megatron", seed), PF_OK);
+    c.dtype = PF_FP16;
+    c.params[PF_TPP_SCALER] = 1;
+    c.params[PF_TPP_LOSS_SCALE] = ldexp(1, 15 + (int)(seed % 6));
+    c.params[PF_TPP_GROWTH_INTERVAL] = 1 + (double)(seed % 3);
+    c.params[PF_TPP_HYSTERESIS] = 1 + (double)(seed % 2);
+    c.shape[0] = 6;
+    if (seed % 4 == 0) c.params[PF_TPP_TIED] = 0, c.params[PF_TPP_TP] = 1, c.params[PF_TPP_DP] = 2, c.params[PF_TPP_MB] = 4;
+    assert_int_equal(run(&c, &r), PF_V_OK);
+    pf_tp_layout L;
+    pf_tp_layout_make(&c, &L);
+    double S = L.loss_scale;
+    int growth = 0, hyst = L.hysteresis;
+    for (size_t s = 0; s < L.steps; s++) {
+      int over = 0;
+      for (size_t x = 0; x < L.mb * (L.n + L.head); x++) {
+        const float v = (float)(S * r.in[1].data[s * L.mb * (L.n + L.head) + x]);
+        over |= fabsf(v) >= 65520.0f; /* rounds to inf in fp16 (max 65504, half an ulp 16) */
+      }
+      steps++;
+      skipped += over;
+      for (int run_ = 0; run_ < 2; run_++) {
+        assert_true((r.out[pf_tp_norm_at(&L, run_, s, 0)] == -1) == over);
+        if (over)
+          for (int q = 0; q < 4; q++)
+            for (size_t e = 0; e < L.n; e++) {
+              const double before = s ? r.out[pf_tp_run_at(&L, run_, s - 1, q, e)]
+                                      : q == PF_TP_MASTER ? r.in[0].data[e]
+                                      : q == PF_TP_PARAM  ? pf_round(PF_FP16, r.in[0].data[e])
+                                                          : 0;
+              assert_true(r.out[pf_tp_run_at(&L, run_, s, q, e)] == before);
+            }
+      }
+      if (over) { /* grad_scaler.py, by hand */
+        growth = 0;
+        if (--hyst <= 0) S = fmax(S / 2, L.min_scale);
+      } else if (++growth == L.growth_interval) {
+        growth = 0, hyst = L.hysteresis, S *= 2;
+      }
+    }
+    pf_run_free(&r);
+    c.fault[0] = 0;
+    pf_case_free(&c);
+  }
+  print_message("%zu of %zu steps skipped\n", skipped, steps);
+  assert_true(skipped * 5 > steps && skipped * 5 < 4 * steps); /* both kinds of step, often */
+  int found_local = 0;
+  for (uint64_t seed = 1; seed <= 60 && !found_local; seed++) {
+    pf_case c;
+    pf_run r;
+    assert_int_equal(pf_case_init(&c, "tp_diff", "megatron-core", seed), PF_OK);
+    c.dtype = PF_FP16;
+    c.params[PF_TPP_SCALER] = 1;
+    c.params[PF_TPP_LOSS_SCALE] = 0x1p18;
+    c.params[PF_TPP_HYSTERESIS] = 1;
+    c.params[PF_TPP_TIED] = 0;
+    snprintf(c.fault, sizeof c.fault, "found-inf-local");
+    found_local = run(&c, &r) == PF_V_DIVERGENT && strstr(r.note, "differs from rank 0's copy") != NULL;
+    pf_run_free(&r);
+    pf_case_free(&c);
+  }
+  assert_true(found_local);
+}
+
 static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
 
 static void test_tp_faults_found_within_20_cases(void **state) {
@@ -422,6 +595,8 @@ int main(void) {
       cmocka_unit_test(test_tp_data_parallel_replicas),
       cmocka_unit_test(test_tp_expert_parallel),
       cmocka_unit_test(test_tp_comm_in_bf16),
+      cmocka_unit_test(test_tp_deepspeed_zero_accumulates_in_bf16),
+      cmocka_unit_test(test_tp_dynamic_loss_scale_skips_overflow_steps),
       cmocka_unit_test(test_tp_seed002_from_the_regression_file),
       cmocka_unit_test(test_tp_unclipped_named_at_the_first_clipping_step),
       cmocka_unit_test(test_tp_faults_found_within_20_cases),

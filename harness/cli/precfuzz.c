@@ -804,6 +804,16 @@ static int run_command(run_opts *op_) {
     if (!o.variant && (!pf_kernel_accepts(k, o.dtype, o.accum) || (o.fault && !pf_kernel_has_fault(k, o.fault)) ||
                        (o.backend == PF_BACKEND_CUDA && !k->run_cuda)))
       continue; /* running all variants: skip those that cannot take these settings */
+    if (!o.variant) { /* ... or these parameters (a layout a variant has not): said, then skipped */
+      pf_case c0;
+      if ((rc = build_case(k, &o, o.seed, &c0))) return rc; /* said: the same for every variant */
+      const pf_status st = pf_case_validate(&c0);
+      pf_case_free(&c0);
+      if (st == PF_ERR_UNSUPPORTED) {
+        fprintf(stderr, "precfuzz: skipped, %s\n", pf_error_message());
+        continue;
+      }
+    }
     ran++;
     if ((rc = run_variant(k, &o, jcases, &any_finding))) return rc;
   }

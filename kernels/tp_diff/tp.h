@@ -24,8 +24,21 @@
  * TORCH: plain PyTorch 2.15 in fp32 (torch/nn/utils/clip_grad.py, torch/distributed/tensor):
  *   parameters are their own masters; clip_grad_norm_ takes each tensor's norm (a TP-sharded
  *   DTensor's as the root of its ranks' squared local norms summed), the norm of those norms,
- *   coef = reciprocal(norm + 1e-6) * max_norm as DEEPSPEED, clamped to 1; PyTorch's AdamW. */
-enum { PF_TP_MEGATRON = 0, PF_TP_DEEPSPEED = 1, PF_TP_MEGATRON_CORE = 2, PF_TP_TORCH = 3 };
+ *   coef = reciprocal(norm + 1e-6) * max_norm as DEEPSPEED, clamped to 1; PyTorch's AdamW.
+ * DS_ZERO2, DS_ZERO1: DeepSpeed 0.19.8's DeepSpeedZeroOptimizer (runtime/zero/stage_1_and_2.py),
+ *   bf16 with the gradients accumulated in bf16 (its default), through the engine on the CPU:
+ *   each micro-batch's bf16 gradient added to the bf16 accumulator (fl(acc + g)); at DP=2 the
+ *   engine averages over the replicas, so the case's sum is the loss times 2, each gradient
+ *   fl(2 g) divided by 2 in the reduction's dtype (comm) before the replicas' bf16 sum; stage 2
+ *   reduces every micro-batch and accumulates the reduced sums, stage 1 reduces each replica's
+ *   accumulated sum once. The norm (get_grad_norm_direct) per parameter group: each parameter's
+ *   piece of the rank's partition normed in binary64 (get_norm_dtype()), squared and summed in
+ *   binary64, rounded to fp32, SUM all-reduced over DP then TP, rooted; the groups' norms
+ *   combined by vector_norm in fp32; coef = 1 / fl(fl(norm + 1e-6) / max_norm) when that
+ *   quotient exceeds 1 (unscale_and_clip_grads); PyTorch's AdamW. No pipeline stages, no experts. */
+enum { PF_TP_MEGATRON = 0, PF_TP_DEEPSPEED = 1, PF_TP_MEGATRON_CORE = 2, PF_TP_TORCH = 3, PF_TP_DS_ZERO2 = 4,
+       PF_TP_DS_ZERO1 = 5 };
+static inline int pf_tp_algo_zero(int algo) { return algo == PF_TP_DS_ZERO2 || algo == PF_TP_DS_ZERO1; }
 
 /* How a block is held by TP=2 ranks (Megatron): replicated on every rank, column-parallel
  * (rows = output features split), row-parallel (columns = input features split), or
@@ -53,7 +66,10 @@ typedef struct {
   int tied;          /* the embedding is tied to the LM head, held by a second pipeline stage */
   int algo;          /* PF_TP_MEGATRON, ...: the case's variant's */
   pf_dtype dtype;    /* parameters and micro-batch gradients (bf16, fp16 with loss scaling; fp32: TORCH) */
-  double loss_scale; /* fp16: the static loss scale S; bf16: 1 */
+  double loss_scale; /* fp16: the loss scale S (dynamic: the first step's); bf16: 1 */
+  int dynamic;       /* fp16: Megatron's DynamicGradScaler moves S (pf_tp_scaler); 0: S stays */
+  int growth_interval, hysteresis;
+  double min_scale;
   int experts;       /* 0, or 2: an MoE layer's two experts (each an fc1 and an fc2 weight) */
   int ep;            /* the second run's expert-parallel size: 2 when it has experts and DP=2 (expert e on
                       * replica e, its gradient from both replicas' tokens, no data-parallel reduction) */
@@ -78,14 +94,44 @@ static inline int pf_tp_ep_elem(const pf_tp_layout *L, size_t e) {
  * both are nonincreasing in the norm. */
 static inline double pf_tp_coef(int algo, double max_norm, double norm) {
   const float d = (float)norm + (float)1e-6;
+  if (pf_tp_algo_zero(algo)) { /* clip = clamp(fl(d / max_norm), min=1); grads times fl(1 / clip) */
+    const float q = d / (float)max_norm;
+    return q > 1 ? (double)(1.0f / q) : 1.0;
+  }
   if (algo == PF_TP_DEEPSPEED || algo == PF_TP_TORCH) return (double)((1.0f / d) * (float)max_norm);
   return (double)((float)max_norm / d);
 }
 
 /* Parameter indices (the table in tp_cpu.c). */
 enum { PF_TPP_MAXNORM = 0, PF_TPP_LR, PF_TPP_BETA1, PF_TPP_BETA2, PF_TPP_EPS, PF_TPP_WD, PF_TPP_MB, PF_TPP_TIED,
-       PF_TPP_SPREAD, PF_TPP_LOSS_SCALE, PF_TPP_TP, PF_TPP_DP, PF_TPP_EXPERTS, PF_TPP_COMM,
-       PF_TP_NPARAMS };
+       PF_TPP_SPREAD, PF_TPP_LOSS_SCALE, PF_TPP_TP, PF_TPP_DP, PF_TPP_EXPERTS, PF_TPP_COMM, PF_TPP_SCALER,
+       PF_TPP_GROWTH_INTERVAL, PF_TPP_HYSTERESIS, PF_TPP_MIN_SCALE, PF_TP_NPARAMS };
+
+/* The loss scale of each step (fp16). Every step whose unscaled gradients hold an inf or NaN
+ * (found on any rank: Megatron all-reduces found_inf with MAX over the model-parallel group) is
+ * skipped: no norm, no clip, no Adam step (Adam's step count counts only the steps taken).
+ * Static: S stays. Dynamic: megatron-core 0.16.1's DynamicGradScaler.update (growth 2, backoff
+ * 0.5): an overflow resets the growth tracker and takes one from the hysteresis tracker, and
+ * when that reaches 0 halves S (not below min_scale); growth_interval steps in a row without
+ * one double S and refill the hysteresis tracker (which nothing else refills). */
+typedef struct {
+  double scale;
+  int growth, hyst;
+} pf_tp_scaler;
+static inline pf_tp_scaler pf_tp_scaler_start(const pf_tp_layout *L) {
+  return (pf_tp_scaler){L->loss_scale, 0, L->hysteresis};
+}
+static inline void pf_tp_scaler_update(const pf_tp_layout *L, pf_tp_scaler *sc, int found) {
+  if (!L->dynamic) return;
+  if (found) {
+    sc->growth = 0;
+    if (--sc->hyst <= 0) sc->scale = sc->scale / 2 > L->min_scale ? sc->scale / 2 : L->min_scale;
+  } else if (++sc->growth == L->growth_interval) {
+    sc->growth = 0;
+    sc->hyst = L->hysteresis;
+    sc->scale *= 2;
+  }
+}
 
 void pf_tp_layout_make(const pf_case *c, pf_tp_layout *L);
 /* The copy checks per step (L->nsync) from the case alone: what the operation's refine needs per
@@ -107,7 +153,8 @@ static inline double pf_tp_grad(const pf_tp_layout *L, const double *grads, size
 
 /* Output layout: for every step, nsync pairs (code, difference) of copy checks; then the
  * first (TP=1) run's and the gathered second run's master, parameter, m and v of every
- * element; then the gradient norm each rank's step reported, per run and step, in 8 slots
+ * element; then the gradient norm each rank's step reported (-1 for a skipped step, as
+ * DeepSpeed marks an invalid norm), per run and step, in 8 slots
  * (DP replica d, pipeline stage pp, TP rank tp: slot 4 d + 2 pp + tp; a slot no rank of the run
  * holds repeats the rank at 0 in each coordinate the run lacks). */
 #define PF_TP_SLOTS 8

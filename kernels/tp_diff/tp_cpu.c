@@ -48,6 +48,13 @@ static const pf_param_desc pf_tp_params[PF_TP_NPARAMS] = {
     {"comm", PF_PARAM_INT, 0, 0, 1, NULL,
      "1: gradients reduced over the data-parallel group in the storage dtype, as DeepSpeed's engine does by "
      "default (every run: each replica's fp32 buffer rounded to bf16, the replicas' sum rounded again)", 0},
+    {"scaler", PF_PARAM_INT, 0, 0, 1, NULL,
+     "fp16: 0 a static loss scale; 1 Megatron's DynamicGradScaler (from loss_scale; steps whose gradients overflow "
+     "are skipped on every rank, the scale halved after hysteresis of them and doubled after growth_interval "
+     "steps without)", 0},
+    {"growth_interval", PF_PARAM_INT, 1000, 1, 1000, NULL, "scaler=1: steps without an overflow before the scale doubles", 0},
+    {"hysteresis", PF_PARAM_INT, 2, 1, 64, NULL, "scaler=1: overflows before the scale halves", 0},
+    {"min_loss_scale", PF_PARAM_REAL, 1, 1, 0x1p60, NULL, "scaler=1: the scale is never halved below this", 0},
 };
 
 /* --- the parameter set --------------------------------------------------------------- */
@@ -78,6 +85,10 @@ void pf_tp_layout_make(const pf_case *c, pf_tp_layout *L) {
   L->dtype = c->dtype;
   L->algo = pf_case_algo(c);
   L->loss_scale = c->dtype == PF_FP16 ? (c->params[PF_TPP_LOSS_SCALE] > 0 ? c->params[PF_TPP_LOSS_SCALE] : 0x1p12) : 1;
+  L->dynamic = c->dtype == PF_FP16 && c->params[PF_TPP_SCALER] != 0;
+  L->growth_interval = (int)c->params[PF_TPP_GROWTH_INTERVAL];
+  L->hysteresis = (int)c->params[PF_TPP_HYSTERESIS];
+  L->min_scale = c->params[PF_TPP_MIN_SCALE];
   const size_t h = L->h, f = L->f;
   const pf_tp_block dense[12] = {
       {"ln1.w", h, 1, PF_TP_REP, 0, 0, -1},     {"ln1.b", h, 1, PF_TP_REP, 0, 0, -1},
@@ -171,13 +182,54 @@ void pf_tp_run_name(const pf_tp_layout *L, int run, char *buf, size_t len) {
 
 /* One stage's buffer of replica d: its micro-batches' gradients (x: the gradient's index) in
  * the dtype, summed in fp32 in order; scaled, as the kernels hold it until the unscale. */
-static double pf_tp_replica_sum(const pf_tp_layout *L, const double *grads, size_t s, size_t x, int d, int dp,
-                                unsigned *fe) {
+static double pf_tp_replica_sum(const pf_tp_layout *L, double S, const double *grads, size_t s, size_t x, int d,
+                                int dp, unsigned *fe) {
   double buf = 0;
   const size_t per = L->mb / (size_t)dp;
   for (size_t k = (size_t)d * per; k < ((size_t)d + 1) * per; k++)
-    buf = pf_add(PF_FP32, buf, pf_round_fe(L->dtype, L->loss_scale * pf_tp_grad(L, grads, s, k, x), fe), fe);
+    buf = pf_add(PF_FP32, buf, pf_round_fe(L->dtype, S * pf_tp_grad(L, grads, s, k, x), fe), fe);
   return buf;
+}
+
+/* DeepSpeedZeroOptimizer's bf16 gradient of element x for replica d of dp (tp.h, DS_ZERO2 and
+ * DS_ZERO1), every add rounded to bf16 (a bf16 add of two bf16 values: fl32 then bf16 is the
+ * correctly rounded sum). At DP=2 each micro-batch gradient arrives as fl(2 g) (the loss times
+ * 2: the engine averages) and is halved in the reduction's dtype: bf16 (comm), else fp32, where
+ * halving a bf16 value is exact. Fault dp-grad-unreduced: each replica keeps its own halves. */
+static double pf_tp_zero_half(const pf_tp_layout *L, double u, unsigned *fe) {
+  return L->comm ? pf_round_fe(L->dtype, u / 2, fe) : u / 2;
+}
+static double pf_tp_zero_sum(const pf_tp_layout *L, const double *grads, size_t s, size_t x, int d, int dp,
+                             int unreduced, unsigned *fe) {
+  const pf_dtype T = L->dtype, F = PF_FP32;
+  const size_t per = L->mb / (size_t)dp;
+  double acc = 0;
+  if (dp == 1) {
+    for (size_t k = 0; k < L->mb; k++) {
+      const double u = pf_round_fe(T, pf_tp_grad(L, grads, s, k, x), fe);
+      acc = k ? pf_round_fe(T, pf_add(F, acc, u, fe), fe) : u;
+    }
+    return acc;
+  }
+  if (L->algo == PF_TP_DS_ZERO2) { /* every micro-batch reduced, the reduced sums accumulated */
+    for (size_t j = 0; j < per; j++) {
+      double h[2];
+      for (int r = 0; r < 2; r++) h[r] = pf_tp_zero_half(L, pf_round_fe(T, 2 * pf_tp_grad(L, grads, s, r * per + j, x), fe), fe);
+      const double red = unreduced ? h[d] : pf_round_fe(T, pf_add(F, h[0], h[1], fe), fe);
+      acc = j ? pf_round_fe(T, pf_add(F, acc, red, fe), fe) : red;
+    }
+    return acc;
+  }
+  double h[2]; /* stage 1: each replica's micro-batches accumulated, then one reduction */
+  for (int r = 0; r < 2; r++) {
+    double a = 0;
+    for (size_t j = 0; j < per; j++) {
+      const double u = pf_round_fe(T, 2 * pf_tp_grad(L, grads, s, r * per + j, x), fe);
+      a = j ? pf_round_fe(T, pf_add(F, a, u, fe), fe) : u;
+    }
+    h[r] = pf_tp_zero_half(L, a, fe);
+  }
+  return unreduced ? h[d] : pf_round_fe(T, pf_add(F, h[0], h[1], fe), fe);
 }
 
 /* --- the ranks ------------------------------------------------------------------------ */
@@ -190,7 +242,9 @@ typedef struct {
   size_t *elem;            /* global indices held, in global order */
   double *master, *param, *m, *v, *g, *part;
   double *hist;            /* steps x nloc x 4 */
-  double *norms;           /* steps: the gradient norm this rank's step computed */
+  double *norms;           /* steps: the gradient norm this rank's step computed (-1: skipped) */
+  pf_tp_scaler sc;         /* this rank's loss scaler */
+  size_t taken;            /* the steps taken (not skipped): Adam's step count */
   unsigned fe;
 } pf_tp_rank;
 
@@ -200,10 +254,12 @@ typedef struct pf_tp_world {
   const double *grads;
   const double *init;
   int TP, PP, DP, R;
-  int f_unclipped, f_nodedup, f_noallreduce, f_untied, f_dpunreduced, f_expavg, f_explocal, f_expdrop;
+  int f_unclipped, f_nodedup, f_noallreduce, f_untied, f_dpunreduced, f_expavg, f_explocal, f_expdrop, f_foundlocal;
+  int found_board[8]; /* each rank's found_inf (fp16) */
   pthread_barrier_t bar;
   double norm_board[8], expert_board[8]; /* each rank's squared norm of its dense and its expert norm set */
   double block_board[8][PF_TP_MAXBLOCKS]; /* each rank's per-tensor fp32 norms (-1: not held), PF_TP_TORCH */
+  double group_board[8][2]; /* each rank's fp32 squared norm of its partition of each parameter group, DS_ZERO */
   pf_tp_rank rank[8]; /* rank[4 dp + 2 pp + tp] */
   pthread_t thread[8];
 } pf_tp_world;
@@ -224,11 +280,11 @@ static size_t pf_tp_local(const pf_tp_rank *k, size_t e);
  * replicas' tokens reach it, micro-batches j and j + mb/2, and its backward GEMM leaves their
  * gradients summed and rounded to the dtype once: fl(fl32(S g_j + S g_j+mb/2)); the slots summed
  * in fp32 in order, as the replica's other buffers are. */
-static double pf_tp_expert_sum(const pf_tp_layout *L, const double *grads, size_t s, size_t x, unsigned *fe) {
+static double pf_tp_expert_sum(const pf_tp_layout *L, double S, const double *grads, size_t s, size_t x, unsigned *fe) {
   double buf = 0;
   const size_t half = L->mb / 2;
   for (size_t j = 0; j < half; j++) {
-    const double a = L->loss_scale * pf_tp_grad(L, grads, s, j, x), b = L->loss_scale * pf_tp_grad(L, grads, s, j + half, x);
+    const double a = S * pf_tp_grad(L, grads, s, j, x), b = S * pf_tp_grad(L, grads, s, j + half, x);
     buf = pf_add(PF_FP32, buf, pf_round_fe(L->dtype, pf_add(PF_FP32, a, b, fe), fe), fe);
   }
   return buf;
@@ -241,24 +297,26 @@ static void *pf_tp_rank_main(void *arg) {
   const pf_tp_layout *L = w->L;
   const pf_case *c = w->c;
   const pf_dtype F = PF_FP32, T = L->dtype;
-  const double S = L->loss_scale, inv = pf_round(F, 1.0 / S);
   const pf_tp_rank *peer = w->PP == 2 ? &w->rank[pf_tp_slot(me->dp, 1 - me->pp, me->tp)] : NULL;
   const pf_tp_rank *replica = w->DP == 2 ? &w->rank[pf_tp_slot(1 - me->dp, me->pp, me->tp)] : NULL;
+  const int zero = pf_tp_algo_zero(L->algo);
   for (size_t s = 0; s < L->steps; s++) {
+    const double S = me->sc.scale, inv = pf_round(F, 1.0 / S);
     /* 1-2. gradient buffers: this replica's micro-batches (stage 1: the LM head's
      * contributions to the tied weight), scaled until the unscale below */
     for (size_t x = 0; x < me->nloc; x++) {
       const size_t e = me->elem[x];
       const size_t gx = me->pp == 1 ? L->n + (e - L->b[pf_tp_embed(L)].offset) : e;
-      me->g[x] = w->DP == 2 && pf_tp_ep_elem(L, e) ? pf_tp_expert_sum(L, w->grads, s, gx, &me->fe)
-                                                    : pf_tp_replica_sum(L, w->grads, s, gx, me->dp, w->DP, &me->fe);
+      me->g[x] = zero                                ? pf_tp_zero_sum(L, w->grads, s, gx, me->dp, w->DP, w->f_dpunreduced, &me->fe)
+                 : w->DP == 2 && pf_tp_ep_elem(L, e) ? pf_tp_expert_sum(L, S, w->grads, s, gx, &me->fe)
+                                                     : pf_tp_replica_sum(L, S, w->grads, s, gx, me->dp, w->DP, &me->fe);
     }
     /* comm: the reduction's all-reduce runs in the storage dtype, on every run (a group of one
-     * too): the fp32 buffer goes in rounded to it */
-    if (L->comm)
+     * too): the fp32 buffer goes in rounded to it (DS_ZERO: reduced above) */
+    if (L->comm && !zero)
       for (size_t x = 0; x < me->nloc; x++) me->g[x] = pf_round_fe(T, me->g[x], &me->fe);
     pf_tp_sync(w);
-    if (w->DP == 2) {
+    if (w->DP == 2 && !zero) {
       /* SUM all-reduce over the data-parallel group (replica 0 + replica 1) of every element
        * both hold (an expert under EP=2 is one replica's: not reduced); fault: each replica
        * keeps its own sum */
@@ -288,10 +346,21 @@ static void *pf_tp_rank_main(void *arg) {
       }
     }
     pf_tp_sync(w);
+    int found = 0;
     for (size_t x = 0; x < me->nloc; x++) {
       if (w->PP == 2 && pf_tp_is_tied(L, me->elem[x])) me->g[x] = me->part[x];
       if (T == PF_FP16) me->g[x] = pf_mul(F, me->g[x], inv, &me->fe);
+      found |= !isfinite(me->g[x]);
     }
+    /* 3. fp16: found_inf MAX all-reduced over the model-parallel group (fault: this rank's own),
+     * the scaler updated; a step with one is skipped (below, after the collectives) */
+    const int slot0 = pf_tp_slot(me->dp, me->pp, me->tp);
+    w->found_board[slot0] = found;
+    pf_tp_sync(w);
+    if (!w->f_foundlocal)
+      for (int r = 0; r < w->TP * w->PP; r++) found |= w->found_board[pf_tp_slot(me->dp, r / w->TP, r % w->TP)];
+    const int skip = T == PF_FP16 && found;
+    if (T == PF_FP16) pf_tp_scaler_update(L, &me->sc, found);
     /* 4. the squared norm of this rank's norm set: per-tensor norms in fp32, squared, summed
      * (megatron-core: the norm of the per-tensor norms, squared); the experts' apart (their
      * own optimizer in Megatron, their own group in DeepSpeed) */
@@ -323,11 +392,53 @@ static void *pf_tp_rank_main(void *arg) {
     }
     w->norm_board[slot] = local;
     w->expert_board[slot] = local_e;
+    if (zero) /* DeepSpeedZeroOptimizer: per parameter group (tp.h) */
+      for (int q = 0; q < 2; q++) {
+        /* this replica's partition of the group's flat buffer (the TP rank's elements of the
+         * group in order, padded to a multiple of 2 DP, split evenly) */
+        size_t cnt = 0, pos = 0;
+        for (size_t x = 0; x < me->nloc; x++) cnt += (L->b[pf_tp_block_of(L, me->elem[x], &(size_t){0}, &(size_t){0})].decay != 0) == (q == 0);
+        const size_t part = w->DP == 2 ? (cnt + 3) / 4 * 2 : cnt, lo = (size_t)me->dp * part, hi = lo + part;
+        double sq64 = 0; /* binary64, as get_norm_dtype() on the CPU */
+        for (int k = 0, x = 0; k < L->nblocks; k++) {
+          double piece = 0;
+          int any = 0;
+          for (; (size_t)x < me->nloc && pf_tp_block_of(L, me->elem[x], &(size_t){0}, &(size_t){0}) == k; x++) {
+            if ((L->b[k].decay != 0) != (q == 0)) continue;
+            if (pos >= lo && pos < hi) piece += me->g[x] * me->g[x], any = 1;
+            pos++;
+          }
+          const int counted = L->b[k].kind != PF_TP_REP || me->tp == 0 || w->f_nodedup;
+          if (any && counted) {
+            const double r = sqrt(piece);
+            sq64 += r * r;
+          }
+        }
+        w->group_board[slot][q] = pf_round(F, sq64);
+      }
     pf_tp_sync(w);
     /* over the model-parallel group (TP x PP) of this replica: each replica holds every dense
      * gradient; the experts' over the expert group: every replica's under EP=2 */
     double total = 0, total_e = 0;
-    if (torch) {
+    double zero_norm = 0;
+    if (zero) {
+      /* each group's squares SUM all-reduced over DP, then over TP (fault: this rank's alone),
+       * rooted; the groups' norms combined by vector_norm in fp32 */
+      double sq = 0;
+      for (int q = 0; q < 2; q++) {
+        double t = 0;
+        if (w->f_noallreduce) t = w->group_board[slot][q];
+        else
+          for (int r = 0; r < w->TP; r++) {
+            double a = 0;
+            for (int d = 0; d < w->DP; d++) a = pf_add(F, a, w->group_board[pf_tp_slot(d, 0, r)][q], &me->fe);
+            t = pf_add(F, t, a, &me->fe);
+          }
+        const double nq = pf_round(F, sqrt(t));
+        sq = pf_add(F, sq, pf_mul(F, nq, nq, &me->fe), &me->fe);
+      }
+      zero_norm = pf_round(F, sqrt(sq));
+    } else if (torch) {
       /* clip_grad_norm_ on DTensors: a sharded tensor's norm is the root of its TP ranks' squared
        * local norms summed (rank order), a replicated one's the local norm; then the norm of the
        * norms, in tensor order. Faults: a replicated tensor summed over the ranks like a sharded
@@ -377,7 +488,7 @@ static void *pf_tp_rank_main(void *arg) {
       clip = c64 < 1;
       coef = pf_round(F, c64);
     } else {
-      double norm = pf_round(F, sqrt(total));
+      double norm = zero ? zero_norm : pf_round(F, sqrt(total));
       if (L->experts) {
         const double ne = pf_round(F, sqrt(total_e));
         norm = pf_round(F, sqrt(pf_add(F, pf_mul(F, norm, norm, &me->fe), pf_mul(F, ne, ne, &me->fe), &me->fe)));
@@ -386,6 +497,18 @@ static void *pf_tp_rank_main(void *arg) {
       coef = pf_tp_coef(L->algo, c->params[PF_TPP_MAXNORM], norm);
       clip = coef < 1;
     }
+    if (skip) { /* the step skipped: the state as it was, no norm (reported as -1) */
+      me->norms[s] = -1;
+      for (size_t x = 0; x < me->nloc; x++) {
+        double *o = me->hist + (s * me->nloc + x) * 4;
+        o[PF_TP_MASTER] = me->master[x];
+        o[PF_TP_PARAM] = me->param[x];
+        o[PF_TP_M] = me->m[x];
+        o[PF_TP_V] = me->v[x];
+      }
+      continue;
+    }
+    me->taken++;
     if (clip)
       for (size_t x = 0; x < me->nloc; x++) {
         size_t i, j;
@@ -398,8 +521,8 @@ static void *pf_tp_rank_main(void *arg) {
     const int adam = L->algo == PF_TP_MEGATRON ? PF_ADAM_FUSED : PF_ADAM_TORCH;
     const double lr = c->params[PF_TPP_LR], b1 = c->params[PF_TPP_BETA1], b2 = c->params[PF_TPP_BETA2];
     const double eps = c->params[PF_TPP_EPS];
-    const pf_adam_hyper hw = pf_adam_hyper_make(lr, b1, b2, eps, c->params[PF_TPP_WD], (double)s + 1, 1);
-    const pf_adam_hyper h0 = pf_adam_hyper_make(lr, b1, b2, eps, 0, (double)s + 1, 1);
+    const pf_adam_hyper hw = pf_adam_hyper_make(lr, b1, b2, eps, c->params[PF_TPP_WD], (double)me->taken, 1);
+    const pf_adam_hyper h0 = pf_adam_hyper_make(lr, b1, b2, eps, 0, (double)me->taken, 1);
     for (size_t x = 0; x < me->nloc; x++) {
       size_t i, j;
       const int k = pf_tp_block_of(L, me->elem[x], &i, &j);
@@ -446,12 +569,14 @@ static pf_status pf_tp_world_run(pf_tp_world *w, const pf_case *c, const pf_tp_l
     w->f_expavg = strcmp(c->fault, "expert-norm-averaged") == 0;
     w->f_explocal = strcmp(c->fault, "expert-norm-local") == 0;
     w->f_expdrop = strcmp(c->fault, "expert-norm-dropped") == 0;
+    w->f_foundlocal = strcmp(c->fault, "found-inf-local") == 0;
   }
   for (int dp = 0; dp < w->DP; dp++)
   for (int pp = 0; pp < w->PP; pp++)
     for (int tp = 0; tp < w->TP; tp++) {
       pf_tp_rank *k = &w->rank[pf_tp_slot(dp, pp, tp)];
       k->world = w;
+      k->sc = pf_tp_scaler_start(L);
       k->tp = tp;
       k->pp = pp;
       k->dp = dp;
@@ -626,6 +751,13 @@ static pf_status pf_tp_check(const pf_case *c) {
     return pf_error(PF_ERR_ARG, "comm=1 (the reduction in the storage dtype) is for bf16");
   if (c->params[PF_TPP_EXPERTS] != 0 && pf_case_algo(c) == PF_TP_TORCH)
     return pf_error(PF_ERR_UNSUPPORTED, "tp_diff/torch has no experts (experts must be 0)");
+  if (pf_tp_algo_zero(pf_case_algo(c))) {
+    if (c->dtype != PF_BF16) return pf_error(PF_ERR_UNSUPPORTED, "tp_diff/%s is bf16 only", c->variant);
+    if (c->params[PF_TPP_TIED] != 0)
+      return pf_error(PF_ERR_UNSUPPORTED, "tp_diff/%s has no pipeline stages (tied must be 0)", c->variant);
+    if (c->params[PF_TPP_EXPERTS] != 0)
+      return pf_error(PF_ERR_UNSUPPORTED, "tp_diff/%s has no experts (experts must be 0)", c->variant);
+  }
   if (c->dtype == PF_FP32 && pf_case_algo(c) != PF_TP_TORCH)
     return pf_error(PF_ERR_UNSUPPORTED, "tp: dtype fp32 has no mixed-precision step (bf16 or fp16)");
   if (c->dtype == PF_BF16 && c->params[PF_TPP_LOSS_SCALE] != 0)
@@ -633,12 +765,21 @@ static pf_status pf_tp_check(const pf_case *c) {
   const double S = c->params[PF_TPP_LOSS_SCALE];
   if (S != 0 && (S < 1 || frexp(S, &(int){0}) != 0.5))
     return pf_error(PF_ERR_ARG, "loss_scale (%g) must be a power of two >= 1", S);
+  if (c->params[PF_TPP_SCALER] != 0) {
+    if (c->dtype != PF_FP16) return pf_error(PF_ERR_ARG, "scaler=1 (a dynamic loss scale) is for fp16");
+    if (c->params[PF_TPP_EXPERTS] != 0)
+      return pf_error(PF_ERR_UNSUPPORTED, "scaler=1 with experts: the expert-parallel overflow is not modelled (experts must be 0)");
+    const double m = c->params[PF_TPP_MIN_SCALE];
+    if (frexp(m, &(int){0}) != 0.5) return pf_error(PF_ERR_ARG, "min_loss_scale (%g) must be a power of two", m);
+    if (m > (S > 0 ? S : 0x1p12))
+      return pf_error(PF_ERR_ARG, "min_loss_scale (%g) must not exceed the initial loss_scale (%g)", m, S > 0 ? S : 0x1p12);
+  }
   return PF_OK;
 }
 
-/* Domain: finite inputs; a squared norm far from fp32's range; in fp16, no scaled micro-batch
- * gradient or sum of them near fp16's range (an overflow would skip the step, the same on
- * every configuration: not this mode's question). */
+/* Domain: finite inputs; a squared norm far from fp32's range; in fp16 with a static scale, no
+ * scaled micro-batch gradient or sum of them near fp16's range (an overflow skips the step, the
+ * same on every configuration; under the dynamic scaler those steps are the question). */
 static int pf_tp_in_domain(const pf_case *c, const pf_tensor *in, char *why, size_t len) {
   pf_tp_layout L;
   pf_tp_layout_make(c, &L);
@@ -664,7 +805,7 @@ static int pf_tp_in_domain(const pf_case *c, const pf_tensor *in, char *why, siz
       return 0;
     }
   }
-  if (L.dtype == PF_FP16)
+  if (L.dtype == PF_FP16 && !L.dynamic) /* under the dynamic scaler an overflow is a skipped step, in the contract */
     for (size_t x = 0; x < in[1].n; x++)
       if (fabs(in[1].data[x]) * L.loss_scale * (double)(2 * L.mb) >= pf_max_finite(PF_FP16) / 2) {
         snprintf(why, len, "fp16: S g = %g for %zu micro-batches comes near fp16's range", fabs(in[1].data[x]) * L.loss_scale,
@@ -819,8 +960,11 @@ const pf_op pf_tp_op = {
         "--param experts=2 adds an MoE layer's two experts; with dp=2 the second run holds them\n"
         "expert-parallel (EP=2: expert e on replica e, the norm summing them over the expert group).\n"
         "--param comm=1 reduces the gradients in bf16, as DeepSpeed's engine does by default.\n"
+        "-t fp16 --param scaler=1: Megatron's dynamic loss scale; steps that overflow are skipped.\n"
+        "-v deepspeed-zero2 / deepspeed-zero1 (with --param tied=0): DeepSpeed's ZeRO optimizer,\n"
+        "the gradients accumulated in bf16, reduced every micro-batch (stage 2) or once (stage 1).\n"
         "Faults: tp-replicated-unclipped, norm-no-dedup, norm-not-allreduced, tied-grad-unreduced,\n"
-        "dp-grad-unreduced, expert-norm-averaged, expert-norm-local, expert-norm-dropped.\n"
+        "dp-grad-unreduced, expert-norm-averaged, expert-norm-local, expert-norm-dropped, found-inf-local.\n"
         "Exit status: 0 no finding, 1 findings, 2 bad usage or input.\n",
 };
 
@@ -832,13 +976,24 @@ static void pf_tp_bound(const pf_case *c, const pf_tensor *in, pf_bound *out) {
 static const char *const pf_tp_faults[] = {"tp-replicated-unclipped", "norm-no-dedup", "norm-not-allreduced",
                                            "tied-grad-unreduced", "dp-grad-unreduced", "expert-norm-averaged",
                                            "expert-norm-local", "expert-norm-dropped", NULL};
+/* the fp16 variants' too: each rank skips on its own found_inf (not all-reduced) */
+static const char *const pf_tp_fp16_faults[] = {"tp-replicated-unclipped", "norm-no-dedup", "norm-not-allreduced",
+                                                "tied-grad-unreduced", "dp-grad-unreduced", "expert-norm-averaged",
+                                                "expert-norm-local", "expert-norm-dropped", "found-inf-local", NULL};
 /* plain PyTorch has no experts here */
 static const char *const pf_tp_torch_faults[] = {"tp-replicated-unclipped", "norm-no-dedup", "norm-not-allreduced",
                                                  "tied-grad-unreduced", "dp-grad-unreduced", NULL};
+#define PF_TP_ZERO_CONTRACT                                                                                           \
+  "replicated parameters bitwise equal across ranks after every step; TP=1 and gathered TP=2 or DP=2 master, "        \
+  "parameter, m and v inside the set every summation order of the norm allows, through the bf16 accumulation, "      \
+  "DeepSpeed's ZeRO coefficient and PyTorch's AdamW; the reported norm inside its set"
+/* DeepSpeed's ZeRO optimizer here has neither pipeline stages nor experts */
+static const char *const pf_tp_zero_faults[] = {"tp-replicated-unclipped", "norm-no-dedup", "norm-not-allreduced",
+                                                "dp-grad-unreduced", NULL};
 static const pf_kernel pf_tp_tab[] = {
     {PF_KERNEL_ABI, &pf_tp_op, "megatron",
      "DeepSpeed BF16_Optimizer / Megatron: fp32 gradient buffers, fp32 norm of the deduplicated norm set, clip, FusedAdam",
-     PF_DT(PF_BF16) | PF_DT(PF_FP16), PF_DT(PF_FP32), pf_tp_faults,
+     PF_DT(PF_BF16) | PF_DT(PF_FP16), PF_DT(PF_FP32), pf_tp_fp16_faults,
      "replicated parameters and tied copies bitwise equal across ranks after every step; TP=1 and gathered TP=2 "
      "master, parameter, m and v inside the set every summation order of the norm allows",
      pf_tp_cpu, pf_tp_bound, pf_tp_in_domain, pf_tp_check, NULL, PF_TP_MEGATRON, NULL},
@@ -853,7 +1008,7 @@ static const pf_kernel pf_tp_tab[] = {
     {PF_KERNEL_ABI, &pf_tp_op, "megatron-core",
      "megatron-core 0.16.1 Float16OptimizerWithFloat16Params without apex or TE on the CPU: fp32 main grads, the "
      "fp32 norm of per-tensor norms squared and all-reduced, binary64 root and coefficient, fp32 scale, PyTorch's AdamW",
-     PF_DT(PF_BF16) | PF_DT(PF_FP16), PF_DT(PF_FP32), pf_tp_faults,
+     PF_DT(PF_BF16) | PF_DT(PF_FP16), PF_DT(PF_FP32), pf_tp_fp16_faults,
      "replicated parameters and tied copies bitwise equal across ranks after every step; TP=1 and gathered TP=2 "
      "master, parameter, m and v inside the set every summation order of the norm allows, through Megatron's "
      "binary64 coefficient and PyTorch's AdamW; the reported norm (rounded to fp32) inside its set",
@@ -866,5 +1021,20 @@ static const pf_kernel pf_tp_tab[] = {
      "parameter, m and v inside the set every summation order of the norm allows, through clip_grad_norm_'s "
      "coefficient and PyTorch's AdamW; the reported norm inside its set",
      pf_tp_cpu, pf_tp_bound, pf_tp_in_domain, pf_tp_check, NULL, PF_TP_TORCH, NULL},
+    {PF_KERNEL_ABI, &pf_tp_op, "deepspeed-zero2",
+     "DeepSpeed 0.19.8 DeepSpeedZeroOptimizer, ZeRO stage 2, bf16 with bf16 gradient accumulation, torch AdamW on the "
+     "CPU: every micro-batch reduced over DP, the reduced gradients accumulated in bf16; binary64 norms of each "
+     "partition's pieces, per parameter group, combined in fp32; coef = 1 / clamp((norm + 1e-6) / max_norm, min=1)",
+     PF_DT(PF_BF16), PF_DT(PF_FP32), pf_tp_zero_faults,
+     PF_TP_ZERO_CONTRACT,
+     pf_tp_cpu, pf_tp_bound, pf_tp_in_domain, pf_tp_check, NULL, PF_TP_DS_ZERO2, NULL},
+    {PF_KERNEL_ABI, &pf_tp_op, "deepspeed-zero1",
+     "DeepSpeed 0.19.8 DeepSpeedZeroOptimizer, ZeRO stage 1, bf16 with bf16 gradient accumulation, torch AdamW on the "
+     "CPU: each replica's micro-batches accumulated in bf16, then reduced over DP once; norm and coefficient as "
+     "deepspeed-zero2",
+     PF_DT(PF_BF16), PF_DT(PF_FP32), pf_tp_zero_faults,
+     PF_TP_ZERO_CONTRACT,
+     pf_tp_cpu, pf_tp_bound, pf_tp_in_domain, pf_tp_check, NULL, PF_TP_DS_ZERO1, NULL},
 };
-const pf_kernel *const pf_tp_kernels[] = {&pf_tp_tab[0], &pf_tp_tab[1], &pf_tp_tab[2], &pf_tp_tab[3], NULL};
+const pf_kernel *const pf_tp_kernels[] = {&pf_tp_tab[0], &pf_tp_tab[1], &pf_tp_tab[2], &pf_tp_tab[3],
+                                          &pf_tp_tab[4], &pf_tp_tab[5], NULL};

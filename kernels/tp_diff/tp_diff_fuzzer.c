@@ -11,7 +11,8 @@
  * no layout needs more than 4 ranks), TP=1 x DP=2, with an even number of micro-batches. The
  * byte is in the shortest inputs (8 bytes), so a fuzzer reaches every layout at once. When
  * (b / 16) % 4 is 3 the layer has two experts (expert-parallel when DP=2); when (b / 64) % 2
- * is 1 a bf16 case reduces its gradients in bf16 (comm=1). A rank
+ * is 1 a bf16 case reduces its gradients in bf16 (comm=1) and an fp16 case without experts runs
+ * the dynamic loss scaler (scaler=1). A rank
  * group's variant whose hello fixes tied, tp, dp, experts or comm gets them fitted into its ranges.
  * Sizes stay small (hidden <= 16, ffn <= 32, vocab <= 33: odd vocabularies split unevenly);
  * gradients are spread around the clipping threshold so that clipping is on in some steps
@@ -48,14 +49,15 @@ int pf_decode_tp_diff_fuzzer(const uint8_t *data, size_t size, pf_case *out) {
   c.shape[3] = 2 + pf_bytes_u8(&b) % 32;
   c.shape[4] = 1 + pf_bytes_u8(&b) % 8;
   pf_case_set_param(&c, "microbatches", 1 + pf_bytes_u8(&b) % 4);
-  pf_case_set_param(&c, "tied", pf_bytes_u8(&b) % 4 != 3); /* a zero byte: tied */
+  /* a zero byte: tied (DeepSpeed's ZeRO optimizer here: never, and no experts) */
+  pf_case_set_param(&c, "tied", pf_bytes_u8(&b) % 4 != 3 && !pf_tp_algo_zero(k->algo));
   pf_fuzz_fit_param(k, &c, "tied"); /* a rank group's layout, as its hello fixes it */
   const int tied = pf_case_param(&c, "tied") != 0;
   if (dp2) {
     pf_case_set_param(&c, "tp", tp1 || tied ? 1 : 2);
     pf_case_set_param(&c, "dp", 2);
   }
-  pf_case_set_param(&c, "experts", experts && k->algo != PF_TP_TORCH ? 2 : 0); /* plain PyTorch has none */
+  pf_case_set_param(&c, "experts", experts && k->algo != PF_TP_TORCH && !pf_tp_algo_zero(k->algo) ? 2 : 0);
   pf_fuzz_fit_param(k, &c, "tp");
   pf_fuzz_fit_param(k, &c, "dp");
   pf_fuzz_fit_param(k, &c, "experts");
@@ -73,6 +75,20 @@ int pf_decode_tp_diff_fuzzer(const uint8_t *data, size_t size, pf_case *out) {
   pf_case_set_param(&c, "spread", spreads[pf_bytes_u8(&b) % 8]);
   const uint8_t ls = pf_bytes_u8(&b);
   if (c.dtype == PF_FP16) pf_case_set_param(&c, "loss_scale", ldexp(1.0, ls % 20));
+  /* half the fp16 inputs without experts (the comm bit of the dtype byte): Megatron's dynamic
+   * scaler, from a scale where the gradients overflow in some steps (2^23 down to 2^12), at least 4 steps of gradients of one size
+   * (spread 0), the scale mostly growing every step and halving on every overflow,
+   * so that it hovers where a few gradients overflow: skipped steps inside the contract, and
+   * steps where only one rank's shard overflows */
+  if (c.dtype == PF_FP16 && db / 64 % 2 && pf_case_param(&c, "experts") == 0) {
+    pf_case_set_param(&c, "scaler", 1);
+    pf_case_set_param(&c, "loss_scale", ldexp(1.0, 23 - ls % 12));
+    pf_case_set_param(&c, "growth_interval", ls / 12 % 4 == 3 ? 2 : 1);
+    pf_case_set_param(&c, "hysteresis", ls / 48 % 4 == 3 ? 2 : 1);
+    pf_case_set_param(&c, "spread", 0);
+    if (c.shape[0] < 4) c.shape[0] = 4;
+  }
+  pf_fuzz_fit_param(k, &c, "scaler");
   const uint64_t seed = pf_bytes_u64(&b);
   const pf_dist dist = (pf_dist)(pf_bytes_u8(&b) % 4);
   for (int t = 0; t < 3; t++) {
