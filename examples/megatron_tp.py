@@ -30,7 +30,12 @@ head: the embedding's copy, marked shared as megatron's output layer is; both st
 shared_embedding, as LanguageModule does), step(). Every rank's master, parameter, m and v after
 every step come back (a distributed optimizer's masters, m and v from the replica that holds
 them); precfuzz checks them against the contract tp_diff/megatron-core; the norm step()
-returns (binary64) is reported rounded to fp32.
+returns (binary64) is reported rounded to fp32, and a skipped step's as -1.
+
+fp16 (megatron-core-fp16, -distopt-fp16): the micro-batch gradients come in as fl16(S g), S the
+grad scaler's scale of the step: a ConstantGradScaler at the case's loss_scale, or with
+--param scaler=1 a DynamicGradScaler (growth_interval, hysteresis, min_loss_scale from the case,
+its trackers reset per case): a step whose gradients overflow is skipped by megatron itself.
 
 With --param experts=2 the layer has two experts (exp0, exp1: an fc1 and an fc2 weight each,
 marked allreduce=False as megatron's expert layers mark them), so get_megatron_optimizer builds
