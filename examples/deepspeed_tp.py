@@ -196,12 +196,19 @@ def optimizer_for(layer, tp, tp_rank, group):
     return _built[key]
 
 
+def _zero_layout(opt):
+    """(the low-precision groups, each group's fp32 partition) of either optimizer."""
+    if isinstance(opt, bf16_module.BF16_Optimizer):
+        return opt.bf16_groups, opt.fp32_groups_flat_partition
+    return opt.bit16_groups, opt.single_partition_of_fp32_groups
+
+
 def flat_offsets(opt):
     """(group, offset, numel) of every low-precision parameter in its group's flat buffer,
     parameters back to back (at DP=1 the fp32 partition is the whole buffer; at DP=2 each
     replica holds a slice of it)."""
     where = {}
-    for i, group in enumerate(opt.bf16_groups):
+    for i, group in enumerate(_zero_layout(opt)[0]):
         off = 0
         for lp in group:
             where[lp] = (i, off, lp.numel())
@@ -385,13 +392,6 @@ def engine_for(layer, kind, dp, tp):
     return _engines[key]
 
 
-def _zero_layout(opt):
-    """(the low-precision groups, each group's fp32 partition) of either optimizer."""
-    if isinstance(opt, bf16_module.BF16_Optimizer):
-        return opt.bf16_groups, opt.fp32_groups_flat_partition
-    return opt.bit16_groups, opt.single_partition_of_fp32_groups
-
-
 def _reset_zero(opt, layer):
     """A DeepSpeedZeroOptimizer as at the case's start: no Adam state, the case's hyperparameters
     (its gradient buffers are empty after every step)."""
@@ -415,16 +415,11 @@ def run_engine(layer, case, init, grads, kind, dp, tp):
     eng.micro_steps = 0  # as a fresh engine: the boundary is every per-th micro-step from here
     params = model.params()
     replica = RANK if dp == 2 else 0
-    lows, masters = _zero_layout(opt)
+    masters = _zero_layout(opt)[1]
     # this rank's partition of each group's flat buffer, and each parameter's place in it
     parts = [(replica * m.numel(), (replica + 1) * m.numel()) for m in masters]
-    where = {}
-    for i, group in enumerate(lows):
-        off = 0
-        for lp in group:
-            where[lp] = (i, off)
-            off += lp.numel()
-    locate = {n: where[p] for n, p in params.items()}  # block name -> (group, offset in the flat buffer)
+    where = flat_offsets(opt)
+    locate = {n: where[p][:2] for n, p in params.items()}  # block name -> (group, offset in the flat buffer)
     init_a = np.asarray(init, dtype=np.float32)
     for name, p in params.items():
         i, o = locate[name]
