@@ -234,6 +234,11 @@ def reset(opt, layer):
     opt.clear_hp_grads()
     for i in range(len(opt.fp32_groups_has_gradients)):
         opt.fp32_groups_has_gradients[i] = [False] * len(opt.fp32_groups_has_gradients[i])
+    _hyperparameters(opt, layer)
+
+
+def _hyperparameters(opt, layer):
+    """The case's lr, betas, eps, weight decay (group 0: the weights) and max_norm, in either optimizer."""
     for gi, g in enumerate(opt.optimizer.param_groups):
         g["lr"], g["betas"], g["eps"] = layer.lr, layer.betas, layer.eps
         g["weight_decay"] = layer.wd if gi == 0 else 0.0
@@ -397,10 +402,7 @@ def _reset_zero(opt, layer):
     (its gradient buffers are empty after every step)."""
     opt.optimizer.state.clear()
     opt._hp_optimizer_states_linked = False
-    for gi, g in enumerate(opt.optimizer.param_groups):
-        g["lr"], g["betas"], g["eps"] = layer.lr, layer.betas, layer.eps
-        g["weight_decay"] = layer.wd if gi == 0 else 0.0
-    opt.clip_grad = layer.max_norm
+    _hyperparameters(opt, layer)
 
 
 def run_engine(layer, case, init, grads, kind, dp, tp):

@@ -123,6 +123,10 @@ expect2 "does not support dtype fp32" diff-tp -v megatron -t fp32 --cases 1
 expect2 "experts must be 0 or 2" diff-tp --param experts=1 --cases 1
 expect2 "has no experts" diff-tp -v torch -t fp32 --param experts=2 --cases 1
 expect2 "loss_scale is for fp16" diff-tp --param loss_scale=1024 --cases 1
+expect2 "are for the dynamic scaler (scaler=1)" diff-tp -t fp16 --param hysteresis=3 --cases 1
+expect2 "scaler=1 (a dynamic loss scale) is for fp16" diff-tp --param scaler=1 --cases 1
+expect2 "min_loss_scale (3) must be a power of two" diff-tp -t fp16 --param scaler=1 --param min_loss_scale=3 --cases 1
+expect2 "must not exceed the initial loss_scale (2)" diff-tp -t fp16 --param scaler=1 --param min_loss_scale=4 --param loss_scale=2 --cases 1
 expect2 "power of two" diff-tp -t fp16 --param loss_scale=1000 --cases 1
 expect2 "-k is not an option" diff-tp -k softmax
 expect2 "fault" diff-tp --fault softmax-no-max --cases 1

@@ -354,13 +354,14 @@ static void *pf_tp_rank_main(void *arg) {
     }
     /* 3. fp16: found_inf MAX all-reduced over the model-parallel group (fault: this rank's own),
      * the scaler updated; a step with one is skipped (below, after the collectives) */
-    const int slot0 = pf_tp_slot(me->dp, me->pp, me->tp);
-    w->found_board[slot0] = found;
-    pf_tp_sync(w);
-    if (!w->f_foundlocal)
-      for (int r = 0; r < w->TP * w->PP; r++) found |= w->found_board[pf_tp_slot(me->dp, r / w->TP, r % w->TP)];
+    if (T == PF_FP16) { /* the same on every rank: all or none pass the barrier */
+      w->found_board[pf_tp_slot(me->dp, me->pp, me->tp)] = found;
+      pf_tp_sync(w);
+      if (!w->f_foundlocal)
+        for (int r = 0; r < w->TP * w->PP; r++) found |= w->found_board[pf_tp_slot(me->dp, r / w->TP, r % w->TP)];
+      pf_tp_scaler_update(L, &me->sc, found);
+    }
     const int skip = T == PF_FP16 && found;
-    if (T == PF_FP16) pf_tp_scaler_update(L, &me->sc, found);
     /* 4. the squared norm of this rank's norm set: per-tensor norms in fp32, squared, summed
      * (megatron-core: the norm of the per-tensor norms, squared); the experts' apart (their
      * own optimizer in Megatron, their own group in DeepSpeed) */
@@ -765,6 +766,9 @@ static pf_status pf_tp_check(const pf_case *c) {
   const double S = c->params[PF_TPP_LOSS_SCALE];
   if (S != 0 && (S < 1 || frexp(S, &(int){0}) != 0.5))
     return pf_error(PF_ERR_ARG, "loss_scale (%g) must be a power of two >= 1", S);
+  if (c->params[PF_TPP_SCALER] == 0 && (c->params[PF_TPP_GROWTH_INTERVAL] != 1000 || c->params[PF_TPP_HYSTERESIS] != 2 ||
+                                         c->params[PF_TPP_MIN_SCALE] != 1))
+    return pf_error(PF_ERR_ARG, "growth_interval, hysteresis and min_loss_scale are for the dynamic scaler (scaler=1)");
   if (c->params[PF_TPP_SCALER] != 0) {
     if (c->dtype != PF_FP16) return pf_error(PF_ERR_ARG, "scaler=1 (a dynamic loss scale) is for fp16");
     if (c->params[PF_TPP_EXPERTS] != 0)
