@@ -89,6 +89,10 @@ int pf_decode_tp_diff_fuzzer(const uint8_t *data, size_t size, pf_case *out) {
     if (c.shape[0] < 4) c.shape[0] = 4;
   }
   pf_fuzz_fit_param(k, &c, "scaler");
+  if (pf_case_param(&c, "scaler") == 0) { /* a rank group without the dynamic scaler: its settings back too */
+    pf_case_set_param(&c, "growth_interval", 1000);
+    pf_case_set_param(&c, "hysteresis", 2);
+  }
   const uint64_t seed = pf_bytes_u64(&b);
   const pf_dist dist = (pf_dist)(pf_bytes_u8(&b) % 4);
   for (int t = 0; t < 3; t++) {
