@@ -288,7 +288,8 @@ def run(layer, case, init, grads, tp, tp_rank, group):
 
 @pr.kernel("tp_diff", variant="deepspeed-bf16", like="deepspeed", dtypes=["bf16"],
            params={"tied": [0, 0], "tp": [2, 2], "dp": [1, 1], "experts": [0, 0], "comm": [0, 0]},
-           faults=[f for f in FAULTS if f not in ("dp-grad-unreduced", "norm-shard-only")],
+           faults=[f for f in FAULTS if f not in ("dp-grad-unreduced", "norm-shard-only", "found-inf-local",
+                                                  "unscale-after-update")],
            summary="DeepSpeed 0.19.8 BF16_Optimizer (torch AdamW) on 2 gloo ranks: TP=1 on rank 0, TP=2 on both")
 def deepspeed_bf16(case, init, grads, gscale):
     layer = pr.TPLayer(case)
@@ -341,6 +342,17 @@ FAULTS["dp-grad-unreduced"] = [
 FAULTS["norm-rank0-only"].append((zero_module, "is_model_parallel_parameter", lambda p: False))
 FAULTS["norm-no-dedup"].append((zero_module, "is_model_parallel_parameter", lambda p: True))
 
+
+def _overflow_local(self, partition_gradients=True):
+    """has_overflow without its MAX all-reduces: each rank skips on its own partition's overflow."""
+    return bool(self.has_overflow_partitioned_grads_serial().item())
+
+
+FAULTS["found-inf-local"] = [(zero_module.DeepSpeedZeroOptimizer, "has_overflow", _overflow_local)]
+# DeepSpeed 0.19.8's own order, nothing patched: step() updates the scaler before
+# unscale_and_clip_grads divides by the new scale (precfuzz's model of it is this fault)
+FAULTS["unscale-after-update"] = []
+
 # the engines' kinds: ZeRO stage, gradient accumulation dtype, the optimizer deepspeed.initialize builds
 ENGINES = {"zero1-fp32acc": (1, "fp32", bf16_module.BF16_Optimizer),
            "zero1": (1, None, zero_module.DeepSpeedZeroOptimizer),
@@ -373,11 +385,17 @@ class _Model(torch.nn.Module):
 _engines = {}
 
 
+def _dynamic(layer):
+    """The case's loss scaler is DeepSpeed's DynamicLossScaler (fp16, scaler=1)."""
+    return layer.case.dtype == "fp16" and int(layer.case.params.get("scaler", 0)) != 0
+
+
 def engine_for(layer, kind, dp, tp):
-    """The engine of a run of TP=tp x DP=dp on this rank: built once per kind, layout and shape
-    (every rank builds every layout, so that the engine's collectives at build have every rank),
-    reset per case."""
-    key = ("engine", kind, dp, tp, layer.case.shape)
+    """The engine of a run of TP=tp x DP=dp on this rank: built once per kind, layout, dtype,
+    scaler and shape (every rank builds every layout, so that the engine's collectives at build
+    have every rank), reset per case."""
+    fp16 = layer.case.dtype == "fp16"
+    key = ("engine", kind, dp, tp, layer.case.shape, layer.case.dtype, _dynamic(layer))
     if key not in _engines:
         tp_rank = RANK if tp == 2 else 0
         mpu = Mpu(PAIR if tp == 2 else SINGLE[RANK], PAIR if dp == 2 else SINGLE[RANK])
@@ -386,7 +404,11 @@ def engine_for(layer, kind, dp, tp):
         no_decay = [p for b, p in zip(layer.blocks, model.params().values()) if not b.decay]
         adamw = torch.optim.AdamW([{"params": decay, "weight_decay": 0.0}, {"params": no_decay, "weight_decay": 0.0}])
         stage, accum, cls = ENGINES[kind]
-        config = {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1, "bf16": {"enabled": True},
+        # fp16: a static scale ("loss_scale": S) or the dynamic scaler ("loss_scale": 0), set to
+        # the case's scale and settings per case (reset_scaler)
+        precision = ({"fp16": {"enabled": True, "loss_scale": 0 if _dynamic(layer) else layer.loss_scale}} if fp16
+                     else {"bf16": {"enabled": True}})
+        config = {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1, **precision,
                   "zero_optimization": {"stage": stage}, "gradient_clipping": 1.0,
                   "zero_allow_untested_optimizer": True, "steps_per_print": 10 ** 9, "wall_clock_breakdown": False}
         if accum:
@@ -399,10 +421,24 @@ def engine_for(layer, kind, dp, tp):
 
 def _reset_zero(opt, layer):
     """A DeepSpeedZeroOptimizer as at the case's start: no Adam state, the case's hyperparameters
-    (its gradient buffers are empty after every step)."""
+    and loss scaler (its gradient buffers are empty after every step)."""
     opt.optimizer.state.clear()
     opt._hp_optimizer_states_linked = False
     _hyperparameters(opt, layer)
+    if layer.case.dtype == "fp16":
+        reset_scaler(opt.loss_scaler, layer)
+
+
+def reset_scaler(scaler, layer):
+    """DeepSpeed's loss scaler as a fresh one of the case's settings: the scale S; for the
+    DynamicLossScaler (scaler=1) scale_window = growth_interval, delayed_shift = hysteresis,
+    min_scale = min_loss_scale and its trackers at their start."""
+    scaler.cur_scale = layer.loss_scale
+    if _dynamic(layer):
+        p = layer.case.params
+        scaler.scale_window, scaler.delayed_shift = int(p["growth_interval"]), int(p["hysteresis"])
+        scaler.min_scale = float(p["min_loss_scale"])
+        scaler.cur_hysteresis, scaler.cur_iter, scaler.last_overflow_iter = scaler.delayed_shift, 0, -1
 
 
 def run_engine(layer, case, init, grads, kind, dp, tp):
@@ -436,8 +472,12 @@ def run_engine(layer, case, init, grads, kind, dp, tp):
     opt.update_lp_params()  # the bf16 parameters from the masters, all-gathered
     g_all = torch.from_numpy(np.asarray(grads, dtype=np.float32).reshape(layer.steps, layer.mb, -1))
     # the engine averages over the replicas: each replica's loss times dp, so that the reduced
-    # gradient is the micro-batches' sum, as the case's is
-    consts = (g_all * float(dp)).to(torch.bfloat16)
+    # gradient is the micro-batches' sum, as the case's is. bf16: the constants rounded to bf16
+    # (the gradient fl(dp g)); fp16: fp32 constants (dp g exact), so that the scaled loss's
+    # gradient reaches the fp16 parameter as fl16(S dp g), rounded once
+    consts = g_all * float(dp)
+    if layer.case.dtype != "fp16":
+        consts = consts.to(torch.bfloat16)
     hist = {n: np.full((layer.steps, 4) + tuple(p.shape), np.nan, np.float32) for n, p in params.items()}
     norms = []
     with pr.switched(FAULTS, case.fault):
@@ -449,7 +489,8 @@ def run_engine(layer, case, init, grads, kind, dp, tp):
                 # gradient by gradient_accumulation_steps anyway); times 1 is exact
                 eng.backward(eng(c) * 1.0, scale_wrt_gas=False)
                 eng.step()
-            norms.append(float(opt._global_grad_norm))
+            # a skipped step (fp16 overflow) reports inf: precfuzz's mark for it is -1
+            norms.append(-1.0 if getattr(opt, "overflow", False) else float(opt._global_grad_norm))
             for name, p in params.items():
                 i, o = locate[name]
                 a, z = parts[i]
@@ -457,7 +498,9 @@ def run_engine(layer, case, init, grads, kind, dp, tp):
                 h[1] = p.detach().float().numpy()
                 lo, hi = max(o, a), min(o + p.numel(), z)
                 if lo < hi:
-                    st = opt.optimizer.state[masters[i]]
+                    # no Adam state before the first step taken: m and v are zeros
+                    st = opt.optimizer.state.get(masters[i]) or {"exp_avg": torch.zeros_like(masters[i]),
+                                                                  "exp_avg_sq": torch.zeros_like(masters[i])}
                     for q, v in ((0, masters[i]), (2, st["exp_avg"]), (3, st["exp_avg_sq"])):
                         h[q].reshape(-1)[lo - o:hi - o] = v.detach()[lo - a:hi - a].numpy()
     return hist, norms
@@ -474,11 +517,11 @@ def _merge_replicas(two):
     return two
 
 
-def _engine_variant(name, like, kind, tp, dp, faults, summary):
+def _engine_variant(name, like, kind, tp, dp, faults, summary, dtype="bf16"):
     """A variant running the engine of that kind as TP=1 x DP=1 on each rank against TP=tp x DP=dp
     on both (tp x dp = 2)."""
 
-    @pr.kernel("tp_diff", variant=name, like=like, dtypes=["bf16"], faults=faults, summary=summary,
+    @pr.kernel("tp_diff", variant=name, like=like, dtypes=[dtype], faults=faults, summary=summary,
                params={"tied": [0, 0], "tp": [tp, tp], "dp": [dp, dp], "experts": [0, 0]})
     def step(case, init, grads, gscale):
         layer = pr.TPLayer(case)
@@ -508,6 +551,11 @@ _engine_variant("deepspeed-zero2-tp-bf16", "deepspeed-zero2", "zero2", 2, 1, ["n
                 f"{_ENGINE}: ZeRO stage 2, {_ENGINE_ZERO}; TP=1 against TP=2")
 _engine_variant("deepspeed-zero1-bf16acc", "deepspeed-zero1", "zero1", 1, 2, ["dp-grad-unreduced"],
                 f"{_ENGINE}: ZeRO stage 1, {_ENGINE_ZERO}; DP=1 against DP=2")
+_ENGINE_FP16 = "fp16, fp16 accumulation, static or dynamic (scaler=1) loss scale"
+_engine_variant("deepspeed-zero2-fp16", "deepspeed-zero2", "zero2", 1, 2, ["dp-grad-unreduced", "unscale-after-update"],
+                f"{_ENGINE}: ZeRO stage 2, {_ENGINE_FP16}; DP=1 against DP=2", dtype="fp16")
+_engine_variant("deepspeed-zero2-tp-fp16", "deepspeed-zero2", "zero2", 2, 1, ["norm-rank0-only", "norm-no-dedup",
+                "found-inf-local", "unscale-after-update"], f"{_ENGINE}: ZeRO stage 2, {_ENGINE_FP16}; TP=1 against TP=2", dtype="fp16")
 
 
 if __name__ == "__main__":

@@ -152,14 +152,17 @@ static inline void pf_tp_set(pf_oracle_result *out, size_t x, double lo, double 
   out->exact[x] = lo == hi ? lo : lo / 2 + hi / 2;
 }
 
-/* Step 1 for DeepSpeedZeroOptimizer (tp.h): bf16 gradients, every add a bf16 add (the
- * correctly rounded sum); at DP=2 the micro-batch gradients fl(2 g) (the loss times 2, the
- * engine averaging) halved in the reduction's dtype (exact in fp32), the replicas' halves summed
- * in bf16 per micro-batch (stage 2) or once after each replica's accumulation (stage 1). */
-static void pf_tp_zero_buffers(const pf_tp_layout *L, const double *grads, size_t s, int dp, double *g) {
+/* Step 1 for DeepSpeedZeroOptimizer (tp.h): the storage dtype's gradients (bf16, or fp16
+ * scaled by S), every add an add in that dtype (the correctly rounded sum); at DP=2 the
+ * micro-batch gradients fl(2 S g) (the loss times 2, the engine averaging) halved in the
+ * reduction's dtype (exact in fp32), the replicas' halves summed in the dtype per micro-batch
+ * (stage 2) or once after each replica's accumulation (stage 1); in fp16 unscaled by fl32(1/S)
+ * (exact). Returns whether an accumulated gradient is inf or NaN (the step overflows). */
+static int pf_tp_zero_buffers(const pf_tp_layout *L, double S, const double *grads, size_t s, int dp, double *g) {
   const pf_dtype T = L->dtype;
   const size_t n = L->n, per = L->mb / (size_t)dp;
-#define PF_G(k, e) grads[(s * L->mb + (k)) * (n + L->head) + (e)]
+  int overflow = 0;
+#define PF_G(k, e) (S * grads[(s * L->mb + (k)) * (n + L->head) + (e)])
 #define PF_HALF(u) (L->comm ? pf_round(T, (u) / 2) : (u) / 2)
   for (size_t e = 0; e < n; e++) {
     double acc = pf_round(T, PF_G(0, e));
@@ -178,10 +181,12 @@ static void pf_tp_zero_buffers(const pf_tp_layout *L, const double *grads, size_
       }
       acc = pf_round(T, f32_add(PF_HALF(a[0]), PF_HALF(a[1])));
     }
-    g[e] = acc;
+    overflow |= !isfinite(acc);
+    g[e] = T == PF_FP16 ? f32_mul(acc, pf_round(PF_FP32, 1.0 / S)) : acc;
   }
 #undef PF_G
 #undef PF_HALF
+  return overflow;
 }
 
 /* Step 1, the gradient buffers of step s in a run of dp replicas at loss scale S, as the ranks
@@ -193,8 +198,8 @@ static void pf_tp_buffers(const pf_tp_layout *L, double S, const double *grads, 
                           double *head, double *rg, double *rh) {
   const pf_dtype T = L->dtype;
   const size_t n = L->n, embed = L->b[pf_tp_embed(L)].offset, nt = L->tied ? n - embed : 0, per = L->mb / (size_t)dp;
-  if (pf_tp_algo_zero(L->algo)) { /* DeepSpeedZeroOptimizer: bf16 accumulation (tp.h); no tied weight */
-    pf_tp_zero_buffers(L, grads, s, dp, g);
+  if (pf_tp_algo_zero(L->algo)) { /* DeepSpeedZeroOptimizer: accumulation in the dtype (tp.h); no tied weight */
+    pf_tp_zero_buffers(L, S, grads, s, dp, g);
     return;
   }
   for (int d = 0; d < dp; d++) {
@@ -369,10 +374,12 @@ pf_status pf_tp_mpfr(const pf_case *c, const pf_tensor *in, const pf_oracle_opts
   size_t taken = 0;
   for (size_t s = 0; s < L.steps; s++) {
     /* 0. fp16: the step is skipped when a scaled micro-batch gradient overflows fp16 (the fp32
-     * sums of fp16 values cannot; the same in every layout, experts apart), on every rank */
+     * sums of fp16 values cannot; the same in every layout, experts apart), on every rank;
+     * DeepSpeed's ZeRO: when an fp16 accumulation does (the domain has both runs agree) */
     const double S = sc.scale;
     int found = 0;
-    if (L.dtype == PF_FP16)
+    if (L.dtype == PF_FP16 && pf_tp_algo_zero(L.algo)) found = pf_tp_zero_buffers(&L, S, grads, s, 1, g);
+    else if (L.dtype == PF_FP16)
       for (size_t x = 0; x < L.mb * (n + L.head) && !found; x++) found = isinf(pf_round(PF_FP16, S * grads[s * L.mb * (n + L.head) + x]));
     pf_tp_scaler_update(&L, &sc, found);
     if (found) { /* the sets as they were; no norm: -1 */

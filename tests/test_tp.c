@@ -419,6 +419,7 @@ static void test_tp_deepspeed_zero_accumulates_in_bf16(void **state) {
       pf_run r;
       assert_int_equal(pf_case_init(&c, "tp_diff", algo == PF_TP_DS_ZERO2 ? "deepspeed-zero2" : "deepspeed-zero1", seed),
                        PF_OK);
+      c.dtype = PF_BF16;
       c.params[PF_TPP_TIED] = 0;
       c.params[PF_TPP_BETA1] = 0.9;
       c.params[PF_TPP_MB] = 4 + 2 * (double)(seed % 2);
@@ -542,6 +543,152 @@ static void test_tp_dynamic_loss_scale_skips_overflow_steps(void **state) {
   assert_true(found_local);
 }
 
+/* DeepSpeed's ZeRO in fp16 (DS_ZERO2, scaler=1), each rule derived by hand from
+ * stage_1_and_2.py and loss_scaler.py (0.19.8):
+ * - its DynamicLossScaler (window 2, hysteresis 2, from 8, minimum 4): after none, none, none,
+ *   overflow, overflow, none, none, none, overflow, overflow, overflow the scale is
+ *   8 8 16 16 8 8 8 16 16 8 4 (the first doubling needs window + 1 clean steps; Megatron's rule
+ *   would double after 2), and one more overflow at the minimum ends the run;
+ * - the gradient is the fp16 accumulation of fl16(S g) (every add rounded to fp16), and a step is
+ *   skipped exactly when one of those overflows; seen at least once where no single scaled
+ *   micro-batch gradient does (fp32 accumulation, Megatron's, would have taken the step);
+ * - fault unscale-after-update (0.19.8's own order): on the step where the scale doubles, with
+ *   no clipping, m = fma(0.1, g / 2 - m1, m1) where the correct step has g (torch's lerp). */
+/* binary16 round to nearest even, written out here: 11 significant bits, subnormals below
+ * 2^-14 in steps of 2^-24, inf from 65520 (65504 plus half its ulp) */
+static double f16(double x) {
+  if (!isfinite(x)) return x;
+  if (fabs(x) >= 65520) return x > 0 ? INFINITY : -INFINITY;
+  int ex;
+  frexp(x, &ex); /* |x| in [2^(ex-1), 2^ex) */
+  const double q = ldexp(1, (ex - 1 < -14 ? -14 : ex - 1) - 10);
+  return nearbyint(x / q) * q;
+}
+static void test_tp_deepspeed_zero_fp16(void **state) {
+  pf_tp_layout L0;
+  memset(&L0, 0, sizeof L0);
+  L0.algo = PF_TP_DS_ZERO2, L0.dynamic = 1, L0.loss_scale = 8, L0.min_scale = 4, L0.growth_interval = 2, L0.hysteresis = 2;
+  pf_tp_scaler sc = pf_tp_scaler_start(&L0);
+  const int found[11] = {0, 0, 0, 1, 1, 0, 0, 0, 1, 1, 1};
+  const double want[11] = {8, 8, 16, 16, 8, 8, 8, 16, 16, 8, 4};
+  for (int i = 0; i < 11; i++) {
+    pf_tp_scaler_update(&L0, &sc, found[i]);
+    assert_true(sc.scale == want[i] && !sc.stopped);
+  }
+  pf_tp_scaler_update(&L0, &sc, 1);
+  assert_true(sc.stopped);
+
+  size_t steps = 0, skipped = 0, acc_only = 0;
+  for (uint64_t seed = 1; seed <= 30; seed++) {
+    pf_case c;
+    pf_run r;
+    assert_int_equal(pf_case_init(&c, "tp_diff", "deepspeed-zero2", seed), PF_OK);
+    c.dtype = PF_FP16;
+    c.params[PF_TPP_TIED] = 0;
+    c.params[PF_TPP_SCALER] = 1;
+    c.params[PF_TPP_LOSS_SCALE] = ldexp(1, 14 + (int)(seed % 5));
+    c.params[PF_TPP_GROWTH_INTERVAL] = 1 + (double)(seed % 2);
+    c.params[PF_TPP_HYSTERESIS] = 1;
+    c.params[PF_TPP_MB] = 6;
+    c.shape[0] = 5;
+    const pf_verdict v = run(&c, &r);
+    assert_true(v == PF_V_OK || !r.in_domain);
+    if (!r.in_domain) { /* DeepSpeed would end the run at its minimum: not judged */
+      pf_run_free(&r);
+      pf_case_free(&c);
+      continue;
+    }
+    pf_tp_layout L;
+    pf_tp_layout_make(&c, &L);
+    double S = L.loss_scale;
+    long iter = 0, last = -1;
+    for (size_t s = 0; s < L.steps; s++) {
+      int over = 0, single = 0;
+      for (size_t e = 0; e < L.n; e++) {
+        double acc = f16(S * pf_tp_grad(&L, r.in[1].data, s, 0, e));
+        single |= isinf(acc);
+        for (size_t k = 1; k < L.mb; k++) {
+          const double u = f16(S * pf_tp_grad(&L, r.in[1].data, s, k, e));
+          single |= isinf(u);
+          acc = f16(acc + u); /* exact in binary64, rounded once */
+        }
+        over |= !isfinite(acc);
+      }
+      steps++;
+      skipped += over;
+      acc_only += over && !single;
+      for (int run_ = 0; run_ < 2; run_++) assert_true((r.out[pf_tp_norm_at(&L, run_, s, 0)] == -1) == over);
+      if (over) { /* loss_scaler.py, by hand (hysteresis 1) */
+        S = fmax(S / 2, L.min_scale);
+        last = iter;
+      } else if (iter - last - 1 > 0 && (iter - last - 1) % L.growth_interval == 0)
+        S *= 2;
+      iter++;
+    }
+    pf_run_free(&r);
+    pf_case_free(&c);
+  }
+  print_message("%zu of %zu steps skipped, %zu by an fp16 sum alone\n", skipped, steps, acc_only);
+  assert_true(skipped * 10 > steps && skipped * 10 < 9 * steps);
+  assert_true(acc_only > 0);
+
+  /* unscale-after-update: two steps at S = 16, window 1, no overflow: the scale doubles after
+   * the second, whose gradient 0.19.8 then unscales by 32: clip = clamp(fl(norm / 2 + 1e-6) /
+   * max_norm, 1), the gradient fl(g fl(1 / clip)) / 2 (norm the one reported, over 16) */
+  size_t checked = 0, halved = 0;
+  for (int fault = 0; fault < 2; fault++)
+    for (uint64_t seed = 1; seed <= 6; seed++) {
+      pf_case c;
+      pf_run r;
+      assert_int_equal(pf_case_init(&c, "tp_diff", "deepspeed-zero2", seed), PF_OK);
+      c.dtype = PF_FP16;
+      c.params[PF_TPP_TIED] = 0;
+      c.params[PF_TPP_SCALER] = 1;
+      c.params[PF_TPP_LOSS_SCALE] = 16;
+      c.params[PF_TPP_GROWTH_INTERVAL] = 1;
+      c.params[PF_TPP_BETA1] = 0.9;
+      c.shape[0] = 2;
+      if (fault) snprintf(c.fault, sizeof c.fault, "unscale-after-update");
+      const pf_verdict v = run(&c, &r);
+      assert_true(fault || v == PF_V_OK);
+      pf_tp_layout L;
+      pf_tp_layout_make(&c, &L);
+      const float max_norm = (float)c.params[PF_TPP_MAXNORM];
+      int case_halved = 0;
+      for (int run_ = 0; run_ < 2; run_++) {
+        float coef[2];
+        int clip[2];
+        for (size_t s = 0; s < 2; s++) {
+          const float norm = (float)r.out[pf_tp_norm_at(&L, run_, s, 0)];
+          assert_true(norm > 0); /* taken */
+          const float q = ((fault && s == 1 ? norm / 2 : norm) + 1e-6f) / max_norm;
+          clip[s] = q > 1, coef[s] = 1.0f / q;
+        }
+        case_halved |= fault && !clip[1];
+        for (size_t e = 0; e < L.n; e++) {
+          float g[2];
+          for (size_t s = 0; s < 2; s++) {
+            double acc = f16(16 * pf_tp_grad(&L, r.in[1].data, s, 0, e));
+            for (size_t k = 1; k < L.mb; k++)
+              acc = f16(acc + f16(16 * pf_tp_grad(&L, r.in[1].data, s, k, e)));
+            g[s] = (float)(acc / 16);
+            if (clip[s]) g[s] = g[s] * coef[s];
+          }
+          const float m1 = 0.1f * g[0], g2 = fault ? g[1] / 2 : g[1];
+          assert_true((float)r.out[pf_tp_run_at(&L, run_, 0, PF_TP_M, e)] == m1);
+          assert_true((float)r.out[pf_tp_run_at(&L, run_, 1, PF_TP_M, e)] == fmaf(0.1f, g2 - m1, m1));
+          checked++;
+        }
+      }
+      if (case_halved) assert_true(v == PF_V_DIVERGENT); /* a halved gradient breaks the contract */
+      halved += case_halved;
+      pf_run_free(&r);
+      pf_case_free(&c);
+    }
+  assert_true(halved > 0);
+  print_message("%zu m values of the second step as computed by hand; %zu runs halved\n", checked, halved);
+}
+
 static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
 
 static void test_tp_faults_found_within_20_cases(void **state) {
@@ -596,6 +743,7 @@ int main(void) {
       cmocka_unit_test(test_tp_comm_in_bf16),
       cmocka_unit_test(test_tp_deepspeed_zero_accumulates_in_bf16),
       cmocka_unit_test(test_tp_dynamic_loss_scale_skips_overflow_steps),
+      cmocka_unit_test(test_tp_deepspeed_zero_fp16),
       cmocka_unit_test(test_tp_seed002_from_the_regression_file),
       cmocka_unit_test(test_tp_unclipped_named_at_the_first_clipping_step),
       cmocka_unit_test(test_tp_faults_found_within_20_cases),

@@ -9,6 +9,7 @@
 #include <stddef.h>
 
 #include "harness/case.h"
+#include "kernels/loss_scale/loss_scale_math.h"
 
 /* The framework whose step the variant computes (pf_kernel.algo):
  * MEGATRON: DeepSpeed/Megatron with FusedAdam: coef = fl(max_norm / fl(norm + 1e-6)), FusedAdam's fp32 step;
@@ -35,7 +36,12 @@
  *   piece of the rank's partition normed in binary64 (get_norm_dtype()), squared and summed in
  *   binary64, rounded to fp32, SUM all-reduced over DP then TP, rooted; the groups' norms
  *   combined by vector_norm in fp32; coef = 1 / fl(fl(norm + 1e-6) / max_norm) when that
- *   quotient exceeds 1 (unscale_and_clip_grads); PyTorch's AdamW. No pipeline stages, no experts. */
+ *   quotient exceeds 1 (unscale_and_clip_grads); PyTorch's AdamW. No pipeline stages, no experts.
+ *   fp16 (loss scaled, FP16 config): the same with fp16 for bf16 and each micro-batch gradient
+ *   fl(S g) (fl(2 S g) at DP=2); the step is skipped when the accumulated fp16 gradients hold an
+ *   inf or NaN anywhere (has_overflow, MAX over DP and TP); the norm is taken of the scaled
+ *   gradients and divided by S, and the gradients are multiplied by fl(1 / (clip S)), which
+ *   is the unscaled gradient times the bf16 coefficient (S a power of two). */
 enum { PF_TP_MEGATRON = 0, PF_TP_DEEPSPEED = 1, PF_TP_MEGATRON_CORE = 2, PF_TP_TORCH = 3, PF_TP_DS_ZERO2 = 4,
        PF_TP_DS_ZERO1 = 5 };
 static inline int pf_tp_algo_zero(int algo) { return algo == PF_TP_DS_ZERO2 || algo == PF_TP_DS_ZERO1; }
@@ -67,7 +73,7 @@ typedef struct {
   int algo;          /* PF_TP_MEGATRON, ...: the case's variant's */
   pf_dtype dtype;    /* parameters and micro-batch gradients (bf16, fp16 with loss scaling; fp32: TORCH) */
   double loss_scale; /* fp16: the loss scale S (dynamic: the first step's); bf16: 1 */
-  int dynamic;       /* fp16: Megatron's DynamicGradScaler moves S (pf_tp_scaler); 0: S stays */
+  int dynamic;       /* fp16: the framework's dynamic scaler moves S (pf_tp_scaler); 0: S stays */
   int growth_interval, hysteresis;
   double min_scale;
   int experts;       /* 0, or 2: an MoE layer's two experts (each an fc1 and an fc2 weight) */
@@ -108,29 +114,30 @@ enum { PF_TPP_MAXNORM = 0, PF_TPP_LR, PF_TPP_BETA1, PF_TPP_BETA2, PF_TPP_EPS, PF
        PF_TPP_GROWTH_INTERVAL, PF_TPP_HYSTERESIS, PF_TPP_MIN_SCALE, PF_TP_NPARAMS };
 
 /* The loss scale of each step (fp16). Every step whose unscaled gradients hold an inf or NaN
- * (found on any rank: Megatron all-reduces found_inf with MAX over the model-parallel group) is
- * skipped: no norm, no clip, no Adam step (Adam's step count counts only the steps taken).
- * Static: S stays. Dynamic: megatron-core 0.16.1's DynamicGradScaler.update (growth 2, backoff
- * 0.5): an overflow resets the growth tracker and takes one from the hysteresis tracker, and
- * when that reaches 0 halves S (not below min_scale); growth_interval steps in a row without
- * one double S and refill the hysteresis tracker (which nothing else refills). */
-typedef struct {
-  double scale;
-  int growth, hyst;
-} pf_tp_scaler;
+ * (found on any rank: Megatron all-reduces found_inf with MAX over the model-parallel group,
+ * DeepSpeed's ZeRO its overflow flag over the data- and the model-parallel groups) is skipped: no
+ * norm, no clip, no Adam step (Adam's step count counts only the steps taken).
+ * Static: S stays. Dynamic, Megatron: megatron-core 0.16.1's DynamicGradScaler.update (growth 2,
+ * backoff 0.5): an overflow resets the growth tracker and takes one from the hysteresis tracker,
+ * and when that reaches 0 halves S (not below min_scale); growth_interval steps in a row without
+ * one double S and refill the hysteresis tracker (which nothing else refills).
+ * Dynamic, DeepSpeed (DS_ZERO2, DS_ZERO1): 0.19.8's DynamicLossScaler.update_scale
+ * (runtime/fp16/loss_scaler.py; scale_window = growth_interval, delayed_shift = hysteresis,
+ * consecutive_hysteresis off): hysteresis as Megatron's, but S doubles when the steps since the
+ * last overflow, less one, are a positive multiple of the window (so the first doubling after an
+ * overflow or the start needs window + 1 clean steps, the next ones window each), and an overflow
+ * that would halve S when it is already min_scale raises "Current loss scale already at minimum"
+ * and ends the run (stopped). Both are the loss-scaling family's models (PF_LS_MEGATRON,
+ * PF_LS_DEEPSPEED_019), checked bit for bit against the frameworks' scalers there. */
+typedef pf_ls_state pf_tp_scaler; /* the loss-scaling family's scaler (loss_scale_math.h) */
+static inline int pf_tp_scaler_kind(const pf_tp_layout *L) {
+  return pf_tp_algo_zero(L->algo) ? PF_LS_DEEPSPEED_019 : PF_LS_MEGATRON;
+}
 static inline pf_tp_scaler pf_tp_scaler_start(const pf_tp_layout *L) {
-  return (pf_tp_scaler){L->loss_scale, 0, L->hysteresis};
+  return pf_ls_start(pf_tp_scaler_kind(L), L->loss_scale, L->min_scale, L->growth_interval, L->hysteresis);
 }
 static inline void pf_tp_scaler_update(const pf_tp_layout *L, pf_tp_scaler *sc, int found) {
-  if (!L->dynamic) return;
-  if (found) {
-    sc->growth = 0;
-    if (--sc->hyst <= 0) sc->scale = sc->scale / 2 > L->min_scale ? sc->scale / 2 : L->min_scale;
-  } else if (++sc->growth == L->growth_interval) {
-    sc->growth = 0;
-    sc->hyst = L->hysteresis;
-    sc->scale *= 2;
-  }
+  if (L->dynamic) pf_ls_update(pf_tp_scaler_kind(L), sc, found);
 }
 
 void pf_tp_layout_make(const pf_case *c, pf_tp_layout *L);

@@ -191,22 +191,23 @@ static double pf_tp_replica_sum(const pf_tp_layout *L, double S, const double *g
   return buf;
 }
 
-/* DeepSpeedZeroOptimizer's bf16 gradient of element x for replica d of dp (tp.h, DS_ZERO2 and
- * DS_ZERO1), every add rounded to bf16 (a bf16 add of two bf16 values: fl32 then bf16 is the
- * correctly rounded sum). At DP=2 each micro-batch gradient arrives as fl(2 g) (the loss times
- * 2: the engine averages) and is halved in the reduction's dtype: bf16 (comm), else fp32, where
- * halving a bf16 value is exact. Fault dp-grad-unreduced: each replica keeps its own halves. */
+/* DeepSpeedZeroOptimizer's gradient of element x for replica d of dp (tp.h, DS_ZERO2 and
+ * DS_ZERO1) in the storage dtype (bf16, or fp16 scaled by S), every add rounded to it (an add of
+ * two bf16 or fp16 values: fl32 then the dtype is the correctly rounded sum, 24 >= 2 p + 2). At
+ * DP=2 each micro-batch gradient arrives as fl(2 S g) (the loss times 2: the engine averages) and
+ * is halved in the reduction's dtype: the storage dtype (comm), else fp32, where halving is exact.
+ * Fault dp-grad-unreduced: each replica keeps its own halves. */
 static double pf_tp_zero_half(const pf_tp_layout *L, double u, unsigned *fe) {
   return L->comm ? pf_round_fe(L->dtype, u / 2, fe) : u / 2;
 }
-static double pf_tp_zero_sum(const pf_tp_layout *L, const double *grads, size_t s, size_t x, int d, int dp,
-                             int unreduced, unsigned *fe) {
+static double pf_tp_zero_sum(const pf_tp_layout *L, double S, const double *grads, size_t s, size_t x, int d,
+                             int dp, int unreduced, unsigned *fe) {
   const pf_dtype T = L->dtype, F = PF_FP32;
   const size_t per = L->mb / (size_t)dp;
   double acc = 0;
   if (dp == 1) {
     for (size_t k = 0; k < L->mb; k++) {
-      const double u = pf_round_fe(T, pf_tp_grad(L, grads, s, k, x), fe);
+      const double u = pf_round_fe(T, S * pf_tp_grad(L, grads, s, k, x), fe);
       acc = k ? pf_round_fe(T, pf_add(F, acc, u, fe), fe) : u;
     }
     return acc;
@@ -214,7 +215,7 @@ static double pf_tp_zero_sum(const pf_tp_layout *L, const double *grads, size_t 
   if (L->algo == PF_TP_DS_ZERO2) { /* every micro-batch reduced, the reduced sums accumulated */
     for (size_t j = 0; j < per; j++) {
       double h[2];
-      for (int r = 0; r < 2; r++) h[r] = pf_tp_zero_half(L, pf_round_fe(T, 2 * pf_tp_grad(L, grads, s, r * per + j, x), fe), fe);
+      for (int r = 0; r < 2; r++) h[r] = pf_tp_zero_half(L, pf_round_fe(T, 2 * S * pf_tp_grad(L, grads, s, r * per + j, x), fe), fe);
       const double red = unreduced ? h[d] : pf_round_fe(T, pf_add(F, h[0], h[1], fe), fe);
       acc = j ? pf_round_fe(T, pf_add(F, acc, red, fe), fe) : red;
     }
@@ -224,7 +225,7 @@ static double pf_tp_zero_sum(const pf_tp_layout *L, const double *grads, size_t 
   for (int r = 0; r < 2; r++) {
     double a = 0;
     for (size_t j = 0; j < per; j++) {
-      const double u = pf_round_fe(T, 2 * pf_tp_grad(L, grads, s, r * per + j, x), fe);
+      const double u = pf_round_fe(T, 2 * S * pf_tp_grad(L, grads, s, r * per + j, x), fe);
       a = j ? pf_round_fe(T, pf_add(F, a, u, fe), fe) : u;
     }
     h[r] = pf_tp_zero_half(L, a, fe);
@@ -255,6 +256,7 @@ typedef struct pf_tp_world {
   const double *init;
   int TP, PP, DP, R;
   int f_unclipped, f_nodedup, f_noallreduce, f_untied, f_dpunreduced, f_expavg, f_explocal, f_expdrop, f_foundlocal;
+  int f_unscalenew; /* both runs: DeepSpeed 0.19.8's own order (unscale-after-update) */
   int found_board[8]; /* each rank's found_inf (fp16) */
   pthread_barrier_t bar;
   double norm_board[8], expert_board[8]; /* each rank's squared norm of its dense and its expert norm set */
@@ -307,7 +309,7 @@ static void *pf_tp_rank_main(void *arg) {
     for (size_t x = 0; x < me->nloc; x++) {
       const size_t e = me->elem[x];
       const size_t gx = me->pp == 1 ? L->n + (e - L->b[pf_tp_embed(L)].offset) : e;
-      me->g[x] = zero                                ? pf_tp_zero_sum(L, w->grads, s, gx, me->dp, w->DP, w->f_dpunreduced, &me->fe)
+      me->g[x] = zero                                ? pf_tp_zero_sum(L, S, w->grads, s, gx, me->dp, w->DP, w->f_dpunreduced, &me->fe)
                  : w->DP == 2 && pf_tp_ep_elem(L, e) ? pf_tp_expert_sum(L, S, w->grads, s, gx, &me->fe)
                                                      : pf_tp_replica_sum(L, S, w->grads, s, gx, me->dp, w->DP, &me->fe);
     }
@@ -357,8 +359,9 @@ static void *pf_tp_rank_main(void *arg) {
     if (T == PF_FP16) { /* the same on every rank: all or none pass the barrier */
       w->found_board[pf_tp_slot(me->dp, me->pp, me->tp)] = found;
       pf_tp_sync(w);
-      if (!w->f_foundlocal)
-        for (int r = 0; r < w->TP * w->PP; r++) found |= w->found_board[pf_tp_slot(me->dp, r / w->TP, r % w->TP)];
+      if (!w->f_foundlocal) /* Megatron: over the model-parallel group; DeepSpeed's ZeRO: over DP and TP */
+        for (int r = 0; r < w->TP * w->PP * (zero ? w->DP : 1); r++)
+          found |= w->found_board[pf_tp_slot(zero ? r / (w->TP * w->PP) : me->dp, (r / w->TP) % w->PP, r % w->TP)];
       pf_tp_scaler_update(L, &me->sc, found);
     }
     const int skip = T == PF_FP16 && found;
@@ -406,7 +409,8 @@ static void *pf_tp_rank_main(void *arg) {
           int any = 0;
           for (; (size_t)x < me->nloc && pf_tp_block_of(L, me->elem[x], &(size_t){0}, &(size_t){0}) == k; x++) {
             if ((L->b[k].decay != 0) != (q == 0)) continue;
-            if (pos >= lo && pos < hi) piece += me->g[x] * me->g[x], any = 1;
+            /* of the scaled gradient (fp16: S g, exact in binary64), as DeepSpeed takes it */
+            if (pos >= lo && pos < hi) piece += (S * me->g[x]) * (S * me->g[x]), any = 1;
             pos++;
           }
           const int counted = L->b[k].kind != PF_TP_REP || me->tp == 0 || w->f_nodedup;
@@ -438,7 +442,7 @@ static void *pf_tp_rank_main(void *arg) {
         const double nq = pf_round(F, sqrt(t));
         sq = pf_add(F, sq, pf_mul(F, nq, nq, &me->fe), &me->fe);
       }
-      zero_norm = pf_round(F, sqrt(sq));
+      zero_norm = pf_round(F, sqrt(sq)) / S; /* the scaled norm over S: exact (a power of two) */
     } else if (torch) {
       /* clip_grad_norm_ on DTensors: a sharded tensor's norm is the root of its TP ranks' squared
        * local norms summed (rank order), a replicated one's the local norm; then the norm of the
@@ -497,6 +501,17 @@ static void *pf_tp_rank_main(void *arg) {
       me->norms[s] = norm;
       coef = pf_tp_coef(L->algo, c->params[PF_TPP_MAXNORM], norm);
       clip = coef < 1;
+      if (w->f_unscalenew && zero && !skip && me->sc.scale != S) {
+        /* DeepSpeed 0.19.8's ZeRO step updates the scaler before unscale_and_clip_grads, which
+         * divides by the new scale S': clip = clamp(fl(fl(norm_S / S' + 1e-6) / max_norm), 1),
+         * the gradients times fl(1 / (clip S')): the unscaled gradient times fl(1 / clip) and
+         * S / S' (1/2 on a growth step); the norm it reports is over the old S */
+        const double r = S / me->sc.scale;
+        coef = pf_tp_coef(L->algo, c->params[PF_TPP_MAXNORM], norm * r);
+        clip = 1;
+        coef = coef < 1 ? coef : 1;
+        for (size_t x = 0; x < me->nloc; x++) me->g[x] = pf_mul(F, me->g[x], r, &me->fe);
+      }
     }
     if (skip) { /* the step skipped: the state as it was, no norm (reported as -1) */
       me->norms[s] = -1;
@@ -572,6 +587,7 @@ static pf_status pf_tp_world_run(pf_tp_world *w, const pf_case *c, const pf_tp_l
     w->f_expdrop = strcmp(c->fault, "expert-norm-dropped") == 0;
     w->f_foundlocal = strcmp(c->fault, "found-inf-local") == 0;
   }
+  w->f_unscalenew = strcmp(c->fault, "unscale-after-update") == 0;
   for (int dp = 0; dp < w->DP; dp++)
   for (int pp = 0; pp < w->PP; pp++)
     for (int tp = 0; tp < w->TP; tp++) {
@@ -748,12 +764,12 @@ static pf_status pf_tp_check(const pf_case *c) {
   if (mb % dp)
     return pf_error(PF_ERR_ARG, "microbatches (%zu) must be a multiple of dp (%zu): the replicas split them evenly", mb, dp);
   if (c->params[PF_TPP_EXPERTS] == 1) return pf_error(PF_ERR_ARG, "experts must be 0 or 2");
-  if (c->params[PF_TPP_COMM] != 0 && c->dtype != PF_BF16)
-    return pf_error(PF_ERR_ARG, "comm=1 (the reduction in the storage dtype) is for bf16");
+  if (c->params[PF_TPP_COMM] != 0 && c->dtype != PF_BF16 && !(c->dtype == PF_FP16 && pf_tp_algo_zero(pf_case_algo(c))))
+    return pf_error(PF_ERR_ARG, "comm=1 (the reduction in the storage dtype) is for bf16 (and DeepSpeed's ZeRO in fp16)");
   if (c->params[PF_TPP_EXPERTS] != 0 && pf_case_algo(c) == PF_TP_TORCH)
     return pf_error(PF_ERR_UNSUPPORTED, "tp_diff/torch has no experts (experts must be 0)");
   if (pf_tp_algo_zero(pf_case_algo(c))) {
-    if (c->dtype != PF_BF16) return pf_error(PF_ERR_UNSUPPORTED, "tp_diff/%s is bf16 only", c->variant);
+    if (c->dtype == PF_FP32) return pf_error(PF_ERR_UNSUPPORTED, "tp_diff/%s is bf16 or fp16", c->variant);
     if (c->params[PF_TPP_TIED] != 0)
       return pf_error(PF_ERR_UNSUPPORTED, "tp_diff/%s has no pipeline stages (tied must be 0)", c->variant);
     if (c->params[PF_TPP_EXPERTS] != 0)
@@ -807,6 +823,32 @@ static int pf_tp_in_domain(const pf_case *c, const pf_tensor *in, char *why, siz
     if (!(sq < 0x1p120)) {
       snprintf(why, len, "step %zu: the squared gradient norm (up to %g) comes near fp32's range", s + 1, sq);
       return 0;
+    }
+  }
+  if (L.dtype == PF_FP16 && L.dynamic && pf_tp_algo_zero(L.algo)) {
+    /* DeepSpeed's ZeRO accumulates in fp16: whether a step overflows depends on the layout (at
+     * DP=2 the gradients arrive doubled, fl(2 S g)); the runs must skip the same steps, or their
+     * scales part, and DeepSpeed's scaler must not reach the overflow that ends its run */
+    pf_tp_scaler sc[2] = {pf_tp_scaler_start(&L), pf_tp_scaler_start(&L)};
+    unsigned fe = 0;
+    for (size_t s = 0; s < L.steps; s++) {
+      int found[2] = {0, 0};
+      for (int run = 0; run < (L.dp == 2 ? 2 : 1); run++)
+        for (size_t e = 0; e < L.n && !found[run]; e++)
+          found[run] = !isfinite(pf_tp_zero_sum(&L, sc[run].scale, in[1].data, s, e, 0, run ? L.dp : 1, 0, &fe));
+      if (L.dp != 2) found[1] = found[0], sc[1] = sc[0];
+      if (found[0] != found[1]) {
+        snprintf(why, len, "fp16: step %zu overflows in %s only (DeepSpeed's fp16 accumulation): the runs' loss scales part",
+                 s + 1, found[0] ? "TP=1 x DP=1" : "the second run");
+        return 0;
+      }
+      pf_tp_scaler_update(&L, &sc[0], found[0]);
+      pf_tp_scaler_update(&L, &sc[1], found[1]);
+      if (sc[0].stopped) {
+        snprintf(why, len, "fp16: step %zu overflows at min_loss_scale %g: DeepSpeed raises \"Current loss scale already at "
+                 "minimum\" and ends the run", s + 1, L.min_scale);
+        return 0;
+      }
     }
   }
   if (L.dtype == PF_FP16 && !L.dynamic) /* under the dynamic scaler an overflow is a skipped step, in the contract */
@@ -993,7 +1035,7 @@ static const char *const pf_tp_torch_faults[] = {"tp-replicated-unclipped", "nor
   "DeepSpeed's ZeRO coefficient and PyTorch's AdamW; the reported norm inside its set"
 /* DeepSpeed's ZeRO optimizer here has neither pipeline stages nor experts */
 static const char *const pf_tp_zero_faults[] = {"tp-replicated-unclipped", "norm-no-dedup", "norm-not-allreduced",
-                                                "dp-grad-unreduced", NULL};
+                                                "dp-grad-unreduced", "found-inf-local", "unscale-after-update", NULL};
 static const pf_kernel pf_tp_tab[] = {
     {PF_KERNEL_ABI, &pf_tp_op, "megatron",
      "DeepSpeed BF16_Optimizer / Megatron: fp32 gradient buffers, fp32 norm of the deduplicated norm set, clip, FusedAdam",
@@ -1029,14 +1071,14 @@ static const pf_kernel pf_tp_tab[] = {
      "DeepSpeed 0.19.8 DeepSpeedZeroOptimizer, ZeRO stage 2, bf16 with bf16 gradient accumulation, torch AdamW on the "
      "CPU: every micro-batch reduced over DP, the reduced gradients accumulated in bf16; binary64 norms of each "
      "partition's pieces, per parameter group, combined in fp32; coef = 1 / clamp((norm + 1e-6) / max_norm, min=1)",
-     PF_DT(PF_BF16), PF_DT(PF_FP32), pf_tp_zero_faults,
+     PF_DT(PF_BF16) | PF_DT(PF_FP16), PF_DT(PF_FP32), pf_tp_zero_faults,
      PF_TP_ZERO_CONTRACT,
      pf_tp_cpu, pf_tp_bound, pf_tp_in_domain, pf_tp_check, NULL, PF_TP_DS_ZERO2, NULL},
     {PF_KERNEL_ABI, &pf_tp_op, "deepspeed-zero1",
      "DeepSpeed 0.19.8 DeepSpeedZeroOptimizer, ZeRO stage 1, bf16 with bf16 gradient accumulation, torch AdamW on the "
      "CPU: each replica's micro-batches accumulated in bf16, then reduced over DP once; norm and coefficient as "
      "deepspeed-zero2",
-     PF_DT(PF_BF16), PF_DT(PF_FP32), pf_tp_zero_faults,
+     PF_DT(PF_BF16) | PF_DT(PF_FP16), PF_DT(PF_FP32), pf_tp_zero_faults,
      PF_TP_ZERO_CONTRACT,
      pf_tp_cpu, pf_tp_bound, pf_tp_in_domain, pf_tp_check, NULL, PF_TP_DS_ZERO1, NULL},
 };
