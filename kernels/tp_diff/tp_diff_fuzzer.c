@@ -12,7 +12,8 @@
  * byte is in the shortest inputs (8 bytes), so a fuzzer reaches every layout at once. When
  * (b / 16) % 4 is 3 the layer has two experts (expert-parallel when DP=2); when (b / 64) % 2
  * is 1 a bf16 case reduces its gradients in bf16 (comm=1) and an fp16 case without experts runs
- * the dynamic loss scaler (scaler=1). A rank
+ * the dynamic loss scaler (scaler=1: Megatron's, or DeepSpeed's for its ZeRO variants, which
+ * take fp16 too and then reduce in fp16 when (b / 128) % 2 is 1). A rank
  * group's variant whose hello fixes tied, tp, dp, experts or comm gets them fitted into its ranges.
  * Sizes stay small (hidden <= 16, ffn <= 32, vocab <= 33: odd vocabularies split unevenly);
  * gradients are spread around the clipping threshold so that clipping is on in some steps
@@ -38,7 +39,7 @@ int pf_decode_tp_diff_fuzzer(const uint8_t *data, size_t size, pf_case *out) {
   pf_bytes b = {data, size, 0};
   pf_case c;
   const pf_kernel *k = pf_fuzz_begin("tp_diff", &b, &c);
-  /* fp16 only for a variant that takes it (deepspeed is bf16 only); fp32 for one that takes
+  /* fp16 only for a variant that takes it (deepspeed, BF16_Optimizer, is bf16 only); fp32 for one that takes
    * nothing else (torch) */
   const uint8_t db = pf_bytes_u8(&b);
   c.dtype = db % 2 && (k->dtypes & PF_DT(PF_FP16)) ? PF_FP16 : (k->dtypes & PF_DT(PF_BF16)) ? PF_BF16 : PF_FP32;
@@ -61,8 +62,9 @@ int pf_decode_tp_diff_fuzzer(const uint8_t *data, size_t size, pf_case *out) {
   pf_fuzz_fit_param(k, &c, "tp");
   pf_fuzz_fit_param(k, &c, "dp");
   pf_fuzz_fit_param(k, &c, "experts");
-  /* half the bf16 inputs reduce in bf16 (DeepSpeed's engine's default) */
-  pf_case_set_param(&c, "comm", c.dtype == PF_BF16 && db / 64 % 2);
+  /* half the bf16 inputs reduce in bf16 (DeepSpeed's engine's default); half of DeepSpeed's ZeRO
+   * in fp16 in fp16 (the same default) */
+  pf_case_set_param(&c, "comm", c.dtype == PF_BF16 ? db / 64 % 2 : c.dtype == PF_FP16 && pf_tp_algo_zero(k->algo) && db / 128 % 2);
   pf_fuzz_fit_param(k, &c, "comm");
   const double mb = pf_case_param(&c, "microbatches");
   if (pf_case_param(&c, "dp") == 2 && (int)mb % 2) pf_case_set_param(&c, "microbatches", mb + 1);
