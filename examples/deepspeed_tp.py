@@ -36,8 +36,8 @@ Through the engine (deepspeed.initialize, its optimizer as the config picks it),
 against one layout of two ranks: deepspeed-zero1-bf16 (ZeRO-1, fp32 accumulation: its
 BF16_Optimizer; DP=2), deepspeed-zero2-bf16 (DP=2), deepspeed-zero2-tp-bf16 (TP=2),
 deepspeed-zero1-bf16acc (DP=2), all DeepSpeedZeroOptimizer in bf16 with bf16 accumulation, and
-deepspeed-zero2-fp16 (DP=2) and deepspeed-zero2-tp-fp16 (TP=2): ZeRO-2 in fp16, the gradients
-accumulated in fp16, with a static loss scale or (--param scaler=1) DeepSpeed's DynamicLossScaler
+deepspeed-zero2-fp16 (DP=2), deepspeed-zero2-tp-fp16 (TP=2) and deepspeed-zero1-fp16 (DP=2):
+ZeRO in fp16, the gradients accumulated in fp16, with a static loss scale or (--param scaler=1) DeepSpeed's DynamicLossScaler
 set per case from loss_scale, growth_interval (its scale_window), hysteresis and min_loss_scale.
 Their switches: dp-grad-unreduced (the bucket all-reduce never sent), norm-rank0-only (DeepSpeed
 PR 5411: no parameter seen as tensor-parallel), norm-no-dedup, and unscale-after-update: no
@@ -560,6 +560,8 @@ _engine_variant("deepspeed-zero1-bf16acc", "deepspeed-zero1", "zero1", 1, 2, ["d
 _ENGINE_FP16 = "fp16, fp16 accumulation, static or dynamic (scaler=1) loss scale"
 _engine_variant("deepspeed-zero2-fp16", "deepspeed-zero2", "zero2", 1, 2, ["dp-grad-unreduced", "unscale-after-update"],
                 f"{_ENGINE}: ZeRO stage 2, {_ENGINE_FP16}; DP=1 against DP=2", dtype="fp16")
+_engine_variant("deepspeed-zero1-fp16", "deepspeed-zero1", "zero1", 1, 2, ["dp-grad-unreduced", "unscale-after-update"],
+                f"{_ENGINE}: ZeRO stage 1, {_ENGINE_FP16}; DP=1 against DP=2", dtype="fp16")
 _engine_variant("deepspeed-zero2-tp-fp16", "deepspeed-zero2", "zero2", 2, 1, ["norm-rank0-only", "norm-no-dedup",
                 "unscale-after-update"], f"{_ENGINE}: ZeRO stage 2, {_ENGINE_FP16}; TP=1 against TP=2", dtype="fp16")
 

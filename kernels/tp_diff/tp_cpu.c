@@ -1006,11 +1006,13 @@ const pf_op pf_tp_op = {
         "--param experts=2 adds an MoE layer's two experts; with dp=2 the second run holds them\n"
         "expert-parallel (EP=2: expert e on replica e, the norm summing them over the expert group).\n"
         "--param comm=1 reduces the gradients in bf16, as DeepSpeed's engine does by default.\n"
-        "-t fp16 --param scaler=1: Megatron's dynamic loss scale; steps that overflow are skipped.\n"
+        "-t fp16 --param scaler=1: the framework's dynamic loss scale (Megatron's; DeepSpeed's for\n"
+        "its ZeRO variants); steps that overflow are skipped.\n"
         "-v deepspeed-zero2 / deepspeed-zero1 (with --param tied=0): DeepSpeed's ZeRO optimizer,\n"
-        "the gradients accumulated in bf16, reduced every micro-batch (stage 2) or once (stage 1).\n"
+        "the gradients accumulated in bf16 or fp16, reduced every micro-batch (stage 2) or once (stage 1).\n"
         "Faults: tp-replicated-unclipped, norm-no-dedup, norm-not-allreduced, tied-grad-unreduced,\n"
-        "dp-grad-unreduced, expert-norm-averaged, expert-norm-local, expert-norm-dropped, found-inf-local.\n"
+        "dp-grad-unreduced, expert-norm-averaged, expert-norm-local, expert-norm-dropped, found-inf-local,\n"
+        "unscale-after-update (DeepSpeed 0.19.8's ZeRO order: gradients unscaled by the updated scale).\n"
         "Exit status: 0 no finding, 1 findings, 2 bad usage or input.\n",
 };
 
