@@ -127,6 +127,8 @@ expect2 "are for the dynamic scaler (scaler=1)" diff-tp -t fp16 --param hysteres
 expect2 "scaler=1 (a dynamic loss scale) is for fp16" diff-tp --param scaler=1 --cases 1
 expect2 "min_loss_scale (3) must be a power of two" diff-tp -t fp16 --param scaler=1 --param min_loss_scale=3 --cases 1
 expect2 "must not exceed the initial loss_scale (2)" diff-tp -t fp16 --param scaler=1 --param min_loss_scale=4 --param loss_scale=2 --cases 1
+expect2 "comm=1 (the reduction in the storage dtype) is for bf16 (and DeepSpeed's ZeRO in fp16)" diff-tp -t fp16 --param comm=1 --cases 1
+expect2 "tp_diff/deepspeed-zero2 does not support dtype fp32" run -k tp_diff -v deepspeed-zero2 -t fp32 --param tied=0 --cases 1
 expect2 "power of two" diff-tp -t fp16 --param loss_scale=1000 --cases 1
 expect2 "-k is not an option" diff-tp -k softmax
 expect2 "fault" diff-tp --fault softmax-no-max --cases 1
