@@ -564,6 +564,26 @@ static double f16(double x) {
   const double q = ldexp(1, (ex - 1 < -14 ? -14 : ex - 1) - 10);
   return nearbyint(x / q) * q;
 }
+/* a DeepSpeed ZeRO-2 case in fp16 under its dynamic scaler from S, not tied */
+static void zero16_case(pf_case *c, uint64_t seed, double S, int growth_interval) {
+  assert_int_equal(pf_case_init(c, "tp_diff", "deepspeed-zero2", seed), PF_OK);
+  c->dtype = PF_FP16;
+  c->params[PF_TPP_TIED] = 0;
+  c->params[PF_TPP_SCALER] = 1;
+  c->params[PF_TPP_LOSS_SCALE] = S;
+  c->params[PF_TPP_GROWTH_INTERVAL] = growth_interval;
+}
+/* element e's fp16 accumulation of step s at scale S, by hand: fl16(S g) of each micro-batch,
+ * each sum exact in binary64 and rounded once; *single: some fl16(S g) alone is inf */
+static double f16_chain(const pf_tp_layout *L, const double *grads, double S, size_t s, size_t e, int *single) {
+  double acc = 0;
+  for (size_t k = 0; k < L->mb; k++) {
+    const double u = f16(S * pf_tp_grad(L, grads, s, k, e));
+    *single |= isinf(u);
+    acc = k ? f16(acc + u) : u;
+  }
+  return acc;
+}
 static void test_tp_deepspeed_zero_fp16(void **state) {
   pf_tp_layout L0;
   memset(&L0, 0, sizeof L0);
@@ -582,12 +602,7 @@ static void test_tp_deepspeed_zero_fp16(void **state) {
   for (uint64_t seed = 1; seed <= 30; seed++) {
     pf_case c;
     pf_run r;
-    assert_int_equal(pf_case_init(&c, "tp_diff", "deepspeed-zero2", seed), PF_OK);
-    c.dtype = PF_FP16;
-    c.params[PF_TPP_TIED] = 0;
-    c.params[PF_TPP_SCALER] = 1;
-    c.params[PF_TPP_LOSS_SCALE] = ldexp(1, 14 + (int)(seed % 5));
-    c.params[PF_TPP_GROWTH_INTERVAL] = 1 + (double)(seed % 2);
+    zero16_case(&c, seed, ldexp(1, 14 + (int)(seed % 5)), 1 + (int)(seed % 2));
     c.params[PF_TPP_HYSTERESIS] = 1;
     c.params[PF_TPP_MB] = 6;
     c.shape[0] = 5;
@@ -604,16 +619,7 @@ static void test_tp_deepspeed_zero_fp16(void **state) {
     long iter = 0, last = -1;
     for (size_t s = 0; s < L.steps; s++) {
       int over = 0, single = 0;
-      for (size_t e = 0; e < L.n; e++) {
-        double acc = f16(S * pf_tp_grad(&L, r.in[1].data, s, 0, e));
-        single |= isinf(acc);
-        for (size_t k = 1; k < L.mb; k++) {
-          const double u = f16(S * pf_tp_grad(&L, r.in[1].data, s, k, e));
-          single |= isinf(u);
-          acc = f16(acc + u); /* exact in binary64, rounded once */
-        }
-        over |= !isfinite(acc);
-      }
+      for (size_t e = 0; e < L.n; e++) over |= !isfinite(f16_chain(&L, r.in[1].data, S, s, e, &single));
       steps++;
       skipped += over;
       acc_only += over && !single;
@@ -640,12 +646,7 @@ static void test_tp_deepspeed_zero_fp16(void **state) {
     for (uint64_t seed = 1; seed <= 6; seed++) {
       pf_case c;
       pf_run r;
-      assert_int_equal(pf_case_init(&c, "tp_diff", "deepspeed-zero2", seed), PF_OK);
-      c.dtype = PF_FP16;
-      c.params[PF_TPP_TIED] = 0;
-      c.params[PF_TPP_SCALER] = 1;
-      c.params[PF_TPP_LOSS_SCALE] = 16;
-      c.params[PF_TPP_GROWTH_INTERVAL] = 1;
+      zero16_case(&c, seed, 16, 1);
       c.params[PF_TPP_BETA1] = 0.9;
       c.shape[0] = 2;
       if (fault) snprintf(c.fault, sizeof c.fault, "unscale-after-update");
@@ -668,10 +669,7 @@ static void test_tp_deepspeed_zero_fp16(void **state) {
         for (size_t e = 0; e < L.n; e++) {
           float g[2];
           for (size_t s = 0; s < 2; s++) {
-            double acc = f16(16 * pf_tp_grad(&L, r.in[1].data, s, 0, e));
-            for (size_t k = 1; k < L.mb; k++)
-              acc = f16(acc + f16(16 * pf_tp_grad(&L, r.in[1].data, s, k, e)));
-            g[s] = (float)(acc / 16);
+            g[s] = (float)(f16_chain(&L, r.in[1].data, 16, s, e, &(int){0}) / 16);
             if (clip[s]) g[s] = g[s] * coef[s];
           }
           const float m1 = 0.1f * g[0], g2 = fault ? g[1] / 2 : g[1];
