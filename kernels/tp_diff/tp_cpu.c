@@ -49,9 +49,10 @@ static const pf_param_desc pf_tp_params[PF_TP_NPARAMS] = {
      "1: gradients reduced over the data-parallel group in the storage dtype, as DeepSpeed's engine does by "
      "default (every run: each replica's fp32 buffer rounded to bf16, the replicas' sum rounded again)", 0},
     {"scaler", PF_PARAM_INT, 0, 0, 1, NULL,
-     "fp16: 0 a static loss scale; 1 Megatron's DynamicGradScaler (from loss_scale; steps whose gradients overflow "
-     "are skipped on every rank, the scale halved after hysteresis of them and doubled after growth_interval "
-     "steps without)", 0},
+     "fp16: 0 a static loss scale; 1 the dynamic scaler, Megatron's DynamicGradScaler or, for the ZeRO variants, "
+     "DeepSpeed's DynamicLossScaler (from loss_scale; steps whose gradients overflow are skipped on every rank, the "
+     "scale halved after hysteresis of them and doubled after growth_interval steps without, DeepSpeed's after one "
+     "more)", 0},
     {"growth_interval", PF_PARAM_INT, 1000, 1, 1000, NULL, "scaler=1: steps without an overflow before the scale doubles", 0},
     {"hysteresis", PF_PARAM_INT, 2, 1, 64, NULL, "scaler=1: overflows before the scale halves", 0},
     {"min_loss_scale", PF_PARAM_REAL, 1, 1, 0x1p60, NULL, "scaler=1: the scale is never halved below this", 0},
