@@ -678,7 +678,11 @@ static void test_tp_deepspeed_zero_fp16(void **state) {
           checked++;
         }
       }
-      if (case_halved) assert_true(v == PF_V_DIVERGENT); /* a halved gradient breaks the contract */
+      if (case_halved) { /* a halved gradient breaks the contract; the finding names the doubling */
+        assert_true(v == PF_V_DIVERGENT);
+        assert_non_null(strstr(r.note, "after step 2: "));
+        assert_non_null(strstr(r.note, "; loss scale 16 -> 32"));
+      }
       halved += case_halved;
       pf_run_free(&r);
       pf_case_free(&c);

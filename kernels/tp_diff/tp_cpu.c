@@ -936,10 +936,22 @@ static void pf_tp_review(const pf_case *c, pf_run *r) {
           else snprintf(rank, sizeof rank, " (%s)", layout);
           const double y = r->out[x], lo = r->oracle.rounded[x], hi = r->oracle.rounded_alt[x];
           const double d = y < lo ? lo - y : y - hi;
+          /* under the dynamic scaler, the step's scale and the next one's (replayed from the
+           * oracle's skipped steps, whose norm set is -1): a doubling step says so */
+          char scale[80] = "";
+          if (L.dynamic) {
+            pf_tp_scaler sc = pf_tp_scaler_start(&L);
+            double at = sc.scale;
+            for (size_t t = 0; t <= s; t++) {
+              at = sc.scale;
+              pf_tp_scaler_update(&L, &sc, r->oracle.rounded[pf_tp_norm_at(&L, 0, t, 0)] == -1);
+            }
+            snprintf(scale, sizeof scale, "; loss scale %g -> %g", at, sc.scale);
+          }
           snprintf(r->note, sizeof r->note,
                    "%s%s after step %zu: %s %.9g outside [%.9g, %.9g] by %.3g (the values any summation order of "
-                   "the norm allows, through the coefficient and Adam)",
-                   name, rank, s + 1, pf_tp_q[q], y, lo, hi, isnan(d) ? NAN : d);
+                   "the norm allows, through the coefficient and Adam)%s",
+                   name, rank, s + 1, pf_tp_q[q], y, lo, hi, isnan(d) ? NAN : d, scale);
           r->born = run ? "tp2" : "tp1";
           r->born_at = x;
           return;
