@@ -391,17 +391,12 @@ class _Model(torch.nn.Module):
 _engines = {}
 
 
-def _dynamic(layer):
-    """The case's loss scaler is DeepSpeed's DynamicLossScaler (fp16, scaler=1)."""
-    return layer.case.dtype == "fp16" and int(layer.case.params.get("scaler", 0)) != 0
-
-
 def engine_for(layer, kind, dp, tp):
     """The engine of a run of TP=tp x DP=dp on this rank: built once per kind, layout, dtype,
     scaler and shape (every rank builds every layout, so that the engine's collectives at build
     have every rank), reset per case."""
     fp16 = layer.case.dtype == "fp16"
-    key = ("engine", kind, dp, tp, layer.case.shape, layer.case.dtype, _dynamic(layer))
+    key = ("engine", kind, dp, tp, layer.case.shape, layer.case.dtype, layer.dynamic)
     if key not in _engines:
         tp_rank = RANK if tp == 2 else 0
         mpu = Mpu(PAIR if tp == 2 else SINGLE[RANK], PAIR if dp == 2 else SINGLE[RANK])
@@ -412,7 +407,7 @@ def engine_for(layer, kind, dp, tp):
         stage, accum, cls = ENGINES[kind]
         # fp16: a static scale ("loss_scale": S) or the dynamic scaler ("loss_scale": 0), set to
         # the case's scale and settings per case (reset_scaler)
-        precision = ({"fp16": {"enabled": True, "loss_scale": 0 if _dynamic(layer) else layer.loss_scale}} if fp16
+        precision = ({"fp16": {"enabled": True, "loss_scale": 0 if layer.dynamic else layer.loss_scale}} if fp16
                      else {"bf16": {"enabled": True}})
         config = {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1, **precision,
                   "zero_optimization": {"stage": stage}, "gradient_clipping": 1.0,
@@ -440,10 +435,9 @@ def reset_scaler(scaler, layer):
     DynamicLossScaler (scaler=1) scale_window = growth_interval, delayed_shift = hysteresis,
     min_scale = min_loss_scale and its trackers at their start."""
     scaler.cur_scale = layer.loss_scale
-    if _dynamic(layer):
-        p = layer.case.params
-        scaler.scale_window, scaler.delayed_shift = int(p["growth_interval"]), int(p["hysteresis"])
-        scaler.min_scale = float(p["min_loss_scale"])
+    if layer.dynamic:
+        scaler.scale_window, scaler.delayed_shift = layer.growth_interval, layer.hysteresis
+        scaler.min_scale = layer.min_loss_scale
         scaler.cur_hysteresis, scaler.cur_iter, scaler.last_overflow_iter = scaler.delayed_shift, 0, -1
 
 

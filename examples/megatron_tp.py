@@ -326,7 +326,7 @@ def optimizer_for(layer, at, distopt, unmarked=False):
     """(model parameters by block, the DDP-wrapped chunk, the optimizer) of this rank in layout
     `at` (stage 1 holds the LM head: the tied embedding alone): built once per layout, reset per
     case. unmarked: the fault embedding-unmarked."""
-    dynamic = fp16_dynamic(layer)
+    dynamic = layer.dynamic
     key = (at.tp, at.pp, at.dp, at.ep, layer.experts, distopt, unmarked, dynamic, layer.case.dtype, layer.case.shape)
     fp16 = layer.case.dtype == "fp16"
     dtype = torch.float16 if fp16 else torch.bfloat16
@@ -371,18 +371,12 @@ def optimizer_for(layer, at, distopt, unmarked=False):
     return _built[key]
 
 
-def fp16_dynamic(layer):
-    """The case's loss scaler is Megatron's DynamicGradScaler (fp16, scaler=1)."""
-    return layer.case.dtype == "fp16" and int(layer.case.params.get("scaler", 0)) != 0
-
-
 def reset_scaler(scaler, layer):
     """The case's loss scale; a DynamicGradScaler's trackers and settings as new."""
     scaler._scale = torch.tensor([layer.loss_scale], dtype=torch.float)
-    if fp16_dynamic(layer):
-        p = layer.case.params
-        scaler.growth_interval, scaler.hysteresis = int(p["growth_interval"]), int(p["hysteresis"])
-        scaler.min_scale = torch.tensor([float(p["min_loss_scale"])], dtype=torch.float)
+    if layer.dynamic:
+        scaler.growth_interval, scaler.hysteresis = layer.growth_interval, layer.hysteresis
+        scaler.min_scale = torch.tensor([layer.min_loss_scale], dtype=torch.float)
         scaler._growth_tracker, scaler._hysteresis_tracker = 0, scaler.hysteresis
 
 

@@ -377,8 +377,10 @@ pf_status pf_tp_mpfr(const pf_case *c, const pf_tensor *in, const pf_oracle_opts
      * sums of fp16 values cannot; the same in every layout, experts apart), on every rank;
      * DeepSpeed's ZeRO: when an fp16 accumulation does (the domain has both runs agree) */
     const double S = sc.scale;
+    /* DeepSpeed's ZeRO in fp16: run 0's buffers first, for their overflow (kept for step 1) */
+    const int zero16 = L.dtype == PF_FP16 && pf_tp_algo_zero(L.algo);
     int found = 0;
-    if (L.dtype == PF_FP16 && pf_tp_algo_zero(L.algo)) found = pf_tp_zero_buffers(&L, S, grads, s, 1, g);
+    if (zero16) found = pf_tp_zero_buffers(&L, S, grads, s, 1, g);
     else if (L.dtype == PF_FP16)
       for (size_t x = 0; x < L.mb * (n + L.head) && !found; x++) found = isinf(pf_round(PF_FP16, S * grads[s * L.mb * (n + L.head) + x]));
     pf_tp_scaler_update(&L, &sc, found);
@@ -397,7 +399,7 @@ pf_status pf_tp_mpfr(const pf_case *c, const pf_tensor *in, const pf_oracle_opts
     }
     taken++;
     /* 1. gradients: each run's fp32 buffers (the same when the second has one replica) */
-    pf_tp_buffers(&L, S, grads, s, 1, g, clo, scratch, scratch + n);
+    if (!zero16) pf_tp_buffers(&L, S, grads, s, 1, g, clo, scratch, scratch + n);
     if (L.dp > 1) pf_tp_buffers(&L, S, grads, s, L.dp, g2, clo, scratch, scratch + n);
     /* 2. the exact squared norm of each run's buffers, widened for any fp32 summation order */
     double sum_lo = INFINITY, sum_hi = -INFINITY;

@@ -135,6 +135,11 @@ def serve():
     if rank == 0 and os.environ.get("PRECFUZZ_PROFILE"):
         import cProfile
 
+        try:  # a path it cannot write is said now, in one line, not after every case has run
+            open(os.environ["PRECFUZZ_PROFILE"], "wb").close()
+        except OSError as e:
+            print(f"PRECFUZZ_PROFILE: cannot write {os.environ['PRECFUZZ_PROFILE']}: {e.strerror}", file=sys.stderr)
+            sys.exit(2)
         prof = cProfile.Profile()
         prof.enable()
     ch = None
@@ -259,8 +264,12 @@ class TPLayer:
         self.tp, self.dp = int(p.get("tp", 2)), int(p.get("dp", 1))
         # 1: the data-parallel reduction in the storage dtype (DeepSpeed's engine's default)
         self.comm = int(p.get("comm", 0))
-        # fp16: the static loss scale S the micro-batch gradients are scaled by (0: 2^12)
+        # fp16: the loss scale S the micro-batch gradients are scaled by (0: 2^12; dynamic: the first step's)
         self.loss_scale = (p.get("loss_scale") or 2.0 ** 12) if case.dtype == "fp16" else 1.0
+        # fp16 with scaler=1: the framework's dynamic scaler from loss_scale, with these settings
+        self.dynamic = case.dtype == "fp16" and int(p.get("scaler", 0)) != 0
+        self.growth_interval, self.hysteresis = int(p.get("growth_interval", 1000)), int(p.get("hysteresis", 2))
+        self.min_loss_scale = float(p.get("min_loss_scale", 1))
         self.max_norm, self.lr, self.wd = p["max_norm"], p["lr"], p["wd"]
         self.betas, self.eps = (p["beta1"], p["beta2"]), p["eps"]
         # with experts=2 an MoE layer's two experts (expert e: exp{e}.fc1.w, exp{e}.fc2.w, split

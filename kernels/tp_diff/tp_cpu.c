@@ -509,8 +509,7 @@ static void *pf_tp_rank_main(void *arg) {
          * S / S' (1/2 on a growth step); the norm it reports is over the old S */
         const double r = S / me->sc.scale;
         coef = pf_tp_coef(L->algo, c->params[PF_TPP_MAXNORM], norm * r);
-        clip = 1;
-        coef = coef < 1 ? coef : 1;
+        clip = coef < 1;
         for (size_t x = 0; x < me->nloc; x++) me->g[x] = pf_mul(F, me->g[x], r, &me->fe);
       }
     }
@@ -830,22 +829,20 @@ static int pf_tp_in_domain(const pf_case *c, const pf_tensor *in, char *why, siz
     /* DeepSpeed's ZeRO accumulates in fp16: whether a step overflows depends on the layout (at
      * DP=2 the gradients arrive doubled, fl(2 S g)); the runs must skip the same steps, or their
      * scales part, and DeepSpeed's scaler must not reach the overflow that ends its run */
-    pf_tp_scaler sc[2] = {pf_tp_scaler_start(&L), pf_tp_scaler_start(&L)};
+    pf_tp_scaler sc = pf_tp_scaler_start(&L); /* both runs' while they skip the same steps */
     unsigned fe = 0;
     for (size_t s = 0; s < L.steps; s++) {
-      int found[2] = {0, 0};
+      int found[2] = {0, 0}; /* TP=1 x DP=1; the second run (its gradients differ only at DP=2) */
       for (int run = 0; run < (L.dp == 2 ? 2 : 1); run++)
         for (size_t e = 0; e < L.n && !found[run]; e++)
-          found[run] = !isfinite(pf_tp_zero_sum(&L, sc[run].scale, in[1].data, s, e, 0, run ? L.dp : 1, 0, &fe));
-      if (L.dp != 2) found[1] = found[0], sc[1] = sc[0];
-      if (found[0] != found[1]) {
+          found[run] = !isfinite(pf_tp_zero_sum(&L, sc.scale, in[1].data, s, e, 0, run ? L.dp : 1, 0, &fe));
+      if (L.dp == 2 && found[0] != found[1]) {
         snprintf(why, len, "fp16: step %zu overflows in %s only (DeepSpeed's fp16 accumulation): the runs' loss scales part",
                  s + 1, found[0] ? "TP=1 x DP=1" : "the second run");
         return 0;
       }
-      pf_tp_scaler_update(&L, &sc[0], found[0]);
-      pf_tp_scaler_update(&L, &sc[1], found[1]);
-      if (sc[0].stopped) {
+      pf_tp_scaler_update(&L, &sc, found[0]);
+      if (sc.stopped) {
         snprintf(why, len, "fp16: step %zu overflows at min_loss_scale %g: DeepSpeed raises \"Current loss scale already at "
                  "minimum\" and ends the run", s + 1, L.min_scale);
         return 0;
