@@ -251,7 +251,7 @@ class Block:
 
 
 class TPLayer:
-    """The case's parameter set: one transformer layer and its embeddings (tp.h's table), its
+    """The case's parameter set: its transformer layers and embeddings (tp.h's table), its
     dimensions and hyperparameters, the micro-batch gradients of each step."""
 
     def __init__(self, case):
@@ -276,10 +276,13 @@ class TPLayer:
         # over TP as the dense MLP is); with dp=2 they are expert-parallel: expert e on replica e
         self.experts = int(p.get("experts", 0))
         self.ep = 2 if self.experts == 2 and self.dp == 2 else 1
-        table = [("ln1.w", h, 1, REPLICATED, 0), ("ln1.b", h, 1, REPLICATED, 0), ("qkv.w", 3 * h, h, COLUMN, 1),
+        # `layers` transformer layers of the same 12 parameters (with more than one, named l0.ln1.w, ...)
+        self.layers = int(p.get("layers", 1))
+        dense = [("ln1.w", h, 1, REPLICATED, 0), ("ln1.b", h, 1, REPLICATED, 0), ("qkv.w", 3 * h, h, COLUMN, 1),
                  ("qkv.b", 3 * h, 1, COLUMN, 0), ("proj.w", h, h, ROW, 1), ("proj.b", h, 1, REPLICATED, 0),
                  ("ln2.w", h, 1, REPLICATED, 0), ("ln2.b", h, 1, REPLICATED, 0), ("fc1.w", f, h, COLUMN, 1),
                  ("fc1.b", f, 1, COLUMN, 0), ("fc2.w", h, f, ROW, 1), ("fc2.b", h, 1, REPLICATED, 0)]
+        table = [((f"l{i}." if self.layers > 1 else "") + name, *rest) for i in range(self.layers) for name, *rest in dense]
         for e in range(self.experts):
             table += [(f"exp{e}.fc1.w", f, h, COLUMN, 1, e), (f"exp{e}.fc2.w", h, f, ROW, 1, e)]
         table += [("pos.w", seq, h, REPLICATED, 1), ("embed.w", V, h, VOCAB, 1)]

@@ -45,6 +45,14 @@ for f in "norm-no-dedup:outside \[" "norm-rank0-only:the gradient norm deepspeed
   [ $? -eq 1 ] && echo "$out" | grep -q "^FINDING .*${f#*:}" || fail "fault ${f%%:*}: $out"
 done
 
+# three layers: clean, and seed 002's switch names the first layer's LayerNorm weight
+n=$((n + 1))
+out=$(rk diff-tp -v deepspeed-bf16 --param tied=0 --param layers=3 --cases 15)
+[ $? -eq 0 ] && echo "$out" | grep -q "^tp_diff/deepspeed-bf16 bf16/fp32: 15 cases (seeds 1..15): ok 15 *$" || fail "3 layers clean: $out"
+n=$((n + 1))
+out=$(rk diff-tp -v deepspeed-bf16 --param tied=0 --param layers=3 --fault tp-replicated-unclipped --cases 1)
+echo "$out" | grep -q "^FINDING .*l0.ln1.w\[0\] on TP rank 1 after step 2" || fail "3 layers, seed 002: $out"
+
 # the emulation (tp_diff/deepspeed) against DeepSpeed: most outputs bitwise equal (they differ
 # where ATen's per-tensor norm sums in another order, or its sqrt rounds the other way), no
 # finding on either

@@ -17,6 +17,11 @@ n=$((n + 1))
 out=$(rk diff-tp -v megatron-core-bf16 --param tied=0 --cases 100)
 [ $? -eq 0 ] && echo "$out" | grep -q "^tp_diff/megatron-core-bf16 bf16/fp32: 100 cases (seeds 1..100): ok 100 *$" || fail "clean: $out"
 
+# three layers through the distributed optimizer at DP=2: its shards cut across parameters and layers
+n=$((n + 1))
+out=$(rk diff-tp -v megatron-core-distopt-bf16 --param tied=0 --param tp=1 --param dp=2 --param microbatches=4 --param layers=3 --cases 15)
+[ $? -eq 0 ] && echo "$out" | grep -q "^tp_diff/megatron-core-distopt-bf16 bf16/fp32: 15 cases (seeds 1..15): ok 15 *$" || fail "3 layers clean: $out"
+
 # norm-bf16 (torchtitan PR 4135): every rank agrees on a norm that is wrong: the reported norm
 # is the finding, and its replay line reproduces it
 n=$((n + 1))

@@ -220,6 +220,66 @@ static void test_tp_unclipped_named_at_the_first_clipping_step(void **state) {
   assert_true(checked >= 30);
 }
 
+/* Three layers (h 8, ffn 16, vocab 11, seq 4): the layout by hand (each layer 600 elements,
+ * named l0. to l2., then pos.w and embed.w); the copy checks reach every layer's replicated
+ * parameters; cases of 2 to 4 layers run clean with each step's reported norm equal to the
+ * binary64 norm to fp32's precision; seed 002's switch is found. */
+static void test_tp_layers(void **state) {
+  pf_case c;
+  default_case(&c, PF_BF16, 1);
+  pf_case_set_param(&c, "layers", 3);
+  pf_tp_layout L;
+  pf_tp_layout_make(&c, &L);
+  assert_int_equal(L.nblocks, 3 * 12 + 2);
+  assert_int_equal(L.n, 3 * 600 + 32 + 88);
+  assert_string_equal(L.b[0].name, "l0.ln1.w");
+  assert_string_equal(L.b[14].name, "l1.qkv.w");
+  assert_int_equal(L.b[14].offset, 600 + 16);
+  assert_string_equal(L.b[35].name, "l2.fc2.b");
+  assert_int_equal(L.b[35].offset, 1200 + 592);
+  assert_int_equal(L.b[pf_tp_embed(&L)].offset, 1832);
+  char name[64];
+  pf_tp_elem_name(&L, 1792 + 3, name, sizeof name);
+  assert_string_equal(name, "l2.fc2.b[3]");
+  assert_int_equal(pf_tp_owner(&L, 616 + 12 * 8), 1); /* l1.qkv.w row 12: TP rank 1 */
+  /* replicated: 48 a layer (ln 32, proj.b and fc2.b 16) and pos.w's 32; the tied copy's 88 */
+  assert_int_equal(L.nrep, 3 * 48 + 32);
+  assert_int_equal(L.nsync, 176 + 88);
+  int kind, d;
+  assert_int_equal(pf_tp_sync_elem(&L, 48, &kind, &d), 600); /* l1.ln1.w[0] */
+  assert_int_equal(kind, PF_TP_COPY_TP);
+  assert_int_equal(pf_tp_sync_elem(&L, 2 * 48 + 47, &kind, &d), 1799); /* l2.fc2.b[7] */
+  assert_int_equal(pf_tp_sync_elem(&L, 176, &kind, &d), 1832);
+  assert_int_equal(kind, PF_TP_COPY_TIED);
+  pf_case_free(&c);
+  int norms = 0;
+  for (uint64_t seed = 1; seed <= 30; seed++) {
+    pf_run r;
+    assert_int_equal(pf_case_init(&c, "tp_diff", seed % 2 ? "deepspeed" : "megatron-core", seed), PF_OK);
+    c.dtype = PF_BF16;
+    pf_case_set_param(&c, "layers", 2 + (double)(seed % 3));
+    pf_case_set_param(&c, "tied", 0);
+    assert_int_equal(run(&c, &r), PF_V_OK);
+    pf_tp_layout_make(&c, &L);
+    for (size_t s = 0; s < L.steps; s++) {
+      const double want = norm_binary64(&c, &r, s), got = r.out[pf_tp_norm_at(&L, 1, s, 1)];
+      if (fabs(got - want) > 0x1p-20 * want) fail_msg("seed %llu step %zu: norm %.9g, binary64 %.9g", (unsigned long long)seed, s, got, want);
+      norms++;
+    }
+    pf_run_free(&r);
+    pf_case_free(&c);
+  }
+  print_message("%d norms of 2 to 4 layers as computed apart\n", norms);
+  default_case(&c, PF_BF16, 1);
+  pf_case_set_param(&c, "layers", 3);
+  strcpy(c.fault, "tp-replicated-unclipped");
+  pf_run r;
+  assert_true(pf_verdict_is_finding(run(&c, &r)));
+  assert_non_null(strstr(r.note, "l0.ln1.w[0] on TP rank 1"));
+  pf_run_free(&r);
+  pf_case_free(&c);
+}
+
 /* Cases (seeds s0, s0 + 1, ...) until the first finding. */
 static int cases_to_find(const char *fault, uint64_t s0) {
   for (int k = 1; k <= 40; k++) {
@@ -740,6 +800,7 @@ static void test_tp_correct_runs_clean_and_not_vacuous(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_tp_layout),
+      cmocka_unit_test(test_tp_layers),
       cmocka_unit_test(test_tp_data_parallel_replicas),
       cmocka_unit_test(test_tp_expert_parallel),
       cmocka_unit_test(test_tp_comm_in_bf16),

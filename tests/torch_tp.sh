@@ -23,6 +23,10 @@ for v in DT DD; do
   out=$(rk "${args[@]}" --cases 60)
   [ $? -eq 0 ] && echo "$out" | grep -q "^tp_diff/${args[2]} fp32/fp32: 60 cases (seeds 1..60): ok 60 *$" || fail "clean ${args[2]}: $out"
 done
+# two layers under DDP: clean
+n=$((n + 1))
+out=$(rk "${DD[@]}" --param layers=2 --cases 15)
+[ $? -eq 0 ] && echo "$out" | grep -q "^tp_diff/torch-ddp fp32/fp32: 15 cases (seeds 1..15): ok 15 *$" || fail "2 layers clean: $out"
 
 # seed 002's effect: the first finding of each case is ln1.w on TP rank 1 after the first step
 # whose coefficient (clip_grad_norm_'s, from the norm it reported) clips

@@ -52,10 +52,12 @@ static inline int pf_tp_algo_zero(int algo) { return algo == PF_TP_DS_ZERO2 || a
  * larger half). */
 enum { PF_TP_REP = 0, PF_TP_COL = 1, PF_TP_ROW = 2, PF_TP_VOCAB = 3 };
 
-/* 14 blocks, 18 with two experts; the (tied) embedding is always the last */
-#define PF_TP_MAXBLOCKS 18
+/* 12 per layer (up to PF_TP_MAXLAYERS), 4 more with two experts, then the position and the (tied)
+ * embedding, always the last */
+#define PF_TP_MAXLAYERS 4
+#define PF_TP_MAXBLOCKS (12 * PF_TP_MAXLAYERS + 4 + 2)
 typedef struct {
-  const char *name;
+  char name[16];     /* "ln1.w"; with several layers "l0.ln1.w", "l1.ln1.w", ... */
   size_t rows, cols; /* a vector is rows x 1 */
   int kind;
   int decay;         /* weight decay applies (weights; not LayerNorm parameters or biases) */
@@ -65,6 +67,7 @@ typedef struct {
 
 typedef struct {
   size_t steps, h, f, V, seq, mb;
+  int layers;        /* transformer layers, each the same 12 parameters (ln1 ... fc2.b) */
   int tp, dp;        /* the second run's layout: TP (1 or 2) x DP (1 or 2) data-parallel replicas, each
                       * summing its share of the micro-batches, the replicas' buffers SUM all-reduced;
                       * the first run is TP=1 x DP=1 (both PP=2 when tied) */
@@ -111,7 +114,7 @@ static inline double pf_tp_coef(int algo, double max_norm, double norm) {
 /* Parameter indices (the table in tp_cpu.c). */
 enum { PF_TPP_MAXNORM = 0, PF_TPP_LR, PF_TPP_BETA1, PF_TPP_BETA2, PF_TPP_EPS, PF_TPP_WD, PF_TPP_MB, PF_TPP_TIED,
        PF_TPP_SPREAD, PF_TPP_LOSS_SCALE, PF_TPP_TP, PF_TPP_DP, PF_TPP_EXPERTS, PF_TPP_COMM, PF_TPP_SCALER,
-       PF_TPP_GROWTH_INTERVAL, PF_TPP_HYSTERESIS, PF_TPP_MIN_SCALE, PF_TP_NPARAMS };
+       PF_TPP_GROWTH_INTERVAL, PF_TPP_HYSTERESIS, PF_TPP_MIN_SCALE, PF_TPP_LAYERS, PF_TP_NPARAMS };
 
 /* The loss scale of each step (fp16). Every step whose unscaled gradients hold an inf or NaN
  * (found on any rank: Megatron all-reduces found_inf with MAX over the model-parallel group,

@@ -56,17 +56,17 @@ static const pf_param_desc pf_tp_params[PF_TP_NPARAMS] = {
     {"growth_interval", PF_PARAM_INT, 1000, 1, 1000, NULL, "scaler=1: steps without an overflow before the scale doubles", 0},
     {"hysteresis", PF_PARAM_INT, 2, 1, 64, NULL, "scaler=1: overflows before the scale halves", 0},
     {"min_loss_scale", PF_PARAM_REAL, 1, 1, 0x1p60, NULL, "scaler=1: the scale is never halved below this", 0},
+    {"layers", PF_PARAM_INT, 1, 1, PF_TP_MAXLAYERS, NULL,
+     "transformer layers, each ln1, qkv, proj, ln2, fc1, fc2 (more than one: named l0.ln1.w, l1.ln1.w, ...), before "
+     "the experts and the embeddings", 0},
 };
 
 /* --- the parameter set --------------------------------------------------------------- */
 
 size_t pf_tp_nsync(const pf_case *c) {
-  const size_t h = c->shape[1], f = c->shape[2], V = c->shape[3], seq = c->shape[4];
-  const size_t nexp = c->params[PF_TPP_EXPERTS] == 2 ? 4 * f * h : 0;
-  const size_t n = (6 + seq) * h + 3 * h * h + 3 * h + h * h + 2 * f * h + f + V * h + nexp;
-  const size_t nrep = c->params[PF_TPP_TP] == 2 ? (6 + seq) * h : 0, dp = (size_t)c->params[PF_TPP_DP];
-  const size_t head = c->params[PF_TPP_TIED] != 0 ? V * h : 0;
-  return dp * (nrep + head) + (dp - 1) * (n - (dp == 2 ? nexp : 0));
+  pf_tp_layout L;
+  pf_tp_layout_make(c, &L);
+  return L.nsync;
 }
 
 void pf_tp_layout_make(const pf_case *c, pf_tp_layout *L) {
@@ -90,6 +90,7 @@ void pf_tp_layout_make(const pf_case *c, pf_tp_layout *L) {
   L->growth_interval = (int)c->params[PF_TPP_GROWTH_INTERVAL];
   L->hysteresis = (int)c->params[PF_TPP_HYSTERESIS];
   L->min_scale = c->params[PF_TPP_MIN_SCALE];
+  L->layers = (int)c->params[PF_TPP_LAYERS];
   const size_t h = L->h, f = L->f;
   const pf_tp_block dense[12] = {
       {"ln1.w", h, 1, PF_TP_REP, 0, 0, -1},     {"ln1.b", h, 1, PF_TP_REP, 0, 0, -1},
@@ -105,7 +106,12 @@ void pf_tp_layout_make(const pf_case *c, pf_tp_layout *L) {
       {"exp1.fc1.w", f, h, PF_TP_COL, 1, 0, 1}, {"exp1.fc2.w", h, f, PF_TP_ROW, 1, 0, 1},
   };
   const pf_tp_block tail[2] = {{"pos.w", L->seq, h, PF_TP_REP, 1, 0, -1}, {"embed.w", L->V, h, PF_TP_VOCAB, 1, 0, -1}};
-  for (int k = 0; k < 12; k++) L->b[L->nblocks++] = dense[k];
+  for (int l = 0; l < L->layers; l++)
+    for (int k = 0; k < 12; k++) {
+      pf_tp_block *b = &L->b[L->nblocks++];
+      *b = dense[k];
+      if (L->layers > 1) snprintf(b->name, sizeof b->name, "l%c.%.8s", (char)('0' + l), dense[k].name); /* l < 10 */
+    }
   for (int k = 0; k < 2 * L->experts; k++) L->b[L->nblocks++] = experts[k];
   for (int k = 0; k < 2; k++) L->b[L->nblocks++] = tail[k];
   size_t off = 0;

@@ -15,6 +15,7 @@
  * the dynamic loss scaler (scaler=1: Megatron's, or DeepSpeed's for its ZeRO variants, which
  * take fp16 too and then reduce in fp16 when (b / 128) % 2 is 1). A rank
  * group's variant whose hello fixes tied, tp, dp, experts or comm gets them fitted into its ranges.
+ * When the tied byte's (b / 4) % 4 is 3 (a quarter of the inputs) the case has 2 to 4 layers.
  * Sizes stay small (hidden <= 16, ffn <= 32, vocab <= 33: odd vocabularies split unevenly);
  * gradients are spread around the clipping threshold so that clipping is on in some steps
  * and off in others. */
@@ -50,9 +51,12 @@ int pf_decode_tp_diff_fuzzer(const uint8_t *data, size_t size, pf_case *out) {
   c.shape[3] = 2 + pf_bytes_u8(&b) % 32;
   c.shape[4] = 1 + pf_bytes_u8(&b) % 8;
   pf_case_set_param(&c, "microbatches", 1 + pf_bytes_u8(&b) % 4);
-  /* a zero byte: tied (DeepSpeed's ZeRO optimizer here: never, and no experts) */
-  pf_case_set_param(&c, "tied", pf_bytes_u8(&b) % 4 != 3 && !pf_tp_algo_zero(k->algo));
+  /* a zero byte: tied (DeepSpeed's ZeRO optimizer here: never, and no experts), one layer */
+  const uint8_t tb = pf_bytes_u8(&b);
+  pf_case_set_param(&c, "tied", tb % 4 != 3 && !pf_tp_algo_zero(k->algo));
   pf_fuzz_fit_param(k, &c, "tied"); /* a rank group's layout, as its hello fixes it */
+  pf_case_set_param(&c, "layers", tb / 4 % 4 == 3 ? 2 + tb / 16 % (PF_TP_MAXLAYERS - 1) : 1); /* a quarter: 2 to 4 */
+  pf_fuzz_fit_param(k, &c, "layers");
   const int tied = pf_case_param(&c, "tied") != 0;
   if (dp2) {
     pf_case_set_param(&c, "tp", tp1 || tied ? 1 : 2);
