@@ -28,6 +28,24 @@ int usage_error(const char *fmt, ...) {
   return EXIT_USAGE;
 }
 
+int flags_once(int argc, char **argv, const char *const *valued, const char *const *bare) {
+  const char *seen[64];
+  int nseen = 0;
+  for (int i = 1; i < argc; i++) {
+    int takes = -1; /* 1: a flag with a value, 0: without, -1: not a flag of these */
+    for (int k = 0; valued && valued[k] && takes < 0; k++)
+      if (strcmp(argv[i], valued[k]) == 0) takes = 1;
+    for (int k = 0; bare && bare[k] && takes < 0; k++)
+      if (strcmp(argv[i], bare[k]) == 0) takes = 0;
+    if (takes < 0) continue;
+    for (int j = 0; j < nseen; j++)
+      if (strcmp(seen[j], argv[i]) == 0) return usage_error("%s given twice: give each option once", argv[i]);
+    if (nseen < 64) seen[nseen++] = argv[i];
+    i += takes;
+  }
+  return 0;
+}
+
 /* ---- strict number parsing ---------------------------------------------------------- */
 
 /* Decimal, or hex with 0x: never octal (010 is ten), no sign, no whitespace anywhere. */
@@ -347,6 +365,8 @@ int check_run_opts(const run_opts *o) {
                        (unsigned long long)o->cases);
   if (o->exp_given && o->gen.dist != PF_DIST_LOGUNIFORM)
     return usage_error("--exp-range applies to --dist loguniform only (the distribution is %s)", pf_dist_name(o->gen.dist));
+  if (o->outmag_given && !o->gen.outliers)
+    return usage_error("--outlier-magnitude applies with --outliers N only (none given)");
   if (o->gen.outliers && !(o->gen.outlier_mag > 0))
     return usage_error("--outliers %zu: give their magnitude with --outlier-magnitude M > 0", o->gen.outliers);
   return 0;

@@ -19,6 +19,10 @@
 extern const char *prog;
 /* Prints "precfuzz: MESSAGE" on stderr and returns EXIT_USAGE. */
 int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* For commands that read their flags by hand: 0 when no flag of valued (each takes a value,
+ * skipped) or bare (takes none) appears twice in argv[1..argc-1], else usage_error's 2 naming
+ * it (a flag given twice would silently keep its last value). */
+int flags_once(int argc, char **argv, const char *const *valued, const char *const *bare);
 int parse_u64(const char *s, uint64_t *out); /* 0 on success */
 int parse_real(const char *flag, const char *s, double lo, double hi, double *out);
 int parse_shape(const char *s, const pf_op *op, size_t *shape);
@@ -50,6 +54,7 @@ typedef struct {
   const char *imprecise;      /* --imprecise DTYPE=X,...: the hazard thresholds (already in effect) */
   int mpfr_only;              /* --oracle mpfr (already in effect) */
   int exp_given;              /* --exp-range was given (it applies to --dist loguniform only) */
+  int outmag_given;           /* --outlier-magnitude was given (it applies with --outliers only) */
 } run_opts;
 
 /* After the options: case k of N takes seed + k, which may not pass 2^64 - 1; generator

@@ -286,7 +286,7 @@ pf_status pf_outputs_from_tensors(const pf_case *c, const pf_tensorfile *ts, siz
     if (s >= 0 && pf_stage_dtype(c, &st[s]) != PF_NDTYPES && t->dtype != pf_stage_dtype(c, &st[s]))
       return pf_error(PF_ERR_ARG, "outputs: '%s' is %s, the stage holds %s values", st[s].name, pf_dtype_name(t->dtype),
                       pf_dtype_name(pf_stage_dtype(c, &st[s])));
-    if (s >= 0 && exact_shape) {
+    if (s >= 0 && (exact_shape || t->ndims > 1)) {
       size_t want_shape[PF_MAX_DIMS];
       const int nd = pf_stage_shape(c, &st[s], want_shape);
       int same = nd == t->ndims;

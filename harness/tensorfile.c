@@ -1,3 +1,4 @@
+#define _XOPEN_SOURCE 700 /* realpath, strndup */
 /* Tensor files (tensorfile.h): .npy and safetensors. */
 #include "tensorfile.h"
 
@@ -454,6 +455,33 @@ pf_status pf_write_file_atomic_probe(const char *path) {
   else pf_interrupt_tmp(tmp), close(fd), unlink(tmp), pf_interrupt_tmp(NULL);
   free(tmp);
   return st;
+}
+
+/* path with its directory resolved (realpath), or a copy of it when that cannot be: malloc'd */
+static char *pf_resolved(const char *path) {
+  char *full = realpath(path, NULL);
+  if (full) return full;
+  const char *slash = strrchr(path, '/');
+  char *dir = slash ? strndup(path, (size_t)(slash - path + (slash == path))) : strdup(".");
+  char *rdir = dir ? realpath(dir, NULL) : NULL;
+  free(dir);
+  const char *base = slash ? slash + 1 : path;
+  if (!rdir) return strdup(path);
+  const size_t n = strlen(rdir) + strlen(base) + 2;
+  char *out = malloc(n);
+  if (out) snprintf(out, n, "%s/%s", rdir, base);
+  free(rdir);
+  return out;
+}
+
+int pf_same_file(const char *a, const char *b) {
+  if (!a || !b || strcmp(a, "-") == 0 || strcmp(b, "-") == 0) return 0; /* standard output is no file */
+  struct stat sa, sb;
+  if (stat(a, &sa) == 0 && stat(b, &sb) == 0) return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+  char *ra = pf_resolved(a), *rb = pf_resolved(b);
+  const int same = ra && rb ? strcmp(ra, rb) == 0 : strcmp(a, b) == 0;
+  free(ra), free(rb);
+  return same;
 }
 
 pf_status pf_npy_write(const char *path, const pf_tensor_view *t) {

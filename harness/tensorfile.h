@@ -60,5 +60,9 @@ pf_status pf_write_file_atomic(const char *path, const void *buf, size_t len);
 /* Whether pf_write_file_atomic could write path: a name, not a directory, its temporary file
  * makeable beside it (made and removed). */
 pf_status pf_write_file_atomic_probe(const char *path);
+/* Whether paths a and b name one file (the same inode when both exist; else the same absolute
+ * path, its directory resolved): an output written over an input, or two outputs on one path,
+ * would silently destroy one of them. */
+int pf_same_file(const char *a, const char *b);
 
 #endif

@@ -38,6 +38,10 @@ static int report_main(int argc, char **argv) {
   const char *in = NULL, *out = NULL, *format = "html", *save = NULL, *backend = NULL;
   pf_sweep_opts so;
   pf_sweep_opts_default(&so);
+  static const char *const once[] = {"-i", "-o", "--format", "--save-results", "--cases", "--points", "--seed", "--jobs",
+                                     "--backend", NULL},
+                           *const once_bare[] = {"--quick", NULL};
+  if (flags_once(argc, argv, once, once_bare)) return 2; /* --kernels may repeat: each loads a plugin */
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -81,12 +85,19 @@ static int report_main(int argc, char **argv) {
   }
   if (pf_plugins_load_env()) return usage_error("PRECFUZZ_KERNELS: %s", pf_error_message());
   if (in && save) return usage_error("--save-results: the sweep does not run when -i is given");
+  for (int i = 1; in && i < argc; i++) /* the sweep's settings have no effect on a report read from -i */
+    if (strcmp(argv[i], "--cases") == 0 || strcmp(argv[i], "--points") == 0 || strcmp(argv[i], "--seed") == 0 ||
+        strcmp(argv[i], "--jobs") == 0 || strcmp(argv[i], "--quick") == 0)
+      return usage_error("%s: the sweep does not run when -i is given", argv[i]);
   if (in && backend) return usage_error("--backend: the sweep does not run when -i is given");
   if (!in) {
     const int rc = pf_sweep_backend(&so, backend ? backend : "cpu");
     if (rc) return rc;
   }
   if (!out) out = strcmp(format, "html") == 0 ? "precision-report.html" : "-";
+  /* no output over an input or over the other output: one of them would be lost */
+  if (in && pf_same_file(in, out)) return usage_error("-o %s is the input (-i): write the report elsewhere", out);
+  if (save && pf_same_file(save, out)) return usage_error("--save-results and -o name one file (%s): give each its own", out);
   /* where the page and the results go can be written: said now, not after the sweep */
   if (strcmp(out, "-") != 0 && pf_write_file_atomic_probe(out)) return usage_error("-o: %s", pf_error_message());
   if (save && pf_write_file_atomic_probe(save)) return usage_error("--save-results: %s", pf_error_message());

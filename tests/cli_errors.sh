@@ -286,6 +286,34 @@ n=$((n + 1))
 "$P" run -k loss_scale -v static -t fp16 --param scale0=1 --shape 2x4 --input g:value=65520 --cases 1 2>&1 |
   grep -q "1 of 1 cases outside the contract's domain" || { echo "FAIL: loss_scale g = 65520 at scale 1 is in the domain"; fail=$((fail + 1)); }
 
+# a flag given twice is refused, not the last silently kept (getopt commands, --param and
+# --input by name, the commands that read their flags by hand); the command's own dtype
+# (diff-tp's bf16) gives way to the user's -t without a repeat
+expect2 "--cases given twice" run -k softmax --cases 3 --cases 4
+expect2 "-v (--variant) given twice" run -k softmax -v safe --variant safe
+expect2 "-t (--dtype) given twice" diff-tp -t fp16 -t bf16
+expect2 "--seed given twice" boundary -k softmax --seed 1 --seed 2
+expect2 "--imprecise given twice" diff-variant -k softmax -v safe --imprecise fp16=0.1 --imprecise fp16=0.2
+expect2 "--param tied given twice" diff-tp --param tied=0 --param tied=1
+expect2 "--input x given twice" run -k softmax --input x:value=1 --input x:value=2
+expect2 "--outputs given twice" judge "$T/good.json" --outputs a.npy --outputs b.npy
+expect2 "--json given twice" replay --json --json "$T/good.json"
+expect2 "-o given twice" minimize "$T/good.json" -o "$T/a.json" -o "$T/b.json"
+expect2 "--quick given twice" sweep --quick --quick
+n=$((n + 1))
+"$P" diff-tp -t fp16 -v megatron --cases 1 >/dev/null 2>&1 || { echo "FAIL: diff-tp -t fp16 refused"; fail=$((fail + 1)); }
+# flags that would have no effect
+expect2 "--outlier-magnitude applies with --outliers N only" run -k softmax --outlier-magnitude 8
+expect2 "version: unexpected argument '--bogus'" version --bogus
+# an output over an input, or two outputs on one path: refused before anything is written
+expect2 "--sarif and --junit name one file" run -k softmax --cases 1 --sarif "$T/f.xml" --junit "$T/./f.xml"
+"$P" diff-tp --fault norm-no-dedup --cases 1 --save-findings "$T/mf" >/dev/null 2>&1
+mf=$(ls "$T"/mf/*.json | head -1)
+cp "$mf" "$T/mf.keep"
+expect2 "is the input itself" minimize "$mf" -o "$mf"
+n=$((n + 1))
+cmp -s "$mf" "$T/mf.keep" || { echo "FAIL: minimize -o over its input changed it"; fail=$((fail + 1)); }
+
 # and the good file is fine
 "$P" replay "$T/good.json" >/dev/null 2>&1 || { echo "FAIL: good case did not replay"; fail=$((fail + 1)); }
 echo "cli_errors: $((n - fail)) passed, $fail failed"

@@ -166,6 +166,13 @@ mutate "[c['bias'].update(t_limit=4.5) for c in d['kernels'][$ab]['configs'] if 
 "$R" -i "$T/t45.json" -o "$T/t45.html" >/dev/null 2>&1 && grep -q 'biased at |t| &gt;= 4.5 and' "$T/t45.html" && ok ||
   fail "the bias table's thresholds are not the results' own"
 mutate 'del d["differentials"][0]["faults"][0]["cases_to_find"]' "$T/diff.json"
+# an output over an input or over the other output, a flag twice, a sweep setting with -i: refused
+cp "$T/r.json" "$T/r.keep"
+expect2 "is the input (-i)" -i "$T/r.json" -o "$T/./r.json"
+cmp -s "$T/r.json" "$T/r.keep" && ok || fail "precision-report -o over -i changed the input"
+expect2 "--save-results and -o name one file" --quick --save-results "$T/s.json" -o "$T/s.json"
+expect2 "--cases given twice" --cases 2 --cases 3
+expect2 "--cases: the sweep does not run when -i is given" -i "$T/r.json" --cases 5 -o "$T/c.html"
 expect2 "not valid JSON" -i "$T/trunc.json"
 expect2 "not valid JSON" -i "$T/empty.json"
 expect2 "is not precfuzz-results/2" -i "$T/fmt.json"

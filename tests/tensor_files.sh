@@ -69,6 +69,21 @@ out=$("$P" judge "$D/logits_fp16.values.json" --outputs "$D/softmax_rn.npy" 2>&1
 [ $rc -eq 0 ] && echo "$out" | grep -q "32 of 32 outputs judged against the correctly rounded result within 1 ulp: ok" &&
   echo "$out" | grep -q "max ulps 0," || fail "judge rn -> $rc: $out"
 n=$((n + 1))
+# judge: the outputs transposed (8x4 for the case's 4x8) are refused; flat, in order, taken
+# (the header's shape rewritten: same length, same values in order)
+python3 - "$D/softmax_rn.npy" "$T" <<'PY'
+import struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<H", b[8:10])[0]
+h = b[10:10 + n].decode()
+for name, shape in (("rn_t.npy", "(8, 4)"), ("rn_flat.npy", "(32,)")):
+    g = h.replace("(4, 8)", shape)
+    g = g.rstrip("\n").ljust(n - 1) + "\n"
+    open(f"{sys.argv[2]}/{name}", "wb").write(b[:10] + g.encode() + b[10 + n:])
+PY
+out=$("$P" judge "$D/logits_fp16.values.json" --outputs "$T/rn_t.npy" 2>&1); rc=$?
+[ $rc -eq 2 ] && [ "$(echo "$out" | wc -l)" -eq 1 ] && echo "$out" | grep -q "has shape \[8,4\], the stage's is \[4,8\]" || fail "judge transposed -> $rc: $out"
+out=$("$P" judge "$D/logits_fp16.values.json" --outputs "$T/rn_flat.npy" 2>&1) || fail "judge flat -> $?: $out"
 out=$("$P" judge "$D/logits_fp16.values.json" --outputs "$D/softmax_3ulps.npy" 2>&1); rc=$?
 [ $rc -eq 1 ] && echo "$out" | grep -q ": inaccurate (inaccurate at \[1,2\]: .* 3 ulps, allowed 1;" &&
   echo "$out" | grep -q "reproduce with: [^ ]*precfuzz judge .*softmax_3ulps.npy" || fail "judge 3 ulps -> $rc: $out"

@@ -92,7 +92,9 @@ int pf_cmd_boundary(int argc, char **argv) {
   opterr = 0;
   optind = 1;
   int ch, rc;
+  unsigned char seen[PF_OPT_CODES] = {0};
   while ((ch = getopt_long(argc, argv, ":k:v:t:a:h", longopts, NULL)) != -1) {
+    if (option_once(longopts, ch, seen)) return 2;
     if ((rc = case_option(ch, optarg, &o, &shape_arg, &backend)) >= 0) {
       if (rc) return rc;
       continue;

@@ -55,6 +55,8 @@ int case_option(int ch, char *arg, run_opts *o, const char **shape_arg, const ch
       if (!eq || eq == arg || !eq[1]) return usage_error("--param: '%s' is not NAME=VALUE", arg);
       if (o->nparams == PF_MAX_PARAMS) return usage_error("--param: more than %d parameters", PF_MAX_PARAMS);
       *eq = 0;
+      for (int i = 0; i < o->nparams; i++)
+        if (strcmp(o->param_name[i], arg) == 0) return usage_error("--param %s given twice: give each parameter once", arg);
       o->param_name[o->nparams] = arg;
       o->param_value[o->nparams++] = eq + 1;
       break;
@@ -65,6 +67,7 @@ int case_option(int ch, char *arg, run_opts *o, const char **shape_arg, const ch
       break;
     case O_OUTMAG:
       if ((rc = parse_real("--outlier-magnitude", arg, 0, 0x1p1000, &o->gen.outlier_mag))) return rc;
+      o->outmag_given = 1;
       break;
     case O_SPECIAL:
       if ((rc = parse_real("--special-rate", arg, 0, 1, &o->gen.special_rate))) return rc;
@@ -106,12 +109,28 @@ int case_option(int ch, char *arg, run_opts *o, const char **shape_arg, const ch
     }
     case O_INPUT:
       if (o->ninput_specs == 16) return usage_error("--input: more than 16 given");
+      for (int i = 0; i < o->ninput_specs; i++) { /* NAME:... : each input once */
+        const size_t a = strcspn(arg, ":"), b = strcspn(o->input_spec[i], ":");
+        if (a == b && strncmp(arg, o->input_spec[i], a) == 0)
+          return usage_error("--input %.*s given twice: give each input once", (int)(a < 64 ? a : 64), arg);
+      }
       o->input_spec[o->ninput_specs++] = arg;
       break;
   default: return -1;
   }
   return 0;
 }
+int option_once(const struct option *longopts, int ch, unsigned char *seen) {
+  if (ch < 0 || ch >= PF_OPT_CODES || ch == 'h' || ch == ':' || ch == '?' || ch == O_PARAM || ch == O_INPUT) return 0;
+  if (!seen[ch]++) return 0;
+  const char *name = NULL;
+  for (const struct option *lo = longopts; lo->name; lo++)
+    if (lo->val == ch) name = lo->name;
+  if (ch < 256 && name) return usage_error("-%c (--%s) given twice: give each option once", ch, name);
+  if (name) return usage_error("--%s given twice: give each option once", name);
+  return usage_error("-%c given twice: give each option once", ch);
+}
+
 int parse_threads(const char *arg) {
   uint64_t u;
   if (parse_u64(arg, &u) || u > PF_MAX_THREADS)

@@ -27,6 +27,13 @@ enum { O_SHAPE = 256, O_SCALE, O_DIST, O_SEED, O_CASES, O_FAULT, O_BACKEND, O_JS
       {"oracle", required_argument, 0, O_ORACLE}, {"threads", required_argument, 0, O_THREADS},            \
       {"max-case-seconds", required_argument, 0, O_MAXSECS}, {"help", no_argument, 0, 'h'}
 
+/* Each flag at most once: 0 the first time ch (a getopt_long value) is seen, else 2 after one
+ * line naming the flag (the last of two values silently kept would be a silent default).
+ * --param and --input may repeat with different names (case_option checks the names); -h,
+ * ':' and '?' are not counted. seen: zeroed by the caller, PF_OPT_CODES entries. */
+#define PF_OPT_CODES 1100
+int option_once(const struct option *longopts, int ch, unsigned char *seen);
+
 /* --threads N: threads judging one large case (0: one per processor); 0, or usage_error's 2 */
 int parse_threads(const char *arg);
 /* Returns 0 when handled, an exit status on a bad value, -1 when ch is not a shared option. */

@@ -75,7 +75,9 @@ static int diff(int argc, char **argv, int by_variant) {
   opterr = 0;
   optind = 1;
   int ch, rc;
+  unsigned char seen[PF_OPT_CODES] = {0};
   while ((ch = getopt_long(argc, argv, ":k:v:t:a:h", longopts, NULL)) != -1) {
+    if (option_once(longopts, ch, seen)) return 2;
     have_t |= ch == 't', have_a |= ch == 'a';
     if (ch == 'h') {
       help(by_variant);

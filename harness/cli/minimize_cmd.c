@@ -1,5 +1,6 @@
 /* precfuzz minimize: the command around the minimizer (harness/minimize.h). */
 #include "harness/cli/minimize_cmd.h"
+#include "harness/caseopts.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -33,6 +34,8 @@ static void pf_min_help(void) {
 
 int pf_cmd_minimize(int argc, char **argv) {
   const char *in = NULL, *outp = NULL, *driver = NULL, *fault = NULL;
+  static const char *const valued[] = {"-o", "--driver", "--fault", NULL};
+  if (flags_once(argc, argv, valued, NULL)) return 2;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
       pf_min_help();
@@ -52,6 +55,8 @@ int pf_cmd_minimize(int argc, char **argv) {
     in = argv[i];
   }
   if (!in) return pf_min_usage("minimize: no FILE given (see precfuzz minimize --help)%s%s", "", "");
+  if (outp && pf_same_file(in, outp)) /* the finding itself would be lost */
+    return pf_min_usage("minimize: -o %s is the input itself: write the minimized case elsewhere%s", outp, "");
   pf_case c;
   char what[128];
   if (pf_load_input(in, driver, fault, &c, what, sizeof what)) {

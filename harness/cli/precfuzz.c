@@ -696,7 +696,9 @@ static int cmd_run(int argc, char **argv) {
   opterr = 0;
   optind = 1;
   int ch, rc;
+  unsigned char seen[PF_OPT_CODES] = {0};
   while ((ch = getopt_long(argc, argv, ":k:v:t:a:h", longopts, NULL)) != -1) {
+    if (option_once(longopts, ch, seen)) return 2;
     if ((rc = case_option(ch, optarg, &o, &shape_arg, &backend)) >= 0) {
       if (rc) return rc;
       continue;
@@ -741,6 +743,10 @@ static int cmd_run(int argc, char **argv) {
     return usage_error("PRECFUZZ_PROGRESS: '%s' is not 0 or 1", pv);
   }
   o.progress = pv ? *pv == '1' : -1;
+  if (sarif && junit && pf_same_file(sarif, junit)) { /* the second would overwrite the first */
+    free_input_files(&o);
+    return usage_error("--sarif and --junit name one file (%s): give each its own", junit);
+  }
   if (sarif) {
     if (pf_write_file_atomic_probe(sarif)) {
       free_input_files(&o);
@@ -842,6 +848,8 @@ static void print_help_replay(void) {
 static int cmd_replay(int argc, char **argv) {
   int json = 0, nfiles = 0, backend = PF_BACKEND_CPU;
   const char *driver = NULL, *fault = NULL, *backend_arg = "cpu";
+  static const char *const valued[] = {"--driver", "--fault", "--backend", NULL}, *const bare[] = {"--json", NULL};
+  if (flags_once(argc, argv, valued, bare)) return 2;
   const char **files = calloc((size_t)argc, sizeof(char *));
   if (!files) return usage_error("replay: out of memory");
   for (int i = 1; i < argc; i++) {
@@ -949,6 +957,9 @@ static int cmd_judge(int argc, char **argv) {
   const char *case_path = NULL, *outputs = NULL, *tensor = NULL, *like_name = NULL;
   long ulps = -1;
   int json = 0;
+  static const char *const valued[] = {"--outputs", "--tensor", "--like", "--ulps", "--threads", NULL},
+                           *const bare[] = {"--json", NULL};
+  if (flags_once(argc, argv, valued, bare)) return 2;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) { print_help_judge(); return 0; }
@@ -1086,7 +1097,10 @@ static int cmd_op_command(const pf_op *op, int argc, char **argv) {
   args[n++] = argv[0];
   args[n++] = "-k";
   args[n++] = (char *)op->name;
-  if (op->command_dtype) {
+  int dtype_given = 0; /* the command's dtype unless the user gives one (-t twice is refused) */
+  for (int i = 1; i < argc; i++)
+    dtype_given |= strncmp(argv[i], "-t", 2) == 0 || strncmp(argv[i], "--dtype", 7) == 0;
+  if (op->command_dtype && !dtype_given) {
     args[n++] = "-t";
     args[n++] = (char *)op->command_dtype;
   }
@@ -1145,6 +1159,7 @@ static int precfuzz_main(int argc, char **argv) {
     return 0;
   }
   if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
+    if (argc > 2) return usage_error("version: unexpected argument '%s' (it takes none)", argv[2]);
     printf("precfuzz %s (MPFR %s, GMP %s, cJSON %s)\n", PF_VERSION, mpfr_get_version(), gmp_version, cJSON_Version());
     return 0;
   }

@@ -43,6 +43,9 @@ int pf_cmd_sweep(int argc, char **argv) {
   pf_sweep_opts o;
   pf_sweep_opts_default(&o);
   const char *out = "results.json", *backend = "cpu";
+  static const char *const valued[] = {"-o", "--cases", "--points", "--seed", "--jobs", "--kernel", "--backend", NULL},
+                           *const bare[] = {"--quick", NULL};
+  if (flags_once(argc, argv, valued, bare)) return 2;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
