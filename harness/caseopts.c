@@ -120,6 +120,18 @@ int apply_params(pf_case *c, const run_opts *o) {
       double v;
       if (pf_parse_double(o->param_value[i], &v))
         return usage_error("--param %s: '%s' is not a number", d->name, o->param_value[i]);
+      if (d->held && isfinite(v) && !pf_dtype_holds((pf_dtype)(d->held - 1), v)) {
+        /* a decimal the frameworks hold in fp32 (label_smoothing=0.1): rounded to nearest as
+         * torch's float(x) -> fp32 does; said once, and the replay line carries the bits */
+        const double r = pf_round((pf_dtype)(d->held - 1), v);
+        char hx[40];
+        pf_hexfloat(hx, r);
+        static const char *said[PF_MAX_PARAMS]; /* apply_params runs per case: say it once */
+        if (said[i] != o->param_value[i] && (said[i] = o->param_value[i]))
+          fprintf(stderr, "%s: --param %s=%s taken as the %s value %s (%.9g), as the frameworks hold it\n", prog, d->name,
+                o->param_value[i], pf_dtype_name((pf_dtype)(d->held - 1)), hx, r);
+        v = r;
+      }
       c->params[p] = v;
     }
   }
