@@ -20,8 +20,8 @@ out=$("$B/adam_fuzzer" -max_total_time=1 -seed=2 "$C/adam_fuzzer" 2>&1) && echo 
 # the fault from one seed file, twice: the same crash file, and its replay line gives the verdict
 mkdir -p "$T/one" "$T/a" "$T/b"
 cp "$(ls "$C"/softmax_fuzzer/* | sort | head -1)" "$T/one/"
-for d in a b; do
-  (cd "$T/$d" && PF_FINDINGS_DIR="$T/$d" PF_FUZZ_FAULT=softmax-no-max "$B/softmax_fuzzer" -runs=100000 -seed=5 \
+for d in a b; do # a with PF_FUZZ_STATS=1: its statistics printed when the finding stops it
+  (cd "$T/$d" && PF_FUZZ_STATS=$([ $d = a ] && echo 1) PF_FINDINGS_DIR="$T/$d" PF_FUZZ_FAULT=softmax-no-max "$B/softmax_fuzzer" -runs=100000 -seed=5 \
     -artifact_prefix="$T/$d/" "$T/one" >"$T/$d.log" 2>&1) 2>/dev/null # the shell's "Aborted"
 done
 n=$((n + 1))
@@ -36,6 +36,8 @@ out=$(${line} 2>&1); rc=$?
 [ $rc -eq 1 ] && echo "$out" | grep -q ": overflow (" || fail "replaying the saved input -> exit $rc: $out"
 n=$((n + 1))
 grep -q "^precfuzz finding: softmax_fuzzer .* fault softmax-no-max: overflow" "$T/a.log" || fail "no finding line: $(cat "$T/a.log")"
+n=$((n + 1))
+grep -q "^precfuzz stats: [1-9][0-9]* cases judged inside the domain" "$T/a.log" || fail "PF_FUZZ_STATS=1 printed nothing at the finding"
 
 # an artifact prefix that cannot be written to is said, not passed over
 n=$((n + 1))

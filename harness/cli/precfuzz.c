@@ -842,7 +842,9 @@ static void print_help_replay(void) {
          "with the fault of --fault, that directory or $PF_FUZZ_FAULT. A case with \"expect\" (a regression)\n"
          "passes when its verdict equals the expected one; otherwise a finding fails. --json writes\n"
          "what run --json writes (each case with its \"file\" and \"as_expected\").\n"
-         "Exit status: 0 all as expected (or no finding), 1 otherwise, 2 bad usage or input.\n");
+         "Exit status: 0 every case as its file expects: a saved finding (its file expects its verdict)\n"
+         "that still reproduces is 0, a case without \"expect\" must find nothing; 1 a verdict other than\n"
+         "expected (a saved finding that no longer reproduces included); 2 bad usage or input.\n");
 }
 
 static int cmd_replay(int argc, char **argv) {
@@ -920,7 +922,9 @@ static int cmd_replay(int argc, char **argv) {
       if (r.cmp.verdict != PF_V_OK) pf_run_describe(&c, &r, d, sizeof d);
       printf("%s: %s/%s %s/%s: %s%s%s%s%s\n", file, c.kernel, c.variant, pf_dtype_name(c.dtype),
              pf_dtype_name(c.accum), got, d[0] ? " (" : "", d, d[0] ? ")" : "",
-             c.expect[0] ? (ok ? " [as expected]" : " [EXPECTED DIFFERENT VERDICT]") : "");
+             c.expect[0] ? (ok ? (pf_verdict_is_finding(r.cmp.verdict) ? " [as expected]: it reproduces" : " [as expected]")
+                               : " [EXPECTED DIFFERENT VERDICT]")
+                         : "");
       if (c.expect[0] && !ok) printf("  expected %s\n", c.expect);
       if (!r.in_domain && pf_verdict_is_finding(r.cmp.verdict))
         printf("  outside the contract's domain (the fuzz drivers do not report it): %s\n", r.why);

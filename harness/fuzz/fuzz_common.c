@@ -260,6 +260,7 @@ void pf_fuzz_run_case(const char *driver, pf_case *c) {
             pf_dtype_name(c->dtype), pf_dtype_name(c->accum), shape, c->fault[0] ? " fault " : "", c->fault, d);
     fprintf(stderr, "reproduce with: %s%s replay %s\n", pf_self(), pf_plugins_flags(), saved ? path : "(could not save the case)");
     free(json);
+    if (stats) pf_fuzz_stats(); /* abort() runs no atexit handler: the statistics up to the finding */
     abort();
   }
   pf_run_free(&r);
