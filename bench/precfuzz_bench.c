@@ -159,6 +159,13 @@ static int bench_run(const pf_bench_case *b, const pf_case *c, const pf_oracle_o
 
 int main(int argc, char **argv) {
   int reps = 3;
+  if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+    printf("usage: precfuzz-bench [REPEATS [KERNEL]]\n\n"
+           "What a case costs (kernel, fast oracle, MPFR oracle, a binary64 loop) for the shapes\n"
+           "docs/oracle.md quotes: the median of REPEATS runs (default 3, at most 100), every kernel or\n"
+           "KERNEL's alone. Prints figures; asserts nothing.\n");
+    return 0;
+  }
   const char *only = argc == 3 ? argv[2] : NULL;
   if (argc > 3 || (only && !pf_op_find(only))) {
     fprintf(stderr, "precfuzz-bench: usage: precfuzz-bench [REPEATS [KERNEL]]%s\n", argc == 3 ? " (KERNEL: see precfuzz list)" : "");

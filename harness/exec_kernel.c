@@ -244,14 +244,28 @@ static pf_status pf_frame_read(pf_proc *p, double deadline, size_t max_bytes, pf
   }
   const size_t hl = (size_t)h8[4] | (size_t)h8[5] << 8 | (size_t)h8[6] << 16 | (size_t)h8[7] << 24;
   if (!hl || hl > PF_EXEC_MAX_HEADER) return pf_proc_broke(p, when, "a header of 0 bytes or over 16 MiB");
-  char *h = malloc(hl);
+  char *h = malloc(hl + 1);
   if (!h) return pf_error(PF_ERR_NOMEM, "out of memory");
   if ((st = pf_proc_read(p, h, hl, deadline, when))) {
     free(h);
     return st;
   }
-  f->head = cJSON_ParseWithLength(h, hl);
+  h[hl] = 0;
+  /* read as strictly as a case file: no NUL, no data after the value, no key twice, no NUL
+   * inside a string ("ok\u0000evil" would register as "ok") */
+  if (strlen(h) != hl) {
+    free(h);
+    return pf_proc_broke(p, when, "the header holds a NUL byte");
+  }
+  cJSON *head = NULL;
+  if (pf_json_parse_strict(h, "the header", &head)) {
+    free(h);
+    char why[300];
+    snprintf(why, sizeof why, "%s", pf_error_message());
+    return pf_proc_broke(p, when, why);
+  }
   free(h);
+  f->head = head;
   if (!cJSON_IsObject(f->head)) {
     pf_frame_free(f);
     return pf_proc_broke(p, when, "the header is not a JSON object");
@@ -434,8 +448,8 @@ static pf_status pf_proc_start(pf_proc *p) {
   return PF_OK;
 }
 
-static int pf_variant_name_ok(const char *s) {
-  if (!s || !*s || strlen(s) >= 64 || *s == '-') return 0;
+static int pf_variant_name_ok(const char *s) { /* what a case's variant and fault hold: PF_NAME_LEN - 1 */
+  if (!s || !*s || strlen(s) >= PF_NAME_LEN || *s == '-') return 0;
   for (; *s; s++)
     if (!isalnum((unsigned char)*s) && !strchr("._+-", *s)) return 0;
   return 1;
@@ -556,7 +570,7 @@ static pf_status pf_hello_faults(pf_exec_kernel *ek, const cJSON *faults, const 
     const cJSON *e;
     cJSON_ArrayForEach(e, faults) {
       if (!cJSON_IsString(e) || !pf_variant_name_ok(e->valuestring))
-        return pf_error(PF_ERR_ARG, "%s: fault %d is not 1 to 63 letters, digits or ._+- (not starting with -)", who, n);
+        return pf_error(PF_ERR_ARG, "%s: fault %d is not 1 to 47 letters, digits or ._+- (not starting with -)", who, n);
       for (int j = 0; j < n; j++)
         if (!strcmp(ek->fault_names[j], e->valuestring)) return pf_error(PF_ERR_ARG, "%s: fault '%s' named twice", who, e->valuestring);
       snprintf(ek->fault_names[n], sizeof ek->fault_names[n], "%s", e->valuestring);
@@ -595,7 +609,7 @@ static pf_status pf_hello_register(pf_proc *p, const cJSON *kernels) {
     if (!cJSON_IsString(op) || !cJSON_IsString(var) || !cJSON_IsString(like))
       return pf_error(PF_ERR_ARG, "%s needs \"op\", \"variant\" and \"like\" (strings)", who);
     if (!pf_variant_name_ok(var->valuestring))
-      return pf_error(PF_ERR_ARG, "%s: variant '%.80s' is not 1 to 63 letters, digits or ._+- (not starting with -)", who,
+      return pf_error(PF_ERR_ARG, "%s: variant '%.80s' is not 1 to 47 letters, digits or ._+- (not starting with -)", who,
                       var->valuestring);
     if (sum && (!cJSON_IsString(sum) || strlen(sum->valuestring) >= sizeof pf_ek[0].summary))
       return pf_error(PF_ERR_ARG, "%s: \"summary\" is not a string of at most %zu characters", who, sizeof pf_ek[0].summary - 1);

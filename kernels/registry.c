@@ -37,9 +37,10 @@ static void pf_register_builtins(void) {
     for (size_t i = 0; pf_builtin_tables[t][i]; i++) pf_kernel_register(pf_builtin_tables[t][i]);
 }
 
-/* A name that may go into a file path and a command line: 1 to 64 of [A-Za-z0-9._-]. */
+/* A name that may go into a file path and a command line: 1 to PF_NAME_LEN - 1 (47, what a
+ * case holds) of [A-Za-z0-9._-]. */
 static int pf_name_ok(const char *s) {
-  if (!s || !*s || strlen(s) > 64) return 0;
+  if (!s || !*s || strlen(s) >= PF_NAME_LEN) return 0;
   for (; *s; s++)
     if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || strchr("._-", *s)))
       return 0;
@@ -51,8 +52,8 @@ static int pf_name_ok(const char *s) {
 static pf_status pf_kernel_check(const pf_kernel *k) {
   const pf_op *op = k->op;
 #define PF_BAD(...) return pf_error(PF_ERR_ARG, "kernel registration: " __VA_ARGS__)
-  if (!pf_name_ok(op->name)) PF_BAD("op name must be 1 to 64 of A-Z a-z 0-9 . _ -");
-  if (!pf_name_ok(k->variant)) PF_BAD("%s: variant name must be 1 to 64 of A-Z a-z 0-9 . _ -", op->name);
+  if (!pf_name_ok(op->name)) PF_BAD("op name must be 1 to %d of A-Z a-z 0-9 . _ -", PF_NAME_LEN - 1);
+  if (!pf_name_ok(k->variant)) PF_BAD("%s: variant name must be 1 to %d of A-Z a-z 0-9 . _ -", op->name, PF_NAME_LEN - 1);
   if (!op->summary || !k->summary) PF_BAD("%s/%s: summary is NULL", op->name, k->variant);
   if (op->ndims < 1 || op->ndims > PF_MAX_DIMS) PF_BAD("%s: ndims %d is not in [1, %d]", op->name, op->ndims, PF_MAX_DIMS);
   if (!op->dim_names) PF_BAD("%s: dim_names is NULL", op->name);

@@ -124,7 +124,12 @@ check "no such command" "$P" --kernels "exec:/nonexistent/kernel" list
 expect2 "the kernel process exited with status 4 before its hello" "$P" --kernels "$K no-hello" list
 expect2 "kernel 0 of the hello: no operation 'no-such-op'" "$P" --kernels "$K bad-hello" list
 expect2 "kernel 0 of the hello: unknown key 'dtype' (op, variant, like, summary, dtypes, accums, params, faults)" "$P" --kernels "$K typo-hello" list
-expect2 "kernel softmax/np-softmax: fault 1 is not 1 to 63 letters, digits or ._+- (not starting with -)" "$P" --kernels "$K bad-faults 1" list
+# the protocol's reader is as strict as the case-file reader
+expect2 "variant 'vvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvv' is not 1 to 47 letters" "$P" --kernels "$K lax-hello 1" list
+expect2 "before its hello: the header: a string holds a NUL character" "$P" --kernels "$K lax-hello 2" list
+expect2 "before its hello: the header: data after the JSON value" "$P" --kernels "$K lax-hello 3" list
+expect2 "before its hello: the header: field 'type' is given twice in one object" "$P" --kernels "$K lax-hello 4" list
+expect2 "kernel softmax/np-softmax: fault 1 is not 1 to 47 letters, digits or ._+- (not starting with -)" "$P" --kernels "$K bad-faults 1" list
 expect2 "kernel softmax/np-softmax: fault 'twice' named twice" "$P" --kernels "$K bad-faults 2" list
 expect2 "kernel softmax/np-softmax: \"faults\" is not a list of at most 16 names" "$P" --kernels "$K bad-faults 3" list
 expect2 "diff-variant: no dtype and accumulation of those given to compare" "$P" --kernels "$K" diff-variant -k softmax -v np-naive -t bf16

@@ -76,9 +76,10 @@ expect2 "pf_plugin_init failed: this library refuses to register" "$P" --kernels
 expect2 "softmax-copy/broken: summary is NULL" "$P" --kernels "$L/bad_plugin_table1.so" list
 expect2 "softmax-copy: ndims 99 is not in [1, 5]" "$P" --kernels "$L/bad_plugin_table2.so" list
 expect2 "softmax-copy: input_count, output_count and oracle are required" "$P" --kernels "$L/bad_plugin_table3.so" list
-expect2 "op name must be 1 to 64 of" "$P" --kernels "$L/bad_plugin_table4.so" list
-expect2 "softmax-copy: variant name must be 1 to 64 of" "$P" --kernels "$L/bad_plugin_table5.so" list
-expect2 "softmax-copy: variant name must be 1 to 64 of" "$P" --kernels "$L/bad_plugin_table6.so" list
+expect2 "op name must be 1 to 47 of" "$P" --kernels "$L/bad_plugin_table4.so" list
+expect2 "softmax-copy: variant name must be 1 to 47 of" "$P" --kernels "$L/bad_plugin_table5.so" list
+expect2 "softmax-copy: variant name must be 1 to 47 of" "$P" --kernels "$L/bad_plugin_table6.so" list
+expect2 "softmax-copy: variant name must be 1 to 47 of" "$P" --kernels "$L/bad_plugin_table10.so" list
 expect2 "op 'softmax' is already registered, with another table" "$P" --kernels "$L/bad_plugin_table7.so" list
 expect2 "softmax-copy/broken: dtypes 0x0" "$P" --kernels "$L/bad_plugin_table8.so" list
 expect2 "softmax-copy: input_count, output_count and oracle are required" "$P" --kernels "$L/bad_plugin_table9.so" list

@@ -1153,9 +1153,9 @@ static int precfuzz_main(int argc, char **argv) {
     argc -= 2, argv += 2;
   }
   if (pf_plugins_load_env()) return usage_error("PRECFUZZ_KERNELS: %s", pf_error_message());
-  if (argc < 2) {
-    print_help();
-    return EXIT_USAGE;
+  if (argc < 2) { /* bad usage: one line on stderr, as every other (the help is --help's) */
+    return usage_error("no command given (list, run, replay, judge, diff-backend, diff-variant, boundary, sweep, minimize, "
+                       "version; see precfuzz --help)");
   }
   const char *cmd = argv[1];
   if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {

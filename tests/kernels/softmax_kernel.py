@@ -17,6 +17,8 @@ misbehaves on purpose:
   bad-hello     a hello whose kernel names no operation
   no-hello      exits before saying hello
   typo-hello    a hello whose kernel says "dtype" for "dtypes"
+  lax-hello N   a hello the strict reader refuses: 1 a variant of 48 characters (a case holds 47),
+                2 a NUL inside the variant's name, 3 data after the header's JSON, 4 a key twice
   bad-faults N  a hello whose fault switches are malformed: 1 a name starting with '-', 2 one
                 name twice, 3 not a list
   chaos N       answers case k with malformed answer number (k + N) % 18: wrong types, ids,
@@ -154,6 +156,12 @@ elif mode == "bad-faults":
               faults={1: ["ok", "-bad"], 2: ["twice", "twice"], 3: ["x"]}[at])(kernel)
     if at == 3:
         pk._kernels["np-softmax"][0]["faults"] = "x"
+elif mode == "lax-hello":
+    name = {1: "v" * 48, 2: "ok\u0000evil"}.get(at, "np-softmax")
+    pk.kernel("softmax", variant=name, like="safe")(kernel)
+    if at in (3, 4):  # the header's text as written, then spoiled
+        _dumps = pk.json.dumps
+        pk.json.dumps = lambda o, **k: _dumps(o, **k) + " x" if at == 3 else '{"type": "hello", ' + _dumps(o, **k)[1:]
 elif mode == "typo-hello":
     pk.kernel("softmax", variant="np-softmax", like="safe")(kernel)
     pk._kernels["np-softmax"][0]["dtype"] = ["fp32"]
