@@ -195,8 +195,12 @@ struct pf_kernel {
 #define PF_DT(t) (1u << (t))
 #define PF_ACCUM_STORAGE (1u << 31)
 
-/* The registry. Built-in kernels are registered on first use. */
+/* The registry. Built-in kernels are registered on first use. A plugin's kernel is copied
+ * (its struct, variant and summary: the plugin may register one from its stack); the op and
+ * the tables it points to must live as long as the process. */
 pf_status pf_kernel_register(const pf_kernel *k);
+/* Whether pf_kernel_register copies what it is given (harness/plugin.c, around pf_plugin_init). */
+void pf_kernel_register_copies(int on);
 size_t pf_kernel_count(void);
 const pf_kernel *pf_kernel_at(size_t i);
 const pf_kernel *pf_kernel_find(const char *op, const char *variant);

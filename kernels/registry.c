@@ -1,5 +1,6 @@
 /* The kernel registry: built-in kernels first, then any registered at run time. */
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "kernels/kernel.h"
@@ -84,6 +85,15 @@ static pf_status pf_kernel_check(const pf_kernel *k) {
   return PF_OK;
 }
 
+/* plugins' kernels, copied: the registry does not keep a pointer into a plugin's stack */
+static int pf_copying;
+static struct {
+  pf_kernel k;
+  char variant[PF_NAME_LEN], summary[512];
+} pf_copies[PF_MAX_KERNELS];
+static size_t pf_ncopies;
+void pf_kernel_register_copies(int on) { pf_copying = on; }
+
 pf_status pf_kernel_register(const pf_kernel *k) {
   pf_register_builtins();
   if (!k || k->abi != PF_KERNEL_ABI || !k->op || !k->variant || !k->run_cpu || !k->bound || !k->in_domain)
@@ -94,6 +104,17 @@ pf_status pf_kernel_register(const pf_kernel *k) {
   if (pf_kernel_find(k->op->name, k->variant))
     return pf_error(PF_ERR_ARG, "kernel %s/%s is already registered", k->op->name, k->variant);
   if (pf_nregistry == PF_MAX_KERNELS) return pf_error(PF_ERR_NOMEM, "kernel registry full");
+  if (pf_copying) {
+    if (strlen(k->summary) >= sizeof pf_copies[0].summary)
+      return pf_error(PF_ERR_ARG, "kernel registration: %s/%s: summary over %zu characters", k->op->name, k->variant,
+                      sizeof pf_copies[0].summary - 1);
+    __typeof__(pf_copies[0]) *c = &pf_copies[pf_ncopies++];
+    c->k = *k;
+    snprintf(c->variant, sizeof c->variant, "%s", k->variant);
+    snprintf(c->summary, sizeof c->summary, "%s", k->summary);
+    c->k.variant = c->variant, c->k.summary = c->summary;
+    k = &c->k;
+  }
   pf_registry[pf_nregistry++] = k;
   return PF_OK;
 }

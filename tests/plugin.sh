@@ -72,6 +72,12 @@ expect2 "has no pf_plugin_init" "$P" --kernels "$L/bad_plugin_no_init.so" list
 expect2 "registered no kernel" "$P" --kernels "$L/bad_plugin_empty.so" list
 expect2 "pf_plugin_init failed: kernel registration: incomplete kernel or ABI 99 (expected 6)" "$P" --kernels "$L/bad_plugin_abi.so" list
 expect2 "pf_plugin_init failed: this library refuses to register" "$P" --kernels "$L/bad_plugin_fails.so" list
+# a kernel registered from the init's stack frame: the registry keeps its own copy
+n=$((n + 1))
+out=$("$P" --kernels "$L/bad_plugin_stack.so" run -k softmax -v from-stack --cases 5 2>&1) &&
+  echo "$out" | grep -q "^softmax/from-stack fp16/fp32: 5 cases (seeds 1..5): ok 5" &&
+  "$P" --kernels "$L/bad_plugin_stack.so" list | grep -q "from-stack .*softmax/safe registered from a stack frame" ||
+  fail "a kernel registered from the stack: $out"
 # tables with one field wrong: refused at registration, naming the field (they crashed list or run)
 expect2 "softmax-copy/broken: summary is NULL" "$P" --kernels "$L/bad_plugin_table1.so" list
 expect2 "softmax-copy: ndims 99 is not in [1, 5]" "$P" --kernels "$L/bad_plugin_table2.so" list
