@@ -4,6 +4,7 @@
 #include <cjson/cJSON.h>
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -725,12 +726,19 @@ pf_status pf_case_from_json(pf_case *c, const char *text, const char *what) {
 
 /* Reads a whole file; NUL bytes inside make it not JSON. */
 pf_status pf_read_file(const char *path, char **out, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return pf_error(PF_ERR_IO, "%s: cannot open (%s)", path, strerror(errno));
-  struct stat sb; /* not a device or a pipe: /dev/zero would fill memory, a FIFO would block */
-  if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
-    fclose(f);
+  /* opened without blocking (a FIFO's open would wait for a writer forever), then refused
+   * unless a regular file: /dev/zero would fill memory, a FIFO would block */
+  const int fd = open(path, O_RDONLY | O_NONBLOCK);
+  if (fd < 0) return pf_error(PF_ERR_IO, "%s: cannot open (%s)", path, strerror(errno));
+  struct stat sb;
+  if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    close(fd);
     return pf_error(PF_ERR_IO, "%s: not a regular file", path);
+  }
+  FILE *f = fdopen(fd, "rb");
+  if (!f) {
+    close(fd);
+    return pf_error(PF_ERR_IO, "%s: cannot open (%s)", path, strerror(errno));
   }
   size_t cap = 1 << 16, n = 0;
   char *buf = malloc(cap + 1);

@@ -326,6 +326,13 @@ if [ $rc -ne 0 ] || [ "$(grep -c 'label_smoothing=0.1 taken as the fp32 value 0x
   echo "FAIL: --param label_smoothing=0.1 -> $rc: $(head -3 "$T/err")"; fail=$((fail + 1))
 fi
 
+# a named pipe or a device as a file: refused at once (a FIFO's open would wait for a writer)
+mkfifo "$T/pipe.npy"
+n=$((n + 1))
+out=$(timeout 10 "$P" run -k softmax --input x:file="$T/pipe.npy" --cases 1 2>&1); rc=$?
+[ $rc -eq 2 ] && echo "$out" | grep -q "pipe.npy: not a regular file" || { echo "FAIL: a FIFO as a tensor file -> $rc: $out"; fail=$((fail + 1)); }
+expect2 "not a regular file" replay /dev/zero
+
 # and the good file is fine
 "$P" replay "$T/good.json" >/dev/null 2>&1 || { echo "FAIL: good case did not replay"; fail=$((fail + 1)); }
 echo "cli_errors: $((n - fail)) passed, $fail failed"
