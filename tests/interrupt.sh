@@ -12,12 +12,12 @@ trap 'rm -rf "$T"' EXIT
 . "$(dirname "$0")/check.sh"
 ok() { n=$((n + 1)); }
 
-# interrupt CMD...: starts it, lets it work, sends SIGINT; its exit status in $rc
+# interrupt CMD...: starts it, lets it work, sends SIGINT ($SIG: another); its exit status in $rc
 interrupt() {
   "$@" >"$T/out" 2>"$T/err" &
   local pid=$!
   sleep 2
-  kill -INT "$pid"
+  kill -"${SIG:-INT}" "$pid"
   wait "$pid"
   rc=$?
 }
@@ -34,6 +34,12 @@ python3 -c '
 import json, sys
 d = json.load(open(sys.argv[1]))
 assert d["interrupted"] is True and len(d["cases"]) > 0, d.keys()' "$T/out" && ok || fail "run --json after Ctrl-C is not whole JSON saying so"
+grep -qE '^precfuzz: interrupted \(Ctrl-C\) after [0-9]+ of 1000000 cases of attention/flash$' "$T/err" && ok ||
+  fail "run --json: no 'interrupted after' line on stderr: $(cat "$T/err")"
+# SIGTERM as Ctrl-C, its status 128 + 15
+SIG=TERM interrupt "$P" "${long[@]}" --json
+[ $rc -eq 143 ] && grep -qE '^precfuzz: interrupted \(SIGTERM\) after [0-9]+ of 1000000 cases' "$T/err" && ok ||
+  fail "run --json: SIGTERM -> exit $rc (want 143): $(cat "$T/err")"
 
 printf 'old results\n' >"$T/results.json"
 interrupt "$P" sweep -o "$T/results.json"

@@ -650,6 +650,10 @@ static int run_variant(const pf_kernel *k, const run_opts *o, run_json *jcases, 
   if (progress.on && done < o->cases) fprintf(stderr, "\r\033[K"); /* interrupted: the line cleared */
   if (o->junit && done) junit_suite_end(o->junit, k, o);
   if (!jcases && !done) return 0; /* interrupted before this variant began */
+  if (jcases && done < o->cases) /* the JSON says "interrupted"; the line goes where a person reads */
+    fprintf(stderr, "%s: interrupted (%s) after %llu of %llu cases of %s/%s\n", prog,
+            pf_interrupted() == SIGTERM ? "SIGTERM" : "Ctrl-C", (unsigned long long)done, (unsigned long long)o->cases,
+            k->op->name, k->variant);
   if (!jcases) {
     if (done < o->cases)
       printf("interrupted (%s) after %llu of %llu cases\n", pf_interrupted() == SIGTERM ? "SIGTERM" : "Ctrl-C",
