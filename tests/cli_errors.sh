@@ -333,6 +333,16 @@ out=$(timeout 10 "$P" run -k softmax --input x:file="$T/pipe.npy" --cases 1 2>&1
 [ $rc -eq 2 ] && echo "$out" | grep -q "pipe.npy: not a regular file" || { echo "FAIL: a FIFO as a tensor file -> $rc: $out"; fail=$((fail + 1)); }
 expect2 "not a regular file" replay /dev/zero
 
+# a finding that cannot be saved (its name taken by a directory) stops the run: one line, exit 2
+mkdir -p "$T/sv/softmax-safe-fp16-fp32-seed1-overflow.json"
+n=$((n + 1))
+"$P" run -k softmax -v safe -t fp16 --fault softmax-no-max --scale 0x1p10 --cases 200 --save-findings "$T/sv" >"$T/out" 2>"$T/err"
+rc=$?
+if [ $rc -ne 2 ] || [ "$(grep -c -- '--save-findings' "$T/err")" -ne 1 ] ||
+  ! grep -qE '^stopped \(a finding could not be saved\) after [0-9]+ of 200 cases' "$T/out"; then
+  echo "FAIL: a finding that cannot be saved -> $rc: $(head -3 "$T/err")"; fail=$((fail + 1))
+fi
+
 # and the good file is fine
 "$P" replay "$T/good.json" >/dev/null 2>&1 || { echo "FAIL: good case did not replay"; fail=$((fail + 1)); }
 echo "cli_errors: $((n - fail)) passed, $fail failed"

@@ -275,6 +275,7 @@ static pf_status save_finding_tensors(pf_case *k, const pf_run *r, const char *b
 static int pf_save_failed; /* a finding could not be saved: the run ends with exit 2 */
 
 static int save_finding(const pf_case *c, const pf_run *r, const run_opts *o, uint64_t seed, char *path, size_t len) {
+  if (pf_save_failed) return -1; /* said once: the run stops after the case at hand */
   pf_case k;
   if (pf_case_copy(&k, c)) return -1;
   snprintf(k.expect, sizeof k.expect, "%s", pf_verdict_name(r->cmp.verdict));
@@ -559,7 +560,7 @@ static int run_variant(const pf_kernel *k, const run_opts *o, run_json *jcases, 
   pf_run rs[64];
   uint64_t done = 0; /* cases judged: all of them, or those before a Ctrl-C */
   run_progress progress = {o->progress < 0 ? isatty(STDERR_FILENO) : o->progress, run_now(), 0, 0};
-  for (uint64_t c0 = 0; c0 < o->cases && !pf_interrupted(); c0 += chunk) {
+  for (uint64_t c0 = 0; c0 < o->cases && !pf_interrupted() && !pf_save_failed; c0 += chunk) {
     const uint64_t nc = o->cases - c0 < chunk ? o->cases - c0 : chunk;
     for (uint64_t j = 0; j < nc; j++) {
       const int rc = build_case(k, o, o->seed + c0 + j, &cs[j]);
@@ -650,13 +651,13 @@ static int run_variant(const pf_kernel *k, const run_opts *o, run_json *jcases, 
   if (progress.on && done < o->cases) fprintf(stderr, "\r\033[K"); /* interrupted: the line cleared */
   if (o->junit && done) junit_suite_end(o->junit, k, o);
   if (!jcases && !done) return 0; /* interrupted before this variant began */
+  const char *why = pf_save_failed ? "a finding could not be saved" : pf_interrupted() == SIGTERM ? "SIGTERM" : "Ctrl-C";
   if (jcases && done < o->cases) /* the JSON says "interrupted"; the line goes where a person reads */
-    fprintf(stderr, "%s: interrupted (%s) after %llu of %llu cases of %s/%s\n", prog,
-            pf_interrupted() == SIGTERM ? "SIGTERM" : "Ctrl-C", (unsigned long long)done, (unsigned long long)o->cases,
-            k->op->name, k->variant);
+    fprintf(stderr, "%s: %s (%s) after %llu of %llu cases of %s/%s\n", prog, pf_save_failed ? "stopped" : "interrupted",
+            why, (unsigned long long)done, (unsigned long long)o->cases, k->op->name, k->variant);
   if (!jcases) {
     if (done < o->cases)
-      printf("interrupted (%s) after %llu of %llu cases\n", pf_interrupted() == SIGTERM ? "SIGTERM" : "Ctrl-C",
+      printf("%s (%s) after %llu of %llu cases\n", pf_save_failed ? "stopped" : "interrupted", why,
              (unsigned long long)done, (unsigned long long)o->cases);
     printf("%s/%s %s/%s: %llu cases (seeds %llu..%llu): ", k->op->name, k->variant, pf_dtype_name(o->dtype),
            pf_dtype_name(o->accum), (unsigned long long)done, (unsigned long long)o->seed,
@@ -826,6 +827,7 @@ static int run_command(run_opts *op_) {
     }
     ran++;
     if ((rc = run_variant(k, &o, jcases, &any_finding))) return rc;
+    if (pf_save_failed || pf_interrupted()) break; /* no next variant */
   }
   if (!ran)
     return usage_error("run: no variant of %s supports dtype %s with accumulation %s%s%s", o.kernel,

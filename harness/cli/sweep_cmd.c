@@ -97,7 +97,7 @@ int pf_cmd_sweep(int argc, char **argv) {
   cJSON *r = pf_sweep_run(&o);
   if (!r) return usage_error("%s", pf_error_message());
   /* the time is said, not stored: results are the same bytes whatever the machine's speed */
-  fprintf(stderr, "sweep: %.0f s\n", difftime(time(NULL), t0));
+  const double secs = difftime(time(NULL), t0);
   char *s = cJSON_Print(r);
   cJSON_Delete(r);
   if (!s) return usage_error("-o: out of memory");
@@ -111,6 +111,7 @@ int pf_cmd_sweep(int argc, char **argv) {
   const int bad = to_stdout ? fputs(t, stdout) < 0 : pf_write_file_atomic(out, t, n + 1) != PF_OK;
   free(t);
   if (bad) return usage_error("-o: cannot write '%s'%s%s", out, to_stdout ? "" : ": ", to_stdout ? "" : pf_error_message());
+  fprintf(stderr, "sweep: %.0f s\n", secs); /* after the write: a failed one is its one line */
   if (!to_stdout) printf("%s\n", out);
   return 0;
 }
