@@ -691,6 +691,25 @@ pf_status pf_json_parse_strict(const char *text, const char *what, cJSON **out) 
       else if (!*p) break;
     if (!*p) break;
   }
+  /* a number literal beyond binary64 (1e999: cJSON makes it inf) or one that binary64 holds as
+   * 0 (1e-400) names no value of it */
+  for (const char *p = text; *p; p++) {
+    if (*p == '"') { /* a string: skipped, escapes and all */
+      for (p++; *p && *p != '"'; p++)
+        if (*p == '\\' && p[1]) p++;
+      if (!*p) break;
+      continue;
+    }
+    if (*p != '-' && !(*p >= '0' && *p <= '9')) continue;
+    char *e;
+    errno = 0;
+    const double v = strtod(p, &e);
+    if (e == p) continue;
+    if (isinf(v) || (v == 0 && errno == ERANGE))
+      return pf_error(PF_ERR_PARSE, "%s: the number %.*s at byte %ld is %s binary64", what, (int)(e - p < 40 ? e - p : 40), p,
+                      (long)(p - text), isinf(v) ? "beyond" : "below the least value of");
+    p = e - 1;
+  }
   const char *end = NULL;
   cJSON *j = cJSON_ParseWithOpts(text, &end, 1); /* one value, then only whitespace */
   if (!j) {

@@ -4,8 +4,10 @@
 
 #include "harness/hazard.h"
 #include "harness/xml.h"
+#include "kernels/kernel.h"
 
 #include <cjson/cJSON.h>
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -14,9 +16,9 @@
 
 /* ---- checking the results ------------------------------------------------------------------- */
 
-enum { T_STR, T_NUM, T_NUMNULL, T_BOOL, T_ARR, T_OBJ };
+enum { T_STR, T_NUM, T_NUMNULL, T_BOOL, T_ARR, T_OBJ, T_COUNT, T_DTYPE };
 static const char *const pf_type_names[] = {"a string", "a number", "a number or null", "true or false", "an array",
-                                            "an object"};
+                                            "an object", "a count: an integer >= 0", "a dtype: fp32, fp16 or bf16"};
 
 typedef struct {
   char *err;
@@ -35,9 +37,18 @@ static const cJSON *need(pf_chk *k, const cJSON *o, const char *path, const char
     case T_BOOL: ok = cJSON_IsBool(v); break;
     case T_ARR: ok = cJSON_IsArray(v); break;
     case T_OBJ: ok = cJSON_IsObject(v); break;
+    case T_COUNT: ok = cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble <= 0x1p53 && v->valuedouble == floor(v->valuedouble); break;
+    case T_DTYPE: {
+      pf_dtype t;
+      ok = cJSON_IsString(v) && pf_dtype_parse(v->valuestring, &t) == PF_OK;
+      break;
+    }
     }
   if (!ok) {
-    snprintf(k->err, k->len, "%.200s%s%.40s: %s (%s)", path, path[0] ? "." : "", key, v ? "wrong type" : "missing",
+    snprintf(k->err, k->len, "%.200s%s%.40s: %s (%s)", path, path[0] ? "." : "", key,
+             !v                                                                          ? "missing"
+             : (type == T_COUNT && cJSON_IsNumber(v)) || (type == T_DTYPE && cJSON_IsString(v)) ? "not allowed"
+                                                                                              : "wrong type",
              pf_type_names[type]);
     k->bad = 1;
     return NULL;
@@ -51,6 +62,33 @@ static void sub(char *buf, size_t len, const char *path, const char *key, int i)
   else snprintf(buf, len, "%.150s%s%.40s", path, path[0] ? "." : "", key);
 }
 
+/* key_hex, when o has it, is the hex spelling of o's number key (the report prints the hex) */
+static void hex_matches(pf_chk *k, const cJSON *o, const char *p, const char *key, const char *key_hex) {
+  const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, key), *h = cJSON_GetObjectItemCaseSensitive(o, key_hex);
+  if (k->bad || !h || !cJSON_IsNumber(x)) return;
+  double v; /* cJSON prints 15 digits where they read back within its epsilon: an ulp or so apart */
+  if (!cJSON_IsString(h) || pf_parse_double(h->valuestring, &v) ||
+      !(fabs(v - x->valuedouble) <= 2 * DBL_EPSILON * fmax(fabs(v), fabs(x->valuedouble))))
+    snprintf(k->err, k->len, "%.200s.%s: not the hex spelling of %s (%.17g)", p, key_hex, key, x->valuedouble), k->bad = 1;
+}
+
+/* a count of cases that cannot exceed the cases run */
+static void at_most(pf_chk *k, const cJSON *o, const char *p, const char *key, double cases) {
+  const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, key);
+  if (!k->bad && cJSON_IsNumber(x) && x->valuedouble > cases)
+    snprintf(k->err, k->len, "%.200s.%s: %.0f, more than the %.0f cases run", p, key, x->valuedouble, cases), k->bad = 1;
+}
+
+/* o holds only the keys named (NULL-terminated): an unknown one is a typo or another format */
+static void only_keys(pf_chk *k, const cJSON *o, const char *p, const char *const *keys) {
+  const cJSON *it;
+  cJSON_ArrayForEach(it, o) {
+    int known = 0;
+    for (int i = 0; keys[i] && !known; i++) known = strcmp(it->string, keys[i]) == 0;
+    if (!known && !k->bad) snprintf(k->err, k->len, "%s%s%.40s: an unknown field", p, p[0] ? "." : "", it->string), k->bad = 1;
+  }
+}
+
 static void check_threshold(pf_chk *k, const cJSON *t, const char *p) {
   need(k, t, p, "name", T_STR), need(k, t, p, "along", T_STR), need(k, t, p, "fail", T_STR);
   need(k, t, p, "shape", T_STR), need(k, t, p, "format", T_STR);
@@ -59,44 +97,50 @@ static void check_threshold(pf_chk *k, const cJSON *t, const char *p) {
     need(k, t, p, "bad", T_STR), need(k, t, p, "last_good", T_NUMNULL), need(k, t, p, "first_bad", T_NUMNULL);
     need(k, t, p, "last_good_hex", T_STR), need(k, t, p, "first_bad_hex", T_STR);
     need(k, t, p, "first_bad_verdict", T_STR), need(k, t, p, "replay", T_STR);
+    hex_matches(k, t, p, "last_good", "last_good_hex"), hex_matches(k, t, p, "first_bad", "first_bad_hex");
   }
+  hex_matches(k, t, p, "lo", "lo_hex"), hex_matches(k, t, p, "hi", "hi_hex");
 }
 
 static void check_found_point(pf_chk *k, const cJSON *o, const char *p) {
   const cJSON *f = need(k, o, p, "found", T_BOOL);
-  if (f && cJSON_IsTrue(f)) need(k, o, p, "x", T_NUM), need(k, o, p, "fails", T_NUM);
+  if (f && cJSON_IsTrue(f)) need(k, o, p, "x", T_NUM), need(k, o, p, "fails", T_COUNT);
+  hex_matches(k, o, p, "x", "x_hex"), hex_matches(k, o, p, "below", "below_hex");
 }
 
 static void check_config(pf_chk *k, const cJSON *c, const char *p) {
   char q[256], r[256];
-  need(k, c, p, "variant", T_STR), need(k, c, p, "dtype", T_STR), need(k, c, p, "accum", T_STR);
+  need(k, c, p, "variant", T_STR), need(k, c, p, "dtype", T_DTYPE), need(k, c, p, "accum", T_DTYPE);
   need(k, c, p, "contract", T_STR);
-  need(k, c, p, "max_ulps", T_NUM), need(k, c, p, "max_rel", T_NUM), need(k, c, p, "findings", T_NUM);
-  need(k, c, p, "cases_outside_domain", T_NUM);
-  need(k, c, p, "max_error", T_NUM), need(k, c, p, "hazard_cases", T_NUM);
+  need(k, c, p, "max_ulps", T_NUM), need(k, c, p, "max_rel", T_NUM), need(k, c, p, "findings", T_COUNT);
+  need(k, c, p, "cases_outside_domain", T_COUNT);
+  need(k, c, p, "max_error", T_NUM), need(k, c, p, "hazard_cases", T_COUNT);
   const cJSON *hz = need(k, c, p, "hazards", T_OBJ);
   sub(q, sizeof q, p, "hazards", -1);
-  for (int h = 0; hz && h < PF_NHAZARDS; h++) need(k, hz, q, pf_hazard_name((pf_hazard)h), T_NUM);
+  for (int h = 0; hz && h < PF_NHAZARDS; h++) need(k, hz, q, pf_hazard_name((pf_hazard)h), T_COUNT);
   const cJSON *tt = need(k, c, p, "torch_testing", T_OBJ);
   sub(q, sizeof q, p, "torch_testing", -1);
   if (tt) {
-    need(k, tt, q, "rejects", T_NUM), need(k, tt, q, "passes_finding", T_NUM);
-    need(k, tt, q, "passes_hazard", T_NUM), need(k, tt, q, "rejects_sound", T_NUM);
+    need(k, tt, q, "rejects", T_COUNT), need(k, tt, q, "passes_finding", T_COUNT);
+    need(k, tt, q, "passes_hazard", T_COUNT), need(k, tt, q, "rejects_sound", T_COUNT);
   }
   const cJSON *s = need(k, c, p, "scan", T_OBJ);
   if (s) {
     sub(q, sizeof q, p, "scan", -1);
     need(k, s, q, "along", T_STR), need(k, s, q, "shape", T_STR), need(k, s, q, "fail", T_STR);
-    need(k, s, q, "cases", T_NUM);
+    const cJSON *nc = need(k, s, q, "cases", T_COUNT);
+    const double cases = nc ? nc->valuedouble : 0;
     const cJSON *pts = need(k, s, q, "points", T_ARR);
     int i = 0;
     const cJSON *e;
     cJSON_ArrayForEach(e, pts) {
       sub(r, sizeof r, q, "points", i++);
       if (!cJSON_IsObject(e) && !k->bad) snprintf(k->err, k->len, "%s: not an object", r), k->bad = 1;
-      need(k, e, r, "x", T_NUM), need(k, e, r, "fails", T_NUM), need(k, e, r, "outside_domain", T_NUM);
-      need(k, e, r, "findings", T_NUM), need(k, e, r, "max_ulps", T_NUMNULL), need(k, e, r, "max_rel", T_NUMNULL);
+      need(k, e, r, "x", T_NUM), need(k, e, r, "fails", T_COUNT), need(k, e, r, "outside_domain", T_COUNT);
+      need(k, e, r, "findings", T_COUNT), need(k, e, r, "max_ulps", T_NUMNULL), need(k, e, r, "max_rel", T_NUMNULL);
       need(k, e, r, "max_error", T_NUMNULL);
+      at_most(k, e, r, "fails", cases), at_most(k, e, r, "outside_domain", cases), at_most(k, e, r, "findings", cases);
+      hex_matches(k, e, r, "x", "x_hex");
     }
     const cJSON *o = need(k, s, q, "first_failure", T_OBJ);
     sub(r, sizeof r, q, "first_failure", -1);
@@ -115,12 +159,12 @@ static void check_config(pf_chk *k, const cJSON *c, const char *p) {
   const cJSON *bias = cJSON_GetObjectItemCaseSensitive(c, "bias");
   if (bias && need(k, c, p, "bias", T_OBJ)) {
     sub(r, sizeof r, p, "bias", -1);
-    need(k, bias, r, "shape", T_STR), need(k, bias, r, "scale", T_NUM), need(k, bias, r, "cases", T_NUM);
+    need(k, bias, r, "shape", T_STR), need(k, bias, r, "scale", T_NUM), need(k, bias, r, "cases", T_COUNT);
     need(k, bias, r, "t_limit", T_NUM), need(k, bias, r, "mean_limit", T_NUM);
     i = 0;
     cJSON_ArrayForEach(e, need(k, bias, r, "stages", T_ARR)) {
       sub(q, sizeof q, r, "stages", i++);
-      need(k, e, q, "stage", T_STR), need(k, e, q, "units", T_NUM), need(k, e, q, "mean_upward", T_NUMNULL);
+      need(k, e, q, "stage", T_STR), need(k, e, q, "units", T_COUNT), need(k, e, q, "mean_upward", T_NUMNULL);
       need(k, e, q, "t_upward", T_NUMNULL), need(k, e, q, "mean_away", T_NUMNULL), need(k, e, q, "t_away", T_NUMNULL);
       const cJSON *how = need(k, e, q, "biased", T_STR);
       static const char *const senses[] = {"", "upward", "downward", "away from zero", "toward zero"};
@@ -135,7 +179,7 @@ static void check_config(pf_chk *k, const cJSON *c, const char *p) {
   cJSON_ArrayForEach(e, fs) {
     sub(q, sizeof q, p, "finding_cases", i++);
     need(k, e, q, "verdict", T_STR), need(k, e, q, "line", T_STR), need(k, e, q, "replay", T_STR);
-    need(k, e, q, "minimized", T_OBJ), need(k, e, q, "minimized_elements", T_NUM);
+    need(k, e, q, "minimized", T_OBJ), need(k, e, q, "minimized_elements", T_COUNT);
   }
 }
 
@@ -156,7 +200,12 @@ int pf_results_check(const cJSON *root, char *err, size_t len) {
     snprintf(err, len, "format: '%s' is not precfuzz-results/2", shown);
     return -1;
   }
+  static const char *const top[] = {"format", "environment", "kernels", "faults", "differentials", NULL};
+  only_keys(&k, root, "", top);
   const cJSON *env = need(&k, root, "", "environment", T_OBJ);
+  if (env && cJSON_GetObjectItemCaseSensitive(env, "quick")) need(&k, env, "environment", "quick", T_BOOL);
+  if (env && cJSON_GetObjectItemCaseSensitive(env, "cases_per_point")) need(&k, env, "environment", "cases_per_point", T_COUNT);
+  if (env && cJSON_GetObjectItemCaseSensitive(env, "grid_intervals")) need(&k, env, "environment", "grid_intervals", T_COUNT);
   static const char *const env_keys[] = {"precfuzz", "mpfr", "gmp", "compiler", "cuda_toolkit", "backend", "device",
                                          "oracle", "seeds"};
   for (size_t i = 0; env && i < sizeof env_keys / sizeof env_keys[0]; i++) need(&k, env, "environment", env_keys[i], T_STR);
@@ -164,7 +213,10 @@ int pf_results_check(const cJSON *root, char *err, size_t len) {
   int i = 0;
   cJSON_ArrayForEach(kj, ks) {
     sub(p, sizeof p, "", "kernels", i++);
-    need(&k, kj, p, "kernel", T_STR), need(&k, kj, p, "explanation", T_STR), need(&k, kj, p, "summary", T_STR);
+    const cJSON *kn = need(&k, kj, p, "kernel", T_STR);
+    if (kn && !pf_op_find(kn->valuestring) && !k.bad) /* a plugin's operation: its library, with --kernels */
+      snprintf(err, len, "%s.kernel: no operation '%.40s' (a plugin's? give its --kernels)", p, kn->valuestring), k.bad = 1;
+    need(&k, kj, p, "explanation", T_STR), need(&k, kj, p, "summary", T_STR);
     const cJSON *cs = need(&k, kj, p, "configs", T_ARR), *c;
     int j = 0;
     cJSON_ArrayForEach(c, cs) {
@@ -178,7 +230,7 @@ int pf_results_check(const cJSON *root, char *err, size_t len) {
       j = 0;
       cJSON_ArrayForEach(c, trs) {
         sub(q, sizeof q, p, "trajectories", j++);
-        need(&k, c, q, "variant", T_STR), need(&k, c, q, "dtype", T_STR), need(&k, c, q, "lr", T_NUM);
+        need(&k, c, q, "variant", T_STR), need(&k, c, q, "dtype", T_DTYPE), need(&k, c, q, "lr", T_NUM);
         need(&k, c, q, "verdict", T_STR), need(&k, c, q, "replay", T_STR);
         const cJSON *d = need(&k, c, q, "deviation", T_ARR), *x;
         int m = 0;
@@ -194,8 +246,8 @@ int pf_results_check(const cJSON *root, char *err, size_t len) {
   i = 0;
   cJSON_ArrayForEach(f, fs) {
     sub(p, sizeof p, "", "faults", i++);
-    need(&k, f, p, "kernel", T_STR), need(&k, f, p, "variant", T_STR), need(&k, f, p, "dtype", T_STR);
-    need(&k, f, p, "fault", T_STR), need(&k, f, p, "runs", T_NUM);
+    need(&k, f, p, "kernel", T_STR), need(&k, f, p, "variant", T_STR), need(&k, f, p, "dtype", T_DTYPE);
+    need(&k, f, p, "fault", T_STR), need(&k, f, p, "runs", T_COUNT);
     const cJSON *fd = need(&k, f, p, "found", T_BOOL);
     if (fd && cJSON_IsTrue(fd)) need(&k, f, p, "line", T_STR), need(&k, f, p, "replay", T_STR);
   }
@@ -210,8 +262,10 @@ int pf_results_check(const cJSON *root, char *err, size_t len) {
     int j = 0;
     cJSON_ArrayForEach(e, cl) {
       sub(p, sizeof p, dp, "clean", j++);
-      need(&k, e, p, "dtype", T_STR), need(&k, e, p, "cases", T_NUM), need(&k, e, p, "outside_domain", T_NUM);
-      need(&k, e, p, "findings", T_NUM);
+      need(&k, e, p, "dtype", T_DTYPE);
+      const cJSON *nc = need(&k, e, p, "cases", T_COUNT);
+      need(&k, e, p, "outside_domain", T_COUNT), need(&k, e, p, "findings", T_COUNT);
+      if (nc) at_most(&k, e, p, "outside_domain", nc->valuedouble), at_most(&k, e, p, "findings", nc->valuedouble);
     }
     const cJSON *tf = need(&k, d, dp, "faults", T_ARR);
     j = 0;

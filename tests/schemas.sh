@@ -66,11 +66,22 @@ c = json.load(open(os.path.join(t, "small.json"))); c["dtype"] = "fp8"; w("bad_c
 c = json.load(open(os.path.join(t, "small.json"))); next(iter(c["inputs"].values()))["values"][0] = "1.5.2"
 w("bad_case3.json", c)
 s = json.load(open(os.path.join(t, "results.json"))); del s["faults"]; w("bad_results.json", s)
+s = json.load(open(os.path.join(t, "results.json"))); s["extra"] = 1; w("bad_results2.json", s)
+s = json.load(open(os.path.join(t, "results.json"))); s["environment"]["quick"] = "yes"; w("bad_results3.json", s)
+s = json.load(open(os.path.join(t, "results.json"))); s["kernels"][0]["configs"][0]["findings"] = -1; w("bad_results4.json", s)
+s = json.load(open(os.path.join(t, "results.json"))); s["kernels"][0]["configs"][0]["dtype"] = "fp64"; w("bad_results5.json", s)
 s = json.load(open(os.path.join(t, "f.sarif"))); s["runs"][0]["results"][0]["level"] = "fatal"; w("bad_sarif.json", s)
 PY
 check run.schema.json --invalid "$T/bad_run1.json" "$T/bad_run2.json"
 check case.schema.json --invalid "$T/bad_case1.json" "$T/bad_case2.json" "$T/bad_case3.json"
-check results.schema.json --invalid "$T/bad_results.json"
+check results.schema.json --invalid "$T/bad_results.json" "$T/bad_results2.json" "$T/bad_results3.json" "$T/bad_results4.json" \
+  "$T/bad_results5.json"
+# and precision-report refuses them too
+for f in bad_results bad_results2 bad_results3 bad_results4 bad_results5; do
+  n=$((n + 1))
+  "$(dirname "$P")/precision-report" -i "$T/$f.json" -o "$T/$f.html" >/dev/null 2>&1
+  [ $? -eq 2 ] || fail "precision-report took $f.json, which the schema rejects"
+done
 check sarif-subset.schema.json --invalid "$T/bad_sarif.json"
 # and precfuzz itself refuses the broken case files the schema rejects
 for f in bad_case1 bad_case2 bad_case3; do
