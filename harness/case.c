@@ -681,6 +681,20 @@ pf_status pf_json_parse_strict(const char *text, const char *what, cJSON **out) 
     if ((unsigned char)*p < 0x20 && *p != '\t' && *p != '\n' && *p != '\r')
       return pf_error(PF_ERR_PARSE, "%s: a control character (0x%02x) at byte %ld", what, (unsigned)*p,
                       (long)(p - text));
+  /* JSON text is UTF-8: a byte sequence that is not (a stray 0xff, an overlong or surrogate
+   * form) would reach a report or a terminal as garbage */
+  for (const unsigned char *u = (const unsigned char *)text; *u;) {
+    int n = *u < 0x80 ? 0 : (*u & 0xe0) == 0xc0 ? 1 : (*u & 0xf0) == 0xe0 ? 2 : (*u & 0xf8) == 0xf0 ? 3 : -1;
+    unsigned cp = n == 0 ? *u : n == 1 ? *u & 0x1fu : n == 2 ? *u & 0x0fu : *u & 0x07u;
+    int ok = n >= 0;
+    for (int i = 1; ok && i <= n; i++) {
+      ok = (u[i] & 0xc0) == 0x80;
+      cp = cp << 6 | (u[i] & 0x3fu);
+    }
+    if (ok && n > 0) ok = cp >= (n == 1 ? 0x80u : n == 2 ? 0x800u : 0x10000u) && cp <= 0x10ffff && !(cp >= 0xd800 && cp <= 0xdfff);
+    if (!ok) return pf_error(PF_ERR_PARSE, "%s: not UTF-8 at byte %ld", what, (long)((const char *)u - text));
+    u += n + 1;
+  }
   /* a NUL inside a string would cut it short where C reads it ("safe\u0000evil" is "safe") */
   for (const char *p = text; *p; p++) {
     if (*p != '"') continue;

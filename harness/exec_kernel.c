@@ -489,6 +489,12 @@ static pf_exec_kernel *pf_exec_kernel_of(const pf_case *c) {
   return NULL;
 }
 
+int pf_exec_is_process(const struct pf_kernel *k) {
+  for (int j = 0; j < pf_nek; j++)
+    if (&pf_ek[j].k == k) return 1;
+  return 0;
+}
+
 int pf_exec_param_range(const struct pf_kernel *k, int i, double *lo, double *hi) {
   for (int j = 0; j < pf_nek; j++) {
     const pf_exec_kernel *ek = &pf_ek[j];

@@ -27,6 +27,9 @@ pf_status pf_exec_load_ranks(const char *cmd, int nranks);
 struct pf_kernel;
 int pf_exec_param_range(const struct pf_kernel *k, int i, double *lo, double *hi);
 
+/* Whether k is a kernel process's (or a rank group's) variant. */
+int pf_exec_is_process(const struct pf_kernel *k);
+
 /* $PRECFUZZ_KERNEL_TIMEOUT: seconds a kernel process may take to say hello and to answer one
  * case (default 60). PF_ERR_ARG when it is not a number in (0, 86400]. */
 pf_status pf_exec_timeout(double *seconds);

@@ -1,6 +1,7 @@
 #include "runner.h"
 
 #include "backend.h"
+#include "exec_kernel.h"
 #include "tensorfile.h"
 
 #include <math.h>
@@ -84,11 +85,19 @@ static pf_status pf_run_kernel(const pf_kernel *k, const pf_case *c, const pf_te
  * verdict, not an error: no outputs (NaN), every element "failed" and why in the note. */
 static pf_status pf_run_kernel_into(pf_run *r, const pf_case *c, const pf_oracle_opts *opts) {
   const double t0 = pf_now();
+  pf_error_clear();
   pf_status st = pf_run_kernel(r->kernel, c, r->in, opts, r->out, &r->fe);
   r->seconds_kernel = pf_now() - t0;
-  if (st != PF_ERR_KERNEL) return st;
+  /* a user's C kernel (a plugin) that fails on a case is that case's verdict too, as a kernel
+   * process's is; not a case it refuses (PF_ERR_UNSUPPORTED), not a built-in's error */
+  const int user_failed = st && st != PF_ERR_UNSUPPORTED && st != PF_ERR_KERNEL && r->kernel->like &&
+                          !pf_exec_is_process(r->kernel) && opts->backend != PF_BACKEND_CUDA;
+  if (st != PF_ERR_KERNEL && !user_failed) return st;
   r->failed = 1;
-  snprintf(r->note, sizeof r->note, "%s", pf_error_message());
+  if (user_failed && !strcmp(pf_error_message(), "unspecified error"))
+    snprintf(r->note, sizeof r->note, "%s/%s's run_cpu returned status %d without a message (pf_error)", c->kernel,
+             c->variant, (int)st);
+  else snprintf(r->note, sizeof r->note, "%s", pf_error_message());
   for (size_t i = 0; i < r->nout; i++) r->out[i] = NAN;
   r->fe = 0;
   return PF_OK;

@@ -78,6 +78,10 @@ static pf_status pf_kernel_check(const pf_kernel *k) {
     PF_BAD("%s/%s: dtypes 0x%x names no dtype or an unknown one", op->name, k->variant, k->dtypes);
   if (!k->accums || (k->accums & ~(unsigned)(((1u << PF_NDTYPES) - 1) | PF_ACCUM_STORAGE)))
     PF_BAD("%s/%s: accums 0x%x names no dtype or an unknown one", op->name, k->variant, k->accums);
+  if (k->like) { /* the contract it claims: a built-in variant of its operation */
+    const pf_kernel *b = pf_kernel_find(op->name, k->like);
+    if (!b || b->like) PF_BAD("%s/%s: like '%.40s' is no built-in variant of %s (see precfuzz list)", op->name, k->variant, k->like, op->name);
+  }
   /* one op, one table: a second op of the same name would answer for the first */
   const pf_op *same = pf_op_find(op->name);
   if (same && same != op) PF_BAD("op '%s' is already registered, with another table", op->name);

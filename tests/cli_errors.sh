@@ -343,6 +343,13 @@ if [ $rc -ne 2 ] || [ "$(grep -c -- '--save-findings' "$T/err")" -ne 1 ] ||
   echo "FAIL: a finding that cannot be saved -> $rc: $(head -3 "$T/err")"; fail=$((fail + 1))
 fi
 
+# a case file that is not UTF-8 (a Latin-1 byte in its note) is refused; UTF-8 is taken
+case_json '[2,3]' '"note":"caf'"$(printf '\xe9')"'",' >"$T/latin1.json"
+expect2 "not UTF-8 at byte" replay "$T/latin1.json"
+case_json '[2,3]' '"note":"caf'"$(printf '\xc3\xa9')"'",' >"$T/utf8.json"
+n=$((n + 1))
+"$P" replay "$T/utf8.json" >/dev/null 2>&1 || { echo "FAIL: a UTF-8 note refused"; fail=$((fail + 1)); }
+
 # and the good file is fine
 "$P" replay "$T/good.json" >/dev/null 2>&1 || { echo "FAIL: good case did not replay"; fail=$((fail + 1)); }
 echo "cli_errors: $((n - fail)) passed, $fail failed"

@@ -72,6 +72,11 @@ expect2 "has no pf_plugin_init" "$P" --kernels "$L/bad_plugin_no_init.so" list
 expect2 "registered no kernel" "$P" --kernels "$L/bad_plugin_empty.so" list
 expect2 "pf_plugin_init failed: kernel registration: incomplete kernel or ABI 99 (expected 6)" "$P" --kernels "$L/bad_plugin_abi.so" list
 expect2 "pf_plugin_init failed: this library refuses to register" "$P" --kernels "$L/bad_plugin_fails.so" list
+# a user's kernel that fails on a case without a message: that case's verdict, the run goes on
+n=$((n + 1))
+out=$("$P" --kernels "$L/bad_plugin_run_fails.so" run -k softmax -v run-fails --cases 3 2>&1); rc=$?
+[ $rc -eq 1 ] && echo "$out" | grep -q "^softmax/run-fails fp16/fp32: 3 cases (seeds 1..3): failed 3" &&
+  echo "$out" | grep -q "run_cpu returned status -[0-9]* without a message" || fail "a failing plugin kernel -> $rc: $out"
 # a kernel registered from the init's stack frame: the registry keeps its own copy
 n=$((n + 1))
 out=$("$P" --kernels "$L/bad_plugin_stack.so" run -k softmax -v from-stack --cases 5 2>&1) &&
@@ -86,6 +91,7 @@ expect2 "op name must be 1 to 47 of" "$P" --kernels "$L/bad_plugin_table4.so" li
 expect2 "softmax-copy: variant name must be 1 to 47 of" "$P" --kernels "$L/bad_plugin_table5.so" list
 expect2 "softmax-copy: variant name must be 1 to 47 of" "$P" --kernels "$L/bad_plugin_table6.so" list
 expect2 "softmax-copy: variant name must be 1 to 47 of" "$P" --kernels "$L/bad_plugin_table10.so" list
+expect2 "softmax/broken: like 'nonexistent' is no built-in variant of softmax" "$P" --kernels "$L/bad_plugin_table11.so" list
 expect2 "op 'softmax' is already registered, with another table" "$P" --kernels "$L/bad_plugin_table7.so" list
 expect2 "softmax-copy/broken: dtypes 0x0" "$P" --kernels "$L/bad_plugin_table8.so" list
 expect2 "softmax-copy: input_count, output_count and oracle are required" "$P" --kernels "$L/bad_plugin_table9.so" list

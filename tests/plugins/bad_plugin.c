@@ -27,6 +27,21 @@ pf_status pf_plugin_init(void) {
   k.variant = variant, k.summary = summary, k.like = "safe";
   return pf_kernel_register(&k);
 }
+#elif defined(PF_BAD_RUN_FAILS)
+/* a kernel whose run_cpu fails on every case without a message: each case's verdict is
+ * "failed", the run goes on */
+static pf_kernel k;
+static pf_status fails(const pf_case *c, const pf_tensor *in, double *out, unsigned *fe) {
+  (void)c, (void)in, (void)out, (void)fe;
+  return PF_ERR_ARG;
+}
+pf_status pf_plugin_init(void) {
+  k = *pf_kernel_find("softmax", "safe");
+  k.variant = "run-fails";
+  k.like = "safe";
+  k.run_cpu = fails;
+  return pf_kernel_register(&k);
+}
 #elif defined(PF_BAD_TABLE)
 static pf_kernel k;
 static pf_op op;
@@ -47,6 +62,7 @@ pf_status pf_plugin_init(void) {
   case 8: k.dtypes = 0; break;
   case 9: op.input_count = NULL; break;
   case 10: k.variant = "v23456789012345678901234567890123456789012345678"; break; /* 48: a case holds 47 */
+  case 11: op.name = "softmax", k.op = pf_kernel_find("softmax", "safe")->op, k.like = "nonexistent"; break;
   }
   return pf_kernel_register(&k);
 }
