@@ -281,8 +281,11 @@ pf_status pf_outputs_from_tensors(const pf_case *c, const pf_tensorfile *ts, siz
      * unnamed tensor: the stage "output", or the operation's only stage whatever its name) */
     int s = -1;
     size_t offset = 0, count = nout;
-    const int whole = nt == 1 && t->n == nout && ns > 1;
-    const char *want = nt == 1 || !t->name[0] ? (ns == 1 ? st[0].name : "output") : t->name;
+    /* one tensor named as a stage (judge --tensor dlogits) is that stage */
+    int named_stage = 0;
+    for (int x = 0; x < ns && nt == 1 && t->name[0]; x++) named_stage |= strcmp(st[x].name, t->name) == 0;
+    const int whole = nt == 1 && t->n == nout && ns > 1 && !named_stage;
+    const char *want = named_stage ? t->name : nt == 1 || !t->name[0] ? (ns == 1 ? st[0].name : "output") : t->name;
     for (int x = 0; x < ns && !whole; x++)
       if (strcmp(st[x].name, want) == 0) s = x, offset = st[x].offset, count = st[x].count;
     if (nt == 1 && (s < 0 ? !whole : t->n != count))

@@ -137,6 +137,7 @@ cat >"$T/adam.json" <<'JSON'
 JSON
 st "$T/adam-f32.safetensors" m:F32:0.1,0.1 v:F32:0,0 param:F32:1,-0.5
 st "$T/adam-i32.safetensors" m:I32:0,0 v:F16:0,0
+st "$T/adam-mv.safetensors" m:F16:0.00625,0.0125 v:F16:0,0
 head -c 150 "$D/logits_fp16.npy" >"$T/trunc.npy"
 head -c 60 "$D/logits_fp16.npy" >"$T/trunc-header.npy"
 { cat "$D/logits_fp16.npy"; printf 'X'; } >"$T/trailing.npy"
@@ -174,6 +175,10 @@ expect2 "--like: softmax has no variant 'nope'" "$P" judge "$D/logits_fp16.value
 expect2 "judge: --like and --ulps are two different contracts" "$P" judge "$D/logits_fp16.values.json" --outputs "$D/softmax_rn.npy" --like safe --ulps 2
 expect2 "outputs: 'm' is fp32, the stage holds fp16 values" "$P" judge "$T/adam.json" --outputs "$T/adam-f32.safetensors"
 expect2 "tensor 'm' is I32, not F32, F16 or BF16" "$P" judge "$T/adam.json" --outputs "$T/adam-i32.safetensors"
+# judge --tensor NAME judges that stage alone (2 of the case's 6 outputs)
+n=$((n + 1))
+out=$("$P" judge "$T/adam.json" --outputs "$T/adam-mv.safetensors" --tensor m 2>&1)
+[ $? -le 1 ] && echo "$out" | grep -q "2 of 6 outputs judged" || fail "judge --tensor m: $out"
 expect2 "judge: --outputs FILE is required" "$P" judge "$D/logits_fp16.values.json"
 
 echo "tensor_files: $((n - failed))/$n checks passed"
