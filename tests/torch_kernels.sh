@@ -96,6 +96,8 @@ agree torch-clip torch_clip clip fp16 100.00
 agree torch-clip torch_clip clip bf16 100.00
 agree torch-clip torch_clip clip fp16 100.00 --param max_norm=0x1p-13 --scale 16
 agree torch-adamw-foreach torch_adamw adam fp16 100.00 --param wd=0.1
+# _foreach_mul_ rounds beta2 to bf16 through fp32: at 0x1.fefffffp-1 that is 1 (directly: 0x1.fep-1)
+agree torch-adamw-foreach torch_adamw adam bf16 100.00 --param beta2=0x1.fefffffp-1
 agree torch-adamw-fused torch_adamw adam fp16 100.00 --param wd=0.01 --param beta1=0.3 --param step=7
 agree torch-adamw-fused torch_adamw adam bf16 100.00
 # denominators made by eps (v tiny): add_(eps) takes eps in bf16 on the single-tensor and

@@ -284,11 +284,11 @@ static void pf_adam_elem_bound(const pf_case *c, const pf_adam_hyper *h, double 
     const pf_dtype T = c->dtype;
     /* the foreach path's _foreach_mul_ scalars are rounded to T, the others to fp32 */
     const pf_dtype S = var == PF_ADAM_TORCH_FOREACH ? T : F;
-    const pf_eb wdec = (pf_eb){1 - lr * wd, fabs(pf_round(S, h->t_decay) - (1 - lr * wd)) + 0x1p-52};
+    const pf_eb wdec = (pf_eb){1 - lr * wd, fabs(pf_round(S, pf_round(F, h->t_decay)) - (1 - lr * wd)) + 0x1p-52};
     const pf_eb p1 = pf_eb_store(T, pf_eb_mul(F, p, wdec));
     const pf_eb w = (pf_eb){1 - b1, fabs(pf_round(F, h->t_omb1) - (1 - b1)) + 0x1p-53};
     const pf_eb mn = pf_eb_add(F, m, pf_eb_mul(F, w, pf_eb_sub(F, g, m)));
-    const pf_eb vb = pf_eb_store(T, pf_eb_mul(F, v, (pf_eb){b2, fabs(pf_round(S, h->t_beta2) - b2) + 0x1p-53}));
+    const pf_eb vb = pf_eb_store(T, pf_eb_mul(F, v, (pf_eb){b2, fabs(pf_round(S, pf_round(F, h->t_beta2)) - b2) + 0x1p-53}));
     const pf_eb omb2 = (pf_eb){1 - b2, fabs(pf_round(F, h->t_omb2) - (1 - b2)) + 0x1p-53};
     const pf_eb vn = pf_eb_add(F, vb, pf_eb_mul(F, omb2, pf_eb_mul(F, g, g)));
     const pf_eb ms = pf_eb_store(T, mn), vs = pf_eb_store(T, vn);

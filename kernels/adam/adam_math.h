@@ -92,15 +92,18 @@ PF_HD void pf_adam_step(int variant, int mode, pf_dtype pt, pf_dtype st, const p
      *   denom = (v.sqrt() / sqrt(bc2)).add_(eps)   eps rounded to T (add's scalar), not fp32
      *   p.addcdiv_(m, denom, value=-lr/bc1)   p + fl(fl(value m) / denom)
      * The foreach path (_multi_tensor_adam) is the same but for _foreach_mul_, which on the CPU
-     * rounds its scalar to the tensor's dtype: 1 - lr*wd to pt, beta2 to st. */
+     * rounds its scalar to the tensor's dtype, through fp32 first (twice: at beta2 =
+     * 0x1.fefffffp-1 bf16 gets 1, not 0x1.fep-1, measured on torch 2.15): 1 - lr*wd to pt,
+     * beta2 to st. */
     const int foreach = variant == PF_ADAM_TORCH_FOREACH;
     /* the fused path (_fused_adamw_) keeps every intermediate in fp32 and stores p, m, v once */
     const pf_dtype P = variant == PF_ADAM_TORCH_FUSED ? F : pt, S = variant == PF_ADAM_TORCH_FUSED ? F : st;
-    const double wdec = pf_round_fe(foreach ? pt : F, h->t_decay, fe);
+    const double wdec = foreach ? pf_round_fe(pt, pf_round_fe(F, h->t_decay, fe), fe) : pf_round_fe(F, h->t_decay, fe);
     double pw = pf_round_fe(P, pf_mul(F, *p, wdec, fe), fe);
     const double w = pf_round_fe(F, h->t_omb1, fe), diff = pf_sub(F, g, *m, fe);
     const double mw = pf_round_fe(S, w < 0.5 ? pf_fma32(w, diff, *m, fe) : pf_fma32(pf_sub(F, w, 1, fe), diff, g, fe), fe);
-    double vw = pf_round_fe(S, pf_mul(F, *v, pf_round_fe(foreach ? st : F, h->t_beta2, fe), fe), fe);
+    const double b2 = foreach ? pf_round_fe(st, pf_round_fe(F, h->t_beta2, fe), fe) : pf_round_fe(F, h->t_beta2, fe);
+    double vw = pf_round_fe(S, pf_mul(F, *v, b2, fe), fe);
     vw = pf_round_fe(S, pf_fma32(pf_mul(F, pf_round_fe(F, h->t_omb2, fe), g, fe), g, vw, fe), fe);
     double d = pf_round_fe(S, pf_round_fe(F, sqrt(vw), fe), fe);
     d = pf_round_fe(S, pf_div(F, d, pf_round_fe(F, h->t_bc2_sqrt, fe), fe), fe);
