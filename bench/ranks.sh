@@ -18,10 +18,10 @@ V=${VARIANT:-deepspeed-bf16}
 FAULTS=${FAULTS:-"tp-replicated-unclipped norm-no-dedup norm-rank0-only norm-not-allreduced norm-averaged"}
 read -r -a EXTRA <<<"${ARGS:---param tied=0}"
 now() { date +%s.%N; }
-runs() { "$P" --kernels "$K" diff-tp -v "$V" "${EXTRA[@]}" --max-print 0 "$@" 2>&1 | grep -v '^\[rank'; }
+runs() { "$P" --kernels "$K" diff-tp -v "$V" "${EXTRA[@]}" "$@" 2>&1 | grep -v '^\[rank'; } # each flag once
 
-t0=$(now); runs --cases 1 >/dev/null; t1=$(now)
-out=$(runs --cases "$N"); t2=$(now)
+t0=$(now); runs --cases 1 --max-print 0 >/dev/null; t1=$(now)
+out=$(runs --cases "$N" --max-print 0); t2=$(now)
 python3 - "$t0" "$t1" "$t2" "$N" <<'PY'
 import sys
 t0, t1, t2, n = map(float, sys.argv[1:5])
