@@ -20,4 +20,17 @@ check() { # check WANT_RC NEEDLE ARGS...
 check 1 "overflow 200" run -k softmax -v naive -t fp16 -a fp16 --scale 16 --cases 200 --seed 1
 check 0 "ok 200" run -k softmax -v safe -t fp16 -a fp16 --scale 16 --cases 200 --seed 1
 check 0 "ok 200" run -k softmax -v naive -t bf16 -a bf16 --scale 16 --cases 200 --seed 1
+# a finite mask sentinel (-10000, lowest) with fp16/bf16 accumulation: the masked terms are
+# exact zeros as computed and left out of the bound, so the rows stay inside the domain and a
+# bug is still found there
+for mv in -10000 lowest; do
+  for ta in "fp16 -a fp16" "bf16 -a bf16"; do
+    # shellcheck disable=SC2086
+    check 0 "findings 0 (0 outside the contract's domain)" run -k softmax -v safe -t $ta --param mask=causal \
+      --param mask_value=$mv --shape 8x64 --cases 100
+    if grep -q "cases outside the contract's domain" <<<"$out"; then echo "FAIL: sentinel $mv $ta: rows outside the domain"; fail=$((fail + 1)); fi
+  done
+  check 1 "overflow" run -k softmax -v safe -t fp16 -a fp16 --param mask=causal --param mask_value=$mv --shape 8x64 \
+    --scale 16 --fault softmax-no-max --cases 20
+done
 [ $fail -eq 0 ]

@@ -155,10 +155,28 @@ pf_bound pf_softmax_bound_row(int algo, pf_dtype acc, pf_dtype out_t, double alp
   for (size_t j = 0; j < cols; j++) {
     const int masked = pf_softmax_masked(mask, i, j, rows, cols);
     const double v = masked ? maskval : alpha * x[j];
+    if (isfinite(v) && v > vmax) vmax = v;
+  }
+  /* A finite sentinel (-10000, lowest) far below the row's largest score: its term is 0 as
+   * computed (exp of anything near maskval - vmax underflows in acc) and below sig/2 exactly,
+   * so it is left out of X (its magnitude would make tau, and the bound, useless) and of n;
+   * what it adds to the exact sum (>= 1 shifted) is at most delta, relative. */
+  double dropped = 0, delta = 0;
+  const double far = maskval - vmax + 4 * u * (fabs(maskval) + fabs(vmax)) + 1;
+  const int drop = isfinite(maskval) && mask != 0 && isfinite(vmax) && far < log(sig / 2) - 1;
+  for (size_t j = 0; j < cols; j++) {
+    const int masked = pf_softmax_masked(mask, i, j, rows, cols);
+    const double v = masked ? maskval : alpha * x[j];
     if (!isfinite(v)) continue; /* -inf contributes an exact 0; NaN/+inf: undefined row */
+    if (masked && drop) {
+      dropped += 1;
+      continue;
+    }
     n += 1;
     if (fabs(v) > X) X = fabs(v);
   }
+  if (dropped > 0) delta = dropped * exp(maskval - vmax);
+  vmax = -INFINITY;
   /* |t - v| <= tau: the scale and the product each rounded once (or the sentinel once) */
   const double tau = (2 * u + u * u) * X + sig / 2;
   const double X2 = 2 * X + 2 * tau;           /* bound on |t_a - t_b| */
@@ -166,7 +184,7 @@ pf_bound pf_softmax_bound_row(int algo, pf_dtype acc, pf_dtype out_t, double alp
   for (size_t j = 0; j < cols; j++) {
     const int masked = pf_softmax_masked(mask, i, j, rows, cols);
     const double v = masked ? maskval : alpha * x[j];
-    if (!isfinite(v)) continue;
+    if (!isfinite(v) || (masked && drop)) continue;
     if (vmax != -INFINITY && v > vmax - 2 * tau) R += 1;
     if (v > vmax) vmax = v;
   }
@@ -194,6 +212,8 @@ pf_bound pf_softmax_bound_row(int algo, pf_dtype acc, pf_dtype out_t, double alp
       abs_num = a;
       abs_den = n * a * adds_hi;
     }
+    /* the dropped sentinels' exact terms: the exact sum is larger by a factor up to 1 + delta */
+    G_hi *= 1 + delta;
     const double den_lo = G_lo - abs_den, den_hi = G_hi + abs_den;
     if (den_lo > 0 && isfinite(den_hi)) {
       rel = fmax(num_hi * (1 + ud) / den_lo - 1, 1 - num_lo * (1 - ud) / den_hi);
