@@ -16,9 +16,10 @@
 
 /* ---- checking the results ------------------------------------------------------------------- */
 
-enum { T_STR, T_NUM, T_NUMNULL, T_BOOL, T_ARR, T_OBJ, T_COUNT, T_DTYPE };
+enum { T_STR, T_NUM, T_NUMNULL, T_BOOL, T_ARR, T_OBJ, T_COUNT, T_DTYPE, T_ACCUM };
 static const char *const pf_type_names[] = {"a string", "a number", "a number or null", "true or false", "an array",
-                                            "an object", "a count: an integer >= 0", "a dtype: fp32, fp16 or bf16"};
+                                            "an object", "a count: an integer >= 0", "a dtype: fp32, fp16 or bf16",
+                                            "an accumulation: fp32, fp16, bf16 or storage"};
 
 typedef struct {
   char *err;
@@ -38,16 +39,18 @@ static const cJSON *need(pf_chk *k, const cJSON *o, const char *path, const char
     case T_ARR: ok = cJSON_IsArray(v); break;
     case T_OBJ: ok = cJSON_IsObject(v); break;
     case T_COUNT: ok = cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble <= 0x1p53 && v->valuedouble == floor(v->valuedouble); break;
-    case T_DTYPE: {
+    case T_DTYPE:
+    case T_ACCUM: { /* the sweep names an accumulation in the storage dtype "storage" */
       pf_dtype t;
-      ok = cJSON_IsString(v) && pf_dtype_parse(v->valuestring, &t) == PF_OK;
+      ok = cJSON_IsString(v) && (pf_dtype_parse(v->valuestring, &t) == PF_OK ||
+                                 (type == T_ACCUM && strcmp(v->valuestring, "storage") == 0));
       break;
     }
     }
   if (!ok) {
     snprintf(k->err, k->len, "%.200s%s%.40s: %s (%s)", path, path[0] ? "." : "", key,
              !v                                                                          ? "missing"
-             : (type == T_COUNT && cJSON_IsNumber(v)) || (type == T_DTYPE && cJSON_IsString(v)) ? "not allowed"
+             : (type == T_COUNT && cJSON_IsNumber(v)) || (type >= T_DTYPE && cJSON_IsString(v)) ? "not allowed"
                                                                                               : "wrong type",
              pf_type_names[type]);
     k->bad = 1;
@@ -110,7 +113,7 @@ static void check_found_point(pf_chk *k, const cJSON *o, const char *p) {
 
 static void check_config(pf_chk *k, const cJSON *c, const char *p) {
   char q[256], r[256];
-  need(k, c, p, "variant", T_STR), need(k, c, p, "dtype", T_DTYPE), need(k, c, p, "accum", T_DTYPE);
+  need(k, c, p, "variant", T_STR), need(k, c, p, "dtype", T_DTYPE), need(k, c, p, "accum", T_ACCUM);
   need(k, c, p, "contract", T_STR);
   need(k, c, p, "max_ulps", T_NUM), need(k, c, p, "max_rel", T_NUM), need(k, c, p, "findings", T_COUNT);
   need(k, c, p, "cases_outside_domain", T_COUNT);

@@ -166,6 +166,9 @@ mutate "[c['bias'].update(t_limit=4.5) for c in d['kernels'][$ab]['configs'] if 
 "$R" -i "$T/t45.json" -o "$T/t45.html" >/dev/null 2>&1 && grep -q 'biased at |t| &gt;= 4.5 and' "$T/t45.html" && ok ||
   fail "the bias table's thresholds are not the results' own"
 mutate 'del d["differentials"][0]["faults"][0]["cases_to_find"]' "$T/diff.json"
+# a sweep with accumulation in the storage dtype ("accum": "storage") reads back
+"$P" sweep --kernel softmax --cases 2 --points 8 -o "$T/st.json" >/dev/null 2>&1 && grep -q '"accum":[[:space:]]*"storage"' "$T/st.json" &&
+  "$R" -i "$T/st.json" -o "$T/st.html" >/dev/null 2>"$T/err" && ok || fail "a sweep with storage accumulation: $(cat "$T/err")"
 # values the sweep never writes: refused, each class by name
 mutate "d['kernels'][0]['configs'][0]['findings']=-1" "$T/neg.json"
 expect2 "kernels[0].configs[0].findings: not allowed (a count: an integer >= 0)" -i "$T/neg.json"
