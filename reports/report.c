@@ -82,13 +82,23 @@ static void at_most(pf_chk *k, const cJSON *o, const char *p, const char *key, d
     snprintf(k->err, k->len, "%.200s.%s: %.0f, more than the %.0f cases run", p, key, x->valuedouble, cases), k->bad = 1;
 }
 
+/* s, printable and at most 40 characters: a message stays one line whatever a file holds */
+static const char *shown(const char *s, char buf[48]) {
+  size_t n = 0;
+  for (; *s && n < 40; s++) buf[n++] = *s >= 0x20 && *s < 0x7f ? *s : '?';
+  buf[n] = 0;
+  return buf;
+}
+
 /* o holds only the keys named (NULL-terminated): an unknown one is a typo or another format */
 static void only_keys(pf_chk *k, const cJSON *o, const char *p, const char *const *keys) {
   const cJSON *it;
+  char b[48];
   cJSON_ArrayForEach(it, o) {
     int known = 0;
     for (int i = 0; keys[i] && !known; i++) known = strcmp(it->string, keys[i]) == 0;
-    if (!known && !k->bad) snprintf(k->err, k->len, "%s%s%.40s: an unknown field", p, p[0] ? "." : "", it->string), k->bad = 1;
+    if (!known && !k->bad)
+      snprintf(k->err, k->len, "%s%s%s: an unknown field", p, p[0] ? "." : "", shown(it->string, b)), k->bad = 1;
   }
 }
 
@@ -217,8 +227,9 @@ int pf_results_check(const cJSON *root, char *err, size_t len) {
   cJSON_ArrayForEach(kj, ks) {
     sub(p, sizeof p, "", "kernels", i++);
     const cJSON *kn = need(&k, kj, p, "kernel", T_STR);
+    char sb[48];
     if (kn && !pf_op_find(kn->valuestring) && !k.bad) /* a plugin's operation: its library, with --kernels */
-      snprintf(err, len, "%s.kernel: no operation '%.40s' (a plugin's? give its --kernels)", p, kn->valuestring), k.bad = 1;
+      snprintf(err, len, "%s.kernel: no operation '%s' (a plugin's? give its --kernels)", p, shown(kn->valuestring, sb)), k.bad = 1;
     need(&k, kj, p, "explanation", T_STR), need(&k, kj, p, "summary", T_STR);
     const cJSON *cs = need(&k, kj, p, "configs", T_ARR), *c;
     int j = 0;
