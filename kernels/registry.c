@@ -91,10 +91,11 @@ static pf_status pf_kernel_check(const pf_kernel *k) {
 
 /* plugins' kernels, copied: the registry does not keep a pointer into a plugin's stack */
 static int pf_copying;
-static struct {
+typedef struct {
   pf_kernel k;
   char variant[PF_NAME_LEN], summary[512];
-} pf_copies[PF_MAX_KERNELS];
+} pf_kernel_copy;
+static pf_kernel_copy pf_copies[PF_MAX_KERNELS];
 static size_t pf_ncopies;
 void pf_kernel_register_copies(int on) { pf_copying = on; }
 
@@ -112,7 +113,7 @@ pf_status pf_kernel_register(const pf_kernel *k) {
     if (strlen(k->summary) >= sizeof pf_copies[0].summary)
       return pf_error(PF_ERR_ARG, "kernel registration: %s/%s: summary over %zu characters", k->op->name, k->variant,
                       sizeof pf_copies[0].summary - 1);
-    __typeof__(pf_copies[0]) *c = &pf_copies[pf_ncopies++];
+    pf_kernel_copy *c = &pf_copies[pf_ncopies++];
     c->k = *k;
     snprintf(c->variant, sizeof c->variant, "%s", k->variant);
     snprintf(c->summary, sizeof c->summary, "%s", k->summary);

@@ -150,33 +150,32 @@ pf_bound pf_softmax_bound_row(int algo, pf_dtype acc, pf_dtype out_t, double alp
   const double ud = acc == out_t ? 0 : u; /* the division's rounding, unless it is the output's */
 
   /* X: largest |score|; vmax: largest score; n: terms; R: running-max increases the
-   * online variant may see (counted with the scores' own rounding as slack) */
-  double X = 0, vmax = -INFINITY, n = 0, R = 0;
-  for (size_t j = 0; j < cols; j++) {
-    const int masked = pf_softmax_masked(mask, i, j, rows, cols);
-    const double v = masked ? maskval : alpha * x[j];
-    if (isfinite(v) && v > vmax) vmax = v;
-  }
-  /* A finite sentinel (-10000, lowest) far below the row's largest score: its term is 0 as
-   * computed (exp of anything near maskval - vmax underflows in acc) and below sig/2 exactly,
-   * so it is left out of X (its magnitude would make tau, and the bound, useless) and of n;
-   * what it adds to the exact sum (>= 1 shifted) is at most delta, relative. */
-  double dropped = 0, delta = 0;
-  const double far = maskval - vmax + 4 * u * (fabs(maskval) + fabs(vmax)) + 1;
-  const int drop = isfinite(maskval) && mask != 0 && isfinite(vmax) && far < log(sig / 2) - 1;
+   * online variant may see (counted with the scores' own rounding as slack). One pass: the
+   * unmasked scores' largest magnitude and count, the finite sentinels' count, the top score. */
+  double X = 0, vmax = -INFINITY, n = 0, R = 0, top = -INFINITY, sentinels = 0;
   for (size_t j = 0; j < cols; j++) {
     const int masked = pf_softmax_masked(mask, i, j, rows, cols);
     const double v = masked ? maskval : alpha * x[j];
     if (!isfinite(v)) continue; /* -inf contributes an exact 0; NaN/+inf: undefined row */
-    if (masked && drop) {
-      dropped += 1;
+    if (v > top) top = v;
+    if (masked) {
+      sentinels += 1;
       continue;
     }
     n += 1;
     if (fabs(v) > X) X = fabs(v);
   }
-  if (dropped > 0) delta = dropped * exp(maskval - vmax);
-  vmax = -INFINITY;
+  /* A finite sentinel (-10000, lowest) far below the row's top score: its term is 0 as computed
+   * (exp of anything near maskval - top underflows in acc) and below sig/2 exactly, so it stays
+   * out of X (its magnitude would make tau, and the bound, useless) and of n; what it adds to
+   * the exact sum (>= 1 shifted) is at most delta, relative. A sentinel near the top counts. */
+  const int drop = sentinels > 0 && isfinite(top) &&
+                   maskval - top + 4 * u * (fabs(maskval) + fabs(top)) + 1 < log(sig / 2) - 1;
+  const double delta = drop ? sentinels * exp(maskval - top) : 0;
+  if (sentinels > 0 && !drop) {
+    n += sentinels;
+    if (fabs(maskval) > X) X = fabs(maskval);
+  }
   /* |t - v| <= tau: the scale and the product each rounded once (or the sentinel once) */
   const double tau = (2 * u + u * u) * X + sig / 2;
   const double X2 = 2 * X + 2 * tau;           /* bound on |t_a - t_b| */
