@@ -3,8 +3,9 @@
  * PyTorch GradScaler.update) independently of the kernels, with the overflow decided exactly:
  * the scaled gradient S g overflows the gradient dtype iff |S g| >= max + ulp(max)/2 (the
  * rounding threshold; S g is exact in binary64: a binary32 value times a scale), or g is not
- * finite. Expected outputs: the true gradient for an applied step, 0 for a skipped or
- * stopped one, the status, and the scale after the step. */
+ * finite. Expected outputs: the true gradient for an applied step (for DeepSpeed 0.19.8's
+ * paths, which unscale by the updated scale S', g S / S'), 0 for a skipped or stopped one, the
+ * status, and the scale after the step. */
 #include "oracles/loss_scale_ref.h"
 
 #include <math.h>
@@ -42,6 +43,20 @@ static int ref_deepspeed(pf_ref_scaler *r, int overflow, int v019) {
       r->cur_hysteresis = r->delayed_shift;
       r->cur_scale *= 2;
     }
+  }
+  r->cur_iter++;
+  return overflow;
+}
+
+/* DeepSpeed 0.19.8's FP16_Optimizer._update_scale (runtime/fp16/fused_optimizer.py; the same
+ * in unfused_optimizer.py): no hysteresis, the minimum holds and the run goes on */
+static int ref_deepspeed_fp16(pf_ref_scaler *r, int overflow) {
+  if (overflow) {
+    r->cur_scale = fmax(r->cur_scale / 2, r->min_scale);
+    r->last_overflow_iter = r->cur_iter;
+  } else {
+    const long stable = r->cur_iter - r->last_overflow_iter - 1;
+    if (stable > 0 && stable % r->scale_window == 0) r->cur_scale *= 2;
   }
   r->cur_iter++;
   return overflow;
@@ -92,13 +107,16 @@ pf_status pf_loss_scale_ref(const pf_case *c, const pf_tensor *in, const pf_orac
   const size_t T = c->shape[0], n = c->shape[1];
   /* the variant's algorithm (its data, not its name: a user's copy of pytorch is pytorch) */
   const int algo = pf_case_algo(c);
-  const int ds019 = algo == PF_LS_DEEPSPEED_019;
+  const int ds019 = algo == PF_LS_DEEPSPEED_019, dsfp16 = algo == PF_LS_DEEPSPEED_019_FP16;
   const int ds = algo == PF_LS_DEEPSPEED || ds019, mg = algo == PF_LS_MEGATRON, pt = algo == PF_LS_PYTORCH;
+  /* DeepSpeed 0.19.8 updates the scale before unscaling: what its optimizer receives on a step
+   * where the scale moved is g S / S' (the hazard imprecise says so) */
+  const int after = ds019 || dsfp16;
   const double scale0 = pf_case_param(c, "scale0"), min_scale = pf_case_param(c, "min_scale");
   const double window = pf_case_param(c, "window"), hyst = pf_case_param(c, "hysteresis");
   pf_ref_scaler r;
   memset(&r, 0, sizeof r);
-  r.cur_scale = scale0 > 0 ? scale0 : ((ds && !ds019) || mg ? 4294967296.0 : 65536.0);
+  r.cur_scale = scale0 > 0 ? scale0 : ((ds && !ds019) || mg ? 4294967296.0 : 65536.0); /* dsfp16: 2^16 */
   r.min_scale = min_scale > 0 ? min_scale : (pt ? 0 : 1);
   r.scale_window = window > 0 ? (long)window : (pt ? 2000 : 1000);
   r.delayed_shift = hyst > 0 ? (long)hyst : (pt ? 1 : 2);
@@ -115,11 +133,16 @@ pf_status pf_loss_scale_ref(const pf_case *c, const pf_tensor *in, const pf_orac
       const double g = in[0].data[t * n + i];
       overflow |= !isfinite(g) || !(fabs(S * g) < thr); /* an inf scale times 0 is NaN: an overflow */
     }
-    const int status = ds ? ref_deepspeed(&r, overflow, ds019) : mg ? ref_megatron(&r, overflow) : pt ? ref_pytorch(&r, overflow) : overflow;
+    const int status = ds       ? ref_deepspeed(&r, overflow, ds019)
+                       : dsfp16 ? ref_deepspeed_fp16(&r, overflow)
+                       : mg     ? ref_megatron(&r, overflow)
+                       : pt     ? ref_pytorch(&r, overflow)
+                                : overflow;
+    const double ratio = after ? S / r.cur_scale : 1; /* a power of two: g S / S' is exact */
     for (size_t i = 0; i < n; i++) {
       const double g = in[0].data[t * n + i];
       if (status == 0 && !isfinite(g)) pf_oracle_set_undefined(out, t * n + i, opts->keep_hex);
-      else if (status == 0) set_exact(out, t * n + i, g, PF_FP32, opts->keep_hex);
+      else if (status == 0) set_exact(out, t * n + i, g * ratio, PF_FP32, opts->keep_hex);
       else if (isfinite(g)) set_exact(out, t * n + i, 0.0, PF_FP32, opts->keep_hex);
       else pf_oracle_set_undefined(out, t * n + i, opts->keep_hex); /* the true gradient itself is undefined */
     }

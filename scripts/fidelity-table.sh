@@ -3,7 +3,8 @@
 # (examples/torch_*.py, examples/deepspeed_loss_scaler.py, examples/megatron_grad_scaler.py) and dtype, generated cases judged
 # against the contract it names (findings, largest distance from the correctly rounded result
 # in ulps) and the share of its outputs bitwise equal to precfuzz's emulation of that contract
-# on the same cases (precfuzz diff-variant), with why the rest differs.
+# on the same cases (precfuzz diff-variant), with why the rest differs. A row is: operation,
+# variant, example, the contract it names, cases, and the dtypes it takes (default all three).
 #   scripts/fidelity-table.sh [PRECFUZZ]   (default build/bin/precfuzz; needs python-env.sh --frameworks)
 # PRECFUZZ_DEVICE=cuda measures PyTorch's CUDA kernels instead.
 set -uo pipefail
@@ -32,12 +33,15 @@ for row in "softmax torch-softmax torch_softmax safe 200" "softmax_bwd torch-sof
   "adam torch-adamw torch_adamw torch 100" "adam torch-adamw-foreach torch_adamw torch-foreach 100" \
   "adam torch-adamw-fused torch_adamw torch-fused 100" "clip torch-clip torch_clip torch 100" \
   "loss_scale torch-gradscaler torch_grad_scaler pytorch 50" \
-  "loss_scale ds-loss-scaler deepspeed_loss_scaler deepspeed-0.19 50" \
+  "loss_scale ds-zero1-scaler deepspeed_loss_scaler deepspeed-0.19 50 fp16" \
+  "loss_scale ds-fp16-optimizer deepspeed_loss_scaler deepspeed-0.19-fp16 50 fp16" \
+  "loss_scale ds-fp16-unfused deepspeed_loss_scaler deepspeed-0.19-fp16 50 fp16" \
   "loss_scale megatron-grad-scaler megatron_grad_scaler megatron 50"; do
-  set -- $row
+  set -- $row fp32,fp16,bf16
   K="exec:$PY examples/$3.py"
   diff=$("$P" --kernels "$K" diff-variant -k $1 -v $2 --cases $5 2>&1)
-  for t in fp32 fp16 bf16; do
+  # the dtypes the framework's path takes (DeepSpeed scales fp16 only); default all three
+  for t in ${6//,/ }; do
     out=$("$P" --kernels "$K" run -k $1 -v $2 -t $t --cases $5 2>&1)
     findings=$(echo "$out" | sed -n 's/^  findings \([0-9]*\) .*/\1/p')
     ulps=$(echo "$out" | sed -n 's/.*; max ulps \([0-9]*\) .*/\1/p')

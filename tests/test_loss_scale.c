@@ -226,21 +226,52 @@ static void test_loss_scale_fp32_ceiling(void **state) {
   }
 }
 
-/* DeepSpeed's FP16_Optimizer order (fault loss-scale-unscale-after-update), by hand: scale 16,
- * window 2, g = 1 (h = 16 in fp16). deepspeed-0.19 doubles after step 3 (stable interval 2
- * = window): with the fault, step 3's gradient is unscaled by the new 1/32, 0.5 instead of 1. */
+/* The order of update and unscaling, by hand: scale 16, window 2, g = 1 (h = 16 in fp16).
+ * DeepSpeed 0.19's rule doubles after step 3 (stable interval 3 - (-1) - 1 = 2 = window).
+ * deepspeed-0.19 and deepspeed-0.19-fp16 unscale step 3 by the new 1/32 (DeepSpeed 0.19.8's
+ * own order): 0.5, their contract (the oracle's 0.5), reported as the hazard imprecise at
+ * output 2 with error 1 - 16/32. deepspeed's older rule doubles after step 2 ((1 - (-1)) % 2 =
+ * 0) and again after step 4; the fault loss-scale-unscale-after-update gives it the same
+ * order, against its contract of 1 there: a finding. */
 static void test_loss_scale_unscale_after_update(void **state) {
-  for (int fault = 0; fault < 2; fault++) {
+  const char *names[] = {"deepspeed-0.19", "deepspeed-0.19-fp16", "deepspeed"};
+  for (int v = 0; v < 3; v++) {
     pf_case c;
-    ls_case(&c, "deepspeed-0.19", PF_FP16, 4, 1, 1.0);
+    ls_case(&c, names[v], PF_FP16, 4, 1, 1.0);
     assert_int_equal(pf_case_set_param(&c, "scale0", 16), PF_OK);
     assert_int_equal(pf_case_set_param(&c, "window", 2), PF_OK);
-    if (fault) snprintf(c.fault, sizeof c.fault, "loss-scale-unscale-after-update");
+    if (v == 2) snprintf(c.fault, sizeof c.fault, "loss-scale-unscale-after-update");
     pf_run r;
-    assert_int_equal(ls_run(&c, &r), fault ? PF_V_INACCURATE : PF_V_OK);
-    assert_true(r.out[0] == 1 && r.out[1] == 1 && r.out[3] == 1);
-    assert_true(r.out[2] == (fault ? 0.5 : 1));
-    assert_true(r.out[4 + 4 + 2] == 32); /* the scale after step 3 */
+    assert_int_equal(ls_run(&c, &r), v == 2 ? PF_V_INACCURATE : PF_V_OK);
+    const size_t grow = v == 2 ? 1 : 2; /* the step (from 0) after which the scale is 32 */
+    for (size_t t = 0; t < 4; t++) assert_true(r.out[t] == (t == grow || (v == 2 && t == 3) ? 0.5 : 1));
+    assert_true(r.out[8 + grow - 1] == 16 && r.out[8 + grow] == 32); /* the scale after the steps */
+    assert_true(r.oracle.exact[grow] == (v == 2 ? 1 : 0.5) && r.oracle.exact[0] == 1 && r.oracle.exact[3] == 1);
+    if (v < 2)
+      assert_true((r.hazards >> PF_H_IMPRECISE) & 1 && r.hazard_at[PF_H_IMPRECISE] == 2 &&
+                  r.hazard_measure[PF_H_IMPRECISE] == 0.5);
+    pf_run_free(&r);
+  }
+}
+
+/* Hysteresis, by hand: scale 4, g = 20000 (4 g = 80000 overflows fp16, 2 g = 40000 does not).
+ * deepspeed-0.19 (ZeRO's DynamicLossScaler, hysteresis 2): step 1 spends the hysteresis and
+ * keeps 4, step 2 overflows again and halves to 2, step 3 applies. deepspeed-0.19-fp16
+ * (FP16_Optimizer, which has none): step 1 halves to 2, steps 2 and 3 apply. */
+static void test_loss_scale_fp16_optimizer_has_no_hysteresis(void **state) {
+  const double want_status[2][3] = {{1, 1, 0}, {1, 0, 0}}, want_scale[2][3] = {{4, 2, 2}, {2, 2, 2}};
+  const char *names[] = {"deepspeed-0.19", "deepspeed-0.19-fp16"};
+  for (int v = 0; v < 2; v++) {
+    pf_case c;
+    ls_case(&c, names[v], PF_FP16, 3, 1, 20000);
+    assert_int_equal(pf_case_set_param(&c, "scale0", 4), PF_OK);
+    pf_run r;
+    assert_int_equal(ls_run(&c, &r), PF_V_OK);
+    for (int t = 0; t < 3; t++) {
+      assert_true(r.out[3 + t] == want_status[v][t] && r.oracle.exact[3 + t] == want_status[v][t]);
+      assert_true(r.out[6 + t] == want_scale[v][t] && r.oracle.exact[6 + t] == want_scale[v][t]);
+      assert_true(r.out[t] == (want_status[v][t] ? 0 : 20000));
+    }
     pf_run_free(&r);
   }
 }
@@ -250,6 +281,7 @@ int main(void) {
       cmocka_unit_test(test_loss_scale_variant_behaviour_comes_from_data),
       cmocka_unit_test(test_loss_scale_fp32_ceiling),
       cmocka_unit_test(test_loss_scale_unscale_after_update),
+      cmocka_unit_test(test_loss_scale_fp16_optimizer_has_no_hysteresis),
       cmocka_unit_test(test_loss_scale_deepspeed_stops_at_minimum),
       cmocka_unit_test(test_loss_scale_megatron_keeps_skipping),
       cmocka_unit_test(test_loss_scale_growth_and_no_skip_fault),

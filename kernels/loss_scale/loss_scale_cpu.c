@@ -4,9 +4,10 @@
  * Each step: the backward pass holds the gradient of the scaled loss in the gradient dtype,
  * h = fl_T(S g) (g the true gradient); an inf or NaN anywhere is an overflow: the step is
  * skipped and the scaler reacts; otherwise the optimizer receives fl32(h * fl32(1/S)).
- * Variants: deepspeed (DynamicLossScaler, with its minimum-scale error), megatron
- * (DynamicGradScaler), pytorch (GradScaler), static. Fault loss-scale-no-skip: an overflowed
- * step is applied.
+ * Variants: deepspeed (DynamicLossScaler, with its minimum-scale error), deepspeed-0.19 (the
+ * same in DeepSpeed 0.19.8 as its ZeRO stages drive it), deepspeed-0.19-fp16 (0.19.8's
+ * FP16_Optimizer without ZeRO), megatron (DynamicGradScaler), pytorch (GradScaler), static.
+ * Fault loss-scale-no-skip: an overflowed step is applied.
  * Outputs per step, in data-flow order: the applied gradient (fp32; 0 when skipped), the
  * step's status (0 applied, 1 skipped, 2 stopped) and the scale after the step. */
 #include <math.h>
@@ -25,10 +26,10 @@ enum { P_SCALE0 = 0, P_MINSCALE, P_WINDOW, P_HYST, P_DECAY, P_SPIKE_STEP, P_SPIK
 static const char *const pf_ls_dims[] = {"steps", "n"};
 static const char *const pf_ls_inputs[] = {"g"};
 static const pf_param_desc pf_ls_params[] = {
-    {"scale0", PF_PARAM_REAL, 0, 0, 0x1p64, NULL, "initial scale; 0: the variant's (2^32 deepspeed and megatron, 2^16 pytorch, static and deepspeed-0.19)", PF_HELD(PF_FP32)},
+    {"scale0", PF_PARAM_REAL, 0, 0, 0x1p64, NULL, "initial scale; 0: the variant's (2^32 deepspeed and megatron, 2^16 pytorch, static, deepspeed-0.19 and deepspeed-0.19-fp16)", PF_HELD(PF_FP32)},
     {"min_scale", PF_PARAM_REAL, 0, 0, 0x1p64, NULL, "smallest scale; 0: the variant's (1; pytorch has none)", PF_HELD(PF_FP32)},
     {"window", PF_PARAM_INT, 0, 0, 1e9, NULL, "steps without overflow before the scale doubles; 0: the variant's (1000; pytorch 2000)", 0},
-    {"hysteresis", PF_PARAM_INT, 0, 0, 1e6, NULL, "overflows tolerated before the scale halves; 0: the variant's (2; pytorch 1)", 0},
+    {"hysteresis", PF_PARAM_INT, 0, 0, 1e6, NULL, "overflows tolerated before the scale halves; 0: the variant's (2; pytorch 1); deepspeed-0.19-fp16 ignores it, as DeepSpeed's FP16_Optimizer does", 0},
     {"decay", PF_PARAM_REAL, 1, 0, 0x1p10, NULL, "the gradients of step s (from 0) are multiplied by decay^s", 0},
     {"spike_step", PF_PARAM_INT, 0, 0, 1e9, NULL, "a step (from 1) whose gradients are multiplied by spike_mag; 0: none", 0},
     {"spike_mag", PF_PARAM_REAL, 1, 0, 0x1p100, NULL, "the spike's factor", 0},
@@ -84,7 +85,10 @@ static int pf_ls_input_dims(const pf_case *c, int i, int *d) {
   return 2;
 }
 
-/* stagnant: a loss scale that can never come back. An fp32 scale doubled past 2^127 is inf;
+/* imprecise: DeepSpeed 0.19's order (pf_ls_unscales_after_update) halves the gradients of a
+ * step where the scale grows: the contract of those variants (their oracle unscales as they
+ * do), but not the gradient the run should get. Recorded at the first such step.
+ * stagnant: a loss scale that can never come back. An fp32 scale doubled past 2^127 is inf;
  * backing off halves inf to inf, 1/S is 0 and every later step overflows and is skipped
  * (Megatron's DynamicGradScaler). Recorded at the first step whose scale is inf while some
  * true gradient after it is finite. */
@@ -92,6 +96,17 @@ static void pf_ls_hazards(const pf_case *c, pf_run *r, const pf_hazard_limits *l
   (void)l;
   const size_t T = c->shape[0], n = c->shape[1];
   const double *scale = r->out + T * n + T, *status = r->out + T * n;
+  if (pf_ls_unscales_after_update(pf_ls_variant(c))) {
+    size_t grown = 0, first = 0;
+    double before = 0, after = 0, prev = pf_ls_init(c).scale;
+    for (size_t t = 0; t < T; prev = scale[t], t++)
+      if (status[t] == PF_LS_APPLIED && scale[t] > prev && !grown++) first = t, before = prev, after = scale[t];
+    if (grown)
+      pf_run_flag_hazard(r, PF_H_IMPRECISE, first * n, 1 - before / after,
+                         "step %zu: the scale grew from %g to %g and DeepSpeed 0.19.8 unscales by the new one: the "
+                         "optimizer receives %g of the true gradient (%zu such steps)",
+                         first + 1, before, after, before / after, grown);
+  }
   for (size_t t = 0; t + 1 < T; t++) {
     if (isfinite(scale[t])) continue;
     size_t skipped = 0;
@@ -161,7 +176,7 @@ pf_ls_launch pf_loss_scale_launch_of(const pf_case *c) {
   L.n = c->shape[1];
   L.variant = pf_ls_variant(c);
   L.no_skip = strcmp(c->fault, "loss-scale-no-skip") == 0;
-  L.unscale_after = strcmp(c->fault, "loss-scale-unscale-after-update") == 0;
+  L.unscale_after = strcmp(c->fault, "loss-scale-unscale-after-update") == 0 || pf_ls_unscales_after_update(L.variant);
   L.dtype = c->dtype;
   L.start = pf_ls_init(c);
   return L;
@@ -178,8 +193,8 @@ pf_status pf_loss_scale_cpu(const pf_case *c, const pf_tensor *in, double *out, 
     int overflow = 0;
     for (size_t i = 0; i < n; i++) h[i] = pf_ls_scale_elem(L.dtype, in[0].data[t * n + i], S, &overflow, fe);
     const int status = pf_ls_update(L.variant, &s, overflow);
-    /* the fault: DeepSpeed's FP16_Optimizer calls update_scale before it unscales, so on a
-     * step where the scale grows the gradients are divided by the doubled scale */
+    /* DeepSpeed 0.19 (or the fault) updates the scale before it unscales: on a step where the
+     * scale grows the gradients are divided by the doubled scale */
     const double inv = pf_round(PF_FP32, 1.0 / (L.unscale_after ? s.scale : S));
     const int applied = status == PF_LS_APPLIED || (L.no_skip && status == PF_LS_SKIPPED);
     for (size_t i = 0; i < n; i++) out[t * n + i] = pf_ls_unscale_elem(h[i], inv, applied, fe);
@@ -277,20 +292,27 @@ int pf_loss_scale_in_domain(const pf_case *c, const pf_tensor *in, char *why, si
 }
 
 static const char *const pf_ls_faults[] = {"loss-scale-no-skip", "loss-scale-unscale-after-update", NULL};
-#define PF_LS_KERNEL(var, algo, summary)                                                                             \
+/* DeepSpeed 0.19's paths unscale after the update already */
+static const char *const pf_ls_faults_ds019[] = {"loss-scale-no-skip", NULL};
+#define PF_LS_KERNEL(var, algo, faults, summary)                                                                     \
   {PF_KERNEL_ABI, &pf_loss_scale_op, var, summary, PF_DT(PF_FP16) | PF_DT(PF_BF16) | PF_DT(PF_FP32),             \
-   PF_DT(PF_FP32), pf_ls_faults,                                                                                  \
+   PF_DT(PF_FP32), faults,                                                                                        \
    "applied gradients within (1+u_T)(1+2^-24)(1+|fl32(1/S) S - 1|) - 1 relative of the true ones; skips, "        \
    "scales and stops exactly as the reference scaler; a stopped run is divergent. Domain: finite gradients that " \
    "fit T at the smallest scale, applied scaled gradients normal in T",                                           \
    pf_loss_scale_cpu, pf_loss_scale_bound, pf_loss_scale_in_domain, NULL, PF_LS_RUN_CUDA, algo, NULL}
 
 static const pf_kernel pf_ls_tab[] = {
-    PF_LS_KERNEL("deepspeed", PF_LS_DEEPSPEED, "DeepSpeed DynamicLossScaler: hysteresis, window, error at the minimum scale"),
-    PF_LS_KERNEL("megatron", PF_LS_MEGATRON, "Megatron DynamicGradScaler: hysteresis, growth interval, keeps skipping at the minimum"),
-    PF_LS_KERNEL("pytorch", PF_LS_PYTORCH, "PyTorch GradScaler: backoff 0.5, growth 2 every 2000 clean steps, fp32 scale"),
-    PF_LS_KERNEL("static", PF_LS_STATIC, "a fixed scale; overflowed steps skipped"),
-    PF_LS_KERNEL("deepspeed-0.19", PF_LS_DEEPSPEED_019,
-                 "DeepSpeed 0.19 DynamicLossScaler with its config's defaults (2^16, hysteresis 2): doubles after window + 1 clean steps"),
+    PF_LS_KERNEL("deepspeed", PF_LS_DEEPSPEED, pf_ls_faults, "DeepSpeed DynamicLossScaler: hysteresis, window, error at the minimum scale"),
+    PF_LS_KERNEL("megatron", PF_LS_MEGATRON, pf_ls_faults, "Megatron DynamicGradScaler: hysteresis, growth interval, keeps skipping at the minimum"),
+    PF_LS_KERNEL("pytorch", PF_LS_PYTORCH, pf_ls_faults, "PyTorch GradScaler: backoff 0.5, growth 2 every 2000 clean steps, fp32 scale"),
+    PF_LS_KERNEL("static", PF_LS_STATIC, pf_ls_faults, "a fixed scale; overflowed steps skipped"),
+    PF_LS_KERNEL("deepspeed-0.19", PF_LS_DEEPSPEED_019, pf_ls_faults_ds019,
+                 "DeepSpeed 0.19.8 ZeRO's DynamicLossScaler with its config's defaults (2^16, hysteresis 2): doubles after "
+                 "window + 1 clean steps; unscales by the updated scale"),
+    PF_LS_KERNEL("deepspeed-0.19-fp16", PF_LS_DEEPSPEED_019_FP16, pf_ls_faults_ds019,
+                 "DeepSpeed 0.19.8 FP16_Optimizer (ZeRO off): no hysteresis, stays at the minimum; unscales by the "
+                 "updated scale"),
 };
-const pf_kernel *const pf_loss_scale_kernels[] = {&pf_ls_tab[0], &pf_ls_tab[1], &pf_ls_tab[2], &pf_ls_tab[3], &pf_ls_tab[4], NULL};
+const pf_kernel *const pf_loss_scale_kernels[] = {&pf_ls_tab[0], &pf_ls_tab[1], &pf_ls_tab[2], &pf_ls_tab[3],
+                                                  &pf_ls_tab[4], &pf_ls_tab[5], NULL};

@@ -7,7 +7,18 @@
 
 #include "harness/dtype_math.h"
 
-enum { PF_LS_DEEPSPEED = 0, PF_LS_MEGATRON = 1, PF_LS_PYTORCH = 2, PF_LS_STATIC = 3, PF_LS_DEEPSPEED_019 = 4 };
+/* PF_LS_DEEPSPEED_019: DeepSpeed 0.19.8's ZeRO stages (DynamicLossScaler.update_scale);
+ * PF_LS_DEEPSPEED_019_FP16: its FP16_Optimizer and FP16_UnfusedOptimizer (ZeRO off), whose
+ * own _update_scale has no hysteresis and never stops. Both unscale after the update. */
+enum { PF_LS_DEEPSPEED = 0, PF_LS_MEGATRON = 1, PF_LS_PYTORCH = 2, PF_LS_STATIC = 3, PF_LS_DEEPSPEED_019 = 4,
+       PF_LS_DEEPSPEED_019_FP16 = 5 };
+
+/* DeepSpeed 0.19.8 updates the scale before it unscales (runtime/zero/stage_1_and_2.py and
+ * stage3.py step, runtime/fp16/fused_optimizer.py and unfused_optimizer.py step): on a step
+ * where the scale grows, the gradients made at S are divided by 2S. */
+PF_HD int pf_ls_unscales_after_update(int variant) {
+  return variant == PF_LS_DEEPSPEED_019 || variant == PF_LS_DEEPSPEED_019_FP16;
+}
 enum { PF_LS_APPLIED = 0, PF_LS_SKIPPED = 1, PF_LS_STOPPED = 2 };
 
 typedef struct {
@@ -27,6 +38,8 @@ PF_HD pf_ls_state pf_ls_start(int variant, double scale0, double min_scale, long
    * loss_scale_window 1000, hysteresis 2, min_loss_scale 1: deepspeed/runtime/fp16/loss_scaler.py
    * CreateLossScaler with the config's dynamic_loss_args) */
   const int big = variant == PF_LS_DEEPSPEED || variant == PF_LS_MEGATRON;
+  /* deepspeed-0.19-fp16 takes the same config values (engine.py _configure_fp16_optimizer
+   * passes dynamic_loss_args; the profiles' own defaults apply only without them) */
   s.scale = scale0 > 0 ? scale0 : (big ? 0x1p32 : 0x1p16);
   s.min_scale = min_scale > 0 ? min_scale : (variant == PF_LS_PYTORCH ? 0 : 1);
   s.window = window > 0 ? window : (variant == PF_LS_PYTORCH ? 2000 : 1000);
@@ -65,6 +78,15 @@ PF_HD int pf_ls_update(int variant, pf_ls_state *s, int overflow) {
       /* DeepSpeed 0.19: stable_interval = cur_iter - last_overflow_iter - 1, doubled when it is a
        * positive multiple of the window (window + 1 clean steps after an overflow) */
       s->cur_hysteresis = s->hysteresis;
+      s->scale *= 2;
+    }
+    s->cur_iter += 1;
+    break;
+  case PF_LS_DEEPSPEED_019_FP16: /* FP16_Optimizer._update_scale: halve (not below min), no hysteresis */
+    if (overflow) {
+      s->scale = s->scale / 2 > s->min_scale ? s->scale / 2 : s->min_scale;
+      s->last_overflow_iter = s->cur_iter;
+    } else if (s->cur_iter - s->last_overflow_iter - 1 > 0 && (s->cur_iter - s->last_overflow_iter - 1) % s->window == 0) {
       s->scale *= 2;
     }
     s->cur_iter += 1;
@@ -116,7 +138,8 @@ PF_HD double pf_ls_unscale_elem(double h, double inv, int applied, unsigned *fe)
 typedef struct {
   size_t steps, n;
   int variant, no_skip;
-  int unscale_after; /* fault loss-scale-unscale-after-update: 1/S of the scale after the update */
+  int unscale_after; /* 1/S of the scale after the update: DeepSpeed 0.19's order, or the fault
+                        loss-scale-unscale-after-update on the other variants */
   pf_dtype dtype;
   pf_ls_state start;
 } pf_ls_launch;
