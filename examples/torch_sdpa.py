@@ -7,8 +7,9 @@ scores or probabilities).
 
   precfuzz --kernels exec:"python3 examples/torch_sdpa.py" run -k attention -v torch-sdpa -t bf16 --cases 50
 
-The operation's mask=causal (query i sees keys j <= i + max(k_len - q_len, 0), aligned to the
-bottom right) is SDPA's is_causal where q_len = k_len and a boolean mask otherwise;
+The operation's mask=causal (query i sees keys j <= i + k_len - q_len, aligned to the bottom
+right, PyTorch's causal_lower_right: with q_len > k_len the first q_len - k_len queries see no
+key, and SDPA gives them 0) is SDPA's is_causal where q_len = k_len and a boolean mask otherwise;
 mask=causal-top-left (j <= i) is SDPA's own is_causal=True. A masked score is -inf in SDPA: the other mask values are refused, as are
 layer-scaled scores (layer) and a storage-dtype softmax, which SDPA does not have.
 PRECFUZZ_DEVICE=cuda runs it on the GPU (scripts/gpu-check.sh does)."""
@@ -34,7 +35,7 @@ def sdpa(case, q, k, v):
         return F.scaled_dot_product_attention(q, k, v)
     if case.params["mask"] == "causal-top-left" or lq == lk:
         return F.scaled_dot_product_attention(q, k, v, is_causal=True)
-    keep = torch.ones(lq, lk, dtype=torch.bool, device=DEVICE).tril(max(lk - lq, 0))
+    keep = torch.ones(lq, lk, dtype=torch.bool, device=DEVICE).tril(lk - lq)
     return F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
 
 

@@ -7,7 +7,8 @@ PyTorch's fused CPU kernel and its FlashAttention CUDA kernel compute.
 
   precfuzz --kernels exec:"python3 examples/torch_sdpa_backward.py" run -k attention_bwd -v torch-sdpa-bwd -t bf16 --cases 50
 
-The masks as in examples/torch_sdpa.py: causal (aligned to the bottom right) is SDPA's is_causal
+The masks as in examples/torch_sdpa.py: causal (aligned to the bottom right; with q_len > k_len the
+first q_len - k_len queries see no key: output and gradients 0) is SDPA's is_causal
 where q_len = k_len and a boolean mask otherwise; causal-top-left is is_causal=True. The fp32
 delta only (delta=fp32). PRECFUZZ_DEVICE=cuda runs it on the GPU."""
 import os
@@ -32,7 +33,7 @@ def sdpa_backward(case, q, k, v, do):
     elif case.params["mask"] == "causal-top-left" or lq == lk:
         o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
     else:
-        keep = torch.ones(lq, lk, dtype=torch.bool, device=DEVICE).tril(max(lk - lq, 0))
+        keep = torch.ones(lq, lk, dtype=torch.bool, device=DEVICE).tril(lk - lq)
         o = F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
     o.backward(to_torch(do, DEVICE))
     return {"dQ": q.grad, "dK": k.grad, "dV": v.grad}

@@ -7,7 +7,9 @@ what ATen's softmax kernels do for every dtype).
 
 The operation's scale and causal mask (parameters alpha and mask) are applied the way a
 caller of torch.softmax applies them: x * alpha in fp32 (alpha rounded to fp32), masked
-positions set to the mask value, then torch.softmax in fp32 and the result rounded to the
+positions set to the mask value, then torch.softmax in fp32 (with a mask, torch._safe_softmax:
+the same bits, but 0 on a row masked whole by -inf where torch.softmax gives NaN, as SDPA
+does) and the result rounded to the
 storage dtype. Without them (alpha 1, no mask) torch.softmax runs on the tensor as it is.
 PRECFUZZ_DEVICE=cuda runs it on the GPU (scripts/gpu-check.sh does)."""
 import os
@@ -31,12 +33,14 @@ def softmax(case, x):
     if alpha == 1 and mask == "none":
         return torch.softmax(t, dim=-1)
     s = t.float() * torch.tensor(alpha, dtype=torch.float32)
-    if mask != "none":  # causal: row i sees columns j <= i + max(cols - rows, 0); top-left: j <= i
+    if mask != "none":  # causal: row i sees columns j <= i + cols - rows (none for i < rows - cols); top-left: j <= i
         rows, cols = s.shape
-        keep = torch.ones(rows, cols, dtype=torch.bool, device=DEVICE).tril(max(cols - rows, 0) if mask == "causal" else 0)
+        keep = torch.ones(rows, cols, dtype=torch.bool, device=DEVICE).tril(cols - rows if mask == "causal" else 0)
         value = {"-inf": float("-inf"), "-10000": -10000.0, "lowest": LOWEST[case.dtype]}[case.params["mask_value"]]
         s = s.masked_fill(~keep, value)
-    return torch.softmax(s, dim=-1).to(t.dtype)
+    # masked: PyTorch's own masked softmax (what scaled_dot_product_attention runs), torch.softmax
+    # except that a row masked whole by -inf is 0 rather than torch.softmax's NaN
+    return (torch._safe_softmax(s, -1) if mask != "none" else torch.softmax(s, dim=-1)).to(t.dtype)
 
 
 if __name__ == "__main__":

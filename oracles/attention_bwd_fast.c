@@ -139,7 +139,10 @@ static int pf_abf_softmax_row(pf_abf_work *w, size_t i, size_t Lk, const unsigne
     if (jc == Lk || pf_dd_less(s[jc], s[j])) jc = j; /* the largest as exact values: every s_j - m <= 0 */
   }
   w->cref[i] = jc;
-  if (jc == Lk) return 1; /* every key masked: no P (the kernel's row is all 0, as the oracle's) */
+  if (jc == Lk) { /* every key masked (the causal mask hides the query): P = 0 by definition */
+    for (size_t j = 0; j < Lk; j++) nz[j] = 0, P[j] = (pf_dd){0, 0};
+    return 1;
+  }
   const pf_dd m = s[jc];
   pf_dd Z = {0, 0};
   double re = 0, k = 0;

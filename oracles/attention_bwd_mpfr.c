@@ -167,7 +167,8 @@ static int pf_abo_head(pf_abo_work *w, const pf_abo_case *k, size_t h, int final
       mpfr_sub_d(phi[j], phi[j], m, MPFR_RNDU), mpfr_exp(phi[j], phi[j], MPFR_RNDU);
       mpfr_add(w->Zlo, w->Zlo, plo[j], MPFR_RNDD), mpfr_add(w->Zhi, w->Zhi, phi[j], MPFR_RNDU);
     }
-    for (size_t j = 0; j < Lk; j++)
+    /* a query the causal mask hides from every key: P = 0 by definition (0/0 otherwise) */
+    for (size_t j = 0; j < Lk && !pf_oracle_hidden(mask, i, Lq, Lk); j++)
       mpfr_div(plo[j], plo[j], w->Zhi, MPFR_RNDD), mpfr_div(phi[j], phi[j], w->Zlo, MPFR_RNDU);
     /* w_j = dO_i . (v_j - v_c), D' = sum_j P_j w_j; dP_j itself for the standard variant */
     mpfr_set_zero(w->Dlo, 1), mpfr_set_zero(w->Dhi, 1);

@@ -29,6 +29,7 @@
  * the processor has them, lane for lane the same operations as the plain C loops, so the
  * result is the same bits either way. */
 #include "oracles/attention_fast.h"
+#include "oracles/softmax_fast.h" /* pf_oracle_visible */
 
 #include <math.h>
 #include <stdlib.h>
@@ -138,10 +139,10 @@ __attribute__((target("avx2,fma"))) static void pf_pv_avx2(const double *ph, con
 #endif
 
 pf_status pf_attn_fast_init(pf_attn_fast *f, const pf_case *c, const pf_tensor *in, int store_sp, int mask,
-                            double sentinel, double Lstore, size_t off) {
+                            double sentinel, double Lstore) {
   const size_t heads = c->shape[0] * c->shape[1], Lq = c->shape[2], Lk = c->shape[3], d = c->shape[4];
   *f = (pf_attn_fast){.heads = heads, .Lq = Lq, .Lk = Lk, .d = d, .Q = in[0].data, .mask = mask,
-                      .store_sp = store_sp, .sentinel = sentinel, .Lstore = Lstore, .off = off, .dt = c->dtype};
+                      .store_sp = store_sp, .sentinel = sentinel, .Lstore = Lstore, .dt = c->dtype};
   f->KT = malloc(heads * Lk * d * sizeof *f->KT);
   f->V = malloc(heads * Lk * d * sizeof *f->V);
   f->knorm = malloc(heads * Lk * sizeof *f->knorm);
@@ -232,7 +233,7 @@ PF_DD_CLONES int pf_attn_fast_row(const pf_attn_fast *f, size_t h, size_t i, pf_
   }
   const double qn = sqrt(qq) * f->norm_up;
   /* keys [0, vis) are seen; the rest hold the sentinel (-inf: not there at all) */
-  const size_t vis = f->mask >= 1 && i + f->off + 1 < Lk ? i + f->off + 1 : Lk;
+  const size_t vis = pf_oracle_visible(f->mask, i, Lq, Lk);
   const size_t nd = f->store_sp ? Lk : vis; /* the dot products needed */
   const float *KT = f->KT + h * Lk * d;
 #ifdef PF_X86

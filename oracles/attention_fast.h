@@ -23,7 +23,6 @@ typedef struct {
   double norm_up;         /* sqrt of a sum of d squares in binary64 times this bounds the norm */
   int mask, store_sp, avx2;
   double sentinel, Lstore;
-  size_t off;             /* the causal mask's offset: row i sees keys j <= i + off */
   pf_dtype dt;
 } pf_attn_fast;
 
@@ -35,7 +34,7 @@ typedef struct {
 } pf_attn_fast_work;
 
 pf_status pf_attn_fast_init(pf_attn_fast *f, const pf_case *c, const pf_tensor *in, int store_sp, int mask,
-                            double sentinel, double Lstore, size_t off);
+                            double sentinel, double Lstore);
 void pf_attn_fast_free(pf_attn_fast *f);
 pf_status pf_attn_fast_work_init(pf_attn_fast_work *w, const pf_attn_fast *f);
 void pf_attn_fast_work_free(pf_attn_fast_work *w);

@@ -9,6 +9,7 @@
  * The stored scores S are s_j / L for layer-scaled (what that variant stores) and s_j
  * otherwise; flash stores no S or P. A row that reads a NaN or an infinity is undefined. */
 #include "oracles/attention_mpfr.h"
+#include "oracles/softmax_fast.h" /* pf_oracle_masked */
 
 #include <math.h>
 #include <stdlib.h>
@@ -82,7 +83,7 @@ typedef struct {
   const pf_tensor *in;
   const pf_oracle_opts *opts;
   pf_oracle_result *out;
-  size_t heads, Lq, Lk, d, no, ns, off;
+  size_t heads, Lq, Lk, d, no, ns;
   int store_sp, mask, fast;
   double sentinel, Lstore;
   const unsigned char *finite_kv; /* per head */
@@ -114,7 +115,7 @@ static void pf_at_row_mpfr(const pf_at_case *k, pf_at_work *w, long *prec_now, l
   const pf_case *c = k->c;
   const pf_oracle_opts *opts = k->opts;
   pf_oracle_result *out = k->out;
-  const size_t Lq = k->Lq, Lk = k->Lk, d = k->d, no = k->no, ns = k->ns, off = k->off;
+  const size_t Lq = k->Lq, Lk = k->Lk, d = k->d, no = k->no, ns = k->ns;
   const int store_sp = k->store_sp, mask = k->mask;
   const double sentinel = k->sentinel, Lstore = k->Lstore;
   const double *Q = k->in[0].data + h * Lq * d, *K = k->in[1].data + h * Lk * d, *V = k->in[2].data + h * Lk * d;
@@ -149,7 +150,7 @@ static void pf_at_row_mpfr(const pf_at_case *k, pf_at_work *w, long *prec_now, l
         mpfr_div_d(w->ohi, w->shi[j], Lstore, MPFR_RNDU);
         settled &= pf_oracle_settle(out, no + (h * Lq + i) * Lk + j, w->olo, w->ohi, c->dtype, final, opts->keep_hex);
       }
-      if (mask >= 1 && j > i + off) { /* the softmax sees the sentinel here */
+      if (pf_oracle_masked(mask, i, j, Lq, Lk)) { /* the softmax sees the sentinel here */
         mpfr_set_d(w->slo[j], sentinel, MPFR_RNDN);
         mpfr_set_d(w->shi[j], sentinel, MPFR_RNDN);
       }
@@ -175,8 +176,13 @@ static void pf_at_row_mpfr(const pf_at_case *k, pf_at_work *w, long *prec_now, l
       mpfr_add(w->Shi, w->Shi, w->ehi[j], MPFR_RNDU);
     }
     for (size_t j = 0; j < Lk; j++) {
-      mpfr_div(w->plo[j], w->elo[j], w->Shi, MPFR_RNDD);
-      mpfr_div(w->phi[j], w->ehi[j], w->Slo, MPFR_RNDU);
+      if (!have_max) { /* every key masked by -inf (the causal mask hides the query): 0 by definition */
+        mpfr_set_zero(w->plo[j], 1);
+        mpfr_set_zero(w->phi[j], 1);
+      } else {
+        mpfr_div(w->plo[j], w->elo[j], w->Shi, MPFR_RNDD);
+        mpfr_div(w->phi[j], w->ehi[j], w->Slo, MPFR_RNDU);
+      }
       if (mpfr_cmp_ui(w->phi[j], 1) > 0) mpfr_set_ui(w->phi[j], 1, MPFR_RNDN); /* p <= 1 */
       if (store_sp)
         settled &= pf_oracle_settle(out, no + ns + (h * Lq + i) * Lk + j, w->plo[j], w->phi[j], c->dtype, final,
@@ -243,8 +249,6 @@ pf_status pf_attention_fwd_mpfr(const pf_case *c, const pf_tensor *in, const pf_
   k->mask = (int)pf_case_param(c, "mask");
   k->sentinel = pf_at_sentinel((int)pf_case_param(c, "mask_value"), c->dtype);
   k->Lstore = pf_case_algo(c) == PF_ATTN_LAYER_SCALED ? pf_case_param(c, "layer") : 1.0;
-  /* causal (1): aligned bottom right; causal-top-left (2): j <= i */
-  k->off = k->mask == 1 && k->Lk >= k->Lq ? k->Lk - k->Lq : 0;
   unsigned char *finite_kv = malloc(k->heads ? k->heads : 1);
   if (!finite_kv) {
     free(k);
@@ -260,7 +264,7 @@ pf_status pf_attention_fwd_mpfr(const pf_case *c, const pf_tensor *in, const pf_
   /* the fast path first (attention_fast.c), row by row; not when the exact values are asked
    * for in hex (>= 160 bits) */
   k->fast = !opts->mpfr_only && !opts->keep_hex &&
-            pf_attn_fast_init(&k->fp, c, in, k->store_sp, k->mask, k->sentinel, k->Lstore, k->off) == PF_OK;
+            pf_attn_fast_init(&k->fp, c, in, k->store_sp, k->mask, k->sentinel, k->Lstore) == PF_OK;
   const size_t rows = k->heads * k->Lq;
   const int threads = pf_parallel_threads(rows, 20.0 * (double)k->Lk * (double)k->d);
   pf_oracle_parallel(rows, threads, pf_at_rows, k);

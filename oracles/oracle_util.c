@@ -81,6 +81,16 @@ void pf_oracle_set_tiny(pf_oracle_result *r, size_t i, pf_dtype t, int keep_hex)
   }
 }
 
+void pf_oracle_set_zero(pf_oracle_result *r, size_t i, pf_dtype t, int keep_hex) {
+  r->dtype[i] = (unsigned char)t;
+  r->exact[i] = r->rounded[i] = r->rounded_alt[i] = 0;
+  r->status[i] = PF_ORACLE_NUMBER;
+  if (keep_hex && r->hex) {
+    free(r->hex[i]);
+    r->hex[i] = strdup("0x0p+0");
+  }
+}
+
 void pf_oracle_set_undefined(pf_oracle_result *r, size_t i, int keep_hex) {
   r->exact[i] = r->rounded[i] = r->rounded_alt[i] = NAN;
   r->status[i] = PF_ORACLE_UNDEFINED;

@@ -18,6 +18,8 @@ double pf_mpfr_round_dtype(mpfr_srcptr x, pf_dtype t);
 int pf_oracle_settle(pf_oracle_result *r, size_t i, mpfr_srcptr lo, mpfr_srcptr hi, pf_dtype t, int final,
                      int keep_hex);
 void pf_oracle_set_undefined(pf_oracle_result *r, size_t i, int keep_hex);
+/* Element i's exact value is 0 by definition (a row the causal mask hides whole). */
+void pf_oracle_set_zero(pf_oracle_result *r, size_t i, pf_dtype t, int keep_hex);
 /* Element i's exact value is nonzero but below MPFR's exponent range, under 2^(emin + 256) in
  * magnitude (emin: MPFR's least exponent): it rounds to 0 in every dtype (PF_ORACLE_TINY). */
 void pf_oracle_set_tiny(pf_oracle_result *r, size_t i, pf_dtype t, int keep_hex);

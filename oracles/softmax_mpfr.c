@@ -129,6 +129,10 @@ static void pf_sm_rows(void *ctx, int t, size_t begin, size_t end) {
   k->max_prec[t] = prec0;
   for (size_t i = begin; i < end; i++) {
     const double *x = k->in[0].data + i * cols;
+    if (k->sentinel == -INFINITY && pf_oracle_hidden(k->mask, i, c->shape[0], cols)) {
+      for (size_t j = 0; j < cols; j++) pf_oracle_set_zero(out, i * cols + j, c->dtype, opts->keep_hex);
+      continue;
+    }
     if (k->fast && pf_softmax_fast(c, x, i, k->alpha, k->mask, k->sentinel, out, fw)) {
       k->fast_units[t]++;
       continue;

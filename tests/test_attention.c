@@ -140,6 +140,41 @@ static void test_attention_contracts_hold_on_generated_cases(void **state) {
   assert_true(in_domain > cases / 2);
 }
 
+/* More queries than keys, by hand: 3 queries, 2 keys, d = 1, Q = K = 0 (every score 0),
+ * V = (2, 4); causal aligned bottom right: query i sees keys j <= i - 1. Query 0 sees none,
+ * query 1 key 0, query 2 both. Under -inf (PyTorch's boolean mask) query 0's P and O are 0,
+ * by definition and exactly: O = (0, 2, 3). Under -10000 its scores are all the sentinel:
+ * uniform, O = (3, 2, 3). Every variant, kernel and oracle, verdict ok. */
+static void test_attention_more_queries_than_keys(void **state) {
+  const double zeros[3] = {0, 0, 0}, v[2] = {2, 4};
+  const double want_o[2][3] = {{0, 2, 3}, {3, 2, 3}};
+  const double want_p[2][6] = {{0, 0, 1, 0, 0.5, 0.5}, {0.5, 0.5, 1, 0, 0.5, 0.5}};
+  const char *variants[] = {"post-scale", "inward", "layer-scaled", "flash"};
+  for (int i = 0; i < 4; i++)
+    for (int mv = 0; mv < 2; mv++) {
+      pf_case c;
+      assert_int_equal(pf_case_init(&c, "attention", variants[i], 1), PF_OK);
+      c.dtype = c.accum = PF_FP32;
+      const size_t shape[5] = {1, 1, 3, 2, 1};
+      memcpy(c.shape, shape, sizeof shape);
+      assert_int_equal(pf_case_set_param(&c, "mask", 1), PF_OK);
+      assert_int_equal(pf_case_set_param(&c, "mask_value", mv), PF_OK); /* -inf, -10000 */
+      set_values(&c.inputs[0], zeros, 3);
+      set_values(&c.inputs[1], zeros, 2);
+      set_values(&c.inputs[2], v, 2);
+      pf_oracle_opts o;
+      pf_oracle_opts_default(&o);
+      pf_run r;
+      if (pf_run_case(&c, &o, &r)) fail_msg("run failed: %s", pf_error_message());
+      pf_case_free(&c);
+      assert_int_equal(r.cmp.verdict, PF_V_OK);
+      for (int q = 0; q < 3; q++) assert_true(r.out[q] == want_o[mv][q] && r.oracle.exact[q] == want_o[mv][q]);
+      if (i != 3) /* P after O (3) and S (6) */
+        for (int j = 0; j < 6; j++) assert_true(r.out[9 + j] == want_p[mv][j] && r.oracle.exact[9 + j] == want_p[mv][j]);
+      pf_run_free(&r);
+    }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_attention_tanh_one),
@@ -147,6 +182,7 @@ int main(void) {
       cmocka_unit_test(test_attention_flash_no_rescale),
       cmocka_unit_test(test_attention_variant_checks),
       cmocka_unit_test(test_attention_contracts_hold_on_generated_cases),
+      cmocka_unit_test(test_attention_more_queries_than_keys),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -211,6 +211,28 @@ static void test_contract_generated(void **state) {
   assert_true(in > total / 2);
 }
 
+/* More queries than keys, by hand: 3 queries, 2 keys, d = 1 (alpha = 1), q = 0, k = (1, 3),
+ * v = (2, 4), dO = (1, 1, 1); causal bottom right: query 0 sees no key, query 1 key 0, query
+ * 2 both (scores 0). P = ((0, 0), (1, 0), (1/2, 1/2)): query 0's row is 0 by definition
+ * (PyTorch's), not uniform. dP_ij = v_j, D = (0, 2, 3), dS = (0, 0; 0, 0; -1/2, 1/2).
+ * dQ = dS k = (0, 0, 1), dK = dS^T q = 0, dV = P^T dO = (3/2, 1/2) (a uniform query 0 would
+ * give (2, 1)). Exact in every dtype; every variant ok. */
+static void test_more_queries_than_keys(void **state) {
+  const double q[3] = {0, 0, 0}, k[2] = {1, 3}, v[2] = {2, 4}, dO[3] = {1, 1, 1};
+  const double want[7] = {0, 0, 1, 0, 0, 1.5, 0.5};
+  for (int var = 0; var < 3; var++)
+    for (int d = 0; d < 3; d++) {
+      pf_case c;
+      make_case(&c, variants[var], dtypes[d], 3, 2, 1, q, k, v, dO);
+      assert_int_equal(pf_case_set_param(&c, "mask", 1), PF_OK);
+      pf_run r;
+      assert_int_equal(run_case(&r, &c), PF_V_OK);
+      for (int x = 0; x < 7; x++) assert_true(r.oracle.rounded[x] == want[x] && fabs(r.out[x] - want[x]) <= 0x1p-10);
+      if (var == 0) assert_true(r.out[5] == 1.5 && r.out[6] == 0.5);
+      pf_run_free(&r);
+    }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_two_equal_scores), cmocka_unit_test(test_closed_form),
@@ -218,6 +240,7 @@ int main(void) {
       cmocka_unit_test(test_faults), cmocka_unit_test(test_flash_parameters_refused_by_standard),
       cmocka_unit_test(test_bound_is_tight),
       cmocka_unit_test(test_contract_generated),
+      cmocka_unit_test(test_more_queries_than_keys),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -361,7 +361,7 @@ static void test_attention_fast_paths_same_bits(void **state) {
     assert_int_equal(pf_oracle_result_alloc(&x[simd], r.nout, 0), PF_OK);
     pf_attn_fast f;
     pf_attn_fast_work w;
-    assert_int_equal(pf_attn_fast_init(&f, &c, r.in, 1, 0, -INFINITY, 1, 0), PF_OK);
+    assert_int_equal(pf_attn_fast_init(&f, &c, r.in, 1, 0, -INFINITY, 1), PF_OK);
     if (simd == 0) f.avx2 = 0;
     else if (!f.avx2) skip(); /* no AVX2 here: nothing to compare */
     assert_int_equal(pf_attn_fast_work_init(&w, &f), PF_OK);

@@ -245,6 +245,42 @@ static void test_softmax_causal_alignments(void **state) {
   }
 }
 
+/* More rows than columns, by hand: 4x2 causal (bottom right: row i sees j <= i - 2). Rows 0
+ * and 1 see nothing, row 2 column 0, row 3 both. Under -inf (PyTorch's boolean mask) the hidden
+ * rows are 0, kernel and oracle, verdict ok; under -10000 their scores are all the sentinel:
+ * (1/2, 1/2). Row 2: (1, 0); row 3 of equal scores: (1/2, 1/2). */
+static void test_softmax_more_rows_than_columns(void **state) {
+  const double x[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  const double want_inf[8] = {0, 0, 0, 0, 1, 0, 0.5, 0.5}, want_10000[8] = {0.5, 0.5, 0.5, 0.5, 1, 0, 0.5, 0.5};
+  const char *variants[] = {"safe", "online"};
+  for (int v = 0; v < 2; v++)
+    for (int mv = 0; mv < 2; mv++) {
+      pf_case c;
+      assert_int_equal(pf_case_init(&c, "softmax", variants[v], 1), PF_OK);
+      c.dtype = c.accum = PF_FP32;
+      c.shape[0] = 4;
+      c.shape[1] = 2;
+      assert_int_equal(pf_case_set_param(&c, "mask", 1), PF_OK);
+      assert_int_equal(pf_case_set_param(&c, "mask_value", mv), PF_OK); /* -inf, -10000 */
+      pf_gen_free(&c.inputs[0]);
+      c.inputs[0].dist = PF_DIST_VALUES;
+      c.inputs[0].values = malloc(sizeof x);
+      memcpy(c.inputs[0].values, x, sizeof x);
+      c.inputs[0].nvalues = 8;
+      pf_oracle_opts o;
+      pf_oracle_opts_default(&o);
+      pf_run r;
+      assert_int_equal(pf_run_case(&c, &o, &r), PF_OK);
+      pf_case_free(&c);
+      assert_int_equal(r.cmp.verdict, PF_V_OK);
+      for (int j = 0; j < 8; j++) {
+        const double want = mv ? want_10000[j] : want_inf[j];
+        assert_true(r.out[j] == want && r.oracle.exact[j] == want);
+      }
+      pf_run_free(&r);
+    }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_softmax_equal_inputs_give_exact_halves),
@@ -257,6 +293,7 @@ int main(void) {
       cmocka_unit_test(test_softmax_contracts_hold_on_generated_cases),
       cmocka_unit_test(test_softmax_variant_behaviour_comes_from_data),
       cmocka_unit_test(test_softmax_causal_alignments),
+      cmocka_unit_test(test_softmax_more_rows_than_columns),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

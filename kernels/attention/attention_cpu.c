@@ -40,7 +40,7 @@ static const char *const pf_attn_smacc_choices[] = {"fp32", "storage", NULL};
 static const pf_param_desc pf_attn_params[] = {
     {"layer", PF_PARAM_INT, 1, 1, 1024, NULL, "layer number L (layer-scaled only): scores stored L times smaller", 0},
     {"mask", PF_PARAM_CHOICE, 0, 0, 2, pf_attn_mask_choices,
-     "causal: query i sees keys j <= i + max(k_len - q_len, 0) (aligned bottom right); causal-top-left: j <= i "
+     "causal: query i sees keys j <= i + k_len - q_len (aligned bottom right; none for i < q_len - k_len: O = 0 under -inf); causal-top-left: j <= i "
      "(F.scaled_dot_product_attention's is_causal)", 0},
     {"mask_value", PF_PARAM_CHOICE, 0, 0, 2, pf_attn_maskval_choices, "what a masked score holds", 0},
     {"softmax_accum", PF_PARAM_CHOICE, 0, 0, 1, pf_attn_smacc_choices,
@@ -426,11 +426,21 @@ static void pf_attn_row_bound(const pf_case *c, const double *q, const double *k
     }
     if (E > maxE) maxE = E;
   }
+  /* a query the causal mask hides from every key: under -inf its P and O are 0 by definition
+   * (PyTorch's), exactly; under a finite sentinel its scores are one rounded value, whose
+   * differences are exactly 0 (no Delta) */
+  const int hidden = pf_softmax_hidden(mask, i, Lq, Lk);
+  if (hidden && isinf(maskval)) {
+    for (size_t j = 0; bP && j < Lk; j++) bP[j] = (pf_bound){0, 0};
+    for (size_t e = 0; e < d; e++) bO[e] = (pf_bound){0, 0};
+    *in_domain = ok;
+    return;
+  }
   /* Delta over the positions the softmax sees as scores */
   double Delta = 0, vmax_s = -INFINITY;
   for (size_t j = 0; j < Lk; j++) {
     const int masked = pf_softmax_masked(mask, i, j, Lq, Lk);
-    const double dj = masked ? (isinf(maskval) ? 0 : fabs(maskval) * uA) : w->delta[j];
+    const double dj = masked ? (isinf(maskval) || hidden ? 0 : fabs(maskval) * uA) : w->delta[j];
     if (dj > Delta) Delta = dj;
     const double sj = masked ? maskval : w->sapprox[j];
     if (sj > vmax_s) vmax_s = sj;

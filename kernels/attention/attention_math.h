@@ -56,6 +56,10 @@ PF_HD void pf_attn_flash_row(const pf_attn_launch *L, const double *qi, const do
   const double mask32 = pf_round_fe(F, L->maskval, fe);
   double m = -INFINITY, l = 0;
   for (size_t e = 0; e < d; e++) o[e] = 0;
+  if (L->maskval == -INFINITY && pf_softmax_hidden(L->mask, i, Lq, Lk)) { /* no key to see: 0 */
+    for (size_t e = 0; e < d; e++) O[e] = 0;
+    return;
+  }
   for (size_t j0 = 0; j0 < Lk; j0 += Bc) {
     const size_t nb = Lk - j0 < Bc ? Lk - j0 : Bc;
     double mb = -INFINITY;

@@ -12,7 +12,9 @@ def attention(case, q, k, v):
     sentinel = {"-inf": mpmath.mpf("-inf"), "-10000": mpmath.mpf(-10000),
                 "lowest": mpmath.mpf(lowest(case["dtype"]))}[p["mask_value"]]
     Lstore = p["layer"] if case["variant"] == "layer-scaled" else 1
-    off = Lk - Lq if Lk >= Lq else 0
+    # causal: query i sees keys j <= i + Lk - Lq (PyTorch's causal_lower_right: none when
+    # i < Lq - Lk); causal-top-left: j <= i
+    hide = {"causal": lambda i, j: j > i + Lk - Lq, "causal-top-left": lambda i, j: j > i}.get(p["mask"], lambda i, j: False)
     alpha = 1 / mpmath.sqrt(d)
     O, S, P = [], [], []
     for h in range(B * H):
@@ -20,7 +22,11 @@ def attention(case, q, k, v):
             qi = q[(h * Lq + i) * d:(h * Lq + i + 1) * d]
             s = [alpha * mpmath.fsum(qi[m] * k[(h * Lk + j) * d + m] for m in range(d)) for j in range(Lk)]
             S.extend(x / Lstore for x in s)
-            t = [sentinel if p["mask"] == "causal" and j > i + off else s[j] for j in range(Lk)]
+            t = [sentinel if hide(i, j) else s[j] for j in range(Lk)]
+            if all(x == mpmath.ninf for x in t):  # a query that sees no key: P and O are 0 (PyTorch's)
+                P.extend([mpmath.mpf(0)] * Lk)
+                O.extend([mpmath.mpf(0)] * d)
+                continue
             mx = max(x for x in t if mpmath.isfinite(x))
             e = [mpmath.mpf(0) if x == mpmath.ninf else mpmath.exp(x - mx) for x in t]
             z = mpmath.fsum(e)

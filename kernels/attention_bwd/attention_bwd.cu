@@ -73,11 +73,12 @@ __global__ void pf_abn_standard_rows(pf_abn N, const T *q, const T *k, const T *
     Si[j] = pf_abn_store<T>(pf_abn_score<T, A>(N, qi, kh + j * d, i, j, &fe), &fe);
     if (pf_nat_f(Si[j]) > m) m = pf_nat_f(Si[j]);
   }
+  const int hidden = pf_softmax_hidden(N.L.mask, i, Lq, Lk); /* no key to see: P = 0 (PyTorch's) */
   float s = 0;
-  for (size_t j = 0; j < Lk; j++) s = pf_abn_add(s, pf_nat_exp(pf_abn_sub(pf_nat_f(Si[j]), m, &fe), &fe), &fe);
+  for (size_t j = 0; j < Lk && !hidden; j++) s = pf_abn_add(s, pf_nat_exp(pf_abn_sub(pf_nat_f(Si[j]), m, &fe), &fe), &fe);
   for (size_t j = 0; j < Lk; j++) {
-    const float e = pf_nat_exp(pf_abn_sub(pf_nat_f(Si[j]), m, &fe), &fe);
-    Pi[j] = pf_abn_store<T>(pf_nat_div_ev(e, s, &fe), &fe);
+    const float e = hidden ? 0.0f : pf_nat_exp(pf_abn_sub(pf_nat_f(Si[j]), m, &fe), &fe);
+    Pi[j] = hidden ? pf_abn_store<T>(0.0f, &fe) : pf_abn_store<T>(pf_nat_div_ev(e, s, &fe), &fe);
   }
   float D = 0;
   for (size_t j = 0; j < Lk; j++) {
@@ -137,9 +138,10 @@ __global__ void pf_abn_flash_rows(pf_abn N, const T *q, const T *k, const T *v, 
       o[e] = pf_abn_add(pf_abn_mul(o[e], rr, &fe), pf_abn_dot<T, A>(pt, 1, vh + j0 * d + e, d, nb, &fe), &fe);
     m = mn;
   }
-  for (size_t e = 0; e < d; e++) Oi[e] = pf_abn_store<T>(pf_nat_div_ev(o[e], l, &fe), &fe);
-  const float logl = pf_nat_log(l, &fe);
-  const float Lse = N.L.faults & PF_ATTN_BWD_F_LSE_NO_MAX ? logl : pf_abn_add(m, logl, &fe);
+  const int hidden = pf_softmax_hidden(N.L.mask, i, Lq, Lk); /* no key to see: O_i = 0, P_i = 0 */
+  for (size_t e = 0; e < d; e++) Oi[e] = pf_abn_store<T>(hidden ? 0.0f : pf_nat_div_ev(o[e], l, &fe), &fe);
+  const float logl = hidden ? -INFINITY : pf_nat_log(l, &fe);
+  const float Lse = hidden || N.L.faults & PF_ATTN_BWD_F_LSE_NO_MAX ? logl : pf_abn_add(m, logl, &fe);
   /* the backward's row */
   float D = 0;
   if (N.L.algo == PF_ATTN_BWD_FLASH)

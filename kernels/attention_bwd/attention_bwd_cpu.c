@@ -38,7 +38,7 @@ static const char *const pf_ab_mask_choices[] = {"none", "causal", "causal-top-l
 static const char *const pf_ab_delta_choices[] = {"fp32", "storage", NULL};
 static const pf_param_desc pf_ab_params[] = {
     {"mask", PF_PARAM_CHOICE, 0, 0, 2, pf_ab_mask_choices,
-     "causal: query i sees keys j <= i + max(k_len - q_len, 0); causal-top-left: j <= i", 0},
+     "causal: query i sees keys j <= i + k_len - q_len (none for i < q_len - k_len: its gradients 0); causal-top-left: j <= i", 0},
     {"block", PF_PARAM_INT, 64, 1, 4096, NULL, "key block size of flash's forward (flash, flash-pdp)", 0},
     {"delta", PF_PARAM_CHOICE, 0, 0, 1, pf_ab_delta_choices,
      "the dtype D = rowsum is accumulated in (flash, flash-pdp): fp32 as FlashAttention-2, or the storage dtype", 0},
@@ -101,7 +101,8 @@ static void pf_ab_head(const pf_attn_bwd_launch *L, const double *q, const doubl
     for (size_t i = 0; i < Lq; i++) {
       double *S = dS + i * Lk; /* the stored scores, in dS's row until dS is computed */
       for (size_t j = 0; j < Lk; j++) S[j] = pf_round_fe(T, pf_attn_bwd_score(L, q + i * d, k + j * d, i, j, fe), fe);
-      pf_softmax_row(PF_SOFTMAX_SAFE, 0, F, T, S, i, Lq, Lk, 1.0, PF_MASK_NONE, -INFINITY, P + i * Lk, w, fe);
+      /* S is -inf where masked already; the mask tells the softmax of a row hidden whole (P = 0) */
+      pf_softmax_row(PF_SOFTMAX_SAFE, 0, F, T, S, i, Lq, Lk, 1.0, L->mask, -INFINITY, P + i * Lk, w, fe);
       double D = 0;
       for (size_t j = 0; j < Lk; j++) {
         dPo[i * Lk + j] = pf_round_fe(T, pf_attn_dot(A, dO + i * d, 1, v + j * d, 1, d, fe), fe);
@@ -238,6 +239,7 @@ static pf_eb pf_ab_flash_fwd(const pf_ab_ctx *x, const pf_eb *qi, const pf_eb *k
   const pf_dtype T = L->t, A = L->acc, F = PF_FP32;
   pf_eb M = {-INFINITY, 0}, l = {0, 0};
   for (size_t e = 0; e < d; e++) Oi[e] = (pf_eb){0, 0};
+  if (pf_softmax_hidden(L->mask, i, L->lq, Lk)) return (pf_eb){-INFINITY, 0}; /* O_i = 0 exactly */
   for (size_t j0 = 0; j0 < Lk; j0 += Bc) {
     const size_t nb = Lk - j0 < Bc ? Lk - j0 : Bc;
     pf_eb mn = M;

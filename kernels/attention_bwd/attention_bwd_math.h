@@ -45,6 +45,10 @@ PF_HD double pf_attn_bwd_flash_fwd_row(const pf_attn_bwd_launch *L, const double
   const pf_dtype T = L->t, A = L->acc, F = PF_FP32;
   double m = -INFINITY, l = 0;
   for (size_t e = 0; e < d; e++) o[e] = 0;
+  if (pf_softmax_hidden(L->mask, i, L->lq, Lk)) { /* no key to see: O_i = 0 (PyTorch's), P_i = 0 */
+    for (size_t e = 0; e < d; e++) Oi[e] = 0;
+    return -INFINITY;
+  }
   for (size_t j0 = 0; j0 < Lk; j0 += Bc) {
     const size_t nb = Lk - j0 < Bc ? Lk - j0 : Bc;
     double mn = m;

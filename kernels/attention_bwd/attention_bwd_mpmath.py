@@ -8,7 +8,7 @@ def masked(mask, i, j, lq, lk):
     if mask == "causal-top-left":
         return j > i
     if mask == "causal":
-        return j > i + max(lk - lq, 0)
+        return j > i + lk - lq  # none when i < lq - lk: P, and the row's gradients, 0
     return False
 
 
@@ -32,10 +32,13 @@ def exact(case, inputs):
         for i in range(Lq):
             s = [None if masked(mask, i, j, Lq, Lk) else alpha * mpmath.fsum(a * b for a, b in zip(Q[i], K[j]))
                  for j in range(Lk)]
-            m = max(x for x in s if x is not None)
-            e = [0 if x is None else mpmath.exp(x - m) for x in s]
-            z = mpmath.fsum(e)
-            p = [x / z for x in e]
+            if all(x is None for x in s):  # a query that sees no key: P = 0 (PyTorch's)
+                p = [mpmath.mpf(0)] * Lk
+            else:
+                m = max(x for x in s if x is not None)
+                e = [0 if x is None else mpmath.exp(x - m) for x in s]
+                z = mpmath.fsum(e)
+                p = [x / z for x in e]
             dp = [mpmath.fsum(a * b for a, b in zip(G[i], V[j])) for j in range(Lk)]
             D = mpmath.fsum(a * b for a, b in zip(p, dp))
             P.append(p); DP.append(dp); S_.append([p[j] * (dp[j] - D) for j in range(Lk)])

@@ -27,7 +27,7 @@ static const pf_param_desc pf_softmax_params[] = {
     {"alpha", PF_PARAM_REAL, 1.0, 0.0, 0x1p64, NULL,
      "multiplies x before the softmax (attention's 1/sqrt(d)); rounded to the accumulation dtype by the kernel", 0},
     {"mask", PF_PARAM_CHOICE, 0, 0, 2, pf_mask_choices,
-     "causal: row i sees columns j <= i + max(cols - rows, 0) (aligned bottom right); causal-top-left: j <= i", 0},
+     "causal: row i sees columns j <= i + cols - rows (aligned bottom right; none for i < rows - cols: 0 under -inf); causal-top-left: j <= i", 0},
     {"mask_value", PF_PARAM_CHOICE, 0, 0, 2, pf_maskval_choices, "what a masked position holds", 0},
 };
 
@@ -148,14 +148,20 @@ pf_bound pf_softmax_bound_row(int algo, pf_dtype acc, pf_dtype out_t, double alp
   const double eps_e = (1 + PF_EXPF_REL) * (1 + ue) - 1;
   const double abs_e = 2 * 0x1p-149 + sig;
   const double ud = acc == out_t ? 0 : u; /* the division's rounding, unless it is the output's */
+  /* a row the causal mask hides whole: 0 by definition under -inf; under a finite sentinel its
+   * scores are one rounded value, their differences exactly 0: the bound of a row of zeros
+   * (naive exponentiates the sentinel itself: the general bound) */
+  const int hidden = pf_softmax_hidden(mask, i, rows, cols);
+  if (hidden && maskval == -INFINITY) return (pf_bound){0, 0};
+  const int equal = hidden && algo != PF_SOFTMAX_NAIVE;
 
   /* X: largest |score|; vmax: largest score; n: terms; R: running-max increases the
    * online variant may see (counted with the scores' own rounding as slack). One pass: the
    * unmasked scores' largest magnitude and count, the finite sentinels' count, the top score. */
   double X = 0, vmax = -INFINITY, n = 0, R = 0, top = -INFINITY, sentinels = 0;
   for (size_t j = 0; j < cols; j++) {
-    const int masked = pf_softmax_masked(mask, i, j, rows, cols);
-    const double v = masked ? maskval : alpha * x[j];
+    const int masked = !equal && pf_softmax_masked(mask, i, j, rows, cols);
+    const double v = equal ? 0 : masked ? maskval : alpha * x[j];
     if (!isfinite(v)) continue; /* -inf contributes an exact 0; NaN/+inf: undefined row */
     if (v > top) top = v;
     if (masked) {
@@ -181,8 +187,8 @@ pf_bound pf_softmax_bound_row(int algo, pf_dtype acc, pf_dtype out_t, double alp
   const double X2 = 2 * X + 2 * tau;           /* bound on |t_a - t_b| */
   const double er = u * X2;                    /* error of one rounded difference */
   for (size_t j = 0; j < cols; j++) {
-    const int masked = pf_softmax_masked(mask, i, j, rows, cols);
-    const double v = masked ? maskval : alpha * x[j];
+    const int masked = !equal && pf_softmax_masked(mask, i, j, rows, cols);
+    const double v = equal ? 0 : masked ? maskval : alpha * x[j];
     if (!isfinite(v) || (masked && drop)) continue;
     if (vmax != -INFINITY && v > vmax - 2 * tau) R += 1;
     if (v > vmax) vmax = v;

@@ -27,14 +27,22 @@ PF_HD double pf_softmax_exp(pf_dtype acc, double d, unsigned *fe) {
   return pf_round_fe(acc, (double)e, fe);
 }
 
-/* Causal: row i may see columns j <= i + (cols - rows) when cols >= rows (queries aligned
- * to the end of the keys, PyTorch's causal_lower_right), j <= i otherwise; causal-top-left:
- * j <= i always (F.scaled_dot_product_attention's is_causal=True, torch.ones(L, S).tril()). */
+/* Causal: row i sees columns j <= i + cols - rows (queries aligned to the end of the keys,
+ * PyTorch's causal_lower_right: torch/nn/attention/bias.py); with more rows than columns the
+ * first rows - cols rows see nothing. causal-top-left: j <= i always
+ * (F.scaled_dot_product_attention's is_causal=True, torch.ones(L, S).tril()). */
 PF_HD int pf_softmax_masked(int mask, size_t i, size_t j, size_t rows, size_t cols) {
   if (mask == PF_MASK_CAUSAL_TOP_LEFT) return j > i;
   if (mask != PF_MASK_CAUSAL) return 0;
-  size_t off = cols >= rows ? cols - rows : 0;
-  return j > i + off;
+  return j + rows > i + cols; /* j > i + cols - rows, in unsigned arithmetic */
+}
+
+/* Row i is masked whole (causal with rows > cols, i < rows - cols). With the -inf sentinel its
+ * softmax is 0/0; it is defined as 0, as PyTorch's scaled_dot_product_attention gives it
+ * (_safe_softmax, aten/src/ATen/native/transformers/attention.cpp) and Megatron's fused masked
+ * softmax does. A finite sentinel (-10000, lowest) makes the row's scores all equal: uniform. */
+PF_HD int pf_softmax_hidden(int mask, size_t i, size_t rows, size_t cols) {
+  return mask == PF_MASK_CAUSAL && i + cols < rows;
 }
 
 /* The value a masked position takes, as the sentinel itself (exact); the kernel rounds it
@@ -73,6 +81,10 @@ PF_HD void pf_softmax_row(int algo, int faults, pf_dtype acc, pf_dtype out_t, co
                            size_t rows, size_t cols, double alpha_acc, int mask, double maskval, double *y,
                            double *tmp, unsigned *fe) {
   const int no_max = faults & PF_SOFTMAX_F_NO_MAX;
+  if (maskval == -INFINITY && pf_softmax_hidden(mask, row, rows, cols)) {
+    for (size_t j = 0; j < cols; j++) y[j] = 0;
+    return;
+  }
   for (size_t j = 0; j < cols; j++)
     tmp[j] = pf_softmax_score(acc, x[j], alpha_acc, pf_softmax_masked(mask, row, j, rows, cols), maskval, fe);
 

@@ -10,16 +10,20 @@ def softmax_rows(case, xs):
     p = case["params"]
     alpha = parse_hex(p["alpha"])
     sentinel = {"-inf": mpmath.mpf("-inf"), "-10000": mpmath.mpf(-10000), "lowest": mpmath.mpf(lowest(case["dtype"]))}[p["mask_value"]]
-    off = cols - rows if cols >= rows else 0
+    # causal: row i sees columns j <= i + cols - rows (none when i < rows - cols); top-left: j <= i
+    hide = {"causal": lambda i, j: j > i + cols - rows, "causal-top-left": lambda i, j: j > i}.get(p["mask"], lambda i, j: False)
     out = []
     for i in range(rows):
         t = []
         for j in range(cols):
-            if p["mask"] == "causal" and j > i + off:
+            if hide(i, j):
                 t.append(sentinel)
             else:
                 t.append(alpha * xs[i * cols + j])
         finite = [v for v in t if mpmath.isfinite(v)]
+        if all(hide(i, j) for j in range(cols)) and not finite:  # masked whole by -inf: 0 by definition
+            out.extend([mpmath.mpf(0)] * cols)
+            continue
         if any(mpmath.isnan(v) or v == mpmath.inf for v in t) or not finite:
             out.extend([None] * cols)
             continue

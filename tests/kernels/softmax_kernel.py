@@ -49,15 +49,18 @@ def softmax64(case, x):
     """softmax(alpha x) over the last dimension with the case's mask, in float64."""
     t = x.astype(np.float64) * case.params["alpha"]
     rows, cols = t.shape
-    if case.params["mask"] != "none":  # causal: j <= i + max(cols - rows, 0); causal-top-left: j <= i
+    if case.params["mask"] != "none":  # causal: j <= i + cols - rows; causal-top-left: j <= i
         sentinel = {"-inf": -np.inf, "-10000": -10000.0, "lowest": -LARGEST[case.dtype]}[case.params["mask_value"]]
-        off = max(cols - rows, 0) if case.params["mask"] == "causal" else 0
+        off = cols - rows if case.params["mask"] == "causal" else 0
         for i in range(rows):
-            t[i, i + off + 1 :] = sentinel
+            t[i, max(i + off + 1, 0) :] = sentinel
+    t0 = t.copy()
     with np.errstate(all="ignore"):  # inf - inf: NaN, as the exact result is undefined there
         t = t - t.max(axis=1, keepdims=True)
         e = np.exp(t)
-        return e / e.sum(axis=1, keepdims=True)
+        y = e / e.sum(axis=1, keepdims=True)
+    y[np.all(np.isneginf(t0), axis=1)] = 0  # a row masked whole by -inf: 0, as precfuzz defines it
+    return y
 
 
 def kernel(case, x):
