@@ -95,7 +95,9 @@ double pf_hazard_threshold(const pf_case *c, const pf_hazard_limits *l, pf_dtype
 /* An element whose error means something: the exact value known and finite, the output finite. */
 static int pf_judgeable(const pf_run *r, size_t i) {
   const unsigned char s = r->oracle.status[i];
-  return (s == PF_ORACLE_NUMBER || s == PF_ORACLE_TIE) && isfinite(r->oracle.exact[i]) && isfinite(r->out[i]);
+  /* not an element whose exact value is beyond its dtype (rounded to inf: verdict range) */
+  return (s == PF_ORACLE_NUMBER || s == PF_ORACLE_TIE) && isfinite(r->oracle.exact[i]) &&
+         isfinite(r->oracle.rounded[i]) && isfinite(r->out[i]);
 }
 
 /* imprecise over the elements [from, from + count), one measure unit */

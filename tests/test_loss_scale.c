@@ -276,12 +276,33 @@ static void test_loss_scale_fp16_optimizer_has_no_hysteresis(void **state) {
   }
 }
 
+/* DeepSpeed's scale is a Python float. From 2^64 with window 1 and zero gradients,
+ * deepspeed-0.19 doubles when cur_iter - (-1) - 1 = cur_iter is positive: from step 2 on, so the
+ * scale after step t >= 2 is 2^(63 + t): 2^65 after step 2, 2^128 after step 65. The
+ * operation's scale output is fp32: the case is outside the domain, with the reason, and no
+ * hazard is judged on scales fp32 cannot hold (before: a biased hazard of -inf ulps). */
+static void test_loss_scale_deepspeed_scale_beyond_fp32(void **state) {
+  pf_case c;
+  ls_case(&c, "deepspeed-0.19", PF_FP32, 70, 1, 0.0);
+  assert_int_equal(pf_case_set_param(&c, "scale0", 0x1p64), PF_OK);
+  assert_int_equal(pf_case_set_param(&c, "window", 1), PF_OK);
+  pf_run r;
+  ls_run(&c, &r);
+  const size_t sc = 2 * 70; /* n = 1 */
+  assert_true(r.out[sc + 0] == 0x1p64 && r.out[sc + 1] == 0x1p65 && r.out[sc + 63] == 0x1p127 && r.out[sc + 64] == 0x1p128);
+  assert_false(r.in_domain);
+  assert_true(strstr(r.why, "Python float") != NULL);
+  assert_false((r.hazards >> PF_H_BIASED) & 1);
+  pf_run_free(&r);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_loss_scale_variant_behaviour_comes_from_data),
       cmocka_unit_test(test_loss_scale_fp32_ceiling),
       cmocka_unit_test(test_loss_scale_unscale_after_update),
       cmocka_unit_test(test_loss_scale_fp16_optimizer_has_no_hysteresis),
+      cmocka_unit_test(test_loss_scale_deepspeed_scale_beyond_fp32),
       cmocka_unit_test(test_loss_scale_deepspeed_stops_at_minimum),
       cmocka_unit_test(test_loss_scale_megatron_keeps_skipping),
       cmocka_unit_test(test_loss_scale_growth_and_no_skip_fault),

@@ -269,6 +269,17 @@ int pf_loss_scale_in_domain(const pf_case *c, const pf_tensor *in, char *why, si
   pf_loss_scale_cpu(&k, in, o, &fe);
   int ok = 1;
   const double rel = pf_ls_rel_bound(c);
+  /* DeepSpeed keeps its scale in a Python float (binary64), which doubles past fp32's range
+   * where an fp32 scale (Megatron's, PyTorch's) stops or becomes inf; the operation's scale
+   * output is fp32, so such a run is outside what it can report */
+  const int ds = pf_ls_variant(c) == PF_LS_DEEPSPEED || pf_ls_variant(c) == PF_LS_DEEPSPEED_019 ||
+                 pf_ls_variant(c) == PF_LS_DEEPSPEED_019_FP16;
+  for (size_t t = 0; t < T && ok && ds; t++)
+    if (o[T * n + T + t] >= 0x1p128) {
+      ok = 0;
+      snprintf(why, len, "step %zu: DeepSpeed's scale (a Python float) grows to %g, beyond the fp32 scale output", t + 1,
+               o[T * n + T + t]);
+    }
   for (size_t t = 0; t < T && ok; t++) {
     if (o[T * n + t] != PF_LS_APPLIED) continue;
     const double S = t ? o[T * n + T + t - 1] : s0.scale;
