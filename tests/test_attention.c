@@ -175,6 +175,36 @@ static void test_attention_more_queries_than_keys(void **state) {
     }
 }
 
+/* 4096 equal scores (q = 0) with the softmax accumulated in the storage dtype, by hand: the
+ * running sum of exp(0) = 1 stops at 2048 in fp16 (2048 + 1 ties to even, 2048) and at 256 in
+ * bf16, so every P is 2^-11 (2^-8) and a query's P sums to 2 (16), its output 2x (16x) the
+ * mean of V: the hazard saturated, error 1 (15), at the query's first probability. */
+static void test_attention_saturated_softmax_sum(void **state) {
+  const pf_dtype dts[2] = {PF_FP16, PF_BF16};
+  const double p[2] = {0x1p-11, 0x1p-8}, err[2] = {1, 15};
+  for (int t = 0; t < 2; t++) {
+    pf_case c;
+    assert_int_equal(pf_case_init(&c, "attention", "post-scale", 1), PF_OK);
+    c.dtype = dts[t];
+    c.accum = PF_FP32;
+    const size_t shape[5] = {1, 1, 1, 4096, 1};
+    memcpy(c.shape, shape, sizeof shape);
+    assert_int_equal(pf_case_set_param(&c, "softmax_accum", 1), PF_OK); /* storage */
+    const double zero = 0;
+    set_values(&c.inputs[0], &zero, 1);
+    pf_oracle_opts o;
+    pf_oracle_opts_default(&o);
+    pf_run r;
+    if (pf_run_case(&c, &o, &r)) fail_msg("run failed: %s", pf_error_message());
+    pf_case_free(&c);
+    const size_t P0 = 1 + 4096; /* after O (1) and S (4096) */
+    assert_true(r.out[P0] == p[t] && r.out[P0 + 4095] == p[t]);
+    assert_true((r.hazards >> PF_H_SATURATED) & 1);
+    assert_true(r.hazard_at[PF_H_SATURATED] == P0 && fabs(r.hazard_measure[PF_H_SATURATED] - err[t]) < 1e-12);
+    pf_run_free(&r);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_attention_tanh_one),
@@ -183,6 +213,7 @@ int main(void) {
       cmocka_unit_test(test_attention_variant_checks),
       cmocka_unit_test(test_attention_contracts_hold_on_generated_cases),
       cmocka_unit_test(test_attention_more_queries_than_keys),
+      cmocka_unit_test(test_attention_saturated_softmax_sum),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

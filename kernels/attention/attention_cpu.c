@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "harness/parallel.h"
+#include "harness/runner.h"
 #include "kernels/attention/attention.h"
 #include "kernels/kernel.h"
 #include "kernels/softmax/softmax.h"
@@ -108,6 +109,35 @@ static const pf_op_sweep pf_attention_sweep = {
         "search's cases have head_dim 16.",
 };
 
+static pf_dtype pf_attn_smacc(const pf_case *c);
+
+/* saturated: a query's probabilities P (the variants that store them) summing short of 1, as
+ * softmax's hazard judges a row: a running sum in fp16 or bf16 (softmax_accum=storage) stopped
+ * absorbing its terms, and the output, P V, is off by the same factor (4096 equal scores in
+ * fp16: P sums to 2). Flash keeps its sum in fp32 and stores no P. */
+static void pf_attn_hazards(const pf_case *c, pf_run *r, const pf_hazard_limits *l) {
+  if (pf_attn_algo(c) == PF_ATTN_FLASH) return;
+  const size_t Lq = c->shape[D_LQ], Lk = c->shape[D_LK], rows = pf_attn_heads(c) * Lq;
+  const size_t P0 = pf_attn_o_count(c) + pf_attn_s_count(c);
+  const double thr = pf_hazard_threshold(c, l, c->dtype);
+  for (size_t u = 0; u < rows; u++) {
+    double sy = 0, se = 0;
+    for (size_t j = 0; j < Lk; j++) {
+      const size_t k = P0 + u * Lk + j;
+      if (r->oracle.status[k] == PF_ORACLE_UNDEFINED || !isfinite(r->out[k])) goto next; /* a verdict's */
+      sy += r->out[k], se += r->oracle.exact[k];
+    }
+    if (se > 0 && pf_hazard_beyond(sy / se - 1, thr)) {
+      pf_run_flag_hazard(r, PF_H_SATURATED, P0 + u * Lk, sy / se - 1,
+                         "head %zu, query %zu: its probabilities sum to %.6g (exact %.6g): the softmax's running sum in "
+                         "%s stopped absorbing its terms (error %.3g, threshold %.3g); the output P V is off by as much",
+                         u / Lq, u % Lq, sy, se, pf_dtype_name(pf_attn_smacc(c)), sy / se - 1, thr);
+      return;
+    }
+  next:;
+  }
+}
+
 int pf_decode_attention_fuzzer(const uint8_t *data, size_t size, pf_case *out); /* attention_fuzzer.c */
 const pf_op pf_attention_op = {
     .name = "attention",
@@ -128,6 +158,7 @@ const pf_op pf_attention_op = {
     .stages = pf_attn_stages,
     .input_dims = pf_attn_input_dims,
     .batch_dim0 = 1,
+    .hazards = pf_attn_hazards,
     .cost = pf_attention_cost,
     .fuzz_decode = pf_decode_attention_fuzzer,
     .sweep = &pf_attention_sweep,
