@@ -80,6 +80,7 @@ pf_status pf_case_init(pf_case *c, const char *kernel, const char *variant, uint
   c->ndims = op->ndims;
   for (int i = 0; i < op->ndims; i++) c->shape[i] = op->dim_default[i];
   for (int i = 0; i < op->nparams; i++) c->params[i] = op->params[i].def;
+  pf_kernel_param_defaults(k, c); /* the variant's own defaults, where it narrows a parameter */
   c->ninputs = op->ninputs;
   for (int i = 0; i < op->ninputs; i++) {
     pf_gen_default(&c->inputs[i]);
@@ -267,6 +268,8 @@ pf_status pf_case_validate(const pf_case *c) {
     pf_status st = pf_check_param(&op->params[i], c->params[i]);
     if (st) return st;
   }
+  pf_status pst = pf_kernel_check_params(k, c);
+  if (pst) return pst;
   if (k->check) {
     pf_status st = k->check(c);
     if (st) return st;

@@ -60,10 +60,9 @@ typedef struct {
   char variant[64];
   char summary[200];
   pf_status (*like_check)(const pf_case *c); /* the contract's own checks */
-  /* what the hello's "params" narrows: choices (a bit per allowed one) or a range */
-  unsigned char narrowed[PF_MAX_PARAMS];
-  unsigned choices[PF_MAX_PARAMS];
-  double lo[PF_MAX_PARAMS], hi[PF_MAX_PARAMS];
+  /* what the hello's "params" narrows (the kernel's pf_param_range list, k.params) */
+  pf_param_range ranges[PF_MAX_PARAMS + 1];
+  int nranges;
   /* the fault switches the hello names (the case's "fault" says which is on) */
   char fault_names[PF_EXEC_MAX_FAULTS][64];
   const char *faults[PF_EXEC_MAX_FAULTS + 1];
@@ -495,43 +494,10 @@ int pf_exec_is_process(const struct pf_kernel *k) {
   return 0;
 }
 
-int pf_exec_param_range(const struct pf_kernel *k, int i, double *lo, double *hi) {
-  for (int j = 0; j < pf_nek; j++) {
-    const pf_exec_kernel *ek = &pf_ek[j];
-    if (&ek->k != k || i < 0 || i >= ek->k.op->nparams || !ek->narrowed[i]) continue;
-    if (ek->k.op->params[i].type == PF_PARAM_CHOICE) return 0;
-    *lo = ek->lo[i], *hi = ek->hi[i];
-    return 1;
-  }
-  return 0;
-}
-
-/* The contract's checks, then the parameters the hello narrowed. */
+/* The contract's checks (the parameters the hello narrowed: pf_kernel_check_params). */
 static pf_status pf_exec_check(const pf_case *c) {
   const pf_exec_kernel *ek = pf_exec_kernel_of(c);
-  if (!ek) return PF_OK;
-  if (ek->like_check) {
-    pf_status st = ek->like_check(c);
-    if (st) return st;
-  }
-  const pf_op *op = ek->k.op;
-  for (int i = 0; i < op->nparams; i++) {
-    const pf_param_desc *d = &op->params[i];
-    const double v = c->params[i];
-    if (!ek->narrowed[i]) continue;
-    if (d->type == PF_PARAM_CHOICE && !(ek->choices[i] & (1u << (int)v))) {
-      char names[160] = "";
-      for (int j = 0; d->choices[j]; j++)
-        if (ek->choices[i] & (1u << j))
-          snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", names[0] ? ", " : "", d->choices[j]);
-      return pf_error(PF_ERR_UNSUPPORTED, "%s/%s takes %s %s only (its hello), not %s", c->kernel, c->variant, d->name, names,
-                      d->choices[(int)v]);
-    }
-    if (d->type != PF_PARAM_CHOICE && !(v >= ek->lo[i] && v <= ek->hi[i]))
-      return pf_error(PF_ERR_UNSUPPORTED, "%s/%s takes %s in [%g, %g] only (its hello), not %g", c->kernel, c->variant, d->name,
-                      ek->lo[i], ek->hi[i], v);
-  }
-  return PF_OK;
+  return ek && ek->like_check ? ek->like_check(c) : PF_OK;
 }
 
 /* The hello's "params": {"name": ["choice", ...]} or {"name": [min, max]}. */
@@ -546,7 +512,11 @@ static pf_status pf_hello_params(pf_exec_kernel *ek, const cJSON *params, const 
     const pf_param_desc *d = &op->params[i];
     if (!cJSON_IsArray(e) || !cJSON_GetArraySize(e))
       return pf_error(PF_ERR_ARG, "%s: params.%s is not a non-empty list", who, d->name);
-    ek->narrowed[i] = 1;
+    for (int m = 0; m < ek->nranges; m++)
+      if (ek->ranges[m].name == d->name) return pf_error(PF_ERR_ARG, "%s: params.%s given twice", who, d->name);
+    pf_param_range *r = &ek->ranges[ek->nranges++];
+    memset(r, 0, sizeof *r);
+    r->name = d->name;
     if (d->type == PF_PARAM_CHOICE) {
       const cJSON *x;
       cJSON_ArrayForEach(x, e) {
@@ -554,15 +524,26 @@ static pf_status pf_hello_params(pf_exec_kernel *ek, const cJSON *params, const 
         for (int j = 0; d->choices[j] && cJSON_IsString(x); j++)
           if (strcmp(d->choices[j], x->valuestring) == 0) found = j;
         if (found < 0) return pf_error(PF_ERR_ARG, "%s: params.%s holds something not one of its choices", who, d->name);
-        ek->choices[i] |= 1u << found;
+        r->choices |= 1u << found;
       }
+      /* its default: the operation's if it takes it, else the first it takes */
+      r->def = d->def;
+      for (int j = 0; !(r->choices >> (int)r->def & 1); j++) r->def = j;
       continue;
     }
     const cJSON *a = cJSON_GetArrayItem(e, 0), *b = cJSON_GetArrayItem(e, 1);
-    if (cJSON_GetArraySize(e) != 2 || !cJSON_IsNumber(a) || !cJSON_IsNumber(b) || !(a->valuedouble <= b->valuedouble))
-      return pf_error(PF_ERR_ARG, "%s: params.%s is not [min, max]", who, d->name);
-    ek->lo[i] = a->valuedouble, ek->hi[i] = b->valuedouble;
+    if (cJSON_GetArraySize(e) != 2 || !cJSON_IsNumber(a) || !cJSON_IsNumber(b) || !(a->valuedouble <= b->valuedouble) ||
+        !(a->valuedouble >= d->min && b->valuedouble <= d->max))
+      return pf_error(PF_ERR_ARG, "%s: params.%s is not [min, max] within [%g, %g]", who, d->name, d->min, d->max);
+    r->lo = a->valuedouble, r->hi = b->valuedouble;
+    /* its default: the operation's if it takes it, else the nearest end */
+    r->def = d->def < r->lo ? r->lo : d->def > r->hi ? r->hi : d->def;
+    if (d->type == PF_PARAM_INT && r->def != floor(r->def)) r->def = ceil(r->def);
+    if ((d->type == PF_PARAM_INT && r->def > r->hi) || (d->held && !pf_dtype_holds((pf_dtype)(d->held - 1), r->def)))
+      return pf_error(PF_ERR_ARG, "%s: params.%s = [%g, %g] holds no value the parameter may take", who, d->name, r->lo, r->hi);
   }
+  ek->ranges[ek->nranges].name = NULL;
+  ek->k.params = ek->nranges ? ek->ranges : NULL;
   return PF_OK;
 }
 

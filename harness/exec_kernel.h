@@ -22,11 +22,7 @@ pf_status pf_exec_load(const char *cmd);
  * hangs fails the case; the whole group is killed and started again. nranks 1 is pf_exec_load. */
 pf_status pf_exec_load_ranks(const char *cmd, int nranks);
 
-/* The range [*lo, *hi] that a process kernel's hello narrowed its parameter i (of its
- * operation) to: 1, or 0 when k is no process kernel or its hello left i alone (choices too). */
 struct pf_kernel;
-int pf_exec_param_range(const struct pf_kernel *k, int i, double *lo, double *hi);
-
 /* Whether k is a kernel process's (or a rank group's) variant. */
 int pf_exec_is_process(const struct pf_kernel *k);
 

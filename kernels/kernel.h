@@ -18,7 +18,7 @@
 #include "harness/verdict.h"
 #include "oracles/oracle.h"
 
-#define PF_KERNEL_ABI 6
+#define PF_KERNEL_ABI 7
 
 typedef enum { PF_PARAM_REAL, PF_PARAM_INT, PF_PARAM_CHOICE } pf_param_type;
 
@@ -32,6 +32,17 @@ typedef struct {
                                   case's value must be one of t (and boundary searches step over t) */
 } pf_param_desc;
 #define PF_HELD(t) ((int)(t) + 1)
+
+/* A kernel's narrowing of one of its operation's parameters (pf_kernel.params): the values it
+ * takes and its default. A case outside them is refused (exit 2 on the command line, skipped by
+ * the fuzz drivers, which fit their inputs into them); a case that does not set the parameter
+ * gets def. */
+typedef struct {
+  const char *name; /* the operation's parameter; NULL ends the list */
+  double lo, hi;    /* a number: the values it takes, inclusive, within the operation's range */
+  unsigned choices; /* a choice: a bit (1u << index) per choice it takes */
+  double def;       /* its default: one it takes (a choice: the index) */
+} pf_param_range;
 
 /* The rigorous error bound of a kernel on one output element: the value the kernel holds
  * just before its final rounding to the output dtype lies within
@@ -188,8 +199,11 @@ struct pf_kernel {
    * built-in variant under another name behaves exactly as that variant. */
   int algo;
   /* The built-in variant whose contract (algo, bound, domain) this one reuses; NULL for a
-   * built-in variant. pf_kernel_like() fills a user's kernel from it. */
+   * built-in variant. pf_kernel_like() fills a user's kernel from it. A user's check runs after
+   * the like's, which always applies (it refuses what the contract does not cover). */
   const char *like;
+  /* The parameters it narrows (NULL, or a list ended by a NULL name): see pf_param_range. */
+  const pf_param_range *params;
 };
 
 #define PF_DT(t) (1u << (t))
@@ -213,6 +227,12 @@ const pf_kernel *pf_op_first_kernel(const pf_op *op);
 int pf_kernel_accepts(const pf_kernel *k, pf_dtype dtype, pf_dtype accum);
 int pf_kernel_has_fault(const pf_kernel *k, const char *fault);
 int pf_op_param_index(const pf_op *op, const char *name);
+/* k's narrowing of its operation's parameter i (NULL: none). */
+const pf_param_range *pf_kernel_param(const pf_kernel *k, int i);
+/* c's parameters set to its kernel's defaults (pf_case_init does it); PF_ERR_UNSUPPORTED with
+ * one line when a parameter of c is outside what its kernel takes. */
+void pf_kernel_param_defaults(const pf_kernel *k, pf_case *c);
+pf_status pf_kernel_check_params(const pf_kernel *k, const pf_case *c);
 /* The stages of c's outputs: op->stages, or the one stage "output" laid out as input 0 when it
  * has input 0's size (softmax), else as a vector. Returns how many. */
 int pf_case_stages(const pf_case *c, pf_stage *out);

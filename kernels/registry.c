@@ -1,4 +1,5 @@
 /* The kernel registry: built-in kernels first, then any registered at run time. */
+#include <math.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -82,6 +83,30 @@ static pf_status pf_kernel_check(const pf_kernel *k) {
     const pf_kernel *b = pf_kernel_find(op->name, k->like);
     if (!b || b->like) PF_BAD("%s/%s: like '%.40s' is no built-in variant of %s (see precfuzz list)", op->name, k->variant, k->like, op->name);
   }
+  /* its parameter ranges: the operation's parameters, each once, within the operation's
+   * range, with a default they hold */
+  for (int n = 0; k->params && k->params[n].name; n++) {
+    const pf_param_range *r = &k->params[n];
+    const int i = pf_op_param_index(op, r->name);
+    if (n >= PF_MAX_PARAMS || i < 0) PF_BAD("%s/%s: params[%d]: '%.40s' is no parameter of %s", op->name, k->variant, n, r->name, op->name);
+    for (int m = 0; m < n; m++)
+      if (strcmp(k->params[m].name, r->name) == 0) PF_BAD("%s/%s: params: '%s' named twice", op->name, k->variant, r->name);
+    const pf_param_desc *d = &op->params[i];
+    if (d->type == PF_PARAM_CHOICE) {
+      int nch = 0;
+      while (d->choices[nch]) nch++;
+      if (!r->choices || (nch < 32 && (r->choices >> nch)))
+        PF_BAD("%s/%s: params.%s: choices 0x%x names none of its %d choices, or one it does not have", op->name, k->variant, r->name, r->choices, nch);
+      if (!(r->def >= 0 && r->def < nch && r->def == (int)r->def && (r->choices >> (int)r->def & 1)))
+        PF_BAD("%s/%s: params.%s: default %g is not the index of a choice it takes", op->name, k->variant, r->name, r->def);
+      continue;
+    }
+    if (!(r->lo >= d->min && r->hi <= d->max && r->lo <= r->hi))
+      PF_BAD("%s/%s: params.%s: [%g, %g] is not a range within [%g, %g]", op->name, k->variant, r->name, r->lo, r->hi, d->min, d->max);
+    if (!(r->def >= r->lo && r->def <= r->hi) || (d->type == PF_PARAM_INT && r->def != floor(r->def)) ||
+        (d->held && !pf_dtype_holds((pf_dtype)(d->held - 1), r->def)))
+      PF_BAD("%s/%s: params.%s: default %g is not a value it takes", op->name, k->variant, r->name, r->def);
+  }
   /* one op, one table: a second op of the same name would answer for the first */
   const pf_op *same = pf_op_find(op->name);
   if (same && same != op) PF_BAD("op '%s' is already registered, with another table", op->name);
@@ -94,10 +119,25 @@ static int pf_copying;
 typedef struct {
   pf_kernel k;
   char variant[PF_NAME_LEN], summary[512];
+  pf_param_range params[PF_MAX_PARAMS + 1]; /* its parameter ranges, names pointing at the op's */
+  pf_status (*own_check)(const pf_case *c); /* a like's variant: its own check, after the like's */
 } pf_kernel_copy;
 static pf_kernel_copy pf_copies[PF_MAX_KERNELS];
 static size_t pf_ncopies;
 void pf_kernel_register_copies(int on) { pf_copying = on; }
+
+/* A copied variant's check: the like's (its contract's), then its own. */
+static pf_status pf_copy_check(const pf_case *c) {
+  for (size_t i = 0; i < pf_ncopies; i++) {
+    const pf_kernel_copy *k = &pf_copies[i];
+    if (strcmp(k->k.variant, c->variant) != 0 || strcmp(k->k.op->name, c->kernel) != 0) continue;
+    const pf_kernel *b = k->k.like ? pf_kernel_find(c->kernel, k->k.like) : NULL;
+    pf_status st = b && b->check ? b->check(c) : PF_OK;
+    if (!st && k->own_check) st = k->own_check(c);
+    return st;
+  }
+  return PF_OK;
+}
 
 pf_status pf_kernel_register(const pf_kernel *k) {
   pf_register_builtins();
@@ -118,6 +158,18 @@ pf_status pf_kernel_register(const pf_kernel *k) {
     snprintf(c->variant, sizeof c->variant, "%s", k->variant);
     snprintf(c->summary, sizeof c->summary, "%s", k->summary);
     c->k.variant = c->variant, c->k.summary = c->summary;
+    int n = 0;
+    for (; k->params && k->params[n].name; n++) {
+      c->params[n] = k->params[n];
+      c->params[n].name = k->op->params[pf_op_param_index(k->op, k->params[n].name)].name;
+    }
+    c->params[n].name = NULL;
+    c->k.params = n ? c->params : NULL;
+    if (k->like) { /* the like's check always applies; the plugin's own after it */
+      const pf_kernel *b = pf_kernel_find(k->op->name, k->like);
+      c->own_check = k->check != b->check ? k->check : NULL;
+      c->k.check = pf_copy_check;
+    }
     k = &c->k;
   }
   pf_registry[pf_nregistry++] = k;
@@ -216,6 +268,40 @@ int pf_op_param_index(const pf_op *op, const char *name) {
   for (int i = 0; i < op->nparams; i++)
     if (strcmp(op->params[i].name, name) == 0) return i;
   return -1;
+}
+
+const pf_param_range *pf_kernel_param(const pf_kernel *k, int i) {
+  for (int n = 0; k->params && k->params[n].name; n++)
+    if (strcmp(k->params[n].name, k->op->params[i].name) == 0) return &k->params[n];
+  return NULL;
+}
+
+void pf_kernel_param_defaults(const pf_kernel *k, pf_case *c) {
+  for (int i = 0; i < k->op->nparams; i++) {
+    const pf_param_range *r = pf_kernel_param(k, i);
+    if (r) c->params[i] = r->def;
+  }
+}
+
+pf_status pf_kernel_check_params(const pf_kernel *k, const pf_case *c) {
+  for (int i = 0; i < k->op->nparams; i++) {
+    const pf_param_range *r = pf_kernel_param(k, i);
+    const pf_param_desc *d = &k->op->params[i];
+    const double v = c->params[i];
+    if (!r) continue;
+    if (d->type == PF_PARAM_CHOICE && !(r->choices >> (int)v & 1)) {
+      char names[160] = "";
+      for (int j = 0; d->choices[j]; j++)
+        if (r->choices >> j & 1)
+          snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", names[0] ? ", " : "", d->choices[j]);
+      return pf_error(PF_ERR_UNSUPPORTED, "%s/%s takes %s %s only, not %s", c->kernel, c->variant, d->name, names,
+                      d->choices[(int)v]);
+    }
+    if (d->type != PF_PARAM_CHOICE && !(v >= r->lo && v <= r->hi))
+      return pf_error(PF_ERR_UNSUPPORTED, "%s/%s takes %s in [%g, %g] only, not %g", c->kernel, c->variant, d->name, r->lo,
+                      r->hi, v);
+  }
+  return PF_OK;
 }
 
 int pf_case_stages(const pf_case *c, pf_stage *out) {

@@ -50,7 +50,9 @@ def kernel(op, variant, like, summary=None, dtypes=None, accums=None, params=Non
     (names: fp32, fp16, bf16; accums also "storage") narrow what it takes; the default is
     everything `like` takes. params narrows the operation's parameters: {"mask_value":
     ["-inf"]} (choices), {"layer": [1, 1]} (a range); precfuzz then refuses other cases
-    (exit 2 on the command line; the fuzz drivers skip them). faults names the kernel's own
+    (exit 2 on the command line; the fuzz drivers fit theirs into them), and a case that does
+    not set the parameter gets the operation's default if it is taken, else the range's
+    nearest end (the first choice). faults names the kernel's own
     fault switches: precfuzz --fault NAME sends NAME as case.fault, and the kernel turns it on."""
 
     def register(fn):

@@ -38,8 +38,8 @@ check "softmax_bwd, one unnamed output" "$P" --kernels "$K" run -k softmax_bwd -
 check "causal, mask values" "$P" --kernels "$K" run -k softmax -v np-softmax -t fp16 --shape 8x5 --param mask=causal --param mask_value=lowest --cases 20
 [ $rc -eq 0 ] || fail "causal lowest: $out"
 # the dtypes and accumulations a kernel takes are those its hello names
-expect2 "softmax/np-naive takes mask none only (its hello), not causal" "$P" --kernels "$K" run -k softmax -v np-naive --param mask=causal --cases 1
-expect2 "softmax/np-naive takes alpha in [0.5, 2] only (its hello), not 4" "$P" --kernels "$K" run -k softmax -v np-naive --param alpha=4 --cases 1
+expect2 "softmax/np-naive takes mask none only, not causal" "$P" --kernels "$K" run -k softmax -v np-naive --param mask=causal --cases 1
+expect2 "softmax/np-naive takes alpha in [0.5, 2] only, not 4" "$P" --kernels "$K" run -k softmax -v np-naive --param alpha=4 --cases 1
 expect2 "softmax/np-naive does not support dtype bf16" "$P" --kernels "$K" run -k softmax -v np-naive -t bf16 --cases 1
 
 # a kernel 3 ulps off at [0,1]: a finding there, replayable by the printed line

@@ -70,7 +70,7 @@ out=$(${line} 2>&1); rc=$?
 expect2 "--kernels: cannot load $T/none.so" "$P" --kernels "$T/none.so" list
 expect2 "has no pf_plugin_init" "$P" --kernels "$L/bad_plugin_no_init.so" list
 expect2 "registered no kernel" "$P" --kernels "$L/bad_plugin_empty.so" list
-expect2 "pf_plugin_init failed: kernel registration: incomplete kernel or ABI 99 (expected 6)" "$P" --kernels "$L/bad_plugin_abi.so" list
+expect2 "pf_plugin_init failed: kernel registration: incomplete kernel or ABI 99 (expected 7)" "$P" --kernels "$L/bad_plugin_abi.so" list
 expect2 "pf_plugin_init failed: this library refuses to register" "$P" --kernels "$L/bad_plugin_fails.so" list
 # a user's kernel that fails on a case without a message: that case's verdict, the run goes on
 n=$((n + 1))
@@ -95,11 +95,43 @@ expect2 "softmax/broken: like 'nonexistent' is no built-in variant of softmax" "
 expect2 "op 'softmax' is already registered, with another table" "$P" --kernels "$L/bad_plugin_table7.so" list
 expect2 "softmax-copy/broken: dtypes 0x0" "$P" --kernels "$L/bad_plugin_table8.so" list
 expect2 "softmax-copy: input_count, output_count and oracle are required" "$P" --kernels "$L/bad_plugin_table9.so" list
+expect2 "softmax-copy/broken: params[0]: 'beta' is no parameter of softmax-copy" "$P" --kernels "$L/bad_plugin_table12.so" list
+expect2 "softmax-copy/broken: params.alpha: default 4 is not a value it takes" "$P" --kernels "$L/bad_plugin_table13.so" list
+expect2 "softmax-copy/broken: params.mask: choices 0x8 names none of its 3 choices" "$P" --kernels "$L/bad_plugin_table14.so" list
+expect2 "softmax-copy/broken: params.alpha: [1, 1e+300] is not a range within [0, 1.84467e+19]" "$P" --kernels "$L/bad_plugin_table15.so" list
+
+# a C plugin's parameter ranges and defaults (softmax/narrow: alpha 1/8 only, mask causal or
+# causal-top-left, default causal), and a user's check after its like's (attention/small-d)
+NL=$L/bad_plugin_narrow.so
+n=$((n + 1))
+out=$("$P" --kernels "$NL" run -k softmax -v narrow -t fp32 --shape 4x3 --cases 2 --json 2>/dev/null) &&
+  echo "$out" | python3 -c '
+import json, sys
+c = json.load(sys.stdin)["cases"][0]["case"]
+assert float.fromhex(c["params"]["alpha"]) == 0.125 and c["params"]["mask"] == "causal", c["params"]' ||
+  fail "a plugin's defaults (alpha 1/8, mask causal): $out"
+# a finding's replay line names them (the fault-free variant has none: --imprecise makes a hazard)
+n=$((n + 1))
+out=$("$P" --kernels "$NL" run -k softmax -v narrow -t fp32 --imprecise fp32=1e-300 --cases 1 2>&1)
+echo "$out" | grep -q "reproduce with: .*--param alpha=0x1p-3 --param mask=causal " || fail "the replay line names the defaults: $out"
+expect2 "softmax/narrow takes alpha in [0.125, 0.125] only, not 1" "$P" --kernels "$NL" run -k softmax -v narrow --param alpha=1
+expect2 "softmax/narrow takes mask causal, causal-top-left only, not none" "$P" --kernels "$NL" run -k softmax -v narrow --param mask=none
+expect2 "layer" "$P" --kernels "$NL" run -k attention -v small-d --shape 1x1x4x4x8 --param layer=2
+expect2 "attention/small-d takes head_dim 8 at most, not 16" "$P" --kernels "$NL" run -k attention -v small-d
+n=$((n + 1))
+out=$("$P" --kernels "$NL" run -k attention -v small-d --shape 1x1x4x4x8 --cases 3 2>&1) ||
+  fail "attention/small-d in its range: $out"
+# the softmax driver fits its inputs into what the variant takes: none refused
+n=$((n + 1))
+out=$(cd "$T" && PF_FUZZ_STATS=1 PF_FUZZ_VARIANT=narrow PF_FINDINGS_DIR="$T" PRECFUZZ_KERNELS="$NL" "$F/softmax_fuzzer" -runs=500 -seed=1 "$C/softmax_fuzzer" 2>&1)
+echo "$out" | grep -q "precfuzz stats: [0-9]* cases judged inside the domain, [0-9]* outside, 0 refused" ||
+  fail "softmax_fuzzer on softmax/narrow: $(echo "$out" | grep -E 'precfuzz (stats|finding)' | head -3)"
 expect2 "kernel softmax/fast-exp is already registered" "$P" --kernels "$LIB" --kernels "$LIB" list
 expect2 "--kernels needs a shared library" "$P" --kernels
 expect2 "PRECFUZZ_KERNELS: cannot load $T/none.so" env PRECFUZZ_KERNELS="$T/none.so" "$P" list
 expect2 "PRECFUZZ_KERNELS: an empty entry in '$LIB::$LIB'" env PRECFUZZ_KERNELS="$LIB::$LIB" "$P" list
-expect2 "takes alpha = 1 and mask none only" "$P" --kernels "$LIB" run -k softmax -v fast-exp --param alpha=0.5
+expect2 "softmax/fast-exp takes alpha in [1, 1] only, not 0.5" "$P" --kernels "$LIB" run -k softmax -v fast-exp --param alpha=0.5
+expect2 "softmax/fast-exp takes mask none only, not causal" "$P" --kernels "$LIB" run -k softmax -v fast-exp --param mask=causal
 expect2 "unknown variant 'fast-exp' of kernel softmax (precfuzz list; a user's kernel loads with --kernels)" "$P" replay "$T/case.json"
 expect2 "PRECFUZZ_KERNELS: cannot load" env PRECFUZZ_KERNELS="$T/none.so" "$F/softmax_fuzzer" "$C/softmax_fuzzer"
 

@@ -62,10 +62,10 @@ rk_agrees torch-ddp 80 -t fp32 --param tied=0 --param tp=1 --param dp=2
 # a layout the variant does not hold is refused, exit 2
 n=$((n + 1))
 out=$("$P" --kernels "$K" diff-tp -v torch-dtensor -t fp32 --cases 1 2>&1)
-[ $? -eq 2 ] && echo "$out" | grep -qx "precfuzz: tp_diff/torch-dtensor takes tied in \[0, 0\] only (its hello), not 1" || fail "tied: $out"
+[ $? -eq 2 ] && echo "$out" | grep -qx "precfuzz: tp_diff/torch-dtensor takes tied in \[0, 0\] only, not 1" || fail "tied: $out"
 n=$((n + 1))
 out=$("$P" --kernels "$K" diff-tp -v torch-ddp -t fp32 --param tied=0 --cases 1 2>&1)
-[ $? -eq 2 ] && echo "$out" | grep -qx "precfuzz: tp_diff/torch-ddp takes tp in \[1, 1\] only (its hello), not 2" || fail "ddp tp: $out"
+[ $? -eq 2 ] && echo "$out" | grep -qx "precfuzz: tp_diff/torch-ddp takes tp in \[1, 1\] only, not 2" || fail "ddp tp: $out"
 
 echo "torch_tp: $((n - failed))/$n checks passed"
 [ $failed -eq 0 ]

@@ -1,5 +1,7 @@
 #include "harness/fuzz/fuzz_common.h"
 
+#include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +22,34 @@ uint64_t pf_bytes_u64(pf_bytes *b) {
 }
 
 size_t pf_bytes_left(const pf_bytes *b) { return b->pos < b->n ? b->n - b->pos : 0; }
+
+/* $PF_FUZZ_MAX_DIM, read once: 0 when unset; a bad value ends the run (exit 2, one line) */
+static size_t pf_fuzz_max_dim(void) {
+  static size_t v;
+  static int read;
+  if (read++) return v;
+  const char *s = getenv("PF_FUZZ_MAX_DIM");
+  if (!s || !*s) return v = 0;
+  char *end;
+  errno = 0;
+  const unsigned long long x = strtoull(s, &end, 10);
+  if (*s == '-' || *end || errno || x < 1 || x > ((size_t)1 << 24)) {
+    fprintf(stderr, "fuzz driver: PF_FUZZ_MAX_DIM=%s is not an integer in [1, 16777216]\n", s);
+    exit(2);
+  }
+  return v = (size_t)x;
+}
+
+size_t pf_fuzz_dim(pf_bytes *b, size_t small, size_t large) {
+  const uint8_t v = pf_bytes_u8(b);
+  const size_t cap = pf_fuzz_max_dim();
+  if (cap) large = cap;
+  if (v < 252 || large <= small) return 1 + v % small;
+  /* small * (large / small)^(w / 255), at least small + 1 */
+  const double e = pf_bytes_u8(b) / 255.0;
+  size_t n = (size_t)((double)small * pow((double)large / (double)small, e) + 0.5);
+  return n <= small ? small + 1 : n > large ? large : n;
+}
 
 const char *pf_fuzz_fault(void) {
   const char *f = getenv("PF_FUZZ_FAULT");
@@ -120,11 +150,36 @@ const pf_kernel *pf_fuzz_begin(const char *op, pf_bytes *b, pf_case *c) {
 }
 
 void pf_fuzz_fit_param(const pf_kernel *k, pf_case *c, const char *name) {
-  for (int i = 0; i < k->op->nparams; i++) {
-    double lo, hi;
-    if (strcmp(k->op->params[i].name, name) != 0 || !pf_exec_param_range(k, i, &lo, &hi)) continue;
-    const double v = pf_case_param(c, name);
-    if (v < lo || v > hi) pf_case_set_param(c, name, v < lo ? lo : hi);
+  const int i = pf_op_param_index(k->op, name);
+  const pf_param_range *r = i >= 0 ? pf_kernel_param(k, i) : NULL;
+  if (!r) return;
+  const pf_param_desc *d = &k->op->params[i];
+  double *v = &c->params[i];
+  if (d->type == PF_PARAM_CHOICE) {
+    if (r->choices >> (int)*v & 1) return;
+    int n = 0; /* the (v mod n)-th of the n choices it takes */
+    for (int j = 0; j < 32; j++) n += r->choices >> j & 1;
+    for (int j = 0, want = (int)*v % n; j < 32; j++)
+      if ((r->choices >> j & 1) && want-- == 0) {
+        *v = j;
+        break;
+      }
+    return;
+  }
+  if (*v < r->lo) *v = r->lo;
+  if (*v > r->hi) *v = r->hi;
+  if ((d->type == PF_PARAM_INT && *v != floor(*v)) || (d->held && !pf_dtype_holds((pf_dtype)(d->held - 1), *v)))
+    *v = r->def;
+}
+
+/* A user's kernel: the decoded case fitted into what it takes (its dtypes and accumulations,
+ * its parameter ranges), so that inputs are not spent on cases it refuses. */
+static void pf_fuzz_fit(const pf_kernel *k, pf_case *c) {
+  for (int i = 0; i < k->op->nparams; i++) pf_fuzz_fit_param(k, c, k->op->params[i].name);
+  for (int t = 0; t < PF_NDTYPES && !pf_kernel_accepts(k, c->dtype, c->accum); t++) {
+    const pf_dtype d = (pf_dtype)((c->dtype + t) % PF_NDTYPES);
+    if (pf_kernel_accepts(k, d, d)) c->dtype = c->accum = d;
+    else if (pf_kernel_accepts(k, d, PF_FP32)) c->dtype = d, c->accum = PF_FP32;
   }
 }
 
@@ -210,7 +265,9 @@ void pf_fuzz_run_case(const char *driver, pf_case *c) {
    * decoders cannot know: what it refuses is skipped. A built-in variant refusing a decoded
    * case is the decoder's bug (pf_run_case's error below). */
   const pf_kernel *k = pf_case_kernel(c);
-  if (pf_plugin_of(k) && (!pf_kernel_accepts(k, c->dtype, c->accum) || (k->check && k->check(c)))) {
+  if (pf_plugin_of(k)) pf_fuzz_fit(k, c);
+  if (pf_plugin_of(k) && (!pf_kernel_accepts(k, c->dtype, c->accum) || pf_kernel_check_params(k, c) ||
+                          (k->check && k->check(c)))) {
     pf_fuzz_refused++;
     return;
   }

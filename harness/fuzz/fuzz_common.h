@@ -21,6 +21,13 @@ uint8_t pf_bytes_u8(pf_bytes *b);
 uint64_t pf_bytes_u64(pf_bytes *b);
 size_t pf_bytes_left(const pf_bytes *b);
 
+/* A dimension of a decoded case: 1 to small for most inputs; for one byte value in 64,
+ * small + 1 to large, spread log-uniformly by the next byte, so that the sizes where blocked
+ * loops, sums that change dtype after some count, or fp16 sums that stop absorbing their terms
+ * go wrong are reached. $PF_FUZZ_MAX_DIM (a positive integer) replaces large: a longer search
+ * at bigger sizes. */
+size_t pf_fuzz_dim(pf_bytes *b, size_t small, size_t large);
+
 /* The fault under test: $PF_FUZZ_FAULT, or NULL. */
 const char *pf_fuzz_fault(void);
 
@@ -30,9 +37,9 @@ const char *pf_fuzz_fault(void);
  * names none of op's variants (a misconfigured run, not a finding). */
 const pf_kernel *pf_fuzz_begin(const char *op, pf_bytes *b, pf_case *c);
 
-/* Parameter name of c (a case of k) clamped into the range k's hello narrowed it to, if any:
- * a decoder calls it so that a process kernel's fixed layout (tied=0, ...) gets every input
- * rather than refusing most. */
+/* Parameter name of c (a case of k) fitted into the values k takes (pf_kernel.params), if it
+ * narrows it: a decoder calls it so that a user's fixed layout (tied=0, ...) gets every input
+ * rather than refusing most (pf_fuzz_run_case fits every parameter of a user's kernel too). */
 void pf_fuzz_fit_param(const pf_kernel *k, pf_case *c, const char *name);
 
 /* An explicit-values generator of n raw bit patterns of dtype t (missing bytes: 0). */

@@ -386,7 +386,7 @@ int pf_adam_in_domain(const pf_case *c, const pf_tensor *in, char *why, size_t l
 static const char *const pf_adam_no_faults[] = {NULL};
 #define PF_ADAM_KERNEL(var, algo, summary, contract)                                                                 \
   {PF_KERNEL_ABI, &pf_adam_op, var, summary, PF_ADAM_DTYPES, PF_DT(PF_FP32),                       \
-   pf_adam_no_faults, contract, pf_adam_step_cpu, pf_adam_bound, pf_adam_in_domain, pf_adam_check, PF_ADAM_RUN_CUDA, algo, NULL}
+   pf_adam_no_faults, contract, pf_adam_step_cpu, pf_adam_bound, pf_adam_in_domain, pf_adam_check, PF_ADAM_RUN_CUDA, algo, NULL, NULL}
 
 static const pf_kernel pf_adam_kernels_tab[] = {
     PF_ADAM_KERNEL("fused", PF_ADAM_FUSED, "FusedAdam: fp32 math, fp32 master and state, parameter written back to T",

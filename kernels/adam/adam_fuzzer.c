@@ -1,11 +1,13 @@
 /* adam_fuzzer: bytes -> one Adam step case -> kernel vs oracle; aborts on a finding inside
  * the contract's domain.
  *
- * Layout: [variant][dtype][mode][n][step: 2 bytes][lr][beta1][beta2][eps][wd][mode bits]
+ * Layout: [variant][dtype][mode][n*][step: 2 bytes][lr][beta1][beta2][eps][wd][mode bits]
  *   mode bits even: raw bit patterns of p, g, m, v, each in its own dtype (fp32: 4 bytes,
  *                   fp16/bf16: 2; missing ones are 0), so tiny, huge and special values occur;
  *   odd:            [seed: 8 bytes][dist] and one scale exponent per input (p, g, m, v).
- * Hyperparameters come from tables of the values training runs use, and their neighbours. */
+ * Hyperparameters come from tables of the values training runs use, and their neighbours.
+ * *: a size (pf_fuzz_dim): one byte, or two for the one value in 64 that reaches the large sizes.
+ */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -30,7 +32,7 @@ int pf_decode_adam_fuzzer(const uint8_t *data, size_t size, pf_case *out) {
   c.dtype = (pf_dtype)(pf_bytes_u8(&b) % PF_NDTYPES);
   const uint8_t mode = pf_bytes_u8(&b);
   if (!pf_adam_is_torch(k->algo)) pf_case_set_param(&c, "mode", mode & 1);
-  c.shape[0] = 1 + pf_bytes_u8(&b) % 32;
+  c.shape[0] = pf_fuzz_dim(&b, 32, 4096);
   const unsigned step = 1u + ((unsigned)pf_bytes_u8(&b) << 8 | pf_bytes_u8(&b));
   pf_case_set_param(&c, "step", step);
   pf_case_set_param(&c, "lr", lrs[pf_bytes_u8(&b) % 8]);

@@ -2,11 +2,13 @@
  * inside the contract's domain.
  *
  * Layout: [variant][dtype][flags: accum, mask, mask value, softmax accum, bit 7 top-left mask][batch*heads]
- *         [q_len][k_len][head_dim][block or layer][mode] then
+ *         [q_len][k_len*][head_dim][block or layer][mode] then
  *   mode even: raw bit patterns of Q, K, V (2 bytes per fp16/bf16 element, 4 per fp32;
  *              missing ones are 0);
  *   mode odd:  [seed: 8 bytes][dist][scale exponent][special rate] for the generator.
- * $PF_FUZZ_FAULT switches a fault on (only variants that honour it are chosen). */
+ * $PF_FUZZ_FAULT switches a fault on (only variants that honour it are chosen).
+ * *: a size (pf_fuzz_dim): one byte, or two for the one value in 64 that reaches the large sizes.
+ */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -33,7 +35,7 @@ int pf_decode_attention_fuzzer(const uint8_t *data, size_t size, pf_case *out) {
   c.shape[0] = 1 + (bh & 1);
   c.shape[1] = 1 + (bh >> 1 & 1);
   c.shape[2] = 1 + pf_bytes_u8(&b) % 8;
-  c.shape[3] = 1 + pf_bytes_u8(&b) % 16;
+  c.shape[3] = pf_fuzz_dim(&b, 16, 512);
   c.shape[4] = 1 + pf_bytes_u8(&b) % 16;
   const uint8_t extra = pf_bytes_u8(&b);
   if (flash) pf_case_set_param(&c, "block", 1 + extra % 8);

@@ -217,7 +217,7 @@ int pf_clip_in_domain(const pf_case *c, const pf_tensor *in, char *why, size_t l
   {PF_KERNEL_ABI, &pf_clip_op, var, summary, PF_DT(PF_FP32) | PF_DT(PF_FP16) | PF_DT(PF_BF16), accums,            \
    pf_clip_no_faults, "norm and clipped gradients within the running error bound of their sequence (errbound.h); " \
    "domain: finite gradients, no overflow on the way",                                                            \
-   pf_clip_cpu, pf_clip_bound, pf_clip_in_domain, NULL, PF_CLIP_RUN_CUDA, algo, NULL}
+   pf_clip_cpu, pf_clip_bound, pf_clip_in_domain, NULL, PF_CLIP_RUN_CUDA, algo, NULL, NULL}
 static const char *const pf_clip_no_faults[] = {NULL};
 static const pf_kernel pf_clip_tab[] = {
     PF_CLIP_KERNEL("megatron", PF_CLIP_MEGATRON, "per-tensor sums of squares (in fp32 or the gradient dtype), summed in fp32, sqrt",

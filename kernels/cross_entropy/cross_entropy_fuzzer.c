@@ -1,10 +1,12 @@
 /* cross_entropy_fuzzer: bytes -> a cross-entropy case -> kernel vs oracle; aborts on a finding
  * inside the contract's domain.
- * Layout: [variant][dtype][accum][rows][cols][reduction][smoothing][z-loss][chunk][mode] then
+ * Layout: [variant][dtype][accum][rows][cols*][reduction][smoothing][z-loss][chunk][mode] then
  *   targets: one byte per row (255: the ignore index; else the byte modulo cols);
  *   mode even: raw bit patterns of the logits (2 bytes per fp16/bf16 element, 4 per fp32;
  *              missing ones are 0), so subnormals, infinities and NaNs occur;
- *   mode odd:  [seed: 8 bytes][dist][scale exponent] of the logits. */
+ *   mode odd:  [seed: 8 bytes][dist][scale exponent] of the logits.
+ * *: a size (pf_fuzz_dim): one byte, or two for the one value in 64 that reaches the large sizes.
+ */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -21,7 +23,8 @@ int pf_decode_cross_entropy_fuzzer(const uint8_t *data, size_t size, pf_case *ou
   c.dtype = (pf_dtype)(pf_bytes_u8(&b) % PF_NDTYPES);
   c.accum = (pf_bytes_u8(&b) & 1) && pf_kernel_accepts(k, c.dtype, c.dtype) ? c.dtype : PF_FP32;
   c.shape[0] = 1 + pf_bytes_u8(&b) % 4;
-  c.shape[1] = 1 + pf_bytes_u8(&b) % 96;
+  c.shape[1] = pf_fuzz_dim(&b, 96, 4096);
+  if (c.shape[1] > 96) c.shape[0] = 1; /* a long row: one of them (the oracle's cost) */
   const size_t rows = c.shape[0], cols = c.shape[1], n = rows * cols;
   pf_case_set_param(&c, "reduction", pf_bytes_u8(&b) % 3);
   const uint8_t ls = pf_bytes_u8(&b), zl = pf_bytes_u8(&b);

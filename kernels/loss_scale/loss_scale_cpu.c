@@ -311,7 +311,7 @@ static const char *const pf_ls_faults_ds019[] = {"loss-scale-no-skip", NULL};
    "applied gradients within (1+u_T)(1+2^-24)(1+|fl32(1/S) S - 1|) - 1 relative of the true ones; skips, "        \
    "scales and stops exactly as the reference scaler; a stopped run is divergent. Domain: finite gradients that " \
    "fit T at the smallest scale, applied scaled gradients normal in T",                                           \
-   pf_loss_scale_cpu, pf_loss_scale_bound, pf_loss_scale_in_domain, NULL, PF_LS_RUN_CUDA, algo, NULL}
+   pf_loss_scale_cpu, pf_loss_scale_bound, pf_loss_scale_in_domain, NULL, PF_LS_RUN_CUDA, algo, NULL, NULL}
 
 static const pf_kernel pf_ls_tab[] = {
     PF_LS_KERNEL("deepspeed", PF_LS_DEEPSPEED, pf_ls_faults, "DeepSpeed DynamicLossScaler: hysteresis, window, error at the minimum scale"),

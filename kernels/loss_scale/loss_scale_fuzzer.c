@@ -1,11 +1,13 @@
 /* loss_scale_fuzzer: bytes -> a gradient stream under a loss scaler -> kernel vs the
  * reference scalers; aborts on a finding inside the contract's domain.
  *
- * Layout: [variant][dtype][steps][n][scale0 exponent][window][hysteresis][decay][spike step]
+ * Layout: [variant][dtype][steps][n*][scale0 exponent][window][hysteresis][decay][spike step]
  *         [spike exponent][non-finite from][mode] then
  *   mode even: raw binary32 bit patterns of the true gradients (4 bytes each; missing: 0);
  *   mode odd:  [seed: 8 bytes][dist][scale exponent].
- * $PF_FUZZ_FAULT=loss-scale-no-skip applies overflowed steps. */
+ * $PF_FUZZ_FAULT=loss-scale-no-skip applies overflowed steps.
+ * *: a size (pf_fuzz_dim): one byte, or two for the one value in 64 that reaches the large sizes.
+ */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -24,7 +26,8 @@ int pf_decode_loss_scale_fuzzer(const uint8_t *data, size_t size, pf_case *out) 
   pf_fuzz_begin("loss_scale", &b, &c);
   c.dtype = (pf_dtype)(pf_bytes_u8(&b) % PF_NDTYPES);
   c.shape[0] = 1 + pf_bytes_u8(&b) % 64;
-  c.shape[1] = 1 + pf_bytes_u8(&b) % 16;
+  c.shape[1] = pf_fuzz_dim(&b, 16, 4096);
+  if (c.shape[1] > 16 && c.shape[0] > 8) c.shape[0] = 8; /* a large step: a few of them (the oracle's cost) */
   pf_case_set_param(&c, "scale0", ldexp(1.0, pf_bytes_u8(&b) % 41));
   pf_case_set_param(&c, "window", 1 + pf_bytes_u8(&b) % 16);
   pf_case_set_param(&c, "hysteresis", 1 + pf_bytes_u8(&b) % 4);

@@ -596,11 +596,11 @@ static const pf_kernel pf_sched_tab[] = {
      PF_DT(PF_FP32) | PF_DT(PF_FP16) | PF_DT(PF_BF16), PF_DT(PF_FP32), pf_sched_faults,
      "every step's master and parameter within tolerance (|p_exact| + lr) of the exact trajectory, no update lost, "
      "no stop, no non-finite step applied",
-     pf_schedule_cpu, pf_schedule_bound, pf_schedule_in_domain, pf_sched_check, NULL, PF_SCHED_FP32_STATE, NULL},
+     pf_schedule_cpu, pf_schedule_bound, pf_schedule_in_domain, pf_sched_check, NULL, PF_SCHED_FP32_STATE, NULL, NULL},
     {PF_KERNEL_ABI, &pf_schedule_op, "lowp-state", "PyTorch AdamW with gradient, state and parameter in T",
      PF_DT(PF_FP32) | PF_DT(PF_FP16) | PF_DT(PF_BF16), PF_DT(PF_FP32), pf_sched_faults,
      "every step's parameter within tolerance (|p_exact| + lr) of the exact trajectory, no update lost, no stop, "
      "no non-finite step applied",
-     pf_schedule_cpu, pf_schedule_bound, pf_schedule_in_domain, pf_sched_check, NULL, PF_SCHED_LOWP_STATE, NULL},
+     pf_schedule_cpu, pf_schedule_bound, pf_schedule_in_domain, pf_sched_check, NULL, PF_SCHED_LOWP_STATE, NULL, NULL},
 };
 const pf_kernel *const pf_schedule_kernels[] = {&pf_sched_tab[0], &pf_sched_tab[1], NULL};

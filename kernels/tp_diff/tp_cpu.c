@@ -1060,7 +1060,7 @@ static const pf_kernel pf_tp_tab[] = {
      PF_DT(PF_BF16) | PF_DT(PF_FP16), PF_DT(PF_FP32), pf_tp_fp16_faults,
      "replicated parameters and tied copies bitwise equal across ranks after every step; TP=1 and gathered TP=2 "
      "master, parameter, m and v inside the set every summation order of the norm allows",
-     pf_tp_cpu, pf_tp_bound, pf_tp_in_domain, pf_tp_check, NULL, PF_TP_MEGATRON, NULL},
+     pf_tp_cpu, pf_tp_bound, pf_tp_in_domain, pf_tp_check, NULL, PF_TP_MEGATRON, NULL, NULL},
     {PF_KERNEL_ABI, &pf_tp_op, "deepspeed",
      "DeepSpeed 0.19.8 BF16_Optimizer with torch.optim.AdamW on the CPU: fp32 gradient buffers, fp32 norm of the "
      "deduplicated norm set, coef = reciprocal(norm + 1e-6) * max_norm, PyTorch's single-tensor AdamW",
@@ -1068,7 +1068,7 @@ static const pf_kernel pf_tp_tab[] = {
      "replicated parameters and tied copies bitwise equal across ranks after every step; TP=1 and gathered TP=2 "
      "master, parameter, m and v inside the set every summation order of the norm allows, through DeepSpeed's "
      "coefficient and PyTorch's AdamW",
-     pf_tp_cpu, pf_tp_bound, pf_tp_in_domain, pf_tp_check, NULL, PF_TP_DEEPSPEED, NULL},
+     pf_tp_cpu, pf_tp_bound, pf_tp_in_domain, pf_tp_check, NULL, PF_TP_DEEPSPEED, NULL, NULL},
     {PF_KERNEL_ABI, &pf_tp_op, "megatron-core",
      "megatron-core 0.16.1 Float16OptimizerWithFloat16Params without apex or TE on the CPU: fp32 main grads, the "
      "fp32 norm of per-tensor norms squared and all-reduced, binary64 root and coefficient, fp32 scale, PyTorch's AdamW",
@@ -1076,7 +1076,7 @@ static const pf_kernel pf_tp_tab[] = {
      "replicated parameters and tied copies bitwise equal across ranks after every step; TP=1 and gathered TP=2 "
      "master, parameter, m and v inside the set every summation order of the norm allows, through Megatron's "
      "binary64 coefficient and PyTorch's AdamW; the reported norm (rounded to fp32) inside its set",
-     pf_tp_cpu, pf_tp_bound, pf_tp_in_domain, pf_tp_check, NULL, PF_TP_MEGATRON_CORE, NULL},
+     pf_tp_cpu, pf_tp_bound, pf_tp_in_domain, pf_tp_check, NULL, PF_TP_MEGATRON_CORE, NULL, NULL},
     {PF_KERNEL_ABI, &pf_tp_op, "torch",
      "plain PyTorch 2.15 in fp32 on the CPU: clip_grad_norm_ (per-tensor norms, a TP-sharded DTensor's from its ranks' "
      "squared local norms; the norm of the norms; coef = reciprocal(norm + 1e-6) * max_norm), PyTorch's AdamW",
@@ -1084,21 +1084,21 @@ static const pf_kernel pf_tp_tab[] = {
      "replicated parameters and tied copies bitwise equal across ranks after every step; TP=1 and gathered TP=2 "
      "parameter, m and v inside the set every summation order of the norm allows, through clip_grad_norm_'s "
      "coefficient and PyTorch's AdamW; the reported norm inside its set",
-     pf_tp_cpu, pf_tp_bound, pf_tp_in_domain, pf_tp_check, NULL, PF_TP_TORCH, NULL},
+     pf_tp_cpu, pf_tp_bound, pf_tp_in_domain, pf_tp_check, NULL, PF_TP_TORCH, NULL, NULL},
     {PF_KERNEL_ABI, &pf_tp_op, "deepspeed-zero2",
      "DeepSpeed 0.19.8 DeepSpeedZeroOptimizer, ZeRO stage 2, bf16 with bf16 gradient accumulation, torch AdamW on the "
      "CPU: every micro-batch reduced over DP, the reduced gradients accumulated in bf16; binary64 norms of each "
      "partition's pieces, per parameter group, combined in fp32; coef = 1 / clamp((norm + 1e-6) / max_norm, min=1)",
      PF_DT(PF_BF16) | PF_DT(PF_FP16), PF_DT(PF_FP32), pf_tp_zero_faults,
      PF_TP_ZERO_CONTRACT,
-     pf_tp_cpu, pf_tp_bound, pf_tp_in_domain, pf_tp_check, NULL, PF_TP_DS_ZERO2, NULL},
+     pf_tp_cpu, pf_tp_bound, pf_tp_in_domain, pf_tp_check, NULL, PF_TP_DS_ZERO2, NULL, NULL},
     {PF_KERNEL_ABI, &pf_tp_op, "deepspeed-zero1",
      "DeepSpeed 0.19.8 DeepSpeedZeroOptimizer, ZeRO stage 1, bf16 with bf16 gradient accumulation, torch AdamW on the "
      "CPU: each replica's micro-batches accumulated in bf16, then reduced over DP once; norm and coefficient as "
      "deepspeed-zero2",
      PF_DT(PF_BF16) | PF_DT(PF_FP16), PF_DT(PF_FP32), pf_tp_zero_faults,
      PF_TP_ZERO_CONTRACT,
-     pf_tp_cpu, pf_tp_bound, pf_tp_in_domain, pf_tp_check, NULL, PF_TP_DS_ZERO1, NULL},
+     pf_tp_cpu, pf_tp_bound, pf_tp_in_domain, pf_tp_check, NULL, PF_TP_DS_ZERO1, NULL, NULL},
 };
 const pf_kernel *const pf_tp_kernels[] = {&pf_tp_tab[0], &pf_tp_tab[1], &pf_tp_tab[2], &pf_tp_tab[3],
                                           &pf_tp_tab[4], &pf_tp_tab[5], NULL};

@@ -1,6 +1,7 @@
 /* Libraries that --kernels must refuse with one line (tests/plugin.sh), one per PF_BAD_*:
  * no pf_plugin_init, an init that registers nothing, a kernel of another ABI, an init that fails,
- * and tables with one field wrong (PF_BAD_TABLE_*: a copy of softmax/safe and its op, broken). */
+ * and tables with one field wrong (PF_BAD_TABLE_*: a copy of softmax/safe and its op, broken;
+ * 12-15 its parameter ranges). */
 #include "kernels/kernel.h"
 
 #if defined(PF_BAD_NO_INIT)
@@ -42,6 +43,32 @@ pf_status pf_plugin_init(void) {
   k.run_cpu = fails;
   return pf_kernel_register(&k);
 }
+#elif defined(PF_BAD_NARROW)
+/* not bad: variants that narrow their operation's parameters, with defaults of their own, and
+ * a user's check after its like's. softmax/narrow: safe's contract, alpha 1/8 only (the
+ * operation's default is 1), mask causal or causal-top-left (default causal). attention/
+ * small-d: post-scale's contract (whose check refuses layer != 1), head_dim 8 at most (its
+ * own check). */
+#include <stdio.h>
+static pf_kernel sm, at;
+static const pf_param_range sm_params[] = {{"alpha", 0.125, 0.125, 0, 0.125}, {"mask", 0, 0, 6, 1}, {NULL, 0, 0, 0, 0}};
+static pf_status small_d(const pf_case *c) {
+  if (c->shape[4] > 8) return pf_error(PF_ERR_UNSUPPORTED, "attention/small-d takes head_dim 8 at most, not %zu", c->shape[4]);
+  return PF_OK;
+}
+pf_status pf_plugin_init(void) {
+  pf_status st = pf_kernel_like(&sm, "softmax", "safe");
+  if (st) return st;
+  sm.variant = "narrow", sm.summary = "softmax/safe at alpha 1/8 under a causal mask";
+  sm.run_cpu = pf_kernel_find("softmax", "safe")->run_cpu;
+  sm.params = sm_params;
+  if ((st = pf_kernel_register(&sm))) return st;
+  if ((st = pf_kernel_like(&at, "attention", "post-scale"))) return st;
+  at.variant = "small-d", at.summary = "attention/post-scale for head_dim <= 8";
+  at.run_cpu = pf_kernel_find("attention", "post-scale")->run_cpu;
+  at.check = small_d; /* post-scale's check still applies */
+  return pf_kernel_register(&at);
+}
 #elif defined(PF_BAD_TABLE)
 static pf_kernel k;
 static pf_op op;
@@ -63,6 +90,26 @@ pf_status pf_plugin_init(void) {
   case 9: op.input_count = NULL; break;
   case 10: k.variant = "v23456789012345678901234567890123456789012345678"; break; /* 48: a case holds 47 */
   case 11: op.name = "softmax", k.op = pf_kernel_find("softmax", "safe")->op, k.like = "nonexistent"; break;
+  case 12: { /* parameter ranges: a name the operation does not have */
+    static const pf_param_range r[] = {{"beta", 0, 1, 0, 0}, {NULL, 0, 0, 0, 0}};
+    k.params = r;
+    break;
+  }
+  case 13: { /* a default outside the range */
+    static const pf_param_range r[] = {{"alpha", 0.5, 2, 0, 4}, {NULL, 0, 0, 0, 0}};
+    k.params = r;
+    break;
+  }
+  case 14: { /* a choice the parameter does not have (mask has 3) */
+    static const pf_param_range r[] = {{"mask", 0, 0, 8, 3}, {NULL, 0, 0, 0, 0}};
+    k.params = r;
+    break;
+  }
+  case 15: { /* beyond the operation's range (alpha in [0, 2^64]) */
+    static const pf_param_range r[] = {{"alpha", 1, 1e300, 0, 1}, {NULL, 0, 0, 0, 0}};
+    k.params = r;
+    break;
+  }
   }
   return pf_kernel_register(&k);
 }
