@@ -16,6 +16,16 @@ out=$("$B/softmax_fuzzer" -runs=3000 -seed=1 "$C/softmax_fuzzer" 2>&1) && echo "
 n=$((n + 1))
 out=$("$B/adam_fuzzer" -max_total_time=1 -seed=2 "$C/adam_fuzzer" 2>&1) && echo "$out" | grep -q "mutated inputs in 1\.[0-9] s" ||
   fail "-max_total_time=1: $out"
+# PF_FUZZ_MAX_DIM: a positive integer, or exit 2 and one line; with it, the large sizes reach it
+for bad in 0 -3 12x 99999999; do
+  n=$((n + 1))
+  out=$(PF_FUZZ_MAX_DIM=$bad "$B/softmax_fuzzer" -runs=10 -seed=1 "$C/softmax_fuzzer" 2>&1); rc=$?
+  [ $rc -eq 2 ] && [ "$(echo "$out" | grep -c .)" -eq 1 ] && echo "$out" | grep -q "PF_FUZZ_MAX_DIM=$bad is not an integer in \[1, 16777216\]" ||
+    fail "PF_FUZZ_MAX_DIM=$bad -> exit $rc: $out"
+done
+n=$((n + 1))
+out=$(PF_FUZZ_MAX_DIM=300 "$B/softmax_fuzzer" -runs=2000 -seed=1 "$C/softmax_fuzzer" 2>&1) ||
+  fail "PF_FUZZ_MAX_DIM=300: $out"
 
 # the fault from one seed file, twice: the same crash file, and its replay line gives the verdict
 mkdir -p "$T/one" "$T/a" "$T/b"
