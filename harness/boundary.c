@@ -427,3 +427,45 @@ void pf_probability_free(pf_probability *p) {
   p->points = NULL;
   p->npoints = 0;
 }
+
+pf_status pf_boundary_every(const pf_case *tmpl, const pf_axis *a, double lo, double hi, pf_fail_set fail,
+                            const pf_oracle_opts *oo, pf_every *out) {
+  memset(out, 0, sizeof *out);
+  pf_round_range(a->format, &lo, &hi);
+  const int64_t o0 = pf_bfmt_ordinal(a->format, lo), o1 = pf_bfmt_ordinal(a->format, hi);
+  if (o1 < o0) return pf_error(PF_ERR_ARG, "the range holds no value of %s", pf_bfmt_name(a->format));
+  if (o1 - o0 >= PF_EVERY_MAX)
+    return pf_error(PF_ERR_ARG, "--every: the range holds %lld values of %s, more than %d", (long long)(o1 - o0 + 1),
+                    pf_bfmt_name(a->format), PF_EVERY_MAX);
+  int prev_bad = 0;
+  for (int64_t o = o0; o <= o1; o++) {
+    const double x = pf_bfmt_value(a->format, o);
+    pf_verdict v;
+    unsigned outcome;
+    pf_status st = pf_eval(tmpl, a, x, oo, &v, &outcome, NULL, 0);
+    if (st) return st;
+    out->values++;
+    const int bad = pf_fails(fail, v, outcome);
+    if (bad) {
+      out->failing++;
+      if (prev_bad) {
+        out->runs[out->nruns - 1].hi = x;
+      } else {
+        if (out->nruns == out->cap) {
+          const size_t cap = out->cap ? 2 * out->cap : 16;
+          pf_every_run *r = realloc(out->runs, cap * sizeof *r);
+          if (!r) return pf_error(PF_ERR_NOMEM, "--every: out of memory");
+          out->runs = r, out->cap = cap;
+        }
+        out->runs[out->nruns++] = (pf_every_run){x, x, v, outcome};
+      }
+    }
+    prev_bad = bad;
+  }
+  return PF_OK;
+}
+
+void pf_every_free(pf_every *e) {
+  free(e->runs);
+  memset(e, 0, sizeof *e);
+}

@@ -118,4 +118,22 @@ pf_status pf_boundary_probability(const pf_case *tmpls, unsigned ncases, const p
                                   pf_probability *out);
 void pf_probability_free(pf_probability *p);
 
+/* Every value of the format from lo to hi (at most PF_EVERY_MAX of them), one case each: the
+ * failing ones as maximal runs of adjacent values, for failures at scattered values (a kernel
+ * wrong at 240 widths between 513 and 1023) that a threshold search, which assumes one change,
+ * misses. */
+#define PF_EVERY_MAX 100000
+typedef struct {
+  double lo, hi;     /* a run of failing values, both ends included */
+  pf_verdict v;      /* the first one's verdict */
+  unsigned outcome;  /* and its outcome (pf_outcome) */
+} pf_every_run;
+typedef struct {
+  size_t values, failing, nruns, cap;
+  pf_every_run *runs;
+} pf_every;
+pf_status pf_boundary_every(const pf_case *tmpl, const pf_axis *a, double lo, double hi, pf_fail_set fail,
+                            const pf_oracle_opts *oo, pf_every *out);
+void pf_every_free(pf_every *e);
+
 #endif

@@ -135,6 +135,21 @@ expect2 "kernel softmax/np-softmax: \"faults\" is not a list of at most 16 names
 expect2 "diff-variant: no dtype and accumulation of those given to compare" "$P" --kernels "$K" diff-variant -k softmax -v np-naive -t bf16
 expect2 "PRECFUZZ_KERNEL_TIMEOUT: 'soon' is not a number of seconds" env PRECFUZZ_KERNEL_TIMEOUT=soon "$P" --kernels "$K" list
 expect2 "np-softmax is already registered" "$P" --kernels "$K" --kernels "$K" list
+# boundary --every: a kernel wrong at the widths w % 7 == 3 only; from 8 to 40 columns that is
+# 10, 17, 24, 31 and 38, five runs of one (a threshold search reports the first change only)
+n=$((n + 1))
+out=$("$P" --kernels "$K wrong-widths" boundary -k softmax -v np-softmax -t fp32 --shape 1x8 --along dim:cols --from 8 --to 40 --every 2>&1)
+echo "$out" | grep -q "every value 8 .. 40: 5 of 33 fail, in 5 runs" && [ "$(echo "$out" | grep -cE '^  (10|17|24|31|38): inaccurate')" -eq 5 ] &&
+  echo "$out" | grep -q "replay the first failing one: .*--shape 1x10 " || fail "boundary --every: $out"
+n=$((n + 1))
+out=$("$P" --kernels "$K wrong-widths" boundary -k softmax -v np-softmax -t fp32 --shape 1x8 --along dim:cols --from 8 --to 40 --every --json 2>&1)
+echo "$out" | python3 -c '
+import json, sys
+e = json.load(sys.stdin)["every"]
+assert e["values"] == 33 and e["failing"] == 5 and [r["lo"] for r in e["runs"]] == [10, 17, 24, 31, 38], e' || fail "boundary --every --json: $out"
+expect2 "--every runs one case per value: --cases must be 1" "$P" boundary -k softmax -v safe --along dim:cols --every --cases 2
+expect2 "--every steps over every value: no --points or --refine" "$P" boundary -k softmax -v safe --along dim:cols --every --points 8
+expect2 "--every: the range holds 16777216 values of int, more than 100000 (--from, --to)" "$P" boundary -k softmax -v safe --along dim:cols --every
 # PRECFUZZ_KERNELS: an exec: entry takes the rest, ':' included
 n=$((n + 1))
 out=$(PRECFUZZ_KERNELS="exec:PATH=/usr/bin:/bin; $PY tests/kernels/softmax_kernel.py" "$P" list 2>&1) &&

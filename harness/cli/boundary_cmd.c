@@ -16,7 +16,7 @@ static void print_help_boundary(void) {
   printf(
       "usage: precfuzz boundary -k KERNEL -v VARIANT [-t DTYPE] [-a ACCUM] --along AXIS [--from X] [--to X]\n"
       "                         [--fail VERDICTS] [--cases N] [--seed N] [--points G] [--refine K]\n"
-      "                         [--format FORMAT] [--backend cpu|cuda] [--json]\n"
+      "                         [--every] [--format FORMAT] [--backend cpu|cuda] [--json]\n"
       "                         [run's case options: --shape, --param, --input, ...]\n\n"
       "Finds where along one number of the case the variant starts to fail.\n"
       "  --along AXIS        value (every input element), value:INPUT, scale (every input's generator\n"
@@ -38,6 +38,10 @@ static void print_help_boundary(void) {
       "                      (seeds --seed.., the same at every point) failing at each grid point, and\n"
       "                      where it first is non-zero and first reaches 50%%, each narrowed by --refine\n"
       "                      bisection steps (default 8) with the same N cases.\n"
+      "  --every             every value of the range (at most 100000, one case each) instead of a\n"
+      "                      search: the failing ones as runs of adjacent values, for failures at\n"
+      "                      scattered values (widths, steps) that a threshold search, which finds one\n"
+      "                      change, misses\n"
       "  --format FORMAT     the values stepped over: fp32, fp16, bf16, binary64, int (default: the\n"
       "                      input's dtype for values, binary64 for scales and real parameters, int\n"
       "                      for integer parameters and dimensions)\n"
@@ -80,6 +84,7 @@ int pf_cmd_boundary(int argc, char **argv) {
   const char *shape_arg = NULL, *backend = "cpu", *along = NULL, *fail_arg = "finding", *format_arg = NULL;
   const char *from_arg = NULL, *to_arg = NULL;
   uint64_t points = 64, refine = 8;
+  int every = 0;
   static const struct option longopts[] = {PF_CASE_LONGOPTS,
                                            {"along", required_argument, 0, O_ALONG},
                                            {"from", required_argument, 0, O_FROM},
@@ -88,6 +93,7 @@ int pf_cmd_boundary(int argc, char **argv) {
                                            {"points", required_argument, 0, O_POINTS},
                                            {"refine", required_argument, 0, O_REFINE},
                                            {"format", required_argument, 0, O_FORMAT},
+                                           {"every", no_argument, 0, O_EVERY},
                                            {0, 0, 0, 0}};
   opterr = 0;
   optind = 1;
@@ -105,6 +111,7 @@ int pf_cmd_boundary(int argc, char **argv) {
     case O_TO: to_arg = optarg; break;
     case O_FAIL: fail_arg = optarg; break;
     case O_FORMAT: format_arg = optarg; break;
+    case O_EVERY: every = 1; break;
     case O_POINTS:
       if (parse_u64(optarg, &points) || points < 1 || points > 100000)
         return usage_error("--points: '%s' is not an integer in [1, 100000]", optarg);
@@ -122,6 +129,8 @@ int pf_cmd_boundary(int argc, char **argv) {
   if (!o.kernel) return usage_error("boundary: -k KERNEL is required (see precfuzz list)");
   if (!o.variant) return usage_error("boundary: -v VARIANT is required (see precfuzz list)");
   if (!along) return usage_error("boundary: --along AXIS is required (value, value:INPUT, scale, scale:INPUT, param:NAME, dim:NAME)");
+  if (every && o.cases != 1) return usage_error("boundary: --every runs one case per value: --cases must be 1");
+  if (every && (seen[O_POINTS] || seen[O_REFINE])) return usage_error("boundary: --every steps over every value: no --points or --refine");
   const pf_op *op = pf_op_find(o.kernel);
   if (!op) return usage_error("-k: unknown kernel '%s' (see precfuzz list)", o.kernel);
   const pf_kernel *k = pf_kernel_find(o.kernel, o.variant);
@@ -173,6 +182,10 @@ int pf_cmd_boundary(int argc, char **argv) {
       rc = usage_error("boundary: the range [%g, %g] is empty (--from must be below --to)", lo, hi);
     else if (lo < lim_lo || hi > lim_hi)
       rc = usage_error("boundary: the range [%g, %g] leaves %s's limits [%g, %g]", lo, hi, along, lim_lo, lim_hi);
+    else if (every && pf_bfmt_ordinal(a.format, hi) - pf_bfmt_ordinal(a.format, lo) >= PF_EVERY_MAX)
+      rc = usage_error("boundary: --every: the range holds %lld values of %s, more than %d (--from, --to)",
+                       (long long)(pf_bfmt_ordinal(a.format, hi) - pf_bfmt_ordinal(a.format, lo) + 1), pf_bfmt_name(a.format),
+                       PF_EVERY_MAX);
   }
   if (rc) {
     for (unsigned i = 0; i < built; i++) pf_case_free(&tmpls[i]);
@@ -211,7 +224,44 @@ int pf_cmd_boundary(int argc, char **argv) {
   }
   pf_status st;
   char line[1536];
-  if (o.cases == 1) {
+  if (every) {
+    pf_every e;
+    st = pf_boundary_every(&tmpls[0], &a, lo, hi, fail, &oo, &e);
+    if (!st && j) {
+      cJSON *je = cJSON_AddObjectToObject(j, "every");
+      cJSON_AddNumberToObject(je, "values", (double)e.values);
+      cJSON_AddNumberToObject(je, "failing", (double)e.failing);
+      cJSON *arr = cJSON_AddArrayToObject(je, "runs");
+      for (size_t i = 0; i < e.nruns; i++) {
+        cJSON *q = cJSON_CreateObject();
+        char ev[48];
+        cJSON_AddItemToObject(q, "lo", json_value(e.runs[i].lo, a.format));
+        cJSON_AddItemToObject(q, "hi", json_value(e.runs[i].hi, a.format));
+        cJSON_AddStringToObject(q, "verdict", pf_verdict_name(e.runs[i].v));
+        cJSON_AddStringToObject(q, "events", pf_fe_str(e.runs[i].outcome, ev));
+        axis_reproduce_line(&tmpls[0], &o, &a, e.runs[i].lo, o.seed, line, sizeof line);
+        cJSON_AddStringToObject(q, "replay", line);
+        cJSON_AddItemToArray(arr, q);
+      }
+    } else if (!st) {
+      fmt_value(lo_s, sizeof lo_s, a.format, lo);
+      fmt_value(hi_s, sizeof hi_s, a.format, hi);
+      printf("  every value %s .. %s: %zu of %zu fail, in %zu run%s\n", lo_s, hi_s, e.failing, e.values, e.nruns,
+             e.nruns == 1 ? "" : "s");
+      for (size_t i = 0; i < e.nruns; i++) {
+        char r_lo[80], r_hi[80], ve[96];
+        fmt_value(r_lo, sizeof r_lo, a.format, e.runs[i].lo);
+        fmt_value(r_hi, sizeof r_hi, a.format, e.runs[i].hi);
+        if (e.runs[i].lo == e.runs[i].hi) printf("  %s: %s\n", r_lo, verdict_events(e.runs[i].v, e.runs[i].outcome, ve, sizeof ve));
+        else printf("  %s .. %s: %s at %s\n", r_lo, r_hi, verdict_events(e.runs[i].v, e.runs[i].outcome, ve, sizeof ve), r_lo);
+      }
+      if (e.nruns) {
+        axis_reproduce_line(&tmpls[0], &o, &a, e.runs[0].lo, o.seed, line, sizeof line);
+        printf("  replay the first failing one: %s\n", line);
+      }
+    }
+    pf_every_free(&e);
+  } else if (o.cases == 1) {
     pf_threshold t;
     st = pf_boundary_threshold(&tmpls[0], &a, lo, hi, fail, (int)points, &oo, &t);
     if (!st) {

@@ -6,6 +6,8 @@ misbehaves on purpose:
   ok            the correct softmax (variants np-softmax, like safe, and np-naive, like naive),
                 and softmax backward (np-softmax-bwd, like softmax_bwd/stored)
   off-by-3      element [0, 1] moved 3 ulps up from the correct value
+  wrong-widths  element [0, 1] 0.1% too large, but only at widths w with w % 7 == 3 (failures
+                at scattered widths, as PyTorch's fp64 softmax had at 240 widths in 513..1023)
   crash-at N    killed by SIGSEGV on its N-th case (the kernel process crashes)
   exit-at N     exits with status 3 on its N-th case
   hang-at N     sleeps forever on its N-th case (precfuzz's timeout)
@@ -84,6 +86,8 @@ def kernel(case, x):
     if mode == "chaos":
         chaos(case, x, (cases + at) % 18)
     y = softmax64(case, x).astype(case.np_dtype)
+    if mode == "wrong-widths" and x.shape[1] % 7 == 3:
+        y[0, 1] *= y.dtype.type(1.001)
     if mode == "off-by-3":
         bits = y.view(np.uint16 if y.dtype.itemsize == 2 else np.uint32)
         bits[0, 1] += 3
