@@ -26,6 +26,12 @@ n=$((n + 1))
 out=$("$P" run -k softmax -v safe -t fp16 -a fp16 --shape 1x4096 --input x:value=0 --cases 1 2>&1)
 has "$out" "HAZARD softmax/safe fp16/fp16 seed 1 (verdict ok): saturated,imprecise" &&
   has "$out" "row 0: its outputs sum to 2 (exact 1)" || fail "softmax 4096 equal logits: $out"
+# the same configuration over 5 cases: the hazard in every one, its HAZARD line once (at the
+# first case; a line per case would bury the findings), and the summary says it holds for all
+n=$((n + 1))
+out=$("$P" run -k softmax -v safe -t fp16 -a fp16 --shape 1x4096 --input x:value=0 --cases 5 2>&1)
+[ "$(echo "$out" | grep -c '^HAZARD ')" -eq 1 ] && has "$out" "hazards in 5 cases: saturated 5, imprecise 5" &&
+  has "$out" "saturated in all 5 cases: it comes with this configuration" || fail "one HAZARD line per kind: $out"
 for h in saturated imprecise; do
   boundary_is "passes up to 2064: ok; fails from 2065: ok (hazards saturated,imprecise)" -k softmax -v safe -t fp16 -a fp16 \
     --shape 1x4096 --input x:value=0 --along dim:cols --from 1000 --to 4096 --fail $h

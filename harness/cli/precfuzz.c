@@ -549,6 +549,8 @@ static int run_variant(const pf_kernel *k, const run_opts *o, run_json *jcases, 
   /* hazards, and torch.testing.assert_close beside the contract */
   pf_hazard_tally hz = {0};
   uint64_t hazard_printed = 0;
+  unsigned hazard_shown = 0; /* the hazard kinds a HAZARD line has shown: each once per run (one
+                                configuration), at its first case; --json has every case's */
   pf_oracle_opts oo;
   pf_oracle_opts_default(&oo);
   oo.prec = o->oracle_prec;
@@ -616,7 +618,8 @@ static int run_variant(const pf_kernel *k, const run_opts *o, run_json *jcases, 
         if (finding) pf_run_describe(&c, &r, d, sizeof d);
         junit_case(o->junit, &c, seed, &r, finding ? d : NULL, rep);
       }
-      if (!jcases && r.hazards && hazard_printed < o->max_print) {
+      if (!jcases && (r.hazards & ~hazard_shown) && hazard_printed < o->max_print) {
+        hazard_shown |= r.hazards;
         char rep[1536], hs[64];
         reproduce_line(&c, o, seed, rep, sizeof rep);
         printf("HAZARD %s/%s %s/%s seed %llu (verdict %s): %s\n", c.kernel, c.variant, pf_dtype_name(c.dtype),
@@ -675,7 +678,12 @@ static int run_variant(const pf_kernel *k, const run_opts *o, run_json *jcases, 
     printf("  hazards in %lu cases", hz.any);
     for (int h = 0, first = 1; h < PF_NHAZARDS; h++)
       if (hz.hazard[h]) printf("%s %s %lu", first ? ":" : ",", pf_hazard_name((pf_hazard)h), hz.hazard[h]), first = 0;
-    printf("%s\n", hz.any > hazard_printed ? " (not all shown; --max-print)" : "");
+    printf("%s\n", hz.any > hazard_printed ? " (each kind shown at its first case; every case's in --json)" : "");
+    for (int h = 0; h < PF_NHAZARDS && done > 1; h++)
+      if (hz.hazard[h] == done)
+        printf("  %s in all %llu cases: it comes with this configuration (variant, dtypes, shape, parameters) rather "
+               "than with the drawn values; precfuzz boundary --fail %s along a parameter finds where it starts\n",
+               pf_hazard_name((pf_hazard)h), (unsigned long long)done, pf_hazard_name((pf_hazard)h));
     if (done > 1) print_bias_pool(&hz.bias, done);
     printf("  torch.testing.assert_close (default tolerance, against the correctly rounded result) rejects %lu cases;"
            " passes %lu with a finding and %lu with a hazard; rejects %lu that are ok without one\n",
