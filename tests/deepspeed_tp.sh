@@ -177,7 +177,7 @@ rm -f "$T.ds" "$T.c"
 
 # a tied embedding (PP=2) is not this adapter's: refused, exit 2
 n=$((n + 1))
-out=$("$P" --kernels "$K" diff-tp -v deepspeed-bf16 --cases 1 2>&1)
+out=$("$P" --kernels "$K" diff-tp -v deepspeed-bf16 --param tied=1 --cases 1 2>&1)
 [ $? -eq 2 ] && echo "$out" | grep -qx "precfuzz: tp_diff/deepspeed-bf16 takes tied in \[0, 0\] only, not 1" || fail "tied: $out"
 
 echo "deepspeed_tp: $((n - failed))/$n checks passed"

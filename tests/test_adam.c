@@ -131,6 +131,103 @@ static void test_adam_contracts_hold_on_generated_cases(void **state) {
   assert_true(in_domain > cases / 2);
 }
 
+/* Two users' fp32 AdamW kernels, written apart from the emulation (plain C float arithmetic,
+ * libm's powf and fmaf), each judged as a variant like fused (its bound and domain) with the
+ * contract parameters that say what it does (docs/kernels/adam.md):
+ *   llmc      llm.c's adamw_kernel3: m = lerp(g, m, beta1) = fma(beta1, m, fma(-beta1, g, g)),
+ *             v likewise with g g, corrections 1 - powf(beta, t) in fp32 on the device, m / bc1,
+ *             v / bc2, p - lr (m / (sqrt(v) + eps) + wd p)     (ema=lerp, bias_correction=device)
+ *   textbook  the textbook in fp32 with the constants of its Python side: 1 - beta and
+ *             1 - beta^t computed in binary64 and rounded once (scalars=binary64)
+ *   llmc-nobc llm.c's kernel with v's correction forgotten: a bug */
+static int user_kind;
+static pf_status user_adamw(const pf_case *c, const pf_tensor *in, double *out, unsigned *fe) {
+  (void)fe;
+  const size_t n = c->shape[0];
+  const double lr64 = pf_case_param(c, "lr"), b164 = pf_case_param(c, "beta1"), b264 = pf_case_param(c, "beta2");
+  const float lr = (float)lr64, b1 = (float)b164, b2 = (float)b264, eps = (float)pf_case_param(c, "eps"),
+              wd = (float)pf_case_param(c, "wd");
+  const int t = (int)pf_case_param(c, "step");
+  float bc1, bc2, omb1 = 0, omb2 = 0;
+  if (user_kind == 1) {
+    bc1 = (float)(1.0 - pow(b164, t)), bc2 = (float)(1.0 - pow(b264, t));
+    omb1 = (float)(1.0 - b164), omb2 = (float)(1.0 - b264);
+  } else {
+    bc1 = 1.0f - powf(b1, (float)t), bc2 = user_kind == 2 ? 1.0f : 1.0f - powf(b2, (float)t);
+  }
+  for (size_t i = 0; i < n; i++) {
+    const float p = (float)in[0].data[i], g = (float)in[1].data[i], m0 = (float)in[2].data[i], v0 = (float)in[3].data[i];
+    float m, v;
+    if (user_kind == 1) {
+      const float gm = omb1 * g, gv = omb2 * g;
+      m = b1 * m0 + gm;
+      v = b2 * v0 + gv * g;
+    } else {
+      const float gg = g * g;
+      m = fmaf(b1, m0, fmaf(-b1, g, g));
+      v = fmaf(b2, v0, fmaf(-b2, gg, gg));
+    }
+    const float mh = m / bc1, vh = v / bc2;
+    const float upd = mh / (sqrtf(vh) + eps) + wd * p;
+    const float pn = p - lr * upd;
+    out[i] = m, out[n + i] = v, out[2 * n + i] = pn;
+    out[3 * n + i] = pf_round(c->dtype, pn); /* the parameter written back */
+  }
+  return PF_OK;
+}
+
+/* Runs 300 cases of the user's kernel `kind` at fp32 steps 1 to 10^5 under the contract set by
+ * ema, bias_correction and scalars; returns how many are findings inside the domain. */
+static int user_findings(int kind, int ema, int bcd, int s64) {
+  static pf_kernel k[3];
+  static const char *const names[] = {"llmc", "textbook", "llmc-nobc"};
+  if (!pf_kernel_find("adam", names[kind])) {
+    assert_int_equal(pf_kernel_like(&k[kind], "adam", "fused"), PF_OK);
+    k[kind].variant = names[kind], k[kind].summary = "a user's AdamW (test_adam.c)", k[kind].run_cpu = user_adamw;
+    assert_int_equal(pf_kernel_register(&k[kind]), PF_OK);
+  }
+  user_kind = kind;
+  static const double steps[] = {1, 2, 10, 1000, 100000}, beta2s[] = {0.999, 0.95, 0.98};
+  int findings = 0;
+  for (int s = 0; s < 300; s++) {
+    pf_case c;
+    assert_int_equal(pf_case_init(&c, "adam", names[kind], 5000 + s), PF_OK);
+    c.dtype = PF_FP32;
+    c.shape[0] = 64;
+    pf_case_set_param(&c, "step", steps[s % 5]);
+    pf_case_set_param(&c, "beta2", beta2s[s % 3]);
+    pf_case_set_param(&c, "wd", s % 2 ? 0.1 : 0);
+    pf_case_set_param(&c, "ema", ema);
+    pf_case_set_param(&c, "bias_correction", bcd);
+    pf_case_set_param(&c, "scalars", s64);
+    /* half the cases log-uniform over many binades (where a few ulps of a constant or of a
+     * lerp decide more), as the fuzz driver's raw bit patterns are */
+    for (int q = 0; q < 4 && s % 2; q++) c.inputs[q].dist = PF_DIST_LOGUNIFORM, c.inputs[q].exp_min = -40, c.inputs[q].exp_max = 4;
+    c.inputs[3].scale = s % 2 ? 1 : 1e-2;
+    if (s % 2) c.inputs[3].dist = PF_DIST_LOGUNIFORM, c.inputs[3].exp_min = -60, c.inputs[3].exp_max = 0;
+    pf_oracle_opts o;
+    pf_oracle_opts_default(&o);
+    pf_run r;
+    if (pf_run_case(&c, &o, &r)) fail_msg("run failed: %s", pf_error_message());
+    findings += r.in_domain && pf_verdict_is_finding(r.cmp.verdict);
+    pf_run_free(&r);
+    pf_case_free(&c);
+  }
+  return findings;
+}
+
+static void test_adam_contract_parameters_fit_users_kernels(void **state) {
+  /* each kernel under the parameters that say what it does: no finding in 300 cases */
+  const int llmc_fit = user_findings(0, 1, 1, 0), textbook_fit = user_findings(1, 0, 0, 1);
+  /* a wrong one is still found under the fitting parameters */
+  const int nobc = user_findings(2, 1, 1, 0);
+  printf("findings in 300 cases: llm.c %d, textbook %d (under the parameters that fit them); llm.c without v's "
+         "correction %d\n", llmc_fit, textbook_fit, nobc);
+  assert_int_equal(llmc_fit, 0);
+  assert_int_equal(textbook_fit, 0);
+  assert_true(nobc > 100);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_adam_first_step_by_hand),
@@ -138,6 +235,7 @@ int main(void) {
       cmocka_unit_test(test_adam_fp16_state_tiny_gradient),
       cmocka_unit_test(test_adam_lost_update),
       cmocka_unit_test(test_adam_contracts_hold_on_generated_cases),
+      cmocka_unit_test(test_adam_contract_parameters_fit_users_kernels),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

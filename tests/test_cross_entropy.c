@@ -171,6 +171,47 @@ static void test_faults(void **state) {
   pf_run_free(&r);
 }
 
+/* ce-grad-p-in-storage (Liger-Kernel before its PR 1329), by hand: fused bf16, x = (4, 0),
+ * target 0. p0 = e^4 / (e^4 + 1) = 0.98201379; in bf16 (spacing 2^-8 below 1) it is
+ * 251/256 = 0.98046875, so the target's gradient is p0 - 1 = -0.01953125 = -0x1.4p-6 exactly,
+ * where the exact -0.01798621 rounds to -0x1.26p-6 in bf16 (147/128 2^-6): 8.6% off, a finding;
+ * without the fault p stays fp32 and dx0 is that rounding. */
+static void test_grad_p_in_storage(void **state) {
+  const double x[2] = {4, 0}, t0[1] = {0};
+  pf_run r;
+  assert_int_equal(run_ce(&r, "fused", PF_BF16, 1, 2, x, t0, "ce-grad-p-in-storage"), PF_V_INACCURATE);
+  assert_true(r.out[2] == -0x1.4p-6 && r.oracle.rounded[2] == -0x1.26p-6);
+  pf_run_free(&r);
+  assert_int_equal(run_ce(&r, "fused", PF_BF16, 1, 2, x, t0, NULL), PF_V_OK);
+  assert_true(r.out[2] == -0x1.26p-6);
+  pf_run_free(&r);
+}
+
+/* Generated cases: one row in four that is not ignored has its target at the row's largest
+ * logit, raised by at least 1 (a confident row); a uniform target would be there 1 time in 32.
+ * Over 20 cases of 8 x 32 (160 rows, about 140 not ignored): at least 20 such rows, each a unique
+ * maximum by at least 1 (about 35 expected; uniform targets would give about 4). */
+static void test_confident_rows_generated(void **state) {
+  size_t confident = 0;
+  for (uint64_t seed = 1; seed <= 20; seed++) {
+    pf_case c;
+    assert_int_equal(pf_case_init(&c, "cross_entropy", "fused", seed), PF_OK);
+    c.dtype = PF_FP32, c.accum = PF_FP32, c.shape[0] = 8, c.shape[1] = 32;
+    pf_run r;
+    assert_int_equal(run_case(&r, &c), PF_V_OK);
+    for (size_t i = 0; i < 8; i++) {
+      const double t = r.in[1].data[i], *x = r.in[0].data + i * 32;
+      if (t < 0) continue;
+      double second = -INFINITY;
+      for (size_t j = 0; j < 32; j++)
+        if (j != (size_t)t && x[j] > second) second = x[j];
+      confident += x[(size_t)t] >= second + 1;
+    }
+    pf_run_free(&r);
+  }
+  assert_true(confident >= 20);
+}
+
 /* Targets must be class indices or the ignore index; z-loss only where the variant has it. */
 static void test_validation(void **state) {
   const double x[4] = {0, 1, 2, 3};
@@ -259,6 +300,7 @@ int main(void) {
       cmocka_unit_test(test_all_equal_row),    cmocka_unit_test(test_one_hot_at_max),
       cmocka_unit_test(test_faults),           cmocka_unit_test(test_validation),
       cmocka_unit_test(test_bound_is_tight),   cmocka_unit_test(test_contract_generated),
+      cmocka_unit_test(test_grad_p_in_storage), cmocka_unit_test(test_confident_rows_generated),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

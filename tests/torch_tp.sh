@@ -59,13 +59,16 @@ done
 rk_agrees torch-dtensor 80 -t fp32 --param tied=0
 rk_agrees torch-ddp 80 -t fp32 --param tied=0 --param tp=1 --param dp=2
 
-# a layout the variant does not hold is refused, exit 2
+# a layout the variant does not hold is refused, exit 2; left unsaid, the variant's own is taken
 n=$((n + 1))
-out=$("$P" --kernels "$K" diff-tp -v torch-dtensor -t fp32 --cases 1 2>&1)
+out=$("$P" --kernels "$K" diff-tp -v torch-dtensor -t fp32 --param tied=1 --cases 1 2>&1)
 [ $? -eq 2 ] && echo "$out" | grep -qx "precfuzz: tp_diff/torch-dtensor takes tied in \[0, 0\] only, not 1" || fail "tied: $out"
 n=$((n + 1))
-out=$("$P" --kernels "$K" diff-tp -v torch-ddp -t fp32 --param tied=0 --cases 1 2>&1)
+out=$("$P" --kernels "$K" diff-tp -v torch-ddp -t fp32 --param tp=2 --cases 1 2>&1)
 [ $? -eq 2 ] && echo "$out" | grep -qx "precfuzz: tp_diff/torch-ddp takes tp in \[1, 1\] only, not 2" || fail "ddp tp: $out"
+n=$((n + 1))
+out=$("$P" --kernels "$K" diff-tp -v torch-ddp -t fp32 --cases 1 2>&1)
+[ $? -eq 0 ] && echo "$out" | grep -q "^tp_diff/torch-ddp fp32/fp32: 1 cases (seeds 1..1): ok 1" || fail "ddp at its defaults (tied 0, tp 1): $out"
 
 echo "torch_tp: $((n - failed))/$n checks passed"
 [ $failed -eq 0 ]

@@ -1,7 +1,8 @@
 /* adam_fuzzer: bytes -> one Adam step case -> kernel vs oracle; aborts on a finding inside
  * the contract's domain.
  *
- * Layout: [variant][dtype][mode][n*][step: 2 bytes][lr][beta1][beta2][eps][wd][mode bits]
+ * Layout: [variant][dtype][mode: bit 0 l2, bit 1 ema=lerp, bit 2 bias_correction=device, bit 3
+ *         scalars=binary64 (FusedAdam family)][n*][step: 2 bytes][lr][beta1][beta2][eps][wd][mode bits]
  *   mode bits even: raw bit patterns of p, g, m, v, each in its own dtype (fp32: 4 bytes,
  *                   fp16/bf16: 2; missing ones are 0), so tiny, huge and special values occur;
  *   odd:            [seed: 8 bytes][dist] and one scale exponent per input (p, g, m, v).
@@ -31,7 +32,12 @@ int pf_decode_adam_fuzzer(const uint8_t *data, size_t size, pf_case *out) {
   const pf_kernel *k = pf_fuzz_begin("adam", &b, &c);
   c.dtype = (pf_dtype)(pf_bytes_u8(&b) % PF_NDTYPES);
   const uint8_t mode = pf_bytes_u8(&b);
-  if (!pf_adam_is_torch(k->algo)) pf_case_set_param(&c, "mode", mode & 1);
+  if (!pf_adam_is_torch(k->algo)) { /* the mode, and the FusedAdam family's legitimate choices */
+    pf_case_set_param(&c, "mode", mode & 1);
+    pf_case_set_param(&c, "ema", mode >> 1 & 1);
+    if (k->algo != PF_ADAM_NO_BIAS_CORRECTION) pf_case_set_param(&c, "bias_correction", mode >> 2 & 1);
+    pf_case_set_param(&c, "scalars", mode >> 3 & 1);
+  }
   c.shape[0] = pf_fuzz_dim(&b, 32, 4096);
   const unsigned step = 1u + ((unsigned)pf_bytes_u8(&b) << 8 | pf_bytes_u8(&b));
   pf_case_set_param(&c, "step", step);

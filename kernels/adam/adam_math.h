@@ -19,6 +19,13 @@ enum { PF_ADAM_FUSED = 0, PF_ADAM_TORCH = 1, PF_ADAM_NO_MASTER = 2, PF_ADAM_STAT
   ((variant) == PF_ADAM_TORCH || (variant) == PF_ADAM_TORCH_FOREACH || (variant) == PF_ADAM_TORCH_FUSED || \
    (variant) == PF_ADAM_TORCH_FUSED_CUDA)
 enum { PF_ADAM_MODE_ADAMW = 0, PF_ADAM_MODE_L2 = 1 };
+/* Legitimate choices of an fp32 Adam (the FusedAdam family's parameters ema, bias_correction,
+ * scalars), as bits beside the mode: the moments as lerps, fma(beta, m, fma(-beta, g, g)) (llm.c,
+ * PyTorch's CUDA fused kernel) rather than beta m + (1 - beta) g; 1 - beta^t computed on the
+ * device as 1 - powf(beta, t) in fp32 (llm.c) rather than on the host in binary64; 1 - beta
+ * rounded once from the binary64 beta (a constant of the Python side) rather than computed in
+ * fp32 from the fp32 beta. */
+enum { PF_ADAM_OPT_LERP = 4, PF_ADAM_OPT_BC_DEVICE = 8, PF_ADAM_OPT_SCALARS64 = 16 };
 
 typedef struct {
   double lr, beta1, beta2, eps, wd; /* binary32 values (FusedAdam's float arguments) */
@@ -116,13 +123,19 @@ PF_HD void pf_adam_step(int variant, int mode, pf_dtype pt, pf_dtype st, const p
     *v = pf_round_fe(st, vw, fe);
     return;
   }
-  /* FusedAdam (apex / DeepSpeed multi_tensor_adam): all math in fp32 */
+  /* FusedAdam (apex / DeepSpeed multi_tensor_adam): all math in fp32; the options (PF_ADAM_OPT_*) */
+  const int lerp = mode & PF_ADAM_OPT_LERP, bcd = mode & PF_ADAM_OPT_BC_DEVICE, s64 = mode & PF_ADAM_OPT_SCALARS64;
+  mode &= 1;
   double gg = g;
   if (mode == PF_ADAM_MODE_L2) gg = pf_add(F, gg, pf_mul(F, h->wd, *p, fe), fe);
-  const double mn = pf_add(F, pf_mul(F, h->beta1, *m, fe), pf_mul(F, pf_sub(F, 1.0, h->beta1, fe), gg, fe), fe);
-  const double vn = pf_add(F, pf_mul(F, h->beta2, *v, fe),
-                           pf_mul(F, pf_mul(F, pf_sub(F, 1.0, h->beta2, fe), gg, fe), gg, fe), fe);
-  const double mhat = pf_div(F, mn, h->bc1, fe), vhat = pf_div(F, vn, h->bc2, fe);
+  const double omb1 = s64 ? pf_round_fe(F, h->t_omb1, fe) : pf_sub(F, 1.0, h->beta1, fe);
+  const double omb2 = s64 ? pf_round_fe(F, h->t_omb2, fe) : pf_sub(F, 1.0, h->beta2, fe);
+  const double g2 = pf_mul(F, gg, gg, fe);
+  const double mn = lerp ? pf_fma32(h->beta1, *m, pf_fma32(-h->beta1, gg, gg, fe), fe)
+                         : pf_add(F, pf_mul(F, h->beta1, *m, fe), pf_mul(F, omb1, gg, fe), fe);
+  const double vn = lerp ? pf_fma32(h->beta2, *v, pf_fma32(-h->beta2, g2, g2, fe), fe)
+                         : pf_add(F, pf_mul(F, h->beta2, *v, fe), pf_mul(F, pf_mul(F, omb2, gg, fe), gg, fe), fe);
+  const double mhat = pf_div(F, mn, bcd ? h->c_bc1 : h->bc1, fe), vhat = pf_div(F, vn, bcd ? h->c_bc2 : h->bc2, fe);
   const double denom = variant == PF_ADAM_EPS_INSIDE ? pf_round_fe(F, sqrt(pf_add(F, vhat, h->eps, fe)), fe)
                                                      : pf_add(F, pf_round_fe(F, sqrt(vhat), fe), h->eps, fe);
   double upd = pf_div(F, mhat, denom, fe);

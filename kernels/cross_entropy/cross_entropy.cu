@@ -63,7 +63,8 @@ __global__ void pf_ce_rows(pf_ce_launch L, const T *x, const long *target, A *lo
                    : one;
   const A g = pf_nat_to<A>((float)L.g);
   for (size_t j = 0; j < L.cols; j++) {
-    const A p = pf_nat_div_ev(pf_nat_exp(pf_nat_sub_ev(pf_nat_to<A>(pf_nat_f(xr[j])), m, &fe), &fe), Z, &fe);
+    A p = pf_nat_div_ev(pf_nat_exp(pf_nat_sub_ev(pf_nat_to<A>(pf_nat_f(xr[j])), m, &fe), &fe), Z, &fe);
+    if ((L.faults & PF_CE_F_GRAD_P_STORAGE) && (long)j == t) p = pf_nat_to<A>(pf_nat_f(pf_nat_to<T>(pf_nat_f(p))));
     A q = pf_nat_mul_ev(p, zf, &fe);
     if (L.eps != 0) q = pf_nat_sub_ev(q, ceps, &fe);
     if ((long)j == t) q = pf_nat_sub_ev(q, c1, &fe);

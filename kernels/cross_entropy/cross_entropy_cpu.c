@@ -71,8 +71,9 @@ static int pf_ce_stages(const pf_case *c, pf_stage *st) {
 }
 
 static int pf_ce_faults(const pf_case *c) {
-  static const char *const names[] = {"ce-no-max", "ce-chunk-no-rescale", "ce-mean-counts-ignored", "ce-grad-no-zloss"};
-  for (int i = 0; i < 4; i++)
+  static const char *const names[] = {"ce-no-max", "ce-chunk-no-rescale", "ce-mean-counts-ignored", "ce-grad-no-zloss",
+                                      "ce-grad-p-in-storage"};
+  for (int i = 0; i < 5; i++)
     if (strcmp(c->fault, names[i]) == 0) return 1 << i;
   return 0;
 }
@@ -91,12 +92,24 @@ static size_t pf_ce_counted(const pf_case *c, const pf_tensor *in, int faults) {
 }
 
 /* Generated targets: a class index drawn from the generated value's bits, and one row in eight
- * ignored (explicit targets are taken as they are). */
+ * ignored (explicit targets are taken as they are). With generated logits too, one row in four
+ * is confident, as a model late in training is: its target is the row's largest logit, raised
+ * by a margin of 2^k (k = 0..4), so that p at the target is near 1 (with a uniform target p is
+ * about 1/cols, and a gradient that loses everything as p -> 1 shows in 1 case of 200). */
 static void pf_ce_prepare(const pf_case *c, pf_tensor *in) {
   if (c->inputs[1].dist == PF_DIST_VALUES) return;
+  const size_t cols = c->shape[1];
   for (size_t i = 0; i < c->shape[0]; i++) {
     const uint64_t h = (pf_bits_of_double(in[1].data[i]) + i) * 0x9e3779b97f4a7c15ull;
-    in[1].data[i] = ((h >> 40) & 7) == 7 ? c->params[P_IGNORE] : (double)((h >> 11) % c->shape[1]);
+    in[1].data[i] = ((h >> 40) & 7) == 7 ? c->params[P_IGNORE] : (double)((h >> 11) % cols);
+    if (((h >> 40) & 7) == 7 || ((h >> 44) & 3) != 0 || c->inputs[0].dist == PF_DIST_VALUES) continue;
+    double *x = in[0].data + i * cols;
+    size_t t = 0;
+    for (size_t j = 1; j < cols; j++)
+      if (x[j] > x[t] || !(x[t] == x[t])) t = j;
+    const double raised = pf_round(c->dtype, x[t] + ldexp(1.0, (int)((h >> 46) % 5)));
+    if (isfinite(x[t]) && isfinite(raised)) x[t] = raised;
+    in[1].data[i] = (double)t;
   }
 }
 
@@ -468,10 +481,11 @@ const pf_op pf_cross_entropy_op = {
 
 #define PF_CE_DTYPES (PF_DT(PF_FP32) | PF_DT(PF_FP16) | PF_DT(PF_BF16))
 #define PF_CE_ACCUMS (PF_DT(PF_FP32) | PF_ACCUM_STORAGE)
-static const char *const pf_ce_faults_all[] = {"ce-no-max", "ce-mean-counts-ignored", "ce-grad-no-zloss", NULL};
+static const char *const pf_ce_faults_all[] = {"ce-no-max", "ce-mean-counts-ignored", "ce-grad-no-zloss",
+                                               "ce-grad-p-in-storage", NULL};
 static const char *const pf_ce_faults_ls[] = {"ce-no-max", "ce-mean-counts-ignored", NULL};
 static const char *const pf_ce_faults_chunked[] = {"ce-no-max", "ce-chunk-no-rescale", "ce-mean-counts-ignored",
-                                                   "ce-grad-no-zloss", NULL};
+                                                   "ce-grad-no-zloss", "ce-grad-p-in-storage", NULL};
 #define PF_CE_CONTRACT_TAIL                                                                                           \
   "; the bound of each output follows the variant's operations with running error bounds (u |z| + sig/2 per "      \
   "rounding, 2 ulps per expf and logf), absolute, before the output's rounding; domain: finite logits, valid "     \

@@ -22,7 +22,11 @@ enum { PF_CE_MEAN = 0, PF_CE_SUM = 1, PF_CE_NONE = 2 };
  *   ce-chunk-no-rescale       chunked: the running sum is not rescaled when a chunk raises the max
  *   ce-mean-counts-ignored    the mean divides by every row, ignored ones included
  *   ce-grad-no-zloss          the gradient forgets the z-loss term 2 z lse p_j */
-enum { PF_CE_F_NO_MAX = 1, PF_CE_F_CHUNK_NO_RESCALE = 2, PF_CE_F_MEAN_COUNTS_IGNORED = 4, PF_CE_F_GRAD_NO_ZLOSS = 8 };
+/* ce-grad-p-in-storage: fused's p at the target rounded to the storage dtype before the
+ * gradient's p - 1 (Liger-Kernel's fused cross-entropy until its PR 1329): harmless while p is
+ * small, but as p -> 1 a bf16 p is 1 and the target's gradient is lost */
+enum { PF_CE_F_NO_MAX = 1, PF_CE_F_CHUNK_NO_RESCALE = 2, PF_CE_F_MEAN_COUNTS_IGNORED = 4, PF_CE_F_GRAD_NO_ZLOSS = 8,
+       PF_CE_F_GRAD_P_STORAGE = 16 };
 
 /* log in acc: binary32 logf, rounded to acc (z >= 1 here: a sum with a term exp(0) = 1) */
 PF_HD double pf_ce_log(pf_dtype acc, double z, unsigned *fe) { return pf_round_fe(acc, (double)logf((float)z), fe); }
@@ -73,7 +77,8 @@ PF_HD double pf_ce_fused_row(int algo, int faults, pf_dtype acc, pf_dtype out_t,
   /* the gradient's factor on p: 1 + 2 z lse (2 z is exact) */
   const double zf = z != 0 && !(faults & PF_CE_F_GRAD_NO_ZLOSS) ? pf_add(acc, 1.0, pf_mul(acc, 2 * z, lse, fe), fe) : 1.0;
   for (size_t j = 0; j < cols; j++) {
-    const double p = pf_div(acc, pf_softmax_exp(acc, pf_sub(acc, x[j], m, fe), fe), Z, fe);
+    double p = pf_div(acc, pf_softmax_exp(acc, pf_sub(acc, x[j], m, fe), fe), Z, fe);
+    if ((faults & PF_CE_F_GRAD_P_STORAGE) && j == t) p = pf_round(out_t, p);
     double q = pf_mul(acc, p, zf, fe);
     if (eps != 0) q = pf_sub(acc, q, ceps, fe);
     if (j == t) q = pf_sub(acc, q, c1, fe);
