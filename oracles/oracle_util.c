@@ -71,24 +71,23 @@ int pf_oracle_settle(pf_oracle_result *r, size_t i, mpfr_srcptr lo, mpfr_srcptr 
   return 1;
 }
 
-void pf_oracle_set_tiny(pf_oracle_result *r, size_t i, pf_dtype t, int keep_hex) {
+/* element i is 0 exactly, with that status */
+static void pf_oracle_set_0(pf_oracle_result *r, size_t i, pf_dtype t, int keep_hex, unsigned char status) {
   r->dtype[i] = (unsigned char)t;
   r->exact[i] = r->rounded[i] = r->rounded_alt[i] = 0;
-  r->status[i] = PF_ORACLE_TINY;
+  r->status[i] = status;
   if (keep_hex && r->hex) {
     free(r->hex[i]);
     r->hex[i] = strdup("0x0p+0");
   }
 }
 
+void pf_oracle_set_tiny(pf_oracle_result *r, size_t i, pf_dtype t, int keep_hex) {
+  pf_oracle_set_0(r, i, t, keep_hex, PF_ORACLE_TINY);
+}
+
 void pf_oracle_set_zero(pf_oracle_result *r, size_t i, pf_dtype t, int keep_hex) {
-  r->dtype[i] = (unsigned char)t;
-  r->exact[i] = r->rounded[i] = r->rounded_alt[i] = 0;
-  r->status[i] = PF_ORACLE_NUMBER;
-  if (keep_hex && r->hex) {
-    free(r->hex[i]);
-    r->hex[i] = strdup("0x0p+0");
-  }
+  pf_oracle_set_0(r, i, t, keep_hex, PF_ORACLE_NUMBER);
 }
 
 void pf_oracle_set_undefined(pf_oracle_result *r, size_t i, int keep_hex) {
