@@ -62,10 +62,6 @@ def settings(case):
     return (a["scale0"] or 2.0 ** 16, int(a["window"]) or 1000, int(a["hysteresis"]) or 2, a["min_scale"] or 1.0)
 
 
-def outputs(steps, n, applied, status, scales):
-    return {"grads": applied, "status": status, "scale": scales}
-
-
 def fp16_path(cls, profile, case, g):
     """FP16_Optimizer or FP16_UnfusedOptimizer as engine.py's _configure_fp16_optimizer builds it."""
     steps, n = case.shape
@@ -91,7 +87,7 @@ def fp16_path(cls, profile, case, g):
             applied[t] = inner.seen[0].reshape(-1).numpy()
         scales[t] = opt.loss_scale_config.cur_scale
         opt.zero_grad(set_to_none=True)
-    return outputs(steps, n, applied, status, scales)
+    return {"grads": applied, "status": status, "scale": scales}
 
 
 @kernel("loss_scale", variant="ds-fp16-optimizer", like="deepspeed-0.19-fp16", dtypes=["fp16"], accums=["fp32"],
@@ -166,7 +162,7 @@ def zero1(case, g):
         else:
             applied[t] = opt.optimizer.seen[0].reshape(-1)[:n].numpy()
         scales[t] = sc.cur_scale
-    return outputs(steps, n, applied, status, scales)
+    return {"grads": applied, "status": status, "scale": scales}
 
 
 if __name__ == "__main__":

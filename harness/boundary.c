@@ -434,9 +434,8 @@ pf_status pf_boundary_every(const pf_case *tmpl, const pf_axis *a, double lo, do
   pf_round_range(a->format, &lo, &hi);
   const int64_t o0 = pf_bfmt_ordinal(a->format, lo), o1 = pf_bfmt_ordinal(a->format, hi);
   if (o1 < o0) return pf_error(PF_ERR_ARG, "the range holds no value of %s", pf_bfmt_name(a->format));
-  if (o1 - o0 >= PF_EVERY_MAX)
-    return pf_error(PF_ERR_ARG, "--every: the range holds %lld values of %s, more than %d", (long long)(o1 - o0 + 1),
-                    pf_bfmt_name(a->format), PF_EVERY_MAX);
+  if ((__int128)o1 - o0 >= PF_EVERY_MAX) /* ordinals of a binary64 range may differ by more than int64 holds */
+    return pf_error(PF_ERR_ARG, "--every: the range holds more than %d values of %s", PF_EVERY_MAX, pf_bfmt_name(a->format));
   int prev_bad = 0;
   for (int64_t o = o0; o <= o1; o++) {
     const double x = pf_bfmt_value(a->format, o);

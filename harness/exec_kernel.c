@@ -527,8 +527,7 @@ static pf_status pf_hello_params(pf_exec_kernel *ek, const cJSON *params, const 
         r->choices |= 1u << found;
       }
       /* its default: the operation's if it takes it, else the first it takes */
-      r->def = d->def;
-      for (int j = 0; !(r->choices >> (int)r->def & 1); j++) r->def = j;
+      r->def = r->choices >> (int)d->def & 1 ? d->def : __builtin_ctz(r->choices);
       continue;
     }
     const cJSON *a = cJSON_GetArrayItem(e, 0), *b = cJSON_GetArrayItem(e, 1);

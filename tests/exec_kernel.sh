@@ -149,7 +149,9 @@ e = json.load(sys.stdin)["every"]
 assert e["values"] == 33 and e["failing"] == 5 and [r["lo"] for r in e["runs"]] == [10, 17, 24, 31, 38], e' || fail "boundary --every --json: $out"
 expect2 "--every runs one case per value: --cases must be 1" "$P" boundary -k softmax -v safe --along dim:cols --every --cases 2
 expect2 "--every steps over every value: no --points or --refine" "$P" boundary -k softmax -v safe --along dim:cols --every --points 8
-expect2 "--every: the range holds 16777216 values of int, more than 100000 (--from, --to)" "$P" boundary -k softmax -v safe --along dim:cols --every
+expect2 "--every: the range holds more than 100000 values of int (--from, --to)" "$P" boundary -k softmax -v safe --along dim:cols --every
+# a binary64 range whose ordinals differ by more than int64 holds: refused, not overflowed
+expect2 "--every: the range holds more than 100000 values of binary64" "$P" boundary -k softmax -v safe --along param:alpha --from 0 --to 0x1p64 --every
 # PRECFUZZ_KERNELS: an exec: entry takes the rest, ':' included
 n=$((n + 1))
 out=$(PRECFUZZ_KERNELS="exec:PATH=/usr/bin:/bin; $PY tests/kernels/softmax_kernel.py" "$P" list 2>&1) &&

@@ -182,10 +182,10 @@ int pf_cmd_boundary(int argc, char **argv) {
       rc = usage_error("boundary: the range [%g, %g] is empty (--from must be below --to)", lo, hi);
     else if (lo < lim_lo || hi > lim_hi)
       rc = usage_error("boundary: the range [%g, %g] leaves %s's limits [%g, %g]", lo, hi, along, lim_lo, lim_hi);
-    else if (every && pf_bfmt_ordinal(a.format, hi) - pf_bfmt_ordinal(a.format, lo) >= PF_EVERY_MAX)
-      rc = usage_error("boundary: --every: the range holds %lld values of %s, more than %d (--from, --to)",
-                       (long long)(pf_bfmt_ordinal(a.format, hi) - pf_bfmt_ordinal(a.format, lo) + 1), pf_bfmt_name(a.format),
-                       PF_EVERY_MAX);
+    else if (every && (__int128)pf_bfmt_ordinal(a.format, hi) - pf_bfmt_ordinal(a.format, lo) >= PF_EVERY_MAX)
+      /* (a binary64 range's ordinals may differ by more than int64 holds) */
+      rc = usage_error("boundary: --every: the range holds more than %d values of %s (--from, --to)", PF_EVERY_MAX,
+                       pf_bfmt_name(a.format));
   }
   if (rc) {
     for (unsigned i = 0; i < built; i++) pf_case_free(&tmpls[i]);
