@@ -335,7 +335,7 @@ void reproduce_line(const pf_case *c, const run_opts *o, uint64_t seed, char *bu
   }
   for (int p = 0; p < op->nparams && n < len; p++) {
     const pf_param_desc *d = &op->params[p];
-    if (c->params[p] == d->def) continue;
+    if (c->params[p] == pf_kernel_param_default(pf_case_kernel(c), p)) continue; /* what run gives it anyway */
     if (d->type == PF_PARAM_CHOICE) n += (size_t)snprintf(buf + n, len - n, " --param %s=%s", d->name, d->choices[(int)c->params[p]]);
     else if (d->type == PF_PARAM_INT) n += (size_t)snprintf(buf + n, len - n, " --param %s=%.0f", d->name, c->params[p]);
     else {

@@ -303,9 +303,10 @@ static int pf_min_params(pf_min_state *m, pf_case *c) {
   const pf_op *op = pf_case_kernel(c)->op;
   int changed = 0;
   for (int i = 0; i < op->nparams; i++) {
-    if (c->params[i] == op->params[i].def) continue;
+    const double def = pf_kernel_param_default(pf_case_kernel(c), i); /* the variant's, where it narrows */
+    if (c->params[i] == def) continue;
     const double was = c->params[i];
-    c->params[i] = op->params[i].def;
+    c->params[i] = def;
     if (pf_min_keeps(m, c)) changed = 1;
     else c->params[i] = was;
   }

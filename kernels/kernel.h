@@ -229,6 +229,9 @@ int pf_kernel_has_fault(const pf_kernel *k, const char *fault);
 int pf_op_param_index(const pf_op *op, const char *name);
 /* k's narrowing of its operation's parameter i (NULL: none). */
 const pf_param_range *pf_kernel_param(const pf_kernel *k, int i);
+/* What parameter i of a case of k is unless told: k's default where it narrows it, else the
+ * operation's (a replay line omits it, the minimizer resets to it). */
+double pf_kernel_param_default(const pf_kernel *k, int i);
 /* c's parameters set to its kernel's defaults (pf_case_init does it); PF_ERR_UNSUPPORTED with
  * one line when a parameter of c is outside what its kernel takes. */
 void pf_kernel_param_defaults(const pf_kernel *k, pf_case *c);

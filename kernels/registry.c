@@ -276,11 +276,13 @@ const pf_param_range *pf_kernel_param(const pf_kernel *k, int i) {
   return NULL;
 }
 
+double pf_kernel_param_default(const pf_kernel *k, int i) {
+  const pf_param_range *r = pf_kernel_param(k, i);
+  return r ? r->def : k->op->params[i].def;
+}
+
 void pf_kernel_param_defaults(const pf_kernel *k, pf_case *c) {
-  for (int i = 0; i < k->op->nparams; i++) {
-    const pf_param_range *r = pf_kernel_param(k, i);
-    if (r) c->params[i] = r->def;
-  }
+  for (int i = 0; i < k->op->nparams; i++) c->params[i] = pf_kernel_param_default(k, i);
 }
 
 pf_status pf_kernel_check_params(const pf_kernel *k, const pf_case *c) {

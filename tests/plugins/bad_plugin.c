@@ -46,12 +46,12 @@ pf_status pf_plugin_init(void) {
 #elif defined(PF_BAD_NARROW)
 /* not bad: variants that narrow their operation's parameters, with defaults of their own, and
  * a user's check after its like's. softmax/narrow: safe's contract, alpha 1/8 only (the
- * operation's default is 1), mask causal or causal-top-left (default causal). attention/
+ * operation's default is 1), any mask, causal by default (the operation's is none). attention/
  * small-d: post-scale's contract (whose check refuses layer != 1), head_dim 8 at most (its
  * own check). */
 #include <stdio.h>
 static pf_kernel sm, at;
-static const pf_param_range sm_params[] = {{"alpha", 0.125, 0.125, 0, 0.125}, {"mask", 0, 0, 6, 1}, {NULL, 0, 0, 0, 0}};
+static const pf_param_range sm_params[] = {{"alpha", 0.125, 0.125, 0, 0.125}, {"mask", 0, 0, 7, 1}, {NULL, 0, 0, 0, 0}};
 static pf_status small_d(const pf_case *c) {
   if (c->shape[4] > 8) return pf_error(PF_ERR_UNSUPPORTED, "attention/small-d takes head_dim 8 at most, not %zu", c->shape[4]);
   return PF_OK;
