@@ -34,7 +34,18 @@ from precfuzz_kernel import kernel, serve  # noqa: E402  (first: DeepSpeed logs 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.distributed as tdist  # noqa: E402
+import deepspeed.comm.torch  # noqa: E402,F401
+
+# the device shim, no arithmetic: on the CPU accelerator DeepSpeed's comm backend JIT-compiles a
+# shared-memory all-reduce op (about a minute of C++ per fresh machine, past the kernel
+# timeout) that only its inference all-reduce uses
+sys.modules["deepspeed.comm.torch"].build_shm_op = lambda: None
 import deepspeed  # noqa: E402
+from deepspeed.accelerator import get_accelerator  # noqa: E402
+
+# the engine refuses fp16 on a CPU whose oneDNN has no fp16 kernels (an AMD EPYC, an Intel before
+# Sapphire Rapids); the step's fp16 tensors run on torch's own CPU kernels, which every CPU has
+get_accelerator().is_fp16_supported = lambda: True
 from deepspeed.runtime.fp16.fused_optimizer import FP16_Optimizer  # noqa: E402
 from deepspeed.runtime.fp16.unfused_optimizer import FP16_UnfusedOptimizer  # noqa: E402
 from deepspeed.runtime.fp16.loss_scaler import LossScaleConfig, LossScaleProfile  # noqa: E402
