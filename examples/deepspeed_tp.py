@@ -17,7 +17,8 @@ runs lie in the set every summation order of the norm allows.
 
 The device shim, and nothing else: DS_ACCELERATOR=cpu, gloo, no shared-memory op build
 (deepspeed.comm.torch.build_shm_op, only inference all-reduce uses it, would JIT-compile C++),
-and see_memory_usage silenced (it runs gc.collect() and prints). They add no arithmetic.
+and see_memory_usage silenced (it runs gc.collect() and prints), fp16 allowed on a CPU whose oneDNN
+lacks it (DeepSpeed asks the accelerator, not torch). They add no arithmetic.
 
 Fault switches (precfuzz --fault NAME), each a monkeypatch of DeepSpeed's code for the case:
   tp-replicated-unclipped  seed 002 (DeepSpeed PR 1801): get_grads_for_norm as the write-up
@@ -69,6 +70,11 @@ import deepspeed.comm.torch  # noqa: E402,F401
 
 sys.modules["deepspeed.comm.torch"].build_shm_op = lambda: None  # shim: no C++ build
 import deepspeed  # noqa: E402
+from deepspeed.accelerator import get_accelerator  # noqa: E402
+
+# shim: the engine refuses fp16 on a CPU whose oneDNN has no fp16 kernels (an AMD EPYC, an Intel
+# before Sapphire Rapids); the step's fp16 tensors run on torch's own CPU kernels, which every CPU has
+get_accelerator().is_fp16_supported = lambda: True
 import deepspeed.runtime.bf16_optimizer as bf16_module  # noqa: E402
 from deepspeed.runtime.precision_config import DeepSpeedBF16Config  # noqa: E402
 from deepspeed.runtime.utils import get_global_norm_of_tensors as _real_global_norm  # noqa: E402

@@ -11,7 +11,9 @@ implementations, as three variants, each judged by the contract of precfuzz's em
   precfuzz --kernels exec:"python3 examples/torch_adamw.py" run -k adam -v torch-adamw -t bf16 --cases 200
 
 The case's step t is the optimizer's state step before this one plus one; m and v are its
-exp_avg and exp_avg_sq. AdamW decays decoupled only: the l2 mode is refused.
+exp_avg and exp_avg_sq. AdamW decays decoupled only: the l2 mode is refused. The fused variant
+takes what torch.amp.GradScaler hands a fused optimizer (its grad_scale and found_inf
+attributes, which AdamW.step passes to _fused_adamw_): the case's grad_scale and found_inf.
 PRECFUZZ_DEVICE=cuda runs it on the GPU (scripts/gpu-check.sh does)."""
 import os
 import sys
@@ -35,12 +37,16 @@ def adamw_step(case, p, g, m, v, **impl):
     step_device = DEVICE if impl.get("fused") else "cpu"
     opt.state[param] = {"step": torch.tensor(a["step"] - 1, dtype=torch.float32, device=step_device),
                         "exp_avg": to_torch(m, DEVICE), "exp_avg_sq": to_torch(v, DEVICE)}
+    if impl.get("fused"):  # as GradScaler.step sets them on an optimizer that unscales itself
+        opt.grad_scale = torch.tensor(a["grad_scale"], dtype=torch.float32, device=DEVICE)
+        opt.found_inf = torch.tensor(float(a["found_inf"]), dtype=torch.float32, device=DEVICE)
     opt.step()
     s = opt.state[param]
     return {"m": s["exp_avg"], "v": s["exp_avg_sq"], "param": param.detach()}
 
 
-COMMON = dict(accums=["fp32"], params={"mode": ["adamw"]})
+COMMON = dict(accums=["fp32"], params={"mode": ["adamw"], "grad_scale": [1, 1], "found_inf": [0, 0]})
+FUSED = dict(accums=["fp32"], params={"mode": ["adamw"]})
 
 
 @kernel("adam", variant="torch-adamw", like="torch", summary=f"torch.optim.AdamW(foreach=False), {ABOUT}", **COMMON)
@@ -55,7 +61,7 @@ def adamw_foreach(case, p, g, m, v):
 
 
 @kernel("adam", variant="torch-adamw-fused", like="torch-fused-cuda" if DEVICE == "cuda" else "torch-fused",
-        summary=f"torch.optim.AdamW(fused=True), {ABOUT}", **COMMON)
+        summary=f"torch.optim.AdamW(fused=True), {ABOUT}", **FUSED)
 def adamw_fused(case, p, g, m, v):
     return adamw_step(case, p, g, m, v, fused=True)
 

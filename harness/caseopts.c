@@ -348,11 +348,42 @@ void reproduce_line(const pf_case *c, const run_opts *o, uint64_t seed, char *bu
   if (o->backend == PF_BACKEND_CUDA && n < len) n += (size_t)snprintf(buf + n, len - n, " --backend cuda");
   if (o->imprecise && n < len) n += (size_t)snprintf(buf + n, len - n, " --imprecise %s", o->imprecise);
   if (o->mpfr_only && n < len) n += (size_t)snprintf(buf + n, len - n, " --oracle mpfr");
+  /* the parameters it does not name at their defaults, not drawn again */
+  if (op_draws_params(op) && n < len) n += (size_t)snprintf(buf + n, len - n, " --at-defaults");
   if (n < len) snprintf(buf + n, len - n, " --seed %llu --cases 1", (unsigned long long)seed);
+}
+
+int op_draws_params(const pf_op *op) {
+  for (int p = 0; p < op->nparams; p++)
+    if (op->params[p].train) return 1;
+  return 0;
+}
+
+/* The training draws of the parameters o leaves unset, each kept only where the variant takes it
+ * (its ranges and checks, with the draws before it in place: the replay line names them all). */
+static unsigned long long draw_params(const pf_kernel *k, const run_opts *o, uint64_t seed, pf_case *c) {
+  const pf_op *op = k->op;
+  unsigned long long drawn = 0;
+  for (int p = 0; p < op->nparams && p < 64; p++) {
+    if (!op->params[p].train) continue;
+    int given = 0;
+    for (int i = 0; i < o->nparams; i++) given |= strcmp(o->param_name[i], op->params[p].name) == 0;
+    if (given) continue;
+    const double keep = c->params[p];
+    c->params[p] = pf_param_train_draw(&op->params[p], p, seed);
+    if (c->params[p] == keep) continue;
+    if (pf_case_validate(c)) c->params[p] = keep;
+    else drawn |= 1ull << p;
+  }
+  return drawn;
 }
 
 /* The case of seed `seed` as the options say; an exit status on a bad option (c freed). */
 int build_case(const pf_kernel *k, const run_opts *o, uint64_t seed, pf_case *c) {
+  return build_case_drawn(k, o, seed, c, NULL);
+}
+
+int build_case_drawn(const pf_kernel *k, const run_opts *o, uint64_t seed, pf_case *c, unsigned long long *drawn) {
   pf_status st = pf_case_init(c, k->op->name, k->variant, seed);
   if (st) return usage_error("%s", pf_error_message());
   c->dtype = o->dtype;
@@ -365,6 +396,10 @@ int build_case(const pf_kernel *k, const run_opts *o, uint64_t seed, pf_case *c)
     c->inputs[t].seed = s;
   }
   int rc = apply_params(c, o);
+  if (!rc && o->draw) {
+    const unsigned long long d = draw_params(k, o, seed, c);
+    if (drawn) *drawn |= d;
+  }
   if (!rc && o->ninput_specs && pf_case_check_size(c)) rc = usage_error("%s", pf_error_message()); /* before --input fills it */
   if (!rc) rc = apply_input_specs(c, o);
   if (rc) pf_case_free(c);

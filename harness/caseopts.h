@@ -55,6 +55,10 @@ typedef struct {
   int mpfr_only;              /* --oracle mpfr (already in effect) */
   int exp_given;              /* --exp-range was given (it applies to --dist loguniform only) */
   int outmag_given;           /* --outlier-magnitude was given (it applies with --outliers only) */
+  int draw;                   /* run: each case draws the parameters the command line leaves unset
+                                 from their training values (pf_param_desc.train); 0: --at-defaults,
+                                 tensor files, and every other command */
+  unsigned long long drawn;   /* the parameters some case drew (bit per parameter index) */
 } run_opts;
 
 /* After the options: case k of N takes seed + k, which may not pass 2^64 - 1; generator
@@ -72,8 +76,14 @@ int apply_params(pf_case *c, const run_opts *o);
 int load_input_files(run_opts *o, const pf_op *op);
 void free_input_files(run_opts *o);
 int apply_input_specs(pf_case *c, const run_opts *o);
-/* The case of seed `seed` as the options say; an exit status on a bad option (c freed). */
+/* The case of seed `seed` as the options say; an exit status on a bad option (c freed). With
+ * o->draw, each parameter the options leave unset that has training values takes its draw for
+ * this seed, unless the draw is one the variant refuses (then its default); *drawn (NULL: not
+ * wanted) gets a bit per parameter drawn. */
 int build_case(const pf_kernel *k, const run_opts *o, uint64_t seed, pf_case *c);
+int build_case_drawn(const pf_kernel *k, const run_opts *o, uint64_t seed, pf_case *c, unsigned long long *drawn);
+/* Whether op has a parameter `run` draws (pf_param_desc.train). */
+int op_draws_params(const pf_op *op);
 /* The command line that reproduces one case. */
 void reproduce_line(const pf_case *c, const run_opts *o, uint64_t seed, char *buf, size_t len);
 /* The command line that runs the case tmpl with the axis set to x (tmpl built from o). */

@@ -18,7 +18,7 @@
 #include "harness/verdict.h"
 #include "oracles/oracle.h"
 
-#define PF_KERNEL_ABI 7
+#define PF_KERNEL_ABI 8
 
 typedef enum { PF_PARAM_REAL, PF_PARAM_INT, PF_PARAM_CHOICE } pf_param_type;
 
@@ -30,6 +30,11 @@ typedef struct {
   const char *help;
   int held;                    /* 0: any binary64; PF_HELD(t): the frameworks hold it in dtype t, so a
                                   case's value must be one of t (and boundary searches step over t) */
+  const char *train;           /* the values users train with, which `run` draws per case where the
+                                  command line leaves the parameter unset (NULL: always the default):
+                                  "V1,V2,..." (numbers as --param takes them, or choice names; a value
+                                  listed twice is drawn twice as often), or "LO..HI" for an integer
+                                  drawn log-uniformly (a power-of-two octave, then uniformly in it) */
 } pf_param_desc;
 #define PF_HELD(t) ((int)(t) + 1)
 
@@ -236,6 +241,14 @@ double pf_kernel_param_default(const pf_kernel *k, int i);
  * one line when a parameter of c is outside what its kernel takes. */
 void pf_kernel_param_defaults(const pf_kernel *k, pf_case *c);
 pf_status pf_kernel_check_params(const pf_kernel *k, const pf_case *c);
+/* Parameter d's training values (pf_param_desc.train): n > 0 values into vals (at most max;
+ * numbers rounded to the dtype the frameworks hold them in, choices as indices), or 0 with the
+ * integer range lo..hi; -1 when there is none or it is malformed (tests/test_registry.c checks
+ * every built-in one). */
+int pf_param_train_parse(const pf_param_desc *d, double *vals, int max, double *lo, double *hi);
+/* The value parameter i (desc d) of the case of this seed draws from its training values: the
+ * same seed, the same value, whatever else is drawn. */
+double pf_param_train_draw(const pf_param_desc *d, int i, uint64_t seed);
 /* The stages of c's outputs: op->stages, or the one stage "output" laid out as input 0 when it
  * has input 0's size (softmax), else as a vector. Returns how many. */
 int pf_case_stages(const pf_case *c, pf_stage *out);

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "harness/rng.h"
 #include "kernels/kernel.h"
 
 /* The built-in operations, one line each, in the order they are listed, swept and reported:
@@ -283,6 +284,60 @@ double pf_kernel_param_default(const pf_kernel *k, int i) {
 
 void pf_kernel_param_defaults(const pf_kernel *k, pf_case *c) {
   for (int i = 0; i < k->op->nparams; i++) c->params[i] = pf_kernel_param_default(k, i);
+}
+
+int pf_param_train_parse(const pf_param_desc *d, double *vals, int max, double *lo, double *hi) {
+  if (!d->train || !d->train[0] || strlen(d->train) >= 512) return -1;
+  char buf[512];
+  snprintf(buf, sizeof buf, "%s", d->train);
+  char *dots = strstr(buf, "..");
+  if (dots) { /* LO..HI: an integer parameter's log-uniform range */
+    *dots = 0;
+    double a, b;
+    if (d->type != PF_PARAM_INT || pf_parse_double(buf, &a) || pf_parse_double(dots + 2, &b) || !(a >= 1) || !(a <= b) ||
+        a != floor(a) || b != floor(b) || a < d->min || b > d->max || b > 0x1p53)
+      return -1;
+    *lo = a;
+    *hi = b;
+    return 0;
+  }
+  const size_t len = strlen(buf);
+  if (buf[0] == ',' || buf[len - 1] == ',' || strstr(buf, ",,")) return -1; /* an empty value */
+  int n = 0;
+  for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+    double v = -1;
+    if (n == max) return -1;
+    if (d->type == PF_PARAM_CHOICE) {
+      for (int j = 0; d->choices[j]; j++)
+        if (strcmp(d->choices[j], t) == 0) v = j;
+      if (v < 0) return -1;
+    } else {
+      if (pf_parse_double(t, &v) || !(v >= d->min && v <= d->max) || (d->type == PF_PARAM_INT && v != floor(v)))
+        return -1;
+      if (d->held && !pf_dtype_holds((pf_dtype)(d->held - 1), v)) v = pf_round((pf_dtype)(d->held - 1), v);
+    }
+    vals[n++] = v;
+  }
+  return n ? n : -1;
+}
+
+double pf_param_train_draw(const pf_param_desc *d, int i, uint64_t seed) {
+  double vals[64], lo = 0, hi = 0;
+  const int n = pf_param_train_parse(d, vals, 64, &lo, &hi);
+  if (n < 0) return d->def;
+  pf_rng r; /* a stream per case and parameter: a draw does not depend on which others were drawn */
+  if (pf_rng_init(&r, pf_seed_mix(pf_seed_mix(seed, 0x7061726d73ULL /* "parms" */), (uint64_t)i))) return d->def;
+  double v;
+  if (n > 0) {
+    v = vals[pf_rng_below(&r, (uint64_t)n)];
+  } else { /* an octave [2^e, 2^(e+1)) within [lo, hi], then an integer uniformly in it */
+    const int e0 = ilogb(lo), e1 = ilogb(hi);
+    const int e = e0 + (int)pf_rng_below(&r, (uint64_t)(e1 - e0 + 1));
+    const double a = fmax(lo, ldexp(1, e)), b = fmin(hi, ldexp(1, e + 1) - 1);
+    v = a + (double)pf_rng_below(&r, (uint64_t)(b - a) + 1);
+  }
+  pf_rng_free(&r);
+  return v;
 }
 
 pf_status pf_kernel_check_params(const pf_kernel *k, const pf_case *c) {

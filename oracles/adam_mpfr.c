@@ -76,11 +76,43 @@ pf_status pf_adam_step_mpfr(const pf_case *c, const pf_tensor *in, const pf_orac
                eps = pf_case_param(c, "eps"), wd = pf_case_param(c, "wd");
   const unsigned long t = (unsigned long)pf_case_param(c, "step");
   const long prec0 = opts->prec < 64 ? 64 : opts->prec;
-  const pf_mpfr_range saved = pf_mpfr_range_widen();
+  /* the fused kernels' grad_scale S: the step takes g / S, exactly; found_inf: no step at all */
+  const double gs = pf_case_param(c, "grad_scale");
+  const int skip = pf_case_param(c, "found_inf") != 0;
   out->max_prec = prec0;
+  if (skip) { /* p, m, v exactly as they were */
+    mpfr_t x;
+    mpfr_init2(x, 64);
+    for (size_t i = 0; i < n; i++) {
+      const double was[3] = {in[2].data[i], in[3].data[i], in[0].data[i]};
+      const pf_dtype dt[3] = {st, st, pt};
+      for (int k = 0; k < 3; k++) {
+        if (!isfinite(was[k])) {
+          pf_oracle_set_undefined(out, (size_t)k * n + i, opts->keep_hex);
+          continue;
+        }
+        mpfr_set_d(x, was[k], MPFR_RNDN);
+        pf_oracle_settle(out, (size_t)k * n + i, x, x, dt[k], 1, opts->keep_hex);
+        out->mpfr_units++;
+      }
+    }
+    mpfr_clear(x);
+    return PF_OK;
+  }
+  /* a power-of-two scale divides exactly in binary64 (the quotient stays far above binary64's
+   * subnormals), so the fast path takes the quotients; any other goes to MPFR */
+  int e2;
+  const int pow2 = frexp(gs, &e2) == 0.5;
+  double *gq = NULL;
+  if (gs != 1 && pow2) {
+    if (!(gq = malloc((n ? n : 1) * sizeof *gq))) return pf_error(PF_ERR_NOMEM, "adam oracle: out of memory");
+    for (size_t i = 0; i < n; i++) gq[i] = in[1].data[i] / gs;
+  }
+  const double *gin = gq ? gq : in[1].data;
+  const pf_mpfr_range saved = pf_mpfr_range_widen();
   /* the fast path first (adam_fast.c), element by element; not when the exact values are
    * asked for in hex */
-  const int fast = !opts->mpfr_only && !opts->keep_hex;
+  const int fast = !opts->mpfr_only && !opts->keep_hex && (gs == 1 || pow2);
   pf_adam_fast f;
   if (fast) pf_adam_fast_init(&f, c, master, st, pt);
   int lanes = 0; /* the current block of four: the elements pf_adam_fast_4 settled */
@@ -88,7 +120,7 @@ pf_status pf_adam_step_mpfr(const pf_case *c, const pf_tensor *in, const pf_orac
     /* four at a time with AVX2 where it can; the elements it leaves come one by one below */
     if (i % 4 == 0) lanes = 0;
     if (fast && i % 4 == 0 && i + 4 <= n) {
-      const int done = pf_adam_fast_4(&f, i, n, in[0].data + i, in[1].data + i, in[2].data + i, in[3].data + i, out);
+      const int done = pf_adam_fast_4(&f, i, n, in[0].data + i, gin + i, in[2].data + i, in[3].data + i, out);
       out->fast_units += (size_t)__builtin_popcount((unsigned)done);
       if (done == 15) {
         i += 3;
@@ -97,7 +129,7 @@ pf_status pf_adam_step_mpfr(const pf_case *c, const pf_tensor *in, const pf_orac
       lanes = done;
     }
     if (lanes >> (i % 4) & 1) continue;
-    const double p0 = in[0].data[i], g0 = in[1].data[i], m0 = in[2].data[i], v0 = in[3].data[i];
+    const double p0 = in[0].data[i], g0 = gin[i], m0 = in[2].data[i], v0 = in[3].data[i];
     if (!isfinite(p0) || !isfinite(g0) || !isfinite(m0) || !isfinite(v0)) {
       for (size_t k = 0; k < (master ? 4u : 3u); k++) pf_oracle_set_undefined(out, k * n + i, opts->keep_hex);
       continue;
@@ -116,6 +148,10 @@ pf_status pf_adam_step_mpfr(const pf_case *c, const pf_tensor *in, const pf_orac
       mpfr_inits2(prec, t1, t2, (mpfr_ptr)0);
       iv_set_d(&p, p0);
       iv_set_d(&g, g0);
+      if (gs != 1 && !pow2) { /* g / S, S > 0 */
+        iv_set_d(&x, gs);
+        iv_div_pos(&g, &g, &x, t1);
+      }
       iv_set_d(&m, m0);
       iv_set_d(&v, v0);
       if (l2) { /* g' = g + wd p */
@@ -192,5 +228,6 @@ pf_status pf_adam_step_mpfr(const pf_case *c, const pf_tensor *in, const pf_orac
     }
   }
   pf_mpfr_range_restore(saved);
+  free(gq);
   return PF_OK;
 }

@@ -266,7 +266,7 @@ if [ $? -ne 2 ] || ! grep -q "cannot write to standard output" "$T/err"; then
   echo "FAIL: precfuzz list >/dev/full did not exit 2"; fail=$((fail + 1))
 fi
 mkdir -p "$T/saves/softmax-naive-fp16-fp16-seed1-overflow.json" # a directory where the finding would go
-expect2 "--save-findings" run -k softmax -v naive -t fp16 -a fp16 --scale 16 --cases 1 --save-findings "$T/saves"
+expect2 "--save-findings" run -k softmax -v naive -t fp16 -a fp16 --scale 16 --at-defaults --cases 1 --save-findings "$T/saves"
 n=$((n + 1))
 if ls "$T/saves" | grep -q tmp; then echo "FAIL: a temporary file was left in --save-findings"; fail=$((fail + 1)); fi
 echo '{"old": "results"}' >"$T/old.json"

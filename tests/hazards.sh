@@ -23,13 +23,13 @@ boundary_is() {
 # 2^-11 where the exact one is 1/n, so the outputs sum to n / 2048: saturated (and imprecise)
 # when n / 2048 - 1 > 2^-7 (fp16's threshold, max(2^-10, 16 u)), n > 2064.
 n=$((n + 1))
-out=$("$P" run -k softmax -v safe -t fp16 -a fp16 --shape 1x4096 --input x:value=0 --cases 1 2>&1)
+out=$("$P" run -k softmax -v safe -t fp16 -a fp16 --shape 1x4096 --input x:value=0 --at-defaults --cases 1 2>&1)
 has "$out" "HAZARD softmax/safe fp16/fp16 seed 1 (verdict ok): saturated,imprecise" &&
   has "$out" "row 0: its outputs sum to 2 (exact 1)" || fail "softmax 4096 equal logits: $out"
 # the same configuration over 5 cases: the hazard in every one, its HAZARD line once (at the
 # first case; a line per case would bury the findings), and the summary says it holds for all
 n=$((n + 1))
-out=$("$P" run -k softmax -v safe -t fp16 -a fp16 --shape 1x4096 --input x:value=0 --cases 5 2>&1)
+out=$("$P" run -k softmax -v safe -t fp16 -a fp16 --shape 1x4096 --input x:value=0 --at-defaults --cases 5 2>&1)
 [ "$(echo "$out" | grep -c '^HAZARD ')" -eq 1 ] && has "$out" "hazards in 5 cases: saturated 5, imprecise 5" &&
   has "$out" "saturated in all 5 cases: it comes with this configuration" || fail "one HAZARD line per kind: $out"
 for h in saturated imprecise; do
@@ -98,7 +98,7 @@ has "$out" "hazards in 0 cases" || fail "pytorch's scale at the fp32 ceiling: $o
 # difference from the correctly rounded result is about -1/2 ulp: biased. Without the fault,
 # and with the planted rounding absent, nothing is biased.
 n=$((n + 1))
-out=$("$P" run -k softmax -v safe -t fp32 --shape 512x64 --cases 2 --fault softmax-round-toward-zero 2>&1)
+out=$("$P" run -k softmax -v safe -t fp32 --shape 512x64 --at-defaults --cases 2 --fault softmax-round-toward-zero 2>&1)
 has "$out" "softmax/safe fp32/fp32: 2 cases (seeds 1..2): ok 2" && has "$out" "hazards in 2 cases: biased 2" &&
   has "$out" "ulps upward (+) or downward (-) from the correctly rounded result on average over 512 rows" ||
   fail "the planted round-toward-zero: $out"
@@ -134,7 +134,7 @@ done
 # 6. torch.testing beside the contract: it passes the planted bias (each element within fp32's
 # rtol) and rejects the saturated softmax
 n=$((n + 1))
-out=$("$P" run -k softmax -v safe -t fp32 --shape 512x64 --cases 2 --fault softmax-round-toward-zero 2>&1)
+out=$("$P" run -k softmax -v safe -t fp32 --shape 512x64 --at-defaults --cases 2 --fault softmax-round-toward-zero 2>&1)
 has "$out" "rejects 0 cases; passes 0 with a finding and 2 with a hazard" || fail "torch.testing on the planted bias: $out"
 n=$((n + 1))
 out=$("$P" run -k softmax -v safe -t fp16 -a fp16 --shape 1x4096 --input x:value=0 --cases 1 --json 2>&1)

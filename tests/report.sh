@@ -31,7 +31,7 @@ out=$("$R" -o "$T" 2>&1); [ $? -eq 2 ] && [ "$out" = "precision-report: -o: $T: 
   fail "precision-report -o DIR: $out"
 # --sarif: one result per finding (rule = verdict, at the variant, the replay line in the message,
 # which gives the finding again), none for a clean run, and the file whole
-"$P" run -k softmax -v naive --scale 200 --cases 3 --sarif "$T/f.sarif" >/dev/null 2>&1
+"$P" run -k softmax -v naive --scale 200 --at-defaults --cases 3 --sarif "$T/f.sarif" >/dev/null 2>&1
 line=$(python3 - "$T/f.sarif" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
@@ -51,8 +51,8 @@ out=$(eval "$line" 2>&1); [ $? -eq 1 ] && echo "$out" | grep -q '^FINDING softma
   fail "run --sarif without findings"
 # --junit: a suite per variant, a case per seed; a finding is a failure of its verdict whose text
 # replays it; a hazard is said in system-err and is no failure; the counts add up
-"$P" run -k softmax --scale 200 --cases 3 --junit "$T/j.xml" >/dev/null 2>&1
-"$P" run -k softmax -v safe -t fp16 -a fp16 --shape 1x4096 --input x:value=0 --cases 1 --junit "$T/h.xml" >/dev/null 2>&1
+"$P" run -k softmax --scale 200 --at-defaults --cases 3 --junit "$T/j.xml" >/dev/null 2>&1
+"$P" run -k softmax -v safe -t fp16 -a fp16 --shape 1x4096 --input x:value=0 --at-defaults --cases 1 --junit "$T/h.xml" >/dev/null 2>&1
 line=$(python3 - "$T/j.xml" "$T/h.xml" <<'PY'
 import sys, xml.etree.ElementTree as ET
 r = ET.parse(sys.argv[1]).getroot()

@@ -22,11 +22,11 @@ check() { "$PY" "$S/tests/check_schema.py" "$D" "$@" >"$T/err" 2>&1 && ok || fai
 
 # case files
 check case.schema.json "$S"/corpora/regressions/*.json
-"$P" run -k softmax -v naive -t fp16 --scale 200 --cases 2 --save-findings "$T/found" >/dev/null 2>&1
+"$P" run -k softmax -v naive -t fp16 --scale 200 --at-defaults --cases 2 --save-findings "$T/found" >/dev/null 2>&1
 "$P" minimize "$T/found/softmax-naive-fp16-fp32-seed1-overflow.json" -o "$T/small.json" >/dev/null 2>&1
 check case.schema.json "$T"/found/*.json "$T/small.json"
 # run --json of every kernel (findings included: faults and overflowing scales), replay --json, diff-tp --json
-"$P" run -k softmax -v naive -t fp16 --shape 2x8 --scale 200 --special-rate 0.1 --cases 3 --json >"$T/r1.json" 2>/dev/null
+"$P" run -k softmax -v naive -t fp16 --shape 2x8 --scale 200 --special-rate 0.1 --at-defaults --cases 3 --json >"$T/r1.json" 2>/dev/null
 "$P" run -k attention -t bf16 --shape 1x1x4x4x8 --cases 2 --json >"$T/r2.json" 2>/dev/null
 "$P" run -k adam -t fp16 --shape 16 --cases 2 --json >"$T/r3.json" 2>/dev/null
 "$P" run -k clip -t fp16 --shape 2x8 --scale 1e4 --cases 2 --json >"$T/r4.json" 2>/dev/null
@@ -46,7 +46,7 @@ assert all(e["ulps"] is None or e["ulps"] >= 0 for e in els)' "$T/r1.json" && ok
 "$P" sweep --quick -o "$T/results.json" >/dev/null 2>&1 || fail "sweep --quick"
 check results.schema.json "$T/results.json"
 # SARIF, with findings and without
-"$P" run -k softmax -v naive --scale 200 --cases 2 --sarif "$T/f.sarif" >/dev/null 2>&1
+"$P" run -k softmax -v naive --scale 200 --at-defaults --cases 2 --sarif "$T/f.sarif" >/dev/null 2>&1
 "$P" run -k softmax -v safe --cases 2 --sarif "$T/ok.sarif" >/dev/null 2>&1
 check sarif-subset.schema.json "$T/f.sarif" "$T/ok.sarif"
 

@@ -55,7 +55,7 @@ b=$("$P" replay --json "$D/logits_fp16.values.json" 2>&1 | elements)
 # --save-findings --tensors: inputs, output and expected beside the case, which names them
 for fmt in npy safetensors; do
   n=$((n + 1))
-  "$P" run -k softmax -v naive -t fp16 -a fp16 --scale 16 --cases 1 --save-findings "$T/f-$fmt" --tensors $fmt >/dev/null 2>&1
+  "$P" run -k softmax -v naive -t fp16 -a fp16 --scale 16 --at-defaults --cases 1 --save-findings "$T/f-$fmt" --tensors $fmt >/dev/null 2>&1
   c=$(ls "$T/f-$fmt"/*.json 2>/dev/null | head -1)
   out=$("$P" replay "$c" 2>&1)
   echo "$out" | grep -q "overflow .*\[as expected\]" && tr -d ' \t\n' <"$c" | grep -q '"x":{"file":"softmax-naive[^"]*","\(tensor":"x","\)\?sha256"' ||
@@ -122,7 +122,7 @@ out=$("$P" judge "$c" --outputs "${c%.json}.safetensors" --like naive 2>&1); rc=
   fail "judge the exported finding's output tensor -> $rc: $out"
 # tensor files are written with the umask's permissions, not mkstemp's 0600
 n=$((n + 1))
-m=$(cd "$T" && umask 022 && "$P" run -k softmax -v naive -t fp16 -a fp16 --scale 16 --cases 1 --save-findings perm --tensors npy >/dev/null 2>&1; stat -c %a perm/*.x.npy)
+m=$(cd "$T" && umask 022 && "$P" run -k softmax -v naive -t fp16 -a fp16 --scale 16 --at-defaults --cases 1 --save-findings perm --tensors npy >/dev/null 2>&1; stat -c %a perm/*.x.npy)
 [ "$m" = 644 ] || fail "a written .npy has mode $m, not 644 under umask 022"
 # the case's dtype is not taken from Adam's fp32 master: without -t it stays the default fp16
 python3 -c 'import struct,sys; h=b"{\x27descr\x27: \x27<f4\x27, \x27fortran_order\x27: False, \x27shape\x27: (20,), }"; h+=b" "*(117-len(h))+b"\n"; sys.stdout.buffer.write(b"\x93NUMPY\x01\x00"+struct.pack("<H",len(h))+h+struct.pack("<20f",*[0.5]*20))' >"$T/master.npy"

@@ -49,6 +49,103 @@ static void test_adam_first_step_by_hand(void **state) {
   }
 }
 
+/* adam-step-bf16 (torchao before its PR 4915: the step count in bf16 stops at 256, since 256 + 1
+ * rounds back to 256): from m = v = 0, p = 1, g = 1/2, lr 1e-3, eps 1e-8 the step is
+ * lr (0.05 / bc1) / (sqrt(0.00025 / bc2) + eps), bc = 1 - beta^t, here in binary64 with libm's pow:
+ * t = 1000 gives p' = 0.997485..., t = 256 gives 0.998497...; below 257 the fault changes nothing. */
+static double adam_first_moves(double t) {
+  return 1 - 1e-3 * (0.05 / (1 - pow(0.9, t))) / (sqrt(0.00025 / (1 - pow(0.999, t))) + 1e-8);
+}
+static pf_verdict run_adam_step(pf_run *r, double step, const char *fault) {
+  pf_case c;
+  const double p = 1, g = 0.5, z = 0;
+  assert_int_equal(pf_case_init(&c, "adam", "fused", 1), PF_OK);
+  c.dtype = PF_FP32;
+  c.shape[0] = 1;
+  assert_int_equal(pf_case_set_param(&c, "step", step), PF_OK);
+  snprintf(c.fault, sizeof c.fault, "%s", fault);
+  set_values(&c.inputs[0], &p, 1);
+  set_values(&c.inputs[1], &g, 1);
+  set_values(&c.inputs[2], &z, 1);
+  set_values(&c.inputs[3], &z, 1);
+  pf_oracle_opts o;
+  pf_oracle_opts_default(&o);
+  if (pf_run_case(&c, &o, r)) fail_msg("run failed: %s", pf_error_message());
+  pf_case_free(&c);
+  return r->cmp.verdict;
+}
+static void test_adam_step_count_in_bf16(void **state) {
+  pf_run r;
+  assert_true(fabs(adam_first_moves(1000) - 0.9974854) < 1e-6 && fabs(adam_first_moves(256) - 0.9984968) < 1e-6);
+  assert_int_equal(run_adam_step(&r, 1000, ""), PF_V_OK);
+  assert_true(fabs(r.out[2] - adam_first_moves(1000)) < 1e-6);
+  pf_run_free(&r);
+  assert_true(run_adam_step(&r, 1000, "adam-step-bf16") != PF_V_OK);
+  assert_true(fabs(r.out[2] - adam_first_moves(256)) < 1e-6);
+  assert_true(fabs(r.oracle.exact[2] - adam_first_moves(1000)) < 1e-12);
+  pf_run_free(&r);
+  pf_run a, b;
+  assert_int_equal(run_adam_step(&a, 256, ""), PF_V_OK);
+  assert_int_equal(run_adam_step(&b, 256, "adam-step-bf16"), PF_V_OK);
+  assert_memory_equal(a.out, b.out, 4 * sizeof(double));
+  pf_run_free(&a);
+  pf_run_free(&b);
+}
+
+/* grad_scale and found_inf, as GradScaler hands them to PyTorch's fused AdamW: g = 512 under a
+ * scale of 1024 (and g = 500 under 1000: fl32(500/1000) = 1/2 too) is the first step with g = 1/2,
+ * p' = 0.99900000001999999958... (test_adam_first_step_by_hand); found_inf = 1 leaves p = 1,
+ * m = v = 0 as they were although g[0] is inf, and a kernel that ignores it (PyTorch issue
+ * 95781) steps with the inf. The other variants refuse both. */
+static pf_verdict run_scaled(pf_run *r, const char *variant, double g, double scale, int found_inf, const char *fault) {
+  pf_case c;
+  const double p = 1, z = 0;
+  assert_int_equal(pf_case_init(&c, "adam", variant, 1), PF_OK);
+  c.dtype = PF_FP32;
+  c.shape[0] = 1;
+  assert_int_equal(pf_case_set_param(&c, "grad_scale", scale), PF_OK);
+  assert_int_equal(pf_case_set_param(&c, "found_inf", found_inf), PF_OK);
+  snprintf(c.fault, sizeof c.fault, "%s", fault);
+  set_values(&c.inputs[0], &p, 1);
+  set_values(&c.inputs[1], &g, 1);
+  set_values(&c.inputs[2], &z, 1);
+  set_values(&c.inputs[3], &z, 1);
+  pf_oracle_opts o;
+  pf_oracle_opts_default(&o);
+  if (pf_run_case(&c, &o, r)) fail_msg("run failed: %s", pf_error_message());
+  pf_case_free(&c);
+  return r->cmp.verdict;
+}
+static void test_adam_fused_grad_scale_and_found_inf(void **state) {
+  const char *fused[] = {"torch-fused", "torch-fused-cuda"};
+  for (int k = 0; k < 2; k++) {
+    const double gs[2][2] = {{512, 1024}, {500, 1000}};
+    for (int j = 0; j < 2; j++) {
+      pf_run r;
+      assert_int_equal(run_scaled(&r, fused[k], gs[j][0], gs[j][1], 0, ""), PF_V_OK);
+      assert_true(fabs(r.oracle.exact[2] - 0.99900000002) < 1e-15);
+      assert_true(r.oracle.rounded[2] == 0x1.ff7ceep-1);
+      assert_true(fabs(r.out[2] - 0.999) < 1e-6);
+      pf_run_free(&r);
+    }
+    pf_run r;
+    assert_int_equal(run_scaled(&r, fused[k], 0.5, 1024, 1, ""), PF_V_OK);
+    assert_true(isinf(r.in[1].data[0])); /* the inf the scaler found */
+    assert_true(r.out[0] == 0 && r.out[1] == 0 && r.out[2] == 1);
+    assert_true(r.oracle.exact[0] == 0 && r.oracle.exact[1] == 0 && r.oracle.exact[2] == 1);
+    pf_run_free(&r);
+    assert_true(run_scaled(&r, fused[k], 0.5, 1024, 1, "adam-ignores-found-inf") != PF_V_OK);
+    assert_true(!isfinite(r.out[2]));
+    pf_run_free(&r);
+  }
+  pf_case c;
+  assert_int_equal(pf_case_init(&c, "adam", "fused", 1), PF_OK);
+  assert_int_equal(pf_case_set_param(&c, "grad_scale", 2), PF_OK);
+  assert_int_equal(pf_case_validate(&c), PF_ERR_ARG);
+  assert_non_null(strstr(pf_error_message(), "only the fused kernels take them"));
+  pf_case_free(&c);
+}
+
 static void test_adam_fp16_state_tiny_gradient(void **state) {
   /* g = 2^-13 in fp16 with PyTorch's fp16 state: v' = 0.001 g^2 = 1.5e-11 underflows to 0 in
    * fp16, eps = 1e-8 rounds to 0 in fp16 (below half of 2^-24), so the denominator is 0 and
@@ -234,6 +331,8 @@ int main(void) {
       cmocka_unit_test(test_adam_torch_fused_cuda_by_hand),
       cmocka_unit_test(test_adam_fp16_state_tiny_gradient),
       cmocka_unit_test(test_adam_lost_update),
+      cmocka_unit_test(test_adam_step_count_in_bf16),
+      cmocka_unit_test(test_adam_fused_grad_scale_and_found_inf),
       cmocka_unit_test(test_adam_contracts_hold_on_generated_cases),
       cmocka_unit_test(test_adam_contract_parameters_fit_users_kernels),
   };

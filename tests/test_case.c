@@ -143,8 +143,84 @@ static void test_case_missing_file(void **state) {
   pf_case_free(&c);
 }
 
+/* The training values run draws (pf_param_desc.train): every built-in one parses to values its
+ * parameter takes; a draw depends on the seed and the parameter alone; a list's every value and a
+ * range's both ends come up; a decimal the frameworks hold in fp32 is drawn as its fp32 value. */
+static void test_param_training_draws(void **state) {
+  (void)state;
+  int specs = 0;
+  assert_true(pf_kernel_count() > 0); /* the built-in operations registered */
+  for (size_t o = 0; o < pf_op_count(); o++) {
+    const pf_op *op = pf_op_at(o);
+    for (int p = 0; p < op->nparams; p++) {
+      const pf_param_desc *d = &op->params[p];
+      double vals[64], lo = 0, hi = 0;
+      const int n = pf_param_train_parse(d, vals, 64, &lo, &hi);
+      if (!d->train) {
+        assert_int_equal(n, -1);
+        continue;
+      }
+      specs++;
+      if (n < 0) fail_msg("%s %s: training values '%s' do not parse", op->name, d->name, d->train);
+      for (int i = 0; i < n; i++) {
+        if (d->type == PF_PARAM_CHOICE) assert_true(vals[i] >= 0 && d->choices[(int)vals[i]]);
+        else assert_true(vals[i] >= d->min && vals[i] <= d->max);
+      }
+      if (n == 0) assert_true(lo >= d->min && hi <= d->max && lo <= hi);
+      for (uint64_t seed = 1; seed < 50; seed++) /* the same seed, the same value */
+        assert_true(pf_param_train_draw(d, p, seed) == pf_param_train_draw(d, p, seed));
+    }
+  }
+  assert_true(specs >= 15);
+  /* adam's lr: each of its 7 values within 400 seeds, nothing else */
+  const pf_op *adam = pf_op_find("adam");
+  const int lr = pf_op_param_index(adam, "lr"), step = pf_op_param_index(adam, "step");
+  const double lrs[7] = {1e-5, 3e-5, 1e-4, 3e-4, 6e-4, 1e-3, 3e-3};
+  int seen[7] = {0};
+  double smin = 1e300, smax = 0;
+  for (uint64_t seed = 1; seed <= 400; seed++) {
+    const double v = pf_param_train_draw(&adam->params[lr], lr, seed);
+    int k = -1;
+    for (int i = 0; i < 7; i++)
+      if (v == lrs[i]) k = i;
+    assert_true(k >= 0);
+    seen[k]++;
+    const double t = pf_param_train_draw(&adam->params[step], step, seed);
+    assert_true(t == floor(t) && t >= 1 && t <= 1e6);
+    smin = fmin(smin, t);
+    smax = fmax(smax, t);
+  }
+  for (int i = 0; i < 7; i++) assert_true(seen[i] > 0);
+  /* log-uniform over 1..10^6: 20 octaves, so both ends come up in 400 draws (each ~1/20) */
+  assert_true(smin < 4 && smax >= 0x1p19);
+  /* two parameters of one seed draw from streams of their own: lr's and eps's sequences differ */
+  const int eps = pf_op_param_index(adam, "eps");
+  int differ = 0;
+  for (uint64_t seed = 1; seed <= 20; seed++)
+    differ += (pf_param_train_draw(&adam->params[lr], lr, seed) == 1e-5) != (pf_param_train_draw(&adam->params[eps], eps, seed) == 1e-8);
+  assert_true(differ > 0);
+  /* label_smoothing 0.1 is held in fp32 by torch: drawn as fl32(0.1) = 0x1.99999ap-4 */
+  const pf_op *ce = pf_op_find("cross_entropy");
+  const int ls = pf_op_param_index(ce, "label_smoothing");
+  double vals[64], lo, hi;
+  assert_int_equal(pf_param_train_parse(&ce->params[ls], vals, 64, &lo, &hi), 2);
+  assert_true(vals[0] == 0 && vals[1] == 0x1.99999ap-4);
+  /* malformed specs are refused, not read as something else */
+  const char *bad[] = {"", "x", "1..0", "0.5..3", "1,,", "1e-3,11", NULL};
+  for (int i = 0; bad[i]; i++) {
+    pf_param_desc d = adam->params[step];
+    if (i == 5) d = adam->params[lr]; /* 11 is beyond lr's range [0, 10] */
+    d.train = bad[i];
+    if (pf_param_train_parse(&d, vals, 64, &lo, &hi) >= 0) fail_msg("'%s' parsed", bad[i]);
+  }
+  pf_param_desc dm = pf_op_find("softmax")->params[1];
+  dm.train = "none,sideways";
+  assert_int_equal(pf_param_train_parse(&dm, vals, 64, &lo, &hi), -1);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_param_training_draws),
       cmocka_unit_test(test_case_roundtrip_is_bit_exact),
       cmocka_unit_test(test_case_roundtrip_generated_and_big_seed),
       cmocka_unit_test(test_case_malformed_inputs_give_clear_errors),

@@ -79,6 +79,7 @@ static cJSON *kernel_to_cjson(const pf_kernel *k) {
       cJSON_AddNumberToObject(x, "default", d->def);
     }
     cJSON_AddStringToObject(x, "help", d->help);
+    if (d->train) cJSON_AddStringToObject(x, "drawn_from", d->train); /* run draws it per case (--at-defaults: not) */
     cJSON_AddItemToArray(ps, x);
   }
   cJSON *fs = cJSON_AddArrayToObject(o, "faults");
@@ -136,7 +137,8 @@ static int cmd_list(int argc, char **argv) {
            fs[0] ? fs : "-", k->summary, like, lib ? " [from " : "", lib ? lib : "", lib ? "]" : "");
     free(fs);
   }
-  printf("\nparameters (--param NAME=VALUE):\n");
+  printf("\nparameters (--param NAME=VALUE; run draws those with training values per case unless given, or with\n"
+         "--at-defaults):\n");
   for (size_t i = 0; i < pf_op_count(); i++) {
     const pf_op *op = pf_op_at(i);
     for (int p = 0; p < op->nparams; p++) {
@@ -144,11 +146,12 @@ static int cmd_list(int argc, char **argv) {
       if (d->type == PF_PARAM_CHOICE) {
         char *ch = pf_list_join(d->choices, "|");
         if (!ch) return usage_error("list: out of memory");
-        printf("  %s %-10s %s (default %s): %s\n", op->name, d->name, ch, d->choices[(int)d->def], d->help);
+        printf("  %s %-10s %s (default %s): %s", op->name, d->name, ch, d->choices[(int)d->def], d->help);
         free(ch);
       } else {
-        printf("  %s %-10s [%g, %g] (default %g): %s\n", op->name, d->name, d->min, d->max, d->def, d->help);
+        printf("  %s %-10s [%g, %g] (default %g): %s", op->name, d->name, d->min, d->max, d->def, d->help);
       }
+      printf(d->train ? "; run draws it from %s\n" : "\n", d->train);
     }
   }
   return 0;
@@ -163,7 +166,7 @@ static void print_help_run(void) {
       "                    [--param NAME=VALUE]... [--outliers N --outlier-magnitude M]\n"
       "                    [--special-rate R] [--exp-range LO:HI] [--oracle-prec BITS]\n"
       "                    [--input NAME:FIELD=VALUE,...]... [--json] [--save-findings DIR] [--max-print N]\n"
-      "                    [--sarif FILE] [--junit FILE]\n\n"
+      "                    [--sarif FILE] [--junit FILE] [--at-defaults]\n\n"
       "Runs N cases (seeds N, N+1, ...) of one kernel variant (every variant when -v is not given)\n"
       "against the MPFR oracle and prints each finding with the command that replays it.\n\n"
       "  -k, --kernel KERNEL      operation (precfuzz list)\n"
@@ -181,6 +184,9 @@ static void print_help_run(void) {
       "      --cases N            number of cases (default 100)\n"
       "      --fault NAME         switch on a known fault of the variant\n"
       "      --param NAME=VALUE   a kernel parameter, e.g. alpha=0x1p-3, mask=causal\n"
+      "      --at-defaults        every parameter not given at its default; without it each case draws\n"
+      "                           the ones with training values (precfuzz list: \"run draws it from\")\n"
+      "                           from them where the variant takes the value; its lines name them\n"
       "      --backend cpu|cuda   where the kernel runs (default cpu)\n"
       "      --oracle-prec BITS   starting MPFR precision (default 256; raised when needed)\n"
       "      --json               results as JSON, with per-element outputs and exact values\n"
@@ -561,11 +567,12 @@ static int run_variant(const pf_kernel *k, const run_opts *o, run_json *jcases, 
   pf_case cs[64];
   pf_run rs[64];
   uint64_t done = 0; /* cases judged: all of them, or those before a Ctrl-C */
+  unsigned long long drawn = 0; /* the parameters some case drew */
   run_progress progress = {o->progress < 0 ? isatty(STDERR_FILENO) : o->progress, run_now(), 0, 0};
   for (uint64_t c0 = 0; c0 < o->cases && !pf_interrupted() && !pf_save_failed; c0 += chunk) {
     const uint64_t nc = o->cases - c0 < chunk ? o->cases - c0 : chunk;
     for (uint64_t j = 0; j < nc; j++) {
-      const int rc = build_case(k, o, o->seed + c0 + j, &cs[j]);
+      const int rc = build_case_drawn(k, o, o->seed + c0 + j, &cs[j], &drawn);
       if (rc) {
         for (uint64_t x = 0; x < j; x++) pf_case_free(&cs[x]);
         return rc;
@@ -685,6 +692,12 @@ static int run_variant(const pf_kernel *k, const run_opts *o, run_json *jcases, 
                "than with the drawn values; precfuzz boundary --fail %s along a parameter finds where it starts\n",
                pf_hazard_name((pf_hazard)h), (unsigned long long)done, pf_hazard_name((pf_hazard)h));
     if (done > 1) print_bias_pool(&hz.bias, done);
+    if (drawn) {
+      printf("  drawn per case from the values users train with (each line names its case's; --at-defaults: none):");
+      for (int p = 0, first = 1; p < k->op->nparams && p < 64; p++)
+        if (drawn >> p & 1) printf("%s %s", first ? "" : ",", k->op->params[p].name), first = 0;
+      printf("\n");
+    }
     printf("  torch.testing.assert_close (default tolerance, against the correctly rounded result) rejects %lu cases;"
            " passes %lu with a finding and %lu with a hazard; rejects %lu that are ok without one\n",
            hz.tt_rejects, hz.tt_pass_finding, hz.tt_pass_hazard, hz.tt_reject_sound);
@@ -705,8 +718,10 @@ static int cmd_run(int argc, char **argv) {
                                            {"junit", required_argument, 0, O_JUNIT},
                                            {"tensors", required_argument, 0, O_TENSORS},
                                            {"max-print", required_argument, 0, O_MAXPRINT},
+                                           {"at-defaults", no_argument, 0, O_ATDEFAULTS},
                                            {0, 0, 0, 0}};
   opterr = 0;
+  int at_defaults = 0;
   optind = 1;
   int ch, rc;
   unsigned char seen[PF_OPT_CODES] = {0};
@@ -728,6 +743,7 @@ static int cmd_run(int argc, char **argv) {
     case O_MAXPRINT:
       if (parse_u64(optarg, &o.max_print)) return usage_error("--max-print: '%s' is not a count", optarg);
       break;
+    case O_ATDEFAULTS: at_defaults = 1; break;
     case 'h': print_help_run(); return 0;
     case ':': return usage_error("run: %s needs a value", argv[optind - 1]);
     default: return usage_error("run: unknown option '%s' (see precfuzz run --help)", argv[optind - 1]);
@@ -750,6 +766,10 @@ static int cmd_run(int argc, char **argv) {
     free_input_files(&o);
     return rc;
   }
+  /* tensors from files are a user's case: its parameters are what the command line says */
+  int from_file = 0;
+  for (int k = 0; k < o.ninput_specs; k++) from_file |= o.files[k] != NULL;
+  o.draw = !at_defaults && op_draws_params(op) && !from_file;
   const char *pv = getenv("PRECFUZZ_PROGRESS");
   if (pv && strcmp(pv, "0") != 0 && strcmp(pv, "1") != 0) {
     free_input_files(&o);

@@ -29,7 +29,7 @@
 
 #include "oracles/adam_mpfr.h"
 
-enum { P_LR = 0, P_BETA1, P_BETA2, P_EPS, P_WD, P_STEP, P_MODE, P_EMA, P_BC, P_SCALARS };
+enum { P_LR = 0, P_BETA1, P_BETA2, P_EPS, P_WD, P_STEP, P_MODE, P_EMA, P_BC, P_SCALARS, P_GSCALE, P_FOUNDINF };
 
 static const char *const pf_adam_dims[] = {"n"};
 static const char *const pf_adam_inputs[] = {"p", "g", "m", "v"};
@@ -38,23 +38,31 @@ static const char *const pf_adam_emas[] = {"products", "lerp", NULL};
 static const char *const pf_adam_bcs[] = {"host", "device", NULL};
 static const char *const pf_adam_scalars[] = {"fp32", "binary64", NULL};
 static const pf_param_desc pf_adam_params[] = {
-    {"lr", PF_PARAM_REAL, 1e-3, 0, 10, NULL, "learning rate", 0},
-    {"beta1", PF_PARAM_REAL, 0.9, 0, 0.999999, NULL, "first-moment decay", 0},
-    {"beta2", PF_PARAM_REAL, 0.999, 0, 0.9999999, NULL, "second-moment decay", 0},
-    {"eps", PF_PARAM_REAL, 1e-8, 0, 1, NULL, "added to the denominator", 0},
-    {"wd", PF_PARAM_REAL, 0, 0, 10, NULL, "weight decay", 0},
-    {"step", PF_PARAM_INT, 1, 1, 1e9, NULL, "the step count t, from 1", 0},
-    {"mode", PF_PARAM_CHOICE, 0, 0, 1, pf_adam_modes, "adamw: decoupled decay; l2: wd p added to g (not torch)", 0},
+    {"lr", PF_PARAM_REAL, 1e-3, 0, 10, NULL, "learning rate", 0, "1e-5,3e-5,1e-4,3e-4,6e-4,1e-3,3e-3"},
+    {"beta1", PF_PARAM_REAL, 0.9, 0, 0.999999, NULL, "first-moment decay", 0, NULL},
+    {"beta2", PF_PARAM_REAL, 0.999, 0, 0.9999999, NULL, "second-moment decay", 0, "0.95,0.98,0.99,0.999"},
+    {"eps", PF_PARAM_REAL, 1e-8, 0, 1, NULL, "added to the denominator", 0, "1e-8,1e-6,1e-5"},
+    {"wd", PF_PARAM_REAL, 0, 0, 10, NULL, "weight decay", 0, "0,0.01,0.1"},
+    {"step", PF_PARAM_INT, 1, 1, 1e9, NULL, "the step count t, from 1", 0, "1..1000000"},
+    {"mode", PF_PARAM_CHOICE, 0, 0, 1, pf_adam_modes, "adamw: decoupled decay; l2: wd p added to g (not torch)", 0, NULL},
     /* legitimate choices of an fp32 Adam, the contract's too (the FusedAdam family; PyTorch's
      * paths fix their own): a user's kernel judged like=fused says which it makes */
     {"ema", PF_PARAM_CHOICE, 0, 0, 1, pf_adam_emas,
-     "the moments: beta m + (1 - beta) g (apex), or lerp fma(beta, m, fma(-beta, g, g)) (llm.c) (not torch)", 0},
+     "the moments: beta m + (1 - beta) g (apex), or lerp fma(beta, m, fma(-beta, g, g)) (llm.c) (not torch)", 0, NULL},
     {"bias_correction", PF_PARAM_CHOICE, 0, 0, 1, pf_adam_bcs,
      "1 - beta^t: on the host in binary64, stored in fp32 (apex), or on the device as 1 - powf(beta, t) in fp32 "
-     "(llm.c) (not torch)", 0},
+     "(llm.c) (not torch)", 0, NULL},
     {"scalars", PF_PARAM_CHOICE, 0, 0, 1, pf_adam_scalars,
      "1 - beta: in fp32 from the fp32 beta (apex's kernel), or the binary64 1 - beta rounded once (a Python-side "
-     "constant) (not torch)", 0},
+     "constant) (not torch)", 0, NULL},
+    /* what GradScaler hands torch.optim.AdamW(fused=True) (_fused_adamw_'s grad_scale and
+     * found_inf): the fused variants only; elsewhere the scaler unscales before the step */
+    {"grad_scale", PF_PARAM_REAL, 1, 0x1p-64, 0x1p64, NULL,
+     "the loss scale S the gradients arrive multiplied by, divided out in fp32 inside the step (torch-fused, "
+     "torch-fused-cuda)", PF_HELD(PF_FP32), "1,0x1p16"},
+    {"found_inf", PF_PARAM_INT, 0, 0, 1, NULL,
+     "1: the scaler found an inf (g[0] = inf): the step must leave p, m, v as they are (torch-fused, "
+     "torch-fused-cuda)", 0, "0,0,0,1"},
 };
 
 static int pf_adam_variant(const pf_case *c) { return pf_case_algo(c); }
@@ -87,9 +95,11 @@ static int pf_adam_stages(const pf_case *c, pf_stage *st) {
   return 4;
 }
 
-/* v is a second moment: its generator's draws are taken by magnitude. */
+/* v is a second moment: its generator's draws are taken by magnitude. A step the scaler skips
+ * (found_inf = 1) comes with the inf it found, in g[0]. */
 static void pf_adam_prepare(const pf_case *c, pf_tensor *in) {
   for (size_t i = 0; i < in[3].n; i++) in[3].data[i] = fabs(in[3].data[i]);
+  if (c->params[P_FOUNDINF] && in[1].n) in[1].data[0] = INFINITY;
 }
 
 /* Update lost: the kernel left the parameter where it was while the exact step moves it
@@ -171,7 +181,7 @@ const pf_op pf_adam_op = {
     .dim_max = {(size_t)1 << 20},
     .dim_default = {1024},
     .elems_max = (size_t)1 << 20,
-    .nparams = 10,
+    .nparams = sizeof pf_adam_params / sizeof pf_adam_params[0],
     .params = pf_adam_params,
     .ninputs = 4,
     .input_names = pf_adam_inputs,
@@ -199,6 +209,9 @@ static pf_status pf_adam_check(const pf_case *c) {
                                 "family's)", c->kernel, c->variant);
   if (var == PF_ADAM_NO_BIAS_CORRECTION && c->params[P_BC])
     return pf_error(PF_ERR_ARG, "bias_correction: %s/%s has none", c->kernel, c->variant);
+  if ((c->params[P_GSCALE] != 1 || c->params[P_FOUNDINF]) && var != PF_ADAM_TORCH_FUSED && var != PF_ADAM_TORCH_FUSED_CUDA)
+    return pf_error(PF_ERR_ARG, "grad_scale, found_inf: only the fused kernels take them (torch-fused, torch-fused-cuda); "
+                                "%s/%s gets gradients the scaler has already unscaled", c->kernel, c->variant);
   return PF_OK;
 }
 
@@ -210,14 +223,30 @@ static int pf_adam_mode(const pf_case *c) {
 
 /* The hyperparameters as the kernels receive them. */
 static pf_adam_hyper pf_adam_hyper_of(const pf_case *c) {
-  return pf_adam_hyper_make(c->params[P_LR], c->params[P_BETA1], c->params[P_BETA2], c->params[P_EPS], c->params[P_WD],
-                            c->params[P_STEP], pf_adam_variant(c) != PF_ADAM_NO_BIAS_CORRECTION);
+  pf_adam_hyper h = pf_adam_hyper_make(c->params[P_LR], c->params[P_BETA1], c->params[P_BETA2], c->params[P_EPS],
+                                       c->params[P_WD], c->params[P_STEP], pf_adam_variant(c) != PF_ADAM_NO_BIAS_CORRECTION);
+  h.gscale = c->params[P_GSCALE];
+  h.skip = c->params[P_FOUNDINF] != 0;
+  return h;
+}
+
+/* The hyperparameters the kernel runs with: the case's, but for the fault adam-step-bf16 (torchao's
+ * low-bit optimizers before its PR 4915 kept the step count in bf16: 256 + 1 rounds back to 256,
+ * so the count stops there and every later step's bias correction uses t = 256). */
+static pf_adam_hyper pf_adam_hyper_run(const pf_case *c) {
+  pf_case k = *c;
+  if (strcmp(c->fault, "adam-step-bf16") == 0 && k.params[P_STEP] > 256) k.params[P_STEP] = 256;
+  pf_adam_hyper h = pf_adam_hyper_of(&k);
+  /* adam-ignores-found-inf (PyTorch issue 95781: a fused step that updated with the inf the
+   * scaler had found) */
+  if (strcmp(c->fault, "adam-ignores-found-inf") == 0) h.skip = 0;
+  return h;
 }
 
 pf_status pf_adam_step_cpu(const pf_case *c, const pf_tensor *in, double *out, unsigned *fe) {
   const size_t n = c->shape[0];
   const int var = pf_adam_variant(c), mode = pf_adam_mode(c);
-  const pf_adam_hyper h = pf_adam_hyper_of(c);
+  const pf_adam_hyper h = pf_adam_hyper_run(c);
   const pf_dtype pt = pf_adam_pdt(c), st = pf_adam_sdt(c);
   for (size_t i = 0; i < n; i++) {
     double p = in[0].data[i], m = in[2].data[i], v = in[3].data[i];
@@ -252,7 +281,7 @@ pf_status pf_adam_step_cuda(int variant, int mode, pf_dtype pt, pf_dtype sdt, co
 static pf_status pf_adam_step_cuda_case(const pf_case *c, const pf_tensor *in, double *out, unsigned *fe) {
   const size_t n = c->shape[0];
   const int var = pf_adam_variant(c);
-  const pf_adam_hyper h = pf_adam_hyper_of(c);
+  const pf_adam_hyper h = pf_adam_hyper_run(c);
   const pf_adam_tensor t = {out + 2 * n, in[1].data, out, out + n, n};
   memcpy(t.p, in[0].data, n * sizeof(double));
   memcpy(t.m, in[2].data, n * sizeof(double));
@@ -285,7 +314,9 @@ static void pf_adam_elem_bound(const pf_case *c, const pf_adam_hyper *h, double 
   const int nobc = var == PF_ADAM_NO_BIAS_CORRECTION;
   /* exact bias corrections; the kernel's differ by the rounding of the host computation */
   const double bc1x = nobc ? 1 : -expm1(t * log(b1)), bc2x = nobc ? 1 : -expm1(t * log(b2)); /* 1 - b^t */
-  const pf_eb p = pf_eb_exact(p0), g = pf_eb_exact(g0), m = pf_eb_exact(m0), v = pf_eb_exact(v0);
+  const pf_eb p = pf_eb_exact(p0), m = pf_eb_exact(m0), v = pf_eb_exact(v0);
+  /* the fused kernels' unscaling: fl32(g / S), used unrounded */
+  const pf_eb g = h->gscale != 1 ? pf_eb_div(F, pf_eb_exact(g0), pf_eb_exact(h->gscale)) : pf_eb_exact(g0);
   if (var == PF_ADAM_TORCH_FUSED_CUDA) {
     /* its operations (adam_math.h), each in fp32, the scalars rounded to fp32 */
     const pf_eb b1k = pf_eb_const(F, b1), b2k = pf_eb_const(F, b2), nb1 = {-b1k.v, b1k.e}, nb2 = {-b2k.v, b2k.e};
@@ -369,6 +400,10 @@ void pf_adam_bound(const pf_case *c, const pf_tensor *in, pf_bound *out) {
   const size_t n = c->shape[0];
   const pf_adam_hyper h = pf_adam_hyper_of(c);
   const int master = pf_adam_has_master(pf_adam_variant(c));
+  if (h.skip) { /* a skipped step: p, m, v exactly as they were */
+    for (size_t i = 0; i < 3 * n; i++) out[i] = (pf_bound){0, 0};
+    return;
+  }
   for (size_t i = 0; i < n; i++) {
     pf_bound bm, bv, bp;
     pf_adam_elem_bound(c, &h, in[0].data[i], in[1].data[i], in[2].data[i], in[3].data[i], &bm, &bv, &bp, NULL);
@@ -386,6 +421,7 @@ int pf_adam_in_domain(const pf_case *c, const pf_tensor *in, char *why, size_t l
   const size_t n = c->shape[0];
   const pf_adam_hyper h = pf_adam_hyper_of(c);
   const pf_dtype st = pf_adam_sdt(c);
+  if (h.skip) return 1; /* nothing computed: the inf in g is why */
   for (size_t i = 0; i < n; i++) {
     for (int k = 0; k < 4; k++)
       if (!isfinite(in[k].data[i])) {
@@ -399,7 +435,7 @@ int pf_adam_in_domain(const pf_case *c, const pf_tensor *in, char *why, size_t l
       snprintf(why, len, "element %zu: no error bound holds (the denominator may reach 0)", i);
       return 0;
     }
-    const double g = in[1].data[i];
+    const double g = in[1].data[i] / h.gscale; /* as the step sees it, unscaled */
     if (fabs(g) * fabs(g) >= pf_max_finite(st) / 2) {
       snprintf(why, len, "element %zu: g*g = %g exceeds %s's range", i, g * g, pf_dtype_name(st));
       return 0;
@@ -423,10 +459,12 @@ int pf_adam_in_domain(const pf_case *c, const pf_tensor *in, char *why, size_t l
 }
 
 #define PF_ADAM_DTYPES (PF_DT(PF_FP32) | PF_DT(PF_FP16) | PF_DT(PF_BF16))
-static const char *const pf_adam_no_faults[] = {NULL};
+static const char *const pf_adam_faults[] = {"adam-step-bf16", NULL};
+static const char *const pf_adam_fused_faults[] = {"adam-step-bf16", "adam-ignores-found-inf", NULL};
 #define PF_ADAM_KERNEL(var, algo, summary, contract)                                                                 \
   {PF_KERNEL_ABI, &pf_adam_op, var, summary, PF_ADAM_DTYPES, PF_DT(PF_FP32),                       \
-   pf_adam_no_faults, contract, pf_adam_step_cpu, pf_adam_bound, pf_adam_in_domain, pf_adam_check, PF_ADAM_RUN_CUDA, algo, NULL, NULL}
+   (algo) == PF_ADAM_TORCH_FUSED || (algo) == PF_ADAM_TORCH_FUSED_CUDA ? pf_adam_fused_faults : pf_adam_faults, \
+   contract, pf_adam_step_cpu, pf_adam_bound, pf_adam_in_domain, pf_adam_check, PF_ADAM_RUN_CUDA, algo, NULL, NULL}
 
 static const pf_kernel pf_adam_kernels_tab[] = {
     PF_ADAM_KERNEL("fused", PF_ADAM_FUSED, "FusedAdam: fp32 math, fp32 master and state, parameter written back to T",

@@ -2,7 +2,8 @@
  * the contract's domain.
  *
  * Layout: [variant][dtype][mode: bit 0 l2, bit 1 ema=lerp, bit 2 bias_correction=device, bit 3
- *         scalars=binary64 (FusedAdam family)][n*][step: 2 bytes][lr][beta1][beta2][eps][wd][mode bits]
+ *         scalars=binary64 (FusedAdam family); PyTorch's fused kernels: bits 0-1 both set
+ *         found_inf, bits 2-3 grad_scale 1, 2^16, 1000, 2^-3][n*][step: 2 bytes][lr][beta1][beta2][eps][wd][mode bits]
  *   mode bits even: raw bit patterns of p, g, m, v, each in its own dtype (fp32: 4 bytes,
  *                   fp16/bf16: 2; missing ones are 0), so tiny, huge and special values occur;
  *   odd:            [seed: 8 bytes][dist] and one scale exponent per input (p, g, m, v).
@@ -37,6 +38,10 @@ int pf_decode_adam_fuzzer(const uint8_t *data, size_t size, pf_case *out) {
     pf_case_set_param(&c, "ema", mode >> 1 & 1);
     if (k->algo != PF_ADAM_NO_BIAS_CORRECTION) pf_case_set_param(&c, "bias_correction", mode >> 2 & 1);
     pf_case_set_param(&c, "scalars", mode >> 3 & 1);
+  } else if (k->algo == PF_ADAM_TORCH_FUSED || k->algo == PF_ADAM_TORCH_FUSED_CUDA) { /* what GradScaler hands them */
+    static const double scales[4] = {1, 0x1p16, 1000, 0x1p-3};
+    pf_case_set_param(&c, "found_inf", (mode & 3) == 3);
+    pf_case_set_param(&c, "grad_scale", scales[mode >> 2 & 3]);
   }
   c.shape[0] = pf_fuzz_dim(&b, 32, 256); /* elementwise: a long tensor adds cost, not reach */
   const unsigned step = 1u + ((unsigned)pf_bytes_u8(&b) << 8 | pf_bytes_u8(&b));

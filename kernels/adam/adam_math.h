@@ -38,6 +38,11 @@ typedef struct {
   /* PyTorch's fused CUDA kernel: 1 - beta^t in fp32 from the fp32 beta (its pow_ on the fp32
    * step count), computed here once so that the CPU and the GPU use the same bits */
   double c_bc1, c_bc2;
+  /* PyTorch's fused kernels (torch-fused, torch-fused-cuda) as GradScaler drives them: the
+   * gradients arrive multiplied by the loss scale gscale (an fp32 value; 1: none), which the
+   * kernel divides out in fp32; skip (found_inf = 1): the step leaves p, m, v as they are */
+  double gscale;
+  int skip;
 } pf_adam_hyper;
 
 /* The hyperparameters as the kernels receive them, from the exact (binary64) values at step t:
@@ -61,6 +66,8 @@ PF_HD pf_adam_hyper pf_adam_hyper_make(double lr, double b1, double b2, double e
   h.t_bc2_sqrt = sqrt(1.0 - pow(b2, t));
   h.c_bc1 = pf_round(PF_FP32, 1.0 - pf_round(PF_FP32, pow(h.beta1, t)));
   h.c_bc2 = pf_round(PF_FP32, 1.0 - pf_round(PF_FP32, pow(h.beta2, t)));
+  h.gscale = 1.0;
+  h.skip = 0;
   return h;
 }
 
@@ -70,6 +77,13 @@ PF_HD pf_adam_hyper pf_adam_hyper_make(double lr, double b1, double b2, double e
 PF_HD void pf_adam_step(int variant, int mode, pf_dtype pt, pf_dtype st, const pf_adam_hyper *h, double *p,
                         double g, double *m, double *v, unsigned *fe) {
   const pf_dtype F = PF_FP32;
+  /* _fused_adamw_'s grad_scale and found_inf (FusedAdamKernel.cpp, fused_adam_utils.cuh): an
+   * inf found skips the step; the gradient, loaded to fp32, is divided by the scale in fp32 and
+   * used unrounded (measured on torch 2.15's CPU kernel: with a scale of 1000 in bf16, 27% of m
+   * differ from dividing first and storing the quotient to T) */
+  if (h->skip) return;
+  if (h->gscale != 1.0 && (variant == PF_ADAM_TORCH_FUSED || variant == PF_ADAM_TORCH_FUSED_CUDA))
+    g = pf_div(F, g, h->gscale, fe);
   if (variant == PF_ADAM_TORCH_FUSED_CUDA) {
     /* torch.optim.AdamW(fused=True) on CUDA (torch 2.11: fused_adam_utils.cuh, adam_math): p,
      * g, m, v loaded to fp32, the scalars as fp32, each step in fp32, measured bit for bit on

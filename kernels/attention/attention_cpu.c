@@ -39,14 +39,14 @@ static const char *const pf_attn_maskval_choices[] = {"-inf", "-10000", "lowest"
 static const char *const pf_attn_smacc_choices[] = {"fp32", "storage", NULL};
 
 static const pf_param_desc pf_attn_params[] = {
-    {"layer", PF_PARAM_INT, 1, 1, 1024, NULL, "layer number L (layer-scaled only): scores stored L times smaller", 0},
+    {"layer", PF_PARAM_INT, 1, 1, 1024, NULL, "layer number L (layer-scaled only): scores stored L times smaller", 0, "1..96"},
     {"mask", PF_PARAM_CHOICE, 0, 0, 2, pf_attn_mask_choices,
      "causal: query i sees keys j <= i + k_len - q_len (aligned bottom right; none for i < q_len - k_len: O = 0 under -inf); causal-top-left: j <= i "
-     "(F.scaled_dot_product_attention's is_causal)", 0},
-    {"mask_value", PF_PARAM_CHOICE, 0, 0, 2, pf_attn_maskval_choices, "what a masked score holds", 0},
+     "(F.scaled_dot_product_attention's is_causal)", 0, "none,causal,causal-top-left"},
+    {"mask_value", PF_PARAM_CHOICE, 0, 0, 2, pf_attn_maskval_choices, "what a masked score holds", 0, "-inf,-10000,lowest"},
     {"softmax_accum", PF_PARAM_CHOICE, 0, 0, 1, pf_attn_smacc_choices,
-     "softmax computed in fp32 or in the storage dtype (layer-scaled and flash: fp32 only)", 0},
-    {"block", PF_PARAM_INT, 64, 1, 4096, NULL, "key block size (flash only)", 0},
+     "softmax computed in fp32 or in the storage dtype (layer-scaled and flash: fp32 only)", 0, NULL},
+    {"block", PF_PARAM_INT, 64, 1, 4096, NULL, "key block size (flash only)", 0, "4,8,64,128"},
 };
 
 static int pf_attn_algo(const pf_case *c) { return pf_case_algo(c); }

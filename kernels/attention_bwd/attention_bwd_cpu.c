@@ -38,10 +38,10 @@ static const char *const pf_ab_mask_choices[] = {"none", "causal", "causal-top-l
 static const char *const pf_ab_delta_choices[] = {"fp32", "storage", NULL};
 static const pf_param_desc pf_ab_params[] = {
     {"mask", PF_PARAM_CHOICE, 0, 0, 2, pf_ab_mask_choices,
-     "causal: query i sees keys j <= i + k_len - q_len (none for i < q_len - k_len: its gradients 0); causal-top-left: j <= i", 0},
-    {"block", PF_PARAM_INT, 64, 1, 4096, NULL, "key block size of flash's forward (flash, flash-pdp)", 0},
+     "causal: query i sees keys j <= i + k_len - q_len (none for i < q_len - k_len: its gradients 0); causal-top-left: j <= i", 0, "none,causal,causal-top-left"},
+    {"block", PF_PARAM_INT, 64, 1, 4096, NULL, "key block size of flash's forward (flash, flash-pdp)", 0, "4,8,64,128"},
     {"delta", PF_PARAM_CHOICE, 0, 0, 1, pf_ab_delta_choices,
-     "the dtype D = rowsum is accumulated in (flash, flash-pdp): fp32 as FlashAttention-2, or the storage dtype", 0},
+     "the dtype D = rowsum is accumulated in (flash, flash-pdp): fp32 as FlashAttention-2, or the storage dtype", 0, NULL},
 };
 
 static size_t pf_ab_heads(const pf_case *c) { return c->shape[D_B] * c->shape[D_H]; }

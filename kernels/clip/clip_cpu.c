@@ -27,7 +27,7 @@
 static const char *const pf_clip_dims[] = {"tensors", "n"};
 static const char *const pf_clip_inputs[] = {"g"};
 static const pf_param_desc pf_clip_params[] = {
-    {"max_norm", PF_PARAM_REAL, 1.0, 0, 0x1p100, NULL, "clip when the global norm exceeds it", 0},
+    {"max_norm", PF_PARAM_REAL, 1.0, 0, 0x1p100, NULL, "clip when the global norm exceeds it", 0, "0.5,1,5"},
 };
 
 static int pf_clip_variant(const pf_case *c) { return pf_case_algo(c); }

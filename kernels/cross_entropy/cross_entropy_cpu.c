@@ -37,11 +37,11 @@ static const char *const pf_ce_inputs[] = {"logits", "target"};
 static const char *const pf_ce_reductions[] = {"mean", "sum", "none", NULL};
 static const pf_param_desc pf_ce_params[] = {
     {"label_smoothing", PF_PARAM_REAL, 0, 0, 1, NULL, "eps: the target is (1 - eps) one-hot + eps / cols uniform",
-     PF_HELD(PF_FP32)},
-    {"z_loss", PF_PARAM_REAL, 0, 0, 1, NULL, "z: adds z lse^2 to each row's loss (fused and chunked)", PF_HELD(PF_FP32)},
-    {"ignore_index", PF_PARAM_INT, -100, -16777216, 16777216, NULL, "a target equal to it: the row is ignored", 0},
-    {"reduction", PF_PARAM_CHOICE, 0, 0, 2, pf_ce_reductions, "of the per-row losses", 0},
-    {"chunk", PF_PARAM_INT, 4096, 1, 16777216, NULL, "columns per chunk of the running log-sum-exp (chunked only)", 0},
+     PF_HELD(PF_FP32), "0,0.1"},
+    {"z_loss", PF_PARAM_REAL, 0, 0, 1, NULL, "z: adds z lse^2 to each row's loss (fused and chunked)", PF_HELD(PF_FP32), "0,1e-4"},
+    {"ignore_index", PF_PARAM_INT, -100, -16777216, 16777216, NULL, "a target equal to it: the row is ignored", 0, NULL},
+    {"reduction", PF_PARAM_CHOICE, 0, 0, 2, pf_ce_reductions, "of the per-row losses", 0, "mean,sum,none"},
+    {"chunk", PF_PARAM_INT, 4096, 1, 16777216, NULL, "columns per chunk of the running log-sum-exp (chunked only)", 0, "256,1024,4096"},
 };
 
 static int pf_ce_red(const pf_case *c) { return (int)c->params[P_RED]; }

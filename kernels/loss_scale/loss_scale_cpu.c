@@ -26,14 +26,14 @@ enum { P_SCALE0 = 0, P_MINSCALE, P_WINDOW, P_HYST, P_DECAY, P_SPIKE_STEP, P_SPIK
 static const char *const pf_ls_dims[] = {"steps", "n"};
 static const char *const pf_ls_inputs[] = {"g"};
 static const pf_param_desc pf_ls_params[] = {
-    {"scale0", PF_PARAM_REAL, 0, 0, 0x1p64, NULL, "initial scale; 0: the variant's (2^32 deepspeed and megatron, 2^16 pytorch, static, deepspeed-0.19 and deepspeed-0.19-fp16)", PF_HELD(PF_FP32)},
-    {"min_scale", PF_PARAM_REAL, 0, 0, 0x1p64, NULL, "smallest scale; 0: the variant's (1; pytorch has none)", PF_HELD(PF_FP32)},
-    {"window", PF_PARAM_INT, 0, 0, 1e9, NULL, "steps without overflow before the scale doubles; 0: the variant's (1000; pytorch 2000)", 0},
-    {"hysteresis", PF_PARAM_INT, 0, 0, 1e6, NULL, "overflows tolerated before the scale halves; 0: the variant's (2; pytorch 1); deepspeed-0.19-fp16 ignores it, as DeepSpeed's FP16_Optimizer does", 0},
-    {"decay", PF_PARAM_REAL, 1, 0, 0x1p10, NULL, "the gradients of step s (from 0) are multiplied by decay^s", 0},
-    {"spike_step", PF_PARAM_INT, 0, 0, 1e9, NULL, "a step (from 1) whose gradients are multiplied by spike_mag; 0: none", 0},
-    {"spike_mag", PF_PARAM_REAL, 1, 0, 0x1p100, NULL, "the spike's factor", 0},
-    {"nonfinite_from", PF_PARAM_INT, 0, 0, 1e9, NULL, "from this step (from 1) on the true gradients are inf; 0: never", 0},
+    {"scale0", PF_PARAM_REAL, 0, 0, 0x1p64, NULL, "initial scale; 0: the variant's (2^32 deepspeed and megatron, 2^16 pytorch, static, deepspeed-0.19 and deepspeed-0.19-fp16)", PF_HELD(PF_FP32), "0,0x1p8,0x1p16,0x1p24"},
+    {"min_scale", PF_PARAM_REAL, 0, 0, 0x1p64, NULL, "smallest scale; 0: the variant's (1; pytorch has none)", PF_HELD(PF_FP32), NULL},
+    {"window", PF_PARAM_INT, 0, 0, 1e9, NULL, "steps without overflow before the scale doubles; 0: the variant's (1000; pytorch 2000)", 0, "0,2,4"},
+    {"hysteresis", PF_PARAM_INT, 0, 0, 1e6, NULL, "overflows tolerated before the scale halves; 0: the variant's (2; pytorch 1); deepspeed-0.19-fp16 ignores it, as DeepSpeed's FP16_Optimizer does", 0, "0,1,2"},
+    {"decay", PF_PARAM_REAL, 1, 0, 0x1p10, NULL, "the gradients of step s (from 0) are multiplied by decay^s", 0, NULL},
+    {"spike_step", PF_PARAM_INT, 0, 0, 1e9, NULL, "a step (from 1) whose gradients are multiplied by spike_mag; 0: none", 0, NULL},
+    {"spike_mag", PF_PARAM_REAL, 1, 0, 0x1p100, NULL, "the spike's factor", 0, NULL},
+    {"nonfinite_from", PF_PARAM_INT, 0, 0, 1e9, NULL, "from this step (from 1) on the true gradients are inf; 0: never", 0, NULL},
 };
 
 static int pf_ls_variant(const pf_case *c) { return pf_case_algo(c); }

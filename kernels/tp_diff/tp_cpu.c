@@ -28,37 +28,37 @@
 static const char *const pf_tp_dims[] = {"steps", "hidden", "ffn", "vocab", "seq"};
 static const char *const pf_tp_inputs[] = {"init", "grads", "gscale"};
 static const pf_param_desc pf_tp_params[PF_TP_NPARAMS] = {
-    {"max_norm", PF_PARAM_REAL, 1.0, 0x1p-60, 0x1p60, NULL, "clip the global gradient norm to this", 0},
-    {"lr", PF_PARAM_REAL, 1e-3, 0, 1, NULL, "Adam learning rate", 0},
-    {"beta1", PF_PARAM_REAL, 0.9, 0, 0.999999, NULL, "Adam beta1", 0},
-    {"beta2", PF_PARAM_REAL, 0.95, 0, 0.9999999, NULL, "Adam beta2", 0},
-    {"eps", PF_PARAM_REAL, 1e-8, 0x1p-100, 1, NULL, "Adam eps", 0},
-    {"wd", PF_PARAM_REAL, 0.1, 0, 1, NULL, "weight decay of the weights (none for LayerNorm parameters and biases)", 0},
-    {"microbatches", PF_PARAM_INT, 2, 1, 64, NULL, "micro-batch gradients accumulated per step", 0},
-    {"tied", PF_PARAM_INT, 1, 0, 1, NULL, "1: the embedding is tied to the LM head on a second pipeline stage (both runs PP=2)", 0},
+    {"max_norm", PF_PARAM_REAL, 1.0, 0x1p-60, 0x1p60, NULL, "clip the global gradient norm to this", 0, NULL},
+    {"lr", PF_PARAM_REAL, 1e-3, 0, 1, NULL, "Adam learning rate", 0, NULL},
+    {"beta1", PF_PARAM_REAL, 0.9, 0, 0.999999, NULL, "Adam beta1", 0, NULL},
+    {"beta2", PF_PARAM_REAL, 0.95, 0, 0.9999999, NULL, "Adam beta2", 0, NULL},
+    {"eps", PF_PARAM_REAL, 1e-8, 0x1p-100, 1, NULL, "Adam eps", 0, NULL},
+    {"wd", PF_PARAM_REAL, 0.1, 0, 1, NULL, "weight decay of the weights (none for LayerNorm parameters and biases)", 0, NULL},
+    {"microbatches", PF_PARAM_INT, 2, 1, 64, NULL, "micro-batch gradients accumulated per step", 0, NULL},
+    {"tied", PF_PARAM_INT, 1, 0, 1, NULL, "1: the embedding is tied to the LM head on a second pipeline stage (both runs PP=2)", 0, NULL},
     {"spread", PF_PARAM_REAL, 3, 0, 60, NULL,
-     "each step's gradients are scaled by 2^(spread x) with x in [-1, 1] from input gscale, around the clipping threshold", 0},
-    {"loss_scale", PF_PARAM_REAL, 0, 0, 0x1p60, NULL, "fp16: the static loss scale S (0: 2^12); bf16: must be 0", 0},
-    {"tp", PF_PARAM_INT, 2, 1, 2, NULL, "tensor-parallel ranks of the second run (the first is TP=1)", 0},
+     "each step's gradients are scaled by 2^(spread x) with x in [-1, 1] from input gscale, around the clipping threshold", 0, NULL},
+    {"loss_scale", PF_PARAM_REAL, 0, 0, 0x1p60, NULL, "fp16: the static loss scale S (0: 2^12); bf16: must be 0", 0, NULL},
+    {"tp", PF_PARAM_INT, 2, 1, 2, NULL, "tensor-parallel ranks of the second run (the first is TP=1)", 0, NULL},
     {"dp", PF_PARAM_INT, 1, 1, 2, NULL,
-     "data-parallel replicas of the second run, each summing its share of the micro-batches, the sums all-reduced", 0},
+     "data-parallel replicas of the second run, each summing its share of the micro-batches, the sums all-reduced", 0, NULL},
     {"experts", PF_PARAM_INT, 0, 0, 2, NULL,
      "2: an MoE layer's two experts (fc1, fc2 each); with dp=2 the second run is expert-parallel (EP=2, expert e on "
-     "replica e), the norm summing the experts over the expert group", 0},
+     "replica e), the norm summing the experts over the expert group", 0, NULL},
     {"comm", PF_PARAM_INT, 0, 0, 1, NULL,
      "1: gradients reduced over the data-parallel group in the storage dtype, as DeepSpeed's engine does by "
-     "default (every run: each replica's fp32 buffer rounded to bf16, the replicas' sum rounded again)", 0},
+     "default (every run: each replica's fp32 buffer rounded to bf16, the replicas' sum rounded again)", 0, NULL},
     {"scaler", PF_PARAM_INT, 0, 0, 1, NULL,
      "fp16: 0 a static loss scale; 1 the dynamic scaler, Megatron's DynamicGradScaler or, for the ZeRO variants, "
      "DeepSpeed's DynamicLossScaler (from loss_scale; steps whose gradients overflow are skipped on every rank, the "
      "scale halved after hysteresis of them and doubled after growth_interval steps without, DeepSpeed's after one "
-     "more)", 0},
-    {"growth_interval", PF_PARAM_INT, 1000, 1, 1000, NULL, "scaler=1: steps without an overflow before the scale doubles", 0},
-    {"hysteresis", PF_PARAM_INT, 2, 1, 64, NULL, "scaler=1: overflows before the scale halves", 0},
-    {"min_loss_scale", PF_PARAM_REAL, 1, 1, 0x1p60, NULL, "scaler=1: the scale is never halved below this", 0},
+     "more)", 0, NULL},
+    {"growth_interval", PF_PARAM_INT, 1000, 1, 1000, NULL, "scaler=1: steps without an overflow before the scale doubles", 0, NULL},
+    {"hysteresis", PF_PARAM_INT, 2, 1, 64, NULL, "scaler=1: overflows before the scale halves", 0, NULL},
+    {"min_loss_scale", PF_PARAM_REAL, 1, 1, 0x1p60, NULL, "scaler=1: the scale is never halved below this", 0, NULL},
     {"layers", PF_PARAM_INT, 1, 1, PF_TP_MAXLAYERS, NULL,
      "transformer layers, each ln1, qkv, proj, ln2, fc1, fc2 (more than one: named l0.ln1.w, l1.ln1.w, ...), before "
-     "the experts and the embeddings", 0},
+     "the experts and the embeddings", 0, NULL},
 };
 
 /* --- the parameter set --------------------------------------------------------------- */
