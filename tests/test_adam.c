@@ -56,13 +56,17 @@ static void test_adam_first_step_by_hand(void **state) {
 static double adam_first_moves(double t) {
   return 1 - 1e-3 * (0.05 / (1 - pow(0.9, t))) / (sqrt(0.00025 / (1 - pow(0.999, t))) + 1e-8);
 }
-static pf_verdict run_adam_step(pf_run *r, double step, const char *fault) {
+/* One element from p = 1, m = v = 0 with gradient g, at step t, under grad_scale and found_inf. */
+static pf_verdict run_one(pf_run *r, const char *variant, double g, double step, double scale, int found_inf,
+                          const char *fault) {
   pf_case c;
-  const double p = 1, g = 0.5, z = 0;
-  assert_int_equal(pf_case_init(&c, "adam", "fused", 1), PF_OK);
+  const double p = 1, z = 0;
+  assert_int_equal(pf_case_init(&c, "adam", variant, 1), PF_OK);
   c.dtype = PF_FP32;
   c.shape[0] = 1;
   assert_int_equal(pf_case_set_param(&c, "step", step), PF_OK);
+  assert_int_equal(pf_case_set_param(&c, "grad_scale", scale), PF_OK);
+  assert_int_equal(pf_case_set_param(&c, "found_inf", found_inf), PF_OK);
   snprintf(c.fault, sizeof c.fault, "%s", fault);
   set_values(&c.inputs[0], &p, 1);
   set_values(&c.inputs[1], &g, 1);
@@ -74,6 +78,7 @@ static pf_verdict run_adam_step(pf_run *r, double step, const char *fault) {
   pf_case_free(&c);
   return r->cmp.verdict;
 }
+static pf_verdict run_adam_step(pf_run *r, double step, const char *fault) { return run_one(r, "fused", 0.5, step, 1, 0, fault); }
 static void test_adam_step_count_in_bf16(void **state) {
   pf_run r;
   assert_true(fabs(adam_first_moves(1000) - 0.9974854) < 1e-6 && fabs(adam_first_moves(256) - 0.9984968) < 1e-6);
@@ -98,23 +103,7 @@ static void test_adam_step_count_in_bf16(void **state) {
  * m = v = 0 as they were although g[0] is inf, and a kernel that ignores it (PyTorch issue
  * 95781) steps with the inf. The other variants refuse both. */
 static pf_verdict run_scaled(pf_run *r, const char *variant, double g, double scale, int found_inf, const char *fault) {
-  pf_case c;
-  const double p = 1, z = 0;
-  assert_int_equal(pf_case_init(&c, "adam", variant, 1), PF_OK);
-  c.dtype = PF_FP32;
-  c.shape[0] = 1;
-  assert_int_equal(pf_case_set_param(&c, "grad_scale", scale), PF_OK);
-  assert_int_equal(pf_case_set_param(&c, "found_inf", found_inf), PF_OK);
-  snprintf(c.fault, sizeof c.fault, "%s", fault);
-  set_values(&c.inputs[0], &p, 1);
-  set_values(&c.inputs[1], &g, 1);
-  set_values(&c.inputs[2], &z, 1);
-  set_values(&c.inputs[3], &z, 1);
-  pf_oracle_opts o;
-  pf_oracle_opts_default(&o);
-  if (pf_run_case(&c, &o, r)) fail_msg("run failed: %s", pf_error_message());
-  pf_case_free(&c);
-  return r->cmp.verdict;
+  return run_one(r, variant, g, 1, scale, found_inf, fault);
 }
 static void test_adam_fused_grad_scale_and_found_inf(void **state) {
   const char *fused[] = {"torch-fused", "torch-fused-cuda"};

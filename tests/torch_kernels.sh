@@ -105,6 +105,16 @@ agree torch-adamw-foreach torch_adamw adam fp16 100.00 --param wd=0.1
 agree torch-adamw-foreach torch_adamw adam bf16 100.00 --param beta2=0x1.fefffffp-1
 agree torch-adamw-fused torch_adamw adam fp16 100.00 --param wd=0.01 --param beta1=0.3 --param step=7
 agree torch-adamw-fused torch_adamw adam bf16 100.00
+# what GradScaler hands the fused step: the gradients unscaled inside it, in fp32 and not stored
+# to T first (a scale of 1000: 27% of bf16 m differ if the quotient is stored first), and a found
+# inf that leaves everything as it was
+agree torch-adamw-fused torch_adamw adam bf16 100.00 --param grad_scale=1000
+agree torch-adamw-fused torch_adamw adam fp16 100.00 --param grad_scale=0x1p16 --param wd=0.1
+agree torch-adamw-fused torch_adamw adam bf16 100.00 --param grad_scale=0x1p16 --param found_inf=1
+n=$((n + 1))
+out=$("$P" --kernels "$(ex torch_adamw)" run -k adam -v torch-adamw-fused -t bf16 --cases 40 2>&1)
+[ $? -eq 0 ] && echo "$out" | grep -q "drawn per case .*: lr, beta2, eps, wd, step, grad_scale, found_inf$" ||
+  fail "run's defaults on the fused AdamW: $out"
 # denominators made by eps (v tiny): add_(eps) takes eps in bf16 on the single-tensor and
 # foreach paths (the fused kernel in fp32); the case make fuzz-torch found in CI and here
 EPS_DOMINATED="--param eps=0x1.0c6f7a0b5ed8dp-20 --param step=100000 --input p:scale=0x1p-48 --input v:scale=0x1p-40 --input m:scale=0x1p-30 --input g:scale=0x1p-30 --shape 64"
