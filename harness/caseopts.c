@@ -350,6 +350,7 @@ void reproduce_line(const pf_case *c, const run_opts *o, uint64_t seed, char *bu
   if (o->mpfr_only && n < len) n += (size_t)snprintf(buf + n, len - n, " --oracle mpfr");
   /* the parameters it does not name at their defaults, not drawn again */
   if (op_draws_params(op) && n < len) n += (size_t)snprintf(buf + n, len - n, " --at-defaults");
+  if (o->steps > 1 && n < len) n += (size_t)snprintf(buf + n, len - n, " --steps %llu", (unsigned long long)o->steps);
   if (n < len) snprintf(buf + n, len - n, " --seed %llu --cases 1", (unsigned long long)seed);
 }
 
@@ -450,5 +451,6 @@ void run_opts_init(run_opts *o, uint64_t cases) {
   o->seed = 1;
   o->cases = cases;
   o->oracle_prec = 256;
+  o->steps = 1;
   pf_gen_default(&o->gen);
 }

@@ -59,6 +59,7 @@ typedef struct {
                                  from their training values (pf_param_desc.train); 0: --at-defaults,
                                  tensor files, and every other command */
   unsigned long long drawn;   /* the parameters some case drew (bit per parameter index) */
+  uint64_t steps;             /* run --steps N: each case a trajectory of N steps (1: one step) */
 } run_opts;
 
 /* After the options: case k of N takes seed + k, which may not pass 2^64 - 1; generator

@@ -294,6 +294,51 @@ static void test_contract_generated(void **state) {
   }
 }
 
+/* Gradient accumulation over micro-batches (microbatches=2 of 4 rows, two columns): rows (0, 0),
+ * (0, 1), (0, 0) with target 0 and a fourth ignored. The batch's token-weighted mean is
+ * (2 ln 2 + softplus(1)) / 3 = 0.89985201621270450..., each row's gradient its own over 3 (row 2:
+ * -1/6 at the target). Each micro-batch's own mean averaged over the two (ce-microbatch-mean, HF
+ * transformers' gradient accumulation before 4.46): ((ln 2 + softplus(1)) / 2 + ln 2) / 2 =
+ * 0.84816260243950..., row 0's gradient -1/8, row 2's -1/4. PyTorch's variants refuse the
+ * parameter, and so does a micro-batch without a row. */
+static void test_microbatches(void **state) {
+  const double x[8] = {0, 0, 0, 1, 0, 0, 0, 0}, t[4] = {0, 0, 0, -100};
+  const double mean = (2 * 0.69314718055994531 + 1.31326168751822284) / 3;
+  const double mb = ((0.69314718055994531 + 1.31326168751822284) / 2 + 0.69314718055994531) / 2;
+  const char *vs[2] = {"fused", "chunked"};
+  for (int k = 0; k < 2; k++)
+    for (int f = 0; f < 2; f++) {
+      pf_case c;
+      make_case(&c, vs[k], PF_FP32, PF_FP32, 4, 2, x, t);
+      assert_int_equal(pf_case_set_param(&c, "microbatches", 2), PF_OK);
+      if (f) snprintf(c.fault, sizeof c.fault, "ce-microbatch-mean");
+      pf_run r;
+      const pf_verdict v = run_case(&r, &c);
+      assert_true(fabs(r.oracle.exact[4] - mean) < 1e-15);
+      assert_true(fabs(r.oracle.exact[5 + 4] - (-1.0 / 6)) < 1e-15);
+      if (!f) {
+        assert_int_equal(v, PF_V_OK);
+        assert_true(fabs(r.out[4] - mean) < 1e-6 && fabs(r.out[5 + 4] - (-1.0 / 6)) < 1e-7);
+      } else {
+        assert_true(pf_verdict_is_finding(v));
+        assert_true(fabs(r.out[4] - mb) < 1e-6);
+        assert_true(r.out[5] == -0.125 && r.out[5 + 4] == -0.25);
+      }
+      pf_run_free(&r);
+    }
+  pf_case c;
+  make_case(&c, "logsoftmax", PF_FP32, PF_FP32, 4, 2, x, t);
+  assert_int_equal(pf_case_set_param(&c, "microbatches", 2), PF_OK);
+  assert_int_equal(pf_case_validate(&c), PF_ERR_ARG);
+  assert_int_equal(pf_case_set_param(&c, "microbatches", 1), PF_OK);
+  pf_case_free(&c);
+  make_case(&c, "fused", PF_FP32, PF_FP32, 4, 2, x, t);
+  assert_int_equal(pf_case_set_param(&c, "microbatches", 5), PF_OK);
+  assert_int_equal(pf_case_validate(&c), PF_ERR_ARG);
+  assert_non_null(strstr(pf_error_message(), "at most one per row"));
+  pf_case_free(&c);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_two_equal_logits), cmocka_unit_test(test_closed_form_row),
@@ -301,6 +346,7 @@ int main(void) {
       cmocka_unit_test(test_faults),           cmocka_unit_test(test_validation),
       cmocka_unit_test(test_bound_is_tight),   cmocka_unit_test(test_contract_generated),
       cmocka_unit_test(test_grad_p_in_storage), cmocka_unit_test(test_confident_rows_generated),
+      cmocka_unit_test(test_microbatches),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -111,6 +111,14 @@ agree torch-adamw-fused torch_adamw adam bf16 100.00
 agree torch-adamw-fused torch_adamw adam bf16 100.00 --param grad_scale=1000
 agree torch-adamw-fused torch_adamw adam fp16 100.00 --param grad_scale=0x1p16 --param wd=0.1
 agree torch-adamw-fused torch_adamw adam bf16 100.00 --param grad_scale=0x1p16 --param found_inf=1
+# PyTorch's own bf16 AdamW over 100 steps (run --steps), no training loop written: from p = 1
+# with g = 1/2 it never moves while the exact trajectory reaches 0.900000002 (tests/cli_trajectory.sh
+# derives it), as the emulation says
+n=$((n + 1))
+out=$("$P" --kernels "$(ex torch_adamw)" run -k adam -v torch-adamw -t bf16 --shape 8 --steps 100 --input p:value=1 \
+  --input m:value=0 --input v:value=0 --input g:value=0.5 --at-defaults --cases 1 2>&1)
+echo "$out" | grep -q "stagnant: 8 of the 8 elements the exact trajectory moved an ulp or more never moved (p\[0\] stayed 1, exact 0.900000002)" ||
+  fail "PyTorch's AdamW as a trajectory: $out"
 n=$((n + 1))
 out=$("$P" --kernels "$(ex torch_adamw)" run -k adam -v torch-adamw-fused -t bf16 --cases 40 2>&1)
 [ $? -eq 0 ] && echo "$out" | grep -q "drawn per case .*: lr, beta2, eps, wd, step, grad_scale, found_inf$" ||

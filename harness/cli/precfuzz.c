@@ -26,6 +26,7 @@
 #include "harness/plugin.h"
 #include "harness/runner.h"
 #include "harness/tensorfile.h"
+#include "harness/trajectory.h"
 #include "harness/xml.h"
 #include "kernels/kernel.h"
 
@@ -184,6 +185,9 @@ static void print_help_run(void) {
       "      --cases N            number of cases (default 100)\n"
       "      --fault NAME         switch on a known fault of the variant\n"
       "      --param NAME=VALUE   a kernel parameter, e.g. alpha=0x1p-3, mask=causal\n"
+      "      --steps N            each case a trajectory of N steps, the kernel's state carried from step\n"
+      "                           to step beside the exact trajectory (adam): a step that breaks its\n"
+      "                           contract is a finding, what the steps lose (stagnant, biased) a hazard\n"
       "      --at-defaults        every parameter not given at its default; without it each case draws\n"
       "                           the ones with training values (precfuzz list: \"run draws it from\")\n"
       "                           from them where the variant takes the value; its lines name them\n"
@@ -705,6 +709,79 @@ static int run_variant(const pf_kernel *k, const run_opts *o, run_json *jcases, 
   return 0;
 }
 
+/* run --steps N: each case a trajectory of N steps of the variant (harness/trajectory.h): a step
+ * whose contract breaks is a finding; what the N steps lose against the exact trajectory, a
+ * hazard; then a summary over the cases. */
+static int run_trajectories(const pf_kernel *k, const run_opts *o, int *any_finding) {
+  if (!k->op->carry)
+    return usage_error("--steps: %s carries no state from one step to the next (adam does)", k->op->name);
+  pf_oracle_opts oo;
+  pf_oracle_opts_default(&oo);
+  oo.prec = o->oracle_prec;
+  oo.backend = o->backend;
+  uint64_t done = 0, with_finding = 0, stagnant = 0, biased = 0, printed = 0, worst_seed = 0;
+  unsigned long long drawn = 0;
+  double worst = 0, secs = 0;
+  const char *name = k->op->name, *var = k->variant, *dt = pf_dtype_name(o->dtype), *ac = pf_dtype_name(o->accum);
+  const char *watch = k->op->input_names[k->op->carry_watch];
+  for (uint64_t j = 0; j < o->cases && !pf_interrupted(); j++) {
+    const uint64_t seed = o->seed + j;
+    pf_case c;
+    const int rc = build_case_drawn(k, o, seed, &c, &drawn);
+    if (rc) return rc;
+    pf_trajectory t;
+    if (pf_trajectory_run(&c, o->steps, &oo, &t)) {
+      pf_case_free(&c);
+      return usage_error("%s", pf_error_message());
+    }
+    done++;
+    secs += t.seconds;
+    char rep[4096];
+    reproduce_line(&c, o, seed, rep, sizeof rep);
+    if (t.findings) {
+      with_finding++;
+      *any_finding = 1;
+      if (printed++ < o->max_print)
+        printf("FINDING %s/%s %s/%s seed %llu step %llu of %llu (%llu steps with a finding): %s\n  reproduce with: %s\n",
+               name, var, dt, ac, (unsigned long long)seed, (unsigned long long)t.first_step,
+               (unsigned long long)o->steps, (unsigned long long)t.findings, t.first, rep);
+    }
+    if (t.hazards >> PF_H_STAGNANT & 1) {
+      stagnant++;
+      if (printed++ < o->max_print)
+        printf("HAZARD %s/%s %s/%s seed %llu, %llu steps: stagnant: %zu of the %zu elements the exact trajectory moved "
+               "an ulp or more never moved (%s[%zu] stayed %.9g, exact %.9g)\n  reproduce with: %s\n",
+               name, var, dt, ac, (unsigned long long)seed, (unsigned long long)t.steps, t.stuck, t.moved, watch,
+               t.stuck_at, t.stuck_from, t.stuck_exact, rep);
+    }
+    if (t.hazards >> PF_H_BIASED & 1) {
+      biased++;
+      if (printed++ < o->max_print)
+        printf("HAZARD %s/%s %s/%s seed %llu, %llu steps: biased: after the last step the error's mean is %+.2f ulps "
+               "(t %.1f) over %zu elements\n  reproduce with: %s\n",
+               name, var, dt, ac, (unsigned long long)seed, (unsigned long long)t.steps, t.bias_mean, t.bias_t, t.n, rep);
+    }
+    if (t.median_ulps > worst || done == 1) worst = t.median_ulps, worst_seed = seed;
+    printf("  seed %llu: %s after %llu steps against the exact trajectory: median %.3g ulps, max %.3g (%s[%zu]); the "
+           "exact moved a median %.3g ulps from the start; mean signed error %+.3g ulps (t %.3g)\n",
+           (unsigned long long)seed, watch, (unsigned long long)t.steps, t.median_ulps, t.max_ulps, watch, t.max_at,
+           t.exact_moved_ulps, t.bias_mean, t.bias_t);
+    pf_case_free(&c);
+  }
+  printf("%s/%s %s/%s: %llu trajectories of %llu steps (seeds %llu..%llu): %llu with a step that breaks the contract; "
+         "stagnant %llu, biased %llu; worst median distance from the exact trajectory %.3g ulps (seed %llu); %.2f s\n",
+         name, var, dt, ac, (unsigned long long)done, (unsigned long long)o->steps, (unsigned long long)o->seed,
+         (unsigned long long)(o->seed + done - 1), (unsigned long long)with_finding, (unsigned long long)stagnant,
+         (unsigned long long)biased, worst, (unsigned long long)worst_seed, secs);
+  if (drawn) {
+    printf("  drawn per case from the values users train with (each line names its case's; --at-defaults: none):");
+    for (int p = 0, first = 1; p < k->op->nparams && p < 64; p++)
+      if (drawn >> p & 1) printf("%s %s", first ? "" : ",", k->op->params[p].name), first = 0;
+    printf("\n");
+  }
+  return 0;
+}
+
 static int run_command(run_opts *o);
 
 static int cmd_run(int argc, char **argv) {
@@ -719,6 +796,7 @@ static int cmd_run(int argc, char **argv) {
                                            {"tensors", required_argument, 0, O_TENSORS},
                                            {"max-print", required_argument, 0, O_MAXPRINT},
                                            {"at-defaults", no_argument, 0, O_ATDEFAULTS},
+                                           {"steps", required_argument, 0, O_STEPS},
                                            {0, 0, 0, 0}};
   opterr = 0;
   int at_defaults = 0;
@@ -744,6 +822,10 @@ static int cmd_run(int argc, char **argv) {
       if (parse_u64(optarg, &o.max_print)) return usage_error("--max-print: '%s' is not a count", optarg);
       break;
     case O_ATDEFAULTS: at_defaults = 1; break;
+    case O_STEPS:
+      if (parse_u64(optarg, &o.steps) || o.steps < 1 || o.steps > 10000000)
+        return usage_error("--steps: '%s' is not a number of steps in [1, 10^7]", optarg);
+      break;
     case 'h': print_help_run(); return 0;
     case ':': return usage_error("run: %s needs a value", argv[optind - 1]);
     default: return usage_error("run: unknown option '%s' (see precfuzz run --help)", argv[optind - 1]);
@@ -752,6 +834,9 @@ static int cmd_run(int argc, char **argv) {
   if (optind < argc) return usage_error("run: unexpected argument '%s'", argv[optind]);
   if (check_run_opts(&o)) return 2;
   if (o.tensors && !o.save_dir) return usage_error("--tensors needs --save-findings DIR");
+  if (o.steps > 1 && (o.json || o.save_dir || sarif || junit))
+    return usage_error("--steps: a trajectory prints its findings and hazards as lines; --json, --save-findings, "
+                       "--sarif and --junit take one-step runs only");
   if (!o.kernel) return usage_error("run: -k KERNEL is required (see precfuzz list)");
   const pf_op *op = pf_op_find(o.kernel);
   if (!op) return usage_error("-k: unknown kernel '%s' (see precfuzz list)", o.kernel);
@@ -854,7 +939,7 @@ static int run_command(run_opts *op_) {
       }
     }
     ran++;
-    if ((rc = run_variant(k, &o, jcases, &any_finding))) return rc;
+    if ((rc = o.steps > 1 ? run_trajectories(k, &o, &any_finding) : run_variant(k, &o, jcases, &any_finding))) return rc;
     if (pf_save_failed || pf_interrupted()) break; /* no next variant */
   }
   if (!ran)

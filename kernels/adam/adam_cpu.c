@@ -117,6 +117,19 @@ static pf_verdict pf_adam_refine(const pf_case *c, const pf_tensor *in, size_t i
   return (y == p0 && rounded != p0) ? PF_V_UNDERFLOW : v;
 }
 
+/* run --steps: the new p (the master where there is one), m and v are the next step's p, m, v;
+ * the gradient is drawn afresh; the step count advances */
+static unsigned pf_adam_carry(pf_case *c, const double *out, pf_tensor *state) {
+  const size_t n = c->shape[0];
+  for (size_t i = 0; i < n; i++) {
+    state[0].data[i] = out[2 * n + i];
+    state[2].data[i] = out[i];
+    state[3].data[i] = out[n + i];
+  }
+  c->params[P_STEP] += 1;
+  return 1u << 0 | 1u << 2 | 1u << 3;
+}
+
 static int pf_adam_input_dims(const pf_case *c, int i, int *d) {
   d[0] = 0; /* p, g, m, v [element] */
   return 1;
@@ -198,6 +211,8 @@ const pf_op pf_adam_op = {
     .cost = pf_adam_cost,
     .fuzz_decode = pf_decode_adam_fuzzer,
     .sweep = &pf_adam_sweep,
+    .carry = pf_adam_carry,
+    .carry_watch = 0,
 };
 
 static pf_status pf_adam_check(const pf_case *c) {

@@ -13,8 +13,16 @@ def adam(case, pv, gv, mv, vv):
     nobc = var == "no-bias-correction"
     bc1 = 1 if nobc else 1 - b1 ** t
     bc2 = 1 if nobc else 1 - b2 ** t
+    # the fused kernels' grad_scale (the gradients arrive times S) and found_inf (no step at all)
+    gs, skip = p.get("grad_scale", 1), int(p.get("found_inf", 0))
     M, V, P = [], [], []
     for p0, g0, m0, v0 in zip(pv, gv, mv, vv):
+        if skip:
+            M.append(m0)
+            V.append(v0)
+            P.append(p0)
+            continue
+        g0 = mpmath.mpf(g0) / gs
         g = g0 + wd * p0 if p["mode"] == "l2" else g0
         m = b1 * m0 + (1 - b1) * g
         v = b2 * v0 + (1 - b2) * g * g

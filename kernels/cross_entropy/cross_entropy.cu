@@ -79,13 +79,19 @@ __global__ void pf_ce_rows(pf_ce_launch L, const T *x, const long *target, A *lo
 template <typename A> __global__ void pf_ce_reduce(pf_ce_launch L, const A *loss, double *out, unsigned *fe_out) {
   if (blockIdx.x != 0 || threadIdx.x != 0) return;
   unsigned fe = 0;
-  A sum = pf_nat_to<A>(0.0f);
-  for (size_t i = 0; i < L.rows; i++) {
-    out[i] = pf_nat_f(loss[i]);
-    sum = pf_nat_add_ev(sum, loss[i], &fe);
+  A total = pf_nat_to<A>(0.0f);
+  for (size_t k = 0; k < L.microbatches; k++) { /* micro-batch k's sum (its mean share), added */
+    A sum = pf_nat_to<A>(0.0f);
+    for (size_t i = pf_ce_mb_first(L.rows, L.microbatches, k); i < pf_ce_mb_first(L.rows, L.microbatches, k + 1); i++) {
+      out[i] = pf_nat_f(loss[i]);
+      sum = pf_nat_add_ev(sum, loss[i], &fe);
+    }
+    if (L.microbatches == 1) total = sum;
+    else total = pf_nat_add_ev(total, L.mean ? pf_nat_from_double<A>((double)pf_nat_f(sum) / L.nc) : sum, &fe);
   }
   if (L.reduce) {
-    const A r = L.mean ? pf_nat_from_double<A>((double)pf_nat_f(sum) / L.nc) : sum;
+    const A sum = total;
+    const A r = L.mean && L.microbatches == 1 ? pf_nat_from_double<A>((double)pf_nat_f(sum) / L.nc) : sum;
     if (L.mean && isinf(pf_nat_f(r)) && isfinite(pf_nat_f(sum))) fe |= PF_FE_OVERFLOW;
     else if (L.mean && isnan(pf_nat_f(r)) && !isnan(pf_nat_f(sum))) fe |= PF_FE_INVALID;
     out[L.rows] = pf_nat_f(r);

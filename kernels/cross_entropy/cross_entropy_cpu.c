@@ -31,7 +31,7 @@
 
 #include "oracles/cross_entropy_mpfr.h"
 
-enum { P_EPS, P_Z, P_IGNORE, P_RED, P_CHUNK };
+enum { P_EPS, P_Z, P_IGNORE, P_RED, P_CHUNK, P_MB };
 static const char *const pf_ce_dims[] = {"rows", "cols"};
 static const char *const pf_ce_inputs[] = {"logits", "target"};
 static const char *const pf_ce_reductions[] = {"mean", "sum", "none", NULL};
@@ -42,6 +42,10 @@ static const pf_param_desc pf_ce_params[] = {
     {"ignore_index", PF_PARAM_INT, -100, -16777216, 16777216, NULL, "a target equal to it: the row is ignored", 0, NULL},
     {"reduction", PF_PARAM_CHOICE, 0, 0, 2, pf_ce_reductions, "of the per-row losses", 0, "mean,sum,none"},
     {"chunk", PF_PARAM_INT, 4096, 1, 16777216, NULL, "columns per chunk of the running log-sum-exp (chunked only)", 0, "256,1024,4096"},
+    {"microbatches", PF_PARAM_INT, 1, 1, 65536, NULL,
+     "the rows form this many micro-batches of gradient accumulation (contiguous, sizes within one), each run "
+     "alone; the mean divides each by the whole batch's count, the reduced loss adds their shares (fused, chunked)",
+     0, "1,2,4"},
 };
 
 static int pf_ce_red(const pf_case *c) { return (int)c->params[P_RED]; }
@@ -72,8 +76,8 @@ static int pf_ce_stages(const pf_case *c, pf_stage *st) {
 
 static int pf_ce_faults(const pf_case *c) {
   static const char *const names[] = {"ce-no-max", "ce-chunk-no-rescale", "ce-mean-counts-ignored", "ce-grad-no-zloss",
-                                      "ce-grad-p-in-storage"};
-  for (int i = 0; i < 5; i++)
+                                      "ce-grad-p-in-storage", "ce-microbatch-mean"};
+  for (int i = 0; i < 6; i++)
     if (strcmp(c->fault, names[i]) == 0) return 1 << i;
   return 0;
 }
@@ -148,7 +152,24 @@ pf_status pf_cross_entropy_cpu(const pf_case *c, const pf_tensor *in, double *ou
   double sum = 0, ssum = 0;
   pf_ce_cascade cas = {{0}};
   const int power = pf_ce_cascade_power(rows);
+  /* micro-batches (fused, chunked): each one's sum, its share of the mean (sum / the batch's
+   * count), the shares added; ce-microbatch-mean: each one's own mean, their average over m
+   * (per-micro-batch normalisation, as HF transformers' gradient accumulation before 4.46) */
+  const size_t m = (size_t)c->params[P_MB];
+  const int mbmean = faults & PF_CE_F_MICROBATCH_MEAN;
+  size_t mb = 0, mb_end = rows;
+  double total = 0, nk = nc, gi = g;
   for (size_t i = 0; i < rows; i++) {
+    if (m > 1 && (i == 0 || i == mb_end)) { /* micro-batch mb begins at row i */
+      if (i) {
+        total = pf_add(acc, total, red != PF_CE_MEAN ? sum : pf_div(acc, sum, mbmean ? nk : nc, fe), fe);
+        sum = 0, mb++;
+      }
+      mb_end = pf_ce_mb_first(rows, m, mb + 1);
+      nk = 0;
+      for (size_t r = i; r < mb_end; r++) nk += pf_ce_target(c, in, r) >= 0;
+      if (mbmean && red == PF_CE_MEAN) gi = pf_div(acc, pf_div(acc, 1.0, nk, fe), (double)m, fe);
+    }
     const long t = pf_ce_target(c, in, i);
     double *dx = out + rows + nr + i * cols;
     if (t < 0) {
@@ -159,7 +180,7 @@ pf_status pf_cross_entropy_cpu(const pf_case *c, const pf_tensor *in, double *ou
     const double *x = in[0].data + i * cols;
     if (!ls) {
       out[i] = pf_round_fe(lt, pf_ce_fused_row(algo, faults, acc, st, x, cols, (size_t)t, (size_t)c->params[P_CHUNK], eps,
-                                               z, g, dx, fe), fe);
+                                               z, gi, dx, fe), fe);
       sum = pf_add(acc, sum, out[i], fe);
       continue;
     }
@@ -179,6 +200,9 @@ pf_status pf_cross_entropy_cpu(const pf_case *c, const pf_tensor *in, double *ou
     double sm = pf_round_fe(st, ssum, fe);
     if (red == PF_CE_MEAN) sm = pf_round_fe(st, pf_div(PF_FP32, sm, nc, fe), fe);
     out[rows] = epsp == 0 ? nll : pf_ce_torch_smoothing(st, c1f, cef, nll, sm, fe);
+  } else if (nr && m > 1) {
+    total = pf_add(acc, total, red != PF_CE_MEAN ? sum : pf_div(acc, sum, mbmean ? nk : nc, fe), fe);
+    out[rows] = pf_round_fe(lt, mbmean && red == PF_CE_MEAN ? pf_div(acc, total, (double)m, fe) : total, fe);
   } else if (nr) out[rows] = pf_round_fe(lt, red == PF_CE_MEAN ? pf_div(acc, sum, nc, fe) : sum, fe);
   free(lp);
   return PF_OK;
@@ -321,7 +345,16 @@ static size_t pf_ce_bound_all(const pf_case *c, const pf_tensor *in, pf_bound *o
   pf_eb sum = pf_eb_exact(0), ssum = pf_eb_exact(0), lev[8];
   for (int j = 0; j < 8; j++) lev[j] = pf_eb_exact(0);
   double asum = 0, smag = 0;
+  /* micro-batches: each one's sum, its share (the sum / the batch's count for the mean), added */
+  const size_t m = (size_t)c->params[P_MB];
+  size_t mb = 0, mb_end = m > 1 ? pf_ce_mb_first(rows, m, 1) : rows;
+  pf_eb total = pf_eb_exact(0);
   for (size_t i = 0; i < rows; i++) {
+    if (m > 1 && i == mb_end) {
+      total = pf_eb_add(acc, total, mean ? pf_eb_div(acc, sum, pf_eb_const(acc, nc)) : sum);
+      sum = pf_eb_exact(0);
+      mb_end = pf_ce_mb_first(rows, m, ++mb + 1);
+    }
     const long t = pf_ce_target(c, in, i);
     pf_bound *b = out + rows + nr + i * cols;
     if (t < 0) {
@@ -352,9 +385,15 @@ static size_t pf_ce_bound_all(const pf_case *c, const pf_tensor *in, pf_bound *o
   }
   if (nr) {
     for (int j = 0; cpu && j < 8; j++) sum = pf_eb_add(st, sum, lev[j]);
-    sum.e += (double)rows * 0x1p-52 * asum;
     const pf_dtype rt = cpu ? st : acc; /* the CPU kernel divides in the storage dtype */
-    pf_eb R = mean ? pf_eb_div(rt, sum, pf_eb_const(rt, nc)) : sum;
+    pf_eb R;
+    if (m > 1) {
+      R = pf_eb_add(acc, total, mean ? pf_eb_div(acc, sum, pf_eb_const(acc, nc)) : sum);
+      R.e += (double)rows * 0x1p-52 * asum;
+    } else {
+      sum.e += (double)rows * 0x1p-52 * asum;
+      R = mean ? pf_eb_div(rt, sum, pf_eb_const(rt, nc)) : sum;
+    }
     if (ls && eps != 0) { /* PyTorch's smoothing of the reduced terms */
       ssum.e += (double)rows * 0x1p-52 * smag;
       pf_eb sm = pf_eb_store(st, ssum);
@@ -384,6 +423,12 @@ static pf_status pf_ce_check(const pf_case *c) {
   if (pf_case_algo(c) != PF_CE_CHUNKED && c->params[P_CHUNK] != pf_ce_params[P_CHUNK].def)
     return pf_error(PF_ERR_ARG, "chunk: %s/%s takes the whole row at once; the parameter is chunked's", c->kernel,
                     c->variant);
+  if (c->params[P_MB] > 1 && pf_ce_is_ls(pf_case_algo(c)))
+    return pf_error(PF_ERR_ARG, "microbatches: %s/%s is PyTorch's cross_entropy on one batch; fused and chunked take "
+                                "micro-batches", c->kernel, c->variant);
+  if (c->params[P_MB] > (double)c->shape[0])
+    return pf_error(PF_ERR_ARG, "microbatches: %.0f micro-batches of %zu rows: at most one per row", c->params[P_MB],
+                    c->shape[0]);
   const pf_gen *g = &c->inputs[1];
   if (c->ninputs < 2 || g->dist != PF_DIST_VALUES || !g->values) return PF_OK;
   for (size_t i = 0; i < g->nvalues; i++) {
@@ -482,10 +527,10 @@ const pf_op pf_cross_entropy_op = {
 #define PF_CE_DTYPES (PF_DT(PF_FP32) | PF_DT(PF_FP16) | PF_DT(PF_BF16))
 #define PF_CE_ACCUMS (PF_DT(PF_FP32) | PF_ACCUM_STORAGE)
 static const char *const pf_ce_faults_all[] = {"ce-no-max", "ce-mean-counts-ignored", "ce-grad-no-zloss",
-                                               "ce-grad-p-in-storage", NULL};
+                                               "ce-grad-p-in-storage", "ce-microbatch-mean", NULL};
 static const char *const pf_ce_faults_ls[] = {"ce-no-max", "ce-mean-counts-ignored", NULL};
 static const char *const pf_ce_faults_chunked[] = {"ce-no-max", "ce-chunk-no-rescale", "ce-mean-counts-ignored",
-                                                   "ce-grad-no-zloss", "ce-grad-p-in-storage", NULL};
+                                                   "ce-grad-no-zloss", "ce-grad-p-in-storage", "ce-microbatch-mean", NULL};
 #define PF_CE_CONTRACT_TAIL                                                                                           \
   "; the bound of each output follows the variant's operations with running error bounds (u |z| + sig/2 per "      \
   "rounding, 2 ulps per expf and logf), absolute, before the output's rounding; domain: finite logits, valid "     \
@@ -519,7 +564,12 @@ static pf_status pf_ce_cuda_case(const pf_case *c, const pf_tensor *in, double *
                           pf_round_fe(acc, c->params[P_Z], fe),
                           pf_div(acc, eps, (double)c->shape[1], fe),
                           red == PF_CE_MEAN ? pf_div(acc, 1.0, nc, fe) : 1.0,
-                          nc};
+                          nc,
+                          (size_t)c->params[P_MB]};
+  if (faults & PF_CE_F_MICROBATCH_MEAN) {
+    free(target);
+    return pf_error(PF_ERR_UNSUPPORTED, "the fault ce-microbatch-mean is the CPU emulation's only (--backend cpu)");
+  }
   st = fn(&L, in[0].data, target, out, fe);
   free(target);
   return st;

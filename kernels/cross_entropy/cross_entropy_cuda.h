@@ -20,6 +20,7 @@ typedef struct {
   int faults, mean, reduce; /* PF_CE_F_*; the mean (else the sum); a reduced loss at all */
   pf_dtype t, acc;
   double eps, z, ceps, g, nc;
+  size_t microbatches; /* the reduced loss: each micro-batch's sum (divided by nc for the mean), added */
 } pf_ce_launch;
 
 /* x: rows*cols logits (values of t); target: rows class indices, -1 for an ignored row; out:

@@ -1,6 +1,7 @@
 /* cross_entropy_fuzzer: bytes -> a cross-entropy case -> kernel vs oracle; aborts on a finding
  * inside the contract's domain.
- * Layout: [variant][dtype][accum][rows][cols*][reduction][smoothing][z-loss][chunk][mode] then
+ * Layout: [variant][dtype][accum][rows: bits 0-1 rows - 1, bits 2-7 the micro-batches (fused, chunked)]
+ *         [cols*][reduction][smoothing][z-loss][chunk][mode] then
  *   targets: one byte per row (255: the ignore index; else the byte modulo cols);
  *   mode even: raw bit patterns of the logits (2 bytes per fp16/bf16 element, 4 per fp32;
  *              missing ones are 0), so subnormals, infinities and NaNs occur;
@@ -22,10 +23,13 @@ int pf_decode_cross_entropy_fuzzer(const uint8_t *data, size_t size, pf_case *ou
   const pf_kernel *k = pf_fuzz_begin("cross_entropy", &b, &c);
   c.dtype = (pf_dtype)(pf_bytes_u8(&b) % PF_NDTYPES);
   c.accum = (pf_bytes_u8(&b) & 1) && pf_kernel_accepts(k, c.dtype, c.dtype) ? c.dtype : PF_FP32;
-  c.shape[0] = 1 + pf_bytes_u8(&b) % 4;
+  const uint8_t rb = pf_bytes_u8(&b);
+  c.shape[0] = 1 + rb % 4;
   c.shape[1] = pf_fuzz_dim(&b, 96, 4096);
   if (c.shape[1] > 96) c.shape[0] = 1; /* a long row: one of them (the oracle's cost) */
   const size_t rows = c.shape[0], cols = c.shape[1], n = rows * cols;
+  if (k->algo == PF_CE_FUSED || k->algo == PF_CE_CHUNKED) /* gradient accumulation over the rows */
+    pf_case_set_param(&c, "microbatches", 1 + (double)((size_t)(rb >> 2) % rows));
   pf_case_set_param(&c, "reduction", pf_bytes_u8(&b) % 3);
   const uint8_t ls = pf_bytes_u8(&b), zl = pf_bytes_u8(&b);
   pf_case_set_param(&c, "label_smoothing", ls < 128 ? 0 : (ls - 128) / 128.0);

@@ -26,7 +26,9 @@ enum { PF_CE_MEAN = 0, PF_CE_SUM = 1, PF_CE_NONE = 2 };
  * gradient's p - 1 (Liger-Kernel's fused cross-entropy until its PR 1329): harmless while p is
  * small, but as p -> 1 a bf16 p is 1 and the target's gradient is lost */
 enum { PF_CE_F_NO_MAX = 1, PF_CE_F_CHUNK_NO_RESCALE = 2, PF_CE_F_MEAN_COUNTS_IGNORED = 4, PF_CE_F_GRAD_NO_ZLOSS = 8,
-       PF_CE_F_GRAD_P_STORAGE = 16 };
+       PF_CE_F_GRAD_P_STORAGE = 16, PF_CE_F_MICROBATCH_MEAN = 32 };
+/* Micro-batch k of m over the rows (contiguous, sizes within one): rows [first, next first). */
+PF_HD size_t pf_ce_mb_first(size_t rows, size_t m, size_t k) { return k * rows / m; }
 
 /* log in acc: binary32 logf, rounded to acc (z >= 1 here: a sum with a term exp(0) = 1) */
 PF_HD double pf_ce_log(pf_dtype acc, double z, unsigned *fe) { return pf_round_fe(acc, (double)logf((float)z), fe); }
