@@ -181,6 +181,10 @@ typedef struct pf_op {
    * each step. carry_watch: the input whose trajectory is judged (Adam: the parameter). */
   unsigned (*carry)(pf_case *c, const double *out, pf_tensor *state);
   int carry_watch;
+  /* Optional: per hazard, the axis (as boundary's --along takes it) along which it comes with
+   * the configuration: run searches it once per variant and kind, from the first case that shows
+   * the hazard down to the axis's low end (Adam's stagnant v: "param:beta2"). */
+  const char *hazard_axis[PF_NHAZARDS];
 } pf_op;
 
 struct pf_kernel {

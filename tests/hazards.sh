@@ -32,6 +32,13 @@ n=$((n + 1))
 out=$("$P" run -k softmax -v safe -t fp16 -a fp16 --shape 1x4096 --input x:value=0 --at-defaults --cases 5 2>&1)
 [ "$(echo "$out" | grep -c '^HAZARD ')" -eq 1 ] && has "$out" "hazards in 5 cases: saturated 5, imprecise 5" &&
   has "$out" "saturated in all 5 cases: it comes with this configuration" || fail "one HAZARD line per kind: $out"
+# ... and run searches where it starts along the summed dimension, from the first case: the fp16
+# running sum stops at 2048, each of the n outputs is 1/2048, a row sums to n/2048, beyond
+# 1 + 2^-7 (fp16's threshold) from n = 2065; the line it prints runs the case there
+n=$((n + 1))
+has "$out" "saturated along dimension cols from seed 1's case: from 2065 up (2064: none)" &&
+  rep=$(echo "$out" | sed -n 's/^    at the boundary: //p') && echo "$rep" | grep -q -- "--shape 1x2065 " &&
+  eval "$rep" 2>&1 | grep -q "^HAZARD .*saturated" || fail "saturated's boundary from run: $out"
 for h in saturated imprecise; do
   boundary_is "passes up to 2064: ok; fails from 2065: ok (hazards saturated,imprecise)" -k softmax -v safe -t fp16 -a fp16 \
     --shape 1x4096 --input x:value=0 --along dim:cols --from 1000 --to 4096 --fail $h

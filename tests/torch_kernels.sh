@@ -135,7 +135,11 @@ out=$("$P" --kernels "$(ex torch_adamw)" replay tests/data/torch/adamw-foreach-b
 
 # the softmax driver on torch.softmax: no finding
 n=$((n + 1))
-out=$(PRECFUZZ_KERNELS="$(ex torch_softmax)" PF_FUZZ_VARIANT=torch-softmax "$F" -runs=2000 -seed=1 corpora/softmax_fuzzer 2>&1)
+# (a copy of the corpus: a libFuzzer build of the driver would write its new inputs into it)
+CORPUS=$(mktemp -d)
+cp corpora/softmax_fuzzer/* "$CORPUS"/
+out=$(PRECFUZZ_KERNELS="$(ex torch_softmax)" PF_FUZZ_VARIANT=torch-softmax "$F" -runs=2000 -seed=1 "$CORPUS" 2>&1)
+rm -rf "$CORPUS"
 [ $? -eq 0 ] && echo "$out" | grep -q "2000 mutated inputs .* no finding" || fail "fuzzing torch.softmax: $out"
 rm -f finding-softmax_fuzzer-*.json crash-*
 

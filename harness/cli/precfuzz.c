@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "harness/backend.h"
+#include "harness/boundary.h"
 #include "harness/case.h"
 #include "harness/interrupt.h"
 #include "harness/cli/cli.h"
@@ -551,6 +552,54 @@ static void print_bias_pool(const pf_bias_pool *p, uint64_t cases) {
   }
 }
 
+/* A hazard's boundary along the axis its operation names for it (pf_op.hazard_axis): a threshold
+ * search from the case that showed it down to the axis's low end, printed with the line that runs
+ * the case at the boundary. */
+static void print_hazard_boundary(const pf_case *tmpl, const run_opts *o, uint64_t seed, pf_hazard h) {
+  const pf_op *op = pf_op_find(tmpl->kernel);
+  const char *name = pf_hazard_name(h);
+  pf_axis a;
+  pf_fail_set fs;
+  double lo, hi;
+  if (pf_axis_parse(tmpl, op->hazard_axis[h], &a) || pf_fail_set_parse(name, &fs)) return;
+  pf_axis_limits(tmpl, &a, &lo, &hi);
+  if (a.kind == PF_AXIS_PARAM) hi = tmpl->params[a.index];
+  else if (a.kind == PF_AXIS_DIM) hi = (double)tmpl->shape[a.index];
+  char ax[128], rep[1536];
+  pf_axis_describe(tmpl, &a, ax, sizeof ax);
+  double secs = 0; /* a search runs some 40 cases, none larger than this one: not beyond half a minute */
+  if (pf_case_estimate(tmpl, &secs) == PF_OK && 40 * secs > 30) {
+    printf("  %s along %s: not searched here (about %.0f s); precfuzz boundary --fail %s --along %s does\n", name, ax,
+           40 * secs, name, op->hazard_axis[h]);
+    return;
+  }
+  pf_oracle_opts oo;
+  pf_oracle_opts_default(&oo);
+  oo.prec = o->oracle_prec;
+  oo.backend = o->backend;
+  pf_threshold th;
+  if (pf_boundary_threshold(tmpl, &a, lo, hi, fs, 16, &oo, &th)) {
+    printf("  %s's boundary along %s: not searched (%s)\n", name, ax, pf_error_message());
+    return;
+  }
+  if (!th.found) {
+    printf("  %s along %s from seed %llu's case: %s from %.9g up to the case's %.9g (%zu cases)\n", name, ax,
+           (unsigned long long)seed, pf_fails(fs, th.v_lo, th.fe_lo) ? "throughout" : "not at either end", th.lo, th.hi,
+           th.runs);
+    return;
+  }
+  const double bad = th.bad_above ? th.above : th.below, good = th.bad_above ? th.below : th.above;
+  axis_reproduce_line(tmpl, o, &a, bad, seed, rep, sizeof rep);
+  printf("  %s along %s from seed %llu's case: from %.17g %s (%.17g: none)%s; %zu cases\n    at the boundary: %s\n", name,
+         ax, (unsigned long long)seed, bad, th.bad_above ? "up" : "down", good,
+         th.changes > 1 ? ", not monotone on the grid" : "", th.runs, rep);
+}
+
+static void hazard_cases_free(pf_case *cs, unsigned kept) {
+  for (int h = 0; h < PF_NHAZARDS; h++)
+    if (kept >> h & 1) pf_case_free(&cs[h]);
+}
+
 static int run_variant(const pf_kernel *k, const run_opts *o, run_json *jcases, int *any_finding) {
   size_t counts[PF_NVERDICTS] = {0};
   int64_t max_ulps = 0;
@@ -561,6 +610,9 @@ static int run_variant(const pf_kernel *k, const run_opts *o, run_json *jcases, 
   uint64_t hazard_printed = 0;
   unsigned hazard_shown = 0; /* the hazard kinds a HAZARD line has shown: each once per run (one
                                 configuration), at its first case; --json has every case's */
+  pf_case hz_case[PF_NHAZARDS]; /* that first case, where the operation names the hazard's axis */
+  uint64_t hz_seed[PF_NHAZARDS] = {0};
+  unsigned hz_kept = 0;
   pf_oracle_opts oo;
   pf_oracle_opts_default(&oo);
   oo.prec = o->oracle_prec;
@@ -579,6 +631,7 @@ static int run_variant(const pf_kernel *k, const run_opts *o, run_json *jcases, 
       const int rc = build_case_drawn(k, o, o->seed + c0 + j, &cs[j], &drawn);
       if (rc) {
         for (uint64_t x = 0; x < j; x++) pf_case_free(&cs[x]);
+        hazard_cases_free(hz_case, hz_kept);
         return rc;
       }
     }
@@ -590,6 +643,7 @@ static int run_variant(const pf_kernel *k, const run_opts *o, run_json *jcases, 
     const pf_status st = pf_run_cases(cs, nc, &oo, rs);
     if (st) {
       for (uint64_t j = 0; j < nc; j++) pf_run_free(&rs[j]), pf_case_free(&cs[j]);
+      hazard_cases_free(hz_case, hz_kept);
       return usage_error("%s", pf_error_message());
     }
     for (uint64_t j = 0; j < nc; j++) {
@@ -630,6 +684,9 @@ static int run_variant(const pf_kernel *k, const run_opts *o, run_json *jcases, 
         junit_case(o->junit, &c, seed, &r, finding ? d : NULL, rep);
       }
       if (!jcases && (r.hazards & ~hazard_shown) && hazard_printed < o->max_print) {
+        for (int h = 0; h < PF_NHAZARDS; h++)
+          if ((r.hazards & ~hazard_shown) >> h & 1 && k->op->hazard_axis[h] && !pf_case_copy(&hz_case[h], &c))
+            hz_kept |= 1u << h, hz_seed[h] = seed;
         hazard_shown |= r.hazards;
         char rep[1536], hs[64];
         reproduce_line(&c, o, seed, rep, sizeof rep);
@@ -664,7 +721,10 @@ static int run_variant(const pf_kernel *k, const run_opts *o, run_json *jcases, 
   }
   if (progress.on && done < o->cases) fprintf(stderr, "\r\033[K"); /* interrupted: the line cleared */
   if (o->junit && done) junit_suite_end(o->junit, k, o);
-  if (!jcases && !done) return 0; /* interrupted before this variant began */
+  if (!jcases && !done) { /* interrupted before this variant began */
+    hazard_cases_free(hz_case, hz_kept);
+    return 0;
+  }
   const char *why = pf_save_failed ? "a finding could not be saved" : pf_interrupted() == SIGTERM ? "SIGTERM" : "Ctrl-C";
   if (jcases && done < o->cases) /* the JSON says "interrupted"; the line goes where a person reads */
     fprintf(stderr, "%s: %s (%s) after %llu of %llu cases of %s/%s\n", prog, pf_save_failed ? "stopped" : "interrupted",
@@ -693,8 +753,12 @@ static int run_variant(const pf_kernel *k, const run_opts *o, run_json *jcases, 
     for (int h = 0; h < PF_NHAZARDS && done > 1; h++)
       if (hz.hazard[h] == done)
         printf("  %s in all %llu cases: it comes with this configuration (variant, dtypes, shape, parameters) rather "
-               "than with the drawn values; precfuzz boundary --fail %s along a parameter finds where it starts\n",
-               pf_hazard_name((pf_hazard)h), (unsigned long long)done, pf_hazard_name((pf_hazard)h));
+               "than with the drawn values%s%s%s\n",
+               pf_hazard_name((pf_hazard)h), (unsigned long long)done,
+               hz_kept >> h & 1 ? "; where it starts: below" : "; precfuzz boundary --fail ",
+               hz_kept >> h & 1 ? "" : pf_hazard_name((pf_hazard)h), hz_kept >> h & 1 ? "" : " along a parameter finds where it starts");
+    for (int h = 0; h < PF_NHAZARDS; h++)
+      if (hz_kept >> h & 1) print_hazard_boundary(&hz_case[h], o, hz_seed[h], (pf_hazard)h);
     if (done > 1) print_bias_pool(&hz.bias, done);
     if (drawn) {
       printf("  drawn per case from the values users train with (each line names its case's; --at-defaults: none):");
@@ -706,6 +770,7 @@ static int run_variant(const pf_kernel *k, const run_opts *o, run_json *jcases, 
            " passes %lu with a finding and %lu with a hazard; rejects %lu that are ok without one\n",
            hz.tt_rejects, hz.tt_pass_finding, hz.tt_pass_hazard, hz.tt_reject_sound);
   }
+  hazard_cases_free(hz_case, hz_kept);
   return 0;
 }
 

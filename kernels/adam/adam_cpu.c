@@ -213,6 +213,7 @@ const pf_op pf_adam_op = {
     .sweep = &pf_adam_sweep,
     .carry = pf_adam_carry,
     .carry_watch = 0,
+    .hazard_axis = {[PF_H_STAGNANT] = "param:beta2"},
 };
 
 static pf_status pf_adam_check(const pf_case *c) {

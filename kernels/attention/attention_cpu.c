@@ -162,6 +162,7 @@ const pf_op pf_attention_op = {
     .cost = pf_attention_cost,
     .fuzz_decode = pf_decode_attention_fuzzer,
     .sweep = &pf_attention_sweep,
+    .hazard_axis = {[PF_H_SATURATED] = "dim:k_len"},
 };
 
 /* The dtype the softmax runs in. */

@@ -102,6 +102,7 @@ const pf_op pf_clip_op = {
     .cost = pf_clip_cost,
     .fuzz_decode = pf_decode_clip_fuzzer,
     .sweep = &pf_clip_sweep,
+    .hazard_axis = {[PF_H_SATURATED] = "dim:n"},
 };
 
 pf_clip_launch pf_clip_launch_of(const pf_case *c) {

@@ -110,6 +110,7 @@ const pf_op pf_softmax_op = {
     .cost = pf_softmax_cost,
     .fuzz_decode = pf_decode_softmax_fuzzer,
     .sweep = &pf_softmax_sweep,
+    .hazard_axis = {[PF_H_SATURATED] = "dim:cols"},
 };
 
 static int pf_softmax_algo(const pf_case *c) { return pf_case_algo(c); }
