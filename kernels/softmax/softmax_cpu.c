@@ -26,7 +26,7 @@ enum { P_ALPHA = 0, P_MASK = 1, P_MASKVAL = 2 };
 static const pf_param_desc pf_softmax_params[] = {
     {"alpha", PF_PARAM_REAL, 1.0, 0.0, 0x1p64, NULL,
      "multiplies x before the softmax (attention's 1/sqrt(d)); rounded to the accumulation dtype by the kernel", 0,
-     "1,0.125,0.08838834764831845"},
+     NULL /* not drawn: it would rescale what --scale asks for */},
     {"mask", PF_PARAM_CHOICE, 0, 0, 2, pf_mask_choices,
      "causal: row i sees columns j <= i + cols - rows (aligned bottom right; none for i < rows - cols: 0 under -inf); causal-top-left: j <= i", 0,
      "none,causal,causal-top-left"},
