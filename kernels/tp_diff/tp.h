@@ -88,6 +88,7 @@ typedef struct {
   int nblocks;
   pf_tp_block b[PF_TP_MAXBLOCKS];
   size_t n;          /* parameters, all blocks */
+  size_t resume;     /* the step after which the second run is saved and loaded (0: straight) */
   size_t head;       /* head contributions per step and micro-batch (V h if tied, else 0) */
   size_t nsync;      /* copy checks per step (pf_tp_sync_elem) */
 } pf_tp_layout;
@@ -114,7 +115,7 @@ static inline double pf_tp_coef(int algo, double max_norm, double norm) {
 /* Parameter indices (the table in tp_cpu.c). */
 enum { PF_TPP_MAXNORM = 0, PF_TPP_LR, PF_TPP_BETA1, PF_TPP_BETA2, PF_TPP_EPS, PF_TPP_WD, PF_TPP_MB, PF_TPP_TIED,
        PF_TPP_SPREAD, PF_TPP_LOSS_SCALE, PF_TPP_TP, PF_TPP_DP, PF_TPP_EXPERTS, PF_TPP_COMM, PF_TPP_SCALER,
-       PF_TPP_GROWTH_INTERVAL, PF_TPP_HYSTERESIS, PF_TPP_MIN_SCALE, PF_TPP_LAYERS, PF_TP_NPARAMS };
+       PF_TPP_GROWTH_INTERVAL, PF_TPP_HYSTERESIS, PF_TPP_MIN_SCALE, PF_TPP_LAYERS, PF_TPP_RESUME, PF_TP_NPARAMS };
 
 /* The loss scale of each step (fp16). Every step whose unscaled gradients hold an inf or NaN
  * (found on any rank: Megatron all-reduces found_inf with MAX over the model-parallel group,
@@ -176,7 +177,22 @@ static inline size_t pf_tp_run_at(const pf_tp_layout *L, int run, size_t s, int 
 static inline size_t pf_tp_norm_at(const pf_tp_layout *L, int run, size_t s, int slot) {
   return 2 * L->steps * L->nsync + 8 * L->steps * L->n + ((size_t)run * L->steps + s) * PF_TP_SLOTS + (size_t)slot;
 }
-static inline size_t pf_tp_output_count(const pf_tp_layout *L) { return pf_tp_norm_at(L, 2, 0, 0); }
+/* resume_at = k > 0 (the built-in variants): the second run also saved after step k, its ranks
+ * dropped and a fresh group loaded from the checkpoint for the steps after k, against the same
+ * run straight. Per step, per element (gathered as the second run's outputs): a code (0 bitwise
+ * equal, else 1 + the first of master, parameter, m, v that differs) and that difference; then
+ * per step and slot the rank's optimizer state beside its tensors: a code (0 equal, else 1 + the
+ * first of PF_TP_STATE that differs) and that difference. */
+enum { PF_TP_ST_TAKEN = 0, PF_TP_ST_SCALE, PF_TP_ST_GROWTH, PF_TP_ST_HYST, PF_TP_ST_ITER, PF_TP_NSTATE };
+static inline size_t pf_tp_resume_at(const pf_tp_layout *L, size_t s, size_t e) {
+  return pf_tp_norm_at(L, 2, 0, 0) + (s * L->n + e) * 2;
+}
+static inline size_t pf_tp_state_at(const pf_tp_layout *L, size_t s, int slot) {
+  return pf_tp_norm_at(L, 2, 0, 0) + 2 * L->steps * L->n + (s * PF_TP_SLOTS + (size_t)slot) * 2;
+}
+static inline size_t pf_tp_output_count(const pf_tp_layout *L) {
+  return pf_tp_norm_at(L, 2, 0, 0) + (L->resume ? 2 * L->steps * (L->n + PF_TP_SLOTS) : 0);
+}
 /* Copy check j (per step; in the second run): for each DP replica d, its replicated elements
  * on TP rank 1 against TP rank 0 (when tp is 2), then its tied embedding's copy on stage 1
  * against stage 0 (when tied); then for each replica d > 0 every element (gathered over TP)

@@ -12,14 +12,17 @@
  * them expert-parallel (EP=2 over the replicas), their norm summed over the expert group.
  * Faults (bugs the frameworks had; docs/kernels/tp-diff.md): tp-replicated-unclipped, norm-no-dedup, norm-not-allreduced,
  * tied-grad-unreduced, dp-grad-unreduced, expert-norm-averaged, expert-norm-local, expert-norm-dropped. */
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harness/runner.h"
 #include "kernels/adam/adam_math.h"
+#include "harness/checkpoint.h"
 #include "kernels/kernel.h"
 #include "kernels/tp_diff/tp.h"
 
@@ -59,6 +62,10 @@ static const pf_param_desc pf_tp_params[PF_TP_NPARAMS] = {
     {"layers", PF_PARAM_INT, 1, 1, PF_TP_MAXLAYERS, NULL,
      "transformer layers, each ln1, qkv, proj, ln2, fc1, fc2 (more than one: named l0.ln1.w, l1.ln1.w, ...), before "
      "the experts and the embeddings", 0, NULL},
+    {"resume_at", PF_PARAM_INT, 0, 0, 1e6, NULL,
+     "k > 0: the second run is also saved after step k (precfuzz's checkpoint format), every rank dropped, and a "
+     "fresh group loaded from it runs the rest; it must equal the same run straight, bit for bit (built-in variants)",
+     0, NULL},
 };
 
 /* --- the parameter set --------------------------------------------------------------- */
@@ -72,6 +79,7 @@ size_t pf_tp_nsync(const pf_case *c) {
 void pf_tp_layout_make(const pf_case *c, pf_tp_layout *L) {
   memset(L, 0, sizeof *L);
   L->steps = c->shape[0];
+  L->resume = (size_t)c->params[PF_TPP_RESUME];
   L->h = c->shape[1];
   L->f = c->shape[2];
   L->V = c->shape[3];
@@ -250,6 +258,7 @@ typedef struct {
   size_t *elem;            /* global indices held, in global order */
   double *master, *param, *m, *v, *g, *part;
   double *hist;            /* steps x nloc x 4 */
+  double *shist;           /* steps x PF_TP_NSTATE: the step count and the scaler after each step */
   double *norms;           /* steps: the gradient norm this rank's step computed (-1: skipped) */
   pf_tp_scaler sc;         /* this rank's loss scaler */
   size_t taken;            /* the steps taken (not skipped): Adam's step count */
@@ -271,7 +280,18 @@ typedef struct pf_tp_world {
   double group_board[8][2]; /* each rank's fp32 squared norm of its partition of each parameter group, DS_ZERO */
   pf_tp_rank rank[8]; /* rank[4 dp + 2 pp + tp] */
   pthread_t thread[8];
+  size_t s0, s1; /* the steps the ranks run now: [s0, s1) */
 } pf_tp_world;
+
+/* A rank's optimizer state beside its tensors after step s: what a checkpoint must carry too. */
+static void pf_tp_record_state(pf_tp_rank *me, size_t s) {
+  double *o = me->shist + s * PF_TP_NSTATE;
+  o[PF_TP_ST_TAKEN] = (double)me->taken;
+  o[PF_TP_ST_SCALE] = me->sc.scale;
+  o[PF_TP_ST_GROWTH] = (double)me->sc.growth_tracker;
+  o[PF_TP_ST_HYST] = (double)me->sc.cur_hysteresis;
+  o[PF_TP_ST_ITER] = (double)me->sc.cur_iter;
+}
 
 static int pf_tp_slot(int dp, int pp, int tp) { return dp * 4 + pp * 2 + tp; }
 
@@ -309,7 +329,7 @@ static void *pf_tp_rank_main(void *arg) {
   const pf_tp_rank *peer = w->PP == 2 ? &w->rank[pf_tp_slot(me->dp, 1 - me->pp, me->tp)] : NULL;
   const pf_tp_rank *replica = w->DP == 2 ? &w->rank[pf_tp_slot(1 - me->dp, me->pp, me->tp)] : NULL;
   const int zero = pf_tp_algo_zero(L->algo);
-  for (size_t s = 0; s < L->steps; s++) {
+  for (size_t s = w->s0; s < w->s1; s++) {
     const double S = me->sc.scale, inv = pf_round(F, 1.0 / S);
     /* 1-2. gradient buffers: this replica's micro-batches (stage 1: the LM head's
      * contributions to the tied weight), scaled until the unscale below */
@@ -528,6 +548,7 @@ static void *pf_tp_rank_main(void *arg) {
         o[PF_TP_M] = me->m[x];
         o[PF_TP_V] = me->v[x];
       }
+      pf_tp_record_state(me, s);
       continue;
     }
     me->taken++;
@@ -557,6 +578,7 @@ static void *pf_tp_rank_main(void *arg) {
       o[PF_TP_M] = me->m[x];
       o[PF_TP_V] = me->v[x];
     }
+    pf_tp_record_state(me, s);
   }
   return NULL;
 }
@@ -565,14 +587,14 @@ static void pf_tp_world_free(pf_tp_world *w) {
   for (int r = 0; r < 8; r++) {
     pf_tp_rank *k = &w->rank[r];
     free(k->elem), free(k->master), free(k->param), free(k->m), free(k->v), free(k->g), free(k->part), free(k->hist);
-    free(k->norms);
+    free(k->norms), free(k->shist);
   }
 }
 
-/* Runs TP x DP (with PP=2 when tied); on return w->rank[] hold the histories. The faults act
- * on the second run (TP=2 or DP=2). */
-static pf_status pf_tp_world_run(pf_tp_world *w, const pf_case *c, const pf_tp_layout *L, const pf_tensor *in, int TP,
-                                 int DP) {
+/* Sets up TP x DP (with PP=2 when tied): every rank's elements at their initial values, before
+ * step 1. The faults act on the second run (TP=2 or DP=2). */
+static pf_status pf_tp_world_init(pf_tp_world *w, const pf_case *c, const pf_tp_layout *L, const pf_tensor *in, int TP,
+                                  int DP) {
   memset(w, 0, sizeof *w);
   w->c = c;
   w->L = L;
@@ -623,13 +645,20 @@ static pf_status pf_tp_world_run(pf_tp_world *w, const pf_case *c, const pf_tp_l
       k->part = malloc(m * sizeof(double));
       k->hist = malloc(L->steps * m * 4 * sizeof(double));
       k->norms = malloc(L->steps * sizeof(double));
-      if (!k->master || !k->param || !k->m || !k->v || !k->g || !k->part || !k->hist || !k->norms)
+      k->shist = malloc(L->steps * PF_TP_NSTATE * sizeof(double));
+      if (!k->master || !k->param || !k->m || !k->v || !k->g || !k->part || !k->hist || !k->norms || !k->shist)
         return pf_error(PF_ERR_NOMEM, "tp: cannot allocate a rank's %zu elements", k->nloc);
       for (size_t x = 0; x < k->nloc; x++) {
         k->master[x] = w->init[k->elem[x]];
         k->param[x] = pf_round(L->dtype, k->master[x]);
       }
     }
+  return PF_OK;
+}
+
+/* Runs steps [s0, s1) on every rank; their histories fill in. */
+static pf_status pf_tp_world_steps(pf_tp_world *w, size_t s0, size_t s1) {
+  w->s0 = s0, w->s1 = s1;
   if (w->R > 1 && pthread_barrier_init(&w->bar, NULL, (unsigned)w->R)) return pf_error(PF_ERR_NOMEM, "tp: no barrier");
   int started = 0, failed = 0;
   for (int r = 0; r < w->R; r++) { /* rank r = (dp PP + pp) TP + tp */
@@ -643,6 +672,135 @@ static pf_status pf_tp_world_run(pf_tp_world *w, const pf_case *c, const pf_tp_l
   if (w->R > 1) pthread_barrier_destroy(&w->bar);
   if (failed) return pf_error(PF_ERR_NOMEM, "tp: cannot start the rank threads");
   return PF_OK;
+}
+
+/* Every step of TP x DP from the start: on return w->rank[] hold the histories. */
+static pf_status pf_tp_world_run(pf_tp_world *w, const pf_case *c, const pf_tp_layout *L, const pf_tensor *in, int TP,
+                                 int DP) {
+  const pf_status st = pf_tp_world_init(w, c, L, in, TP, DP);
+  return st ? st : pf_tp_world_steps(w, 0, L->steps);
+}
+
+/* --- the round trip (resume_at): save after step k, drop every rank, load, go on ---------- */
+
+/* A rank's number in a checkpoint: (dp PP + pp) TP + tp, as torch.distributed numbers them. */
+static pf_tp_rank *pf_tp_rank_at(pf_tp_world *w, int r) {
+  return &w->rank[pf_tp_slot(r / (w->TP * w->PP), (r / w->TP) % w->PP, r % w->TP)];
+}
+
+/* Every rank's master, parameter, m, v, step count and loss scaler after step `step`, as a
+ * checkpoint in dir (harness/checkpoint.h). */
+static pf_status pf_tp_save(pf_tp_world *w, const char *dir, size_t step) {
+  pf_checkpoint ck;
+  memset(&ck, 0, sizeof ck);
+  snprintf(ck.writer, sizeof ck.writer, "tp_diff/%s", w->c->variant);
+  ck.step = step;
+  pf_status st = PF_OK;
+  for (int r = 0; r < w->R && !st; r++) {
+    const pf_tp_rank *k = pf_tp_rank_at(w, r);
+    if (!st) st = pf_ckpt_put_tensor(&ck, r, "master", PF_FP32, k->master, k->nloc);
+    if (!st) st = pf_ckpt_put_tensor(&ck, r, "param", w->L->dtype, k->param, k->nloc);
+    if (!st) st = pf_ckpt_put_tensor(&ck, r, "exp_avg", PF_FP32, k->m, k->nloc);
+    if (!st) st = pf_ckpt_put_tensor(&ck, r, "exp_avg_sq", PF_FP32, k->v, k->nloc);
+    const double nums[7] = {(double)k->taken, k->sc.scale, (double)k->sc.cur_iter, (double)k->sc.last_overflow_iter,
+                            (double)k->sc.cur_hysteresis, (double)k->sc.growth_tracker, (double)k->sc.stopped};
+    static const char *const names[7] = {"step", "scale", "cur_iter", "last_overflow_iter", "cur_hysteresis",
+                                         "growth_tracker", "stopped"};
+    for (int i = 0; i < 7 && !st; i++) st = pf_ckpt_put_number(&ck, r, names[i], nums[i]);
+  }
+  if (!st) st = pf_checkpoint_write(dir, &ck);
+  pf_checkpoint_free(&ck);
+  return st;
+}
+
+/* A fresh group's state from the checkpoint in dir. The faults are what broken load code does:
+ * ckpt-master-from-param (the masters rebuilt from the low-precision weights), ckpt-last-stage-init
+ * (the last pipeline stage's copies back at their initial values: seed 004's LayerNorm),
+ * ckpt-adam-state-dropped (the first tensor's Adam state not loaded), ckpt-step-reset (the step
+ * count from 0: bias correction starts over), ckpt-scale-reset (the loss scaler at its start). */
+static pf_status pf_tp_load(pf_tp_world *w, const char *dir) {
+  pf_checkpoint ck;
+  pf_status st = pf_checkpoint_read(dir, &ck);
+  if (st) return st;
+  const char *f = w->c->fault;
+  const int f_master = strcmp(f, "ckpt-master-from-param") == 0, f_stage = strcmp(f, "ckpt-last-stage-init") == 0;
+  const int f_adam = strcmp(f, "ckpt-adam-state-dropped") == 0, f_step = strcmp(f, "ckpt-step-reset") == 0;
+  const int f_scale = strcmp(f, "ckpt-scale-reset") == 0;
+  if (ck.nranks != w->R) st = pf_error(PF_ERR_PARSE, "checkpoint %s: %d ranks, the group has %d", dir, ck.nranks, w->R);
+  for (int r = 0; r < w->R && !st; r++) {
+    pf_tp_rank *k = pf_tp_rank_at(w, r);
+    static const char *const tn[4] = {"master", "param", "exp_avg", "exp_avg_sq"};
+    double *into[4] = {k->master, k->param, k->m, k->v};
+    for (int q = 0; q < 4 && !st; q++) {
+      const pf_ckpt_tensor *t = pf_ckpt_tensor_of(&ck, r, tn[q]);
+      if (!t || t->n != k->nloc)
+        st = pf_error(PF_ERR_PARSE, "checkpoint %s: rank %d: tensor %s %s (the rank holds %zu elements)", dir, r, tn[q],
+                      t ? "has another length" : "missing", k->nloc);
+      else memcpy(into[q], t->data, k->nloc * sizeof(double));
+    }
+    static const char *const names[7] = {"step", "scale", "cur_iter", "last_overflow_iter", "cur_hysteresis",
+                                         "growth_tracker", "stopped"};
+    double v[7];
+    for (int i = 0; i < 7 && !st; i++) {
+      const pf_ckpt_number *x = pf_ckpt_number_of(&ck, r, names[i]);
+      if (!x) st = pf_error(PF_ERR_PARSE, "checkpoint %s: rank %d: number %s missing", dir, r, names[i]);
+      else v[i] = x->value;
+    }
+    if (st) break;
+    k->taken = (size_t)v[0];
+    k->sc.scale = v[1], k->sc.cur_iter = (long)v[2], k->sc.last_overflow_iter = (long)v[3];
+    k->sc.cur_hysteresis = (long)v[4], k->sc.growth_tracker = (long)v[5], k->sc.stopped = (int)v[6];
+    for (size_t x = 0; x < k->nloc; x++) {
+      if (f_master) k->master[x] = k->param[x];
+      if (f_stage && w->PP == 2 && k->pp == 1) k->master[x] = w->init[k->elem[x]], k->param[x] = pf_round(w->L->dtype, k->master[x]);
+      if (f_adam && pf_tp_block_of(w->L, k->elem[x], &(size_t){0}, &(size_t){0}) == 0) k->m[x] = k->v[x] = 0;
+    }
+    if (f_step) k->taken = 0;
+    if (f_scale) k->sc = pf_tp_scaler_start(w->L);
+  }
+  pf_checkpoint_free(&ck);
+  return st;
+}
+
+/* The second run with a round trip after step k: steps 1..k, saved to a checkpoint in a fresh
+ * directory, every rank's state dropped (its world freed), a fresh group set up and loaded from
+ * the checkpoint, steps k+1..N. On return w holds the whole run's histories, as a straight run's. */
+static pf_status pf_tp_world_resumed(pf_tp_world *w, const pf_case *c, const pf_tp_layout *L, const pf_tensor *in, int TP,
+                                     int DP) {
+  const char *tmp = getenv("TMPDIR");
+  char base[4096], dir[4200];
+  snprintf(base, sizeof base, "%s/precfuzz-ckpt-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  if (!mkdtemp(base)) return pf_error(PF_ERR_IO, "tp: cannot make a directory for the checkpoint (%s)", strerror(errno));
+  snprintf(dir, sizeof dir, "%s/step-%zu", base, L->resume);
+  pf_tp_world *before = malloc(sizeof *before);
+  pf_status st = before ? pf_tp_world_init(before, c, L, in, TP, DP) : pf_error(PF_ERR_NOMEM, "tp: out of memory");
+  if (!st) st = pf_tp_world_steps(before, 0, L->resume);
+  if (!st) st = pf_tp_save(before, dir, L->resume);
+  if (!st) st = pf_tp_world_init(w, c, L, in, TP, DP);
+  if (!st) st = pf_tp_load(w, dir);
+  if (!st) { /* the histories of the steps before the save are the first group's */
+    for (int r = 0; r < w->R; r++) {
+      const pf_tp_rank *a = pf_tp_rank_at(before, r);
+      pf_tp_rank *b = pf_tp_rank_at(w, r);
+      memcpy(b->hist, a->hist, L->resume * a->nloc * 4 * sizeof(double));
+      memcpy(b->norms, a->norms, L->resume * sizeof(double));
+      memcpy(b->shist, a->shist, L->resume * PF_TP_NSTATE * sizeof(double));
+      b->fe |= a->fe;
+    }
+    st = pf_tp_world_steps(w, L->resume, L->steps);
+  }
+  if (before) pf_tp_world_free(before);
+  free(before);
+  char p[4300];
+  snprintf(p, sizeof p, "%s/checkpoint.json", dir);
+  unlink(p);
+  for (int r = 0; r < PF_CKPT_MAX_RANKS; r++) {
+    snprintf(p, sizeof p, "%s/rank-%d.safetensors", dir, r);
+    unlink(p);
+  }
+  rmdir(dir);
+  rmdir(base);
+  return st;
 }
 
 /* The local index of global element e on a rank (binary search: elem is sorted). */
@@ -665,7 +823,39 @@ pf_status pf_tp_cpu(const pf_case *c, const pf_tensor *in, double *out, unsigned
     return pf_error(PF_ERR_NOMEM, "tp: cannot allocate the worlds");
   }
   pf_status st = pf_tp_world_run(w1, c, &L, in, 1, 1);
-  if (!st) st = pf_tp_world_run(w2, c, &L, in, L.tp, L.dp);
+  if (!st) st = L.resume ? pf_tp_world_resumed(w2, c, &L, in, L.tp, L.dp) : pf_tp_world_run(w2, c, &L, in, L.tp, L.dp);
+  if (!st && L.resume) { /* the round trip against the same run straight: bitwise */
+    pf_tp_world *ws = malloc(sizeof *ws);
+    st = ws ? pf_tp_world_run(ws, c, &L, in, L.tp, L.dp) : pf_error(PF_ERR_NOMEM, "tp: out of memory");
+    for (size_t s = 0; !st && s < L.steps; s++) {
+      for (size_t e = 0; e < L.n; e++) { /* every copy of e: the first one that differs */
+        double code = 0, diff = 0;
+        for (int r = 0; r < w2->R && code == 0; r++) {
+          const pf_tp_rank *a = pf_tp_rank_at(ws, r), *b = pf_tp_rank_at(w2, r);
+          const size_t x = pf_tp_local(a, e);
+          if (x >= a->nloc || a->elem[x] != e) continue;
+          const double *p = a->hist + (s * a->nloc + x) * 4, *q = b->hist + (s * b->nloc + x) * 4;
+          for (int k = 0; k < 4 && code == 0; k++)
+            if (memcmp(&p[k], &q[k], sizeof(double)) != 0) code = 1 + k, diff = q[k] - p[k];
+        }
+        out[pf_tp_resume_at(&L, s, e)] = code;
+        out[pf_tp_resume_at(&L, s, e) + 1] = isnan(diff) ? 0 : pf_round(PF_FP32, diff);
+      }
+      for (int slot = 0; slot < PF_TP_SLOTS; slot++) { /* each rank's step count and scaler */
+        double code = 0, diff = 0;
+        const int dp = slot / 4, pp = slot / 2 % 2, tp = slot % 2;
+        if (dp < w2->DP && pp < w2->PP && tp < w2->TP) {
+          const double *p = ws->rank[slot].shist + s * PF_TP_NSTATE, *q = w2->rank[slot].shist + s * PF_TP_NSTATE;
+          for (int k = 0; k < PF_TP_NSTATE && code == 0; k++)
+            if (p[k] != q[k]) code = 1 + k, diff = q[k] - p[k];
+        }
+        out[pf_tp_state_at(&L, s, slot)] = code;
+        out[pf_tp_state_at(&L, s, slot) + 1] = pf_round(PF_FP32, diff);
+      }
+    }
+    if (ws) pf_tp_world_free(ws);
+    free(ws);
+  }
   if (!st) {
     const pf_tp_rank *one = &w1->rank[0];
     for (size_t s = 0; s < L.steps; s++) {
@@ -739,7 +929,10 @@ static int pf_tp_stages(const pf_case *c, pf_stage *st) {
   st[1] = (pf_stage){"tp1", pf_tp_run_at(&L, 0, 0, 0, 0), 4 * L.steps * L.n, 0, PF_STAGE_MIXED, 0, {0}, PF_MEASURE_NONE};
   st[2] = (pf_stage){"tp2", pf_tp_run_at(&L, 1, 0, 0, 0), 4 * L.steps * L.n, 0, PF_STAGE_MIXED, 0, {0}, PF_MEASURE_NONE};
   st[3] = (pf_stage){"norms", pf_tp_norm_at(&L, 0, 0, 0), 2 * PF_TP_SLOTS * L.steps, 0, PF_STAGE_MIXED, 0, {0}, PF_MEASURE_NONE};
-  return 4;
+  if (!L.resume) return 4;
+  st[4] = (pf_stage){"resume", pf_tp_resume_at(&L, 0, 0), 2 * L.steps * (L.n + PF_TP_SLOTS), 0, PF_STAGE_MIXED, 0, {0},
+                     PF_MEASURE_NONE};
+  return 5;
 }
 
 /* Gradients around the clipping threshold: every step's are scaled so that at spread 0 the
@@ -761,6 +954,14 @@ static void pf_tp_prepare(const pf_case *c, pf_tensor *in) {
 }
 
 static pf_status pf_tp_check(const pf_case *c) {
+  if (c->params[PF_TPP_RESUME] != 0) {
+    if (c->params[PF_TPP_RESUME] >= (double)c->shape[0])
+      return pf_error(PF_ERR_ARG, "resume_at (%.0f) must be a step before the last (steps: %zu)", c->params[PF_TPP_RESUME],
+                      c->shape[0]);
+    if (pf_case_kernel(c) && pf_case_kernel(c)->like)
+      return pf_error(PF_ERR_UNSUPPORTED, "resume_at: the round trip is the built-in variants'; %s/%s's own save and "
+                                          "load are not wired to it yet", c->kernel, c->variant);
+  }
   if (c->params[PF_TPP_TP] == 2) {
     if (c->shape[1] % 2) return pf_error(PF_ERR_ARG, "hidden (%zu) must be even: TP=2 splits it (Megatron's divide())", c->shape[1]);
     if (c->shape[2] % 2) return pf_error(PF_ERR_ARG, "ffn (%zu) must be even: TP=2 splits it (Megatron's divide())", c->shape[2]);
@@ -871,15 +1072,50 @@ static pf_verdict pf_tp_refine(const pf_case *c, const pf_tensor *in, size_t i, 
   /* the copy checks come first */
   const size_t nsync = pf_tp_nsync(c);
   if (i < 2 * c->shape[0] * nsync) return i % 2 == 0 && y != 0 ? PF_V_DIVERGENT : PF_V_OK;
+  /* and the round trip's checks, at the end: the same pairs (code, difference) */
+  pf_tp_layout L;
+  pf_tp_layout_make(c, &L);
+  if (L.resume && i >= pf_tp_resume_at(&L, 0, 0)) return (i - pf_tp_resume_at(&L, 0, 0)) % 2 == 0 && y != 0 ? PF_V_DIVERGENT : PF_V_OK;
   return v == PF_V_OK || v == PF_V_RANGE ? v : PF_V_DIVERGENT;
 }
 
 static const char *const pf_tp_q[4] = {"master", "parameter", "m", "v"};
 
 /* Names the first finding: the earliest step; in it the copy checks, then TP=2, then TP=1. */
+static const char *const pf_tp_state_names[PF_TP_NSTATE] = {"step count", "loss scale", "growth tracker",
+                                                             "hysteresis tracker", "scaler iteration"};
+
 static void pf_tp_review(const pf_case *c, pf_run *r) {
   pf_tp_layout L;
   pf_tp_layout_make(c, &L);
+  /* the round trip first: the earliest step where the resumed run is not the straight one */
+  for (size_t s = 0; L.resume && s < L.steps; s++) {
+    for (int slot = 0; slot < PF_TP_SLOTS; slot++) {
+      const size_t x = pf_tp_state_at(&L, s, slot);
+      if (!pf_verdict_is_finding(r->cmp.elem[x])) continue;
+      snprintf(r->note, sizeof r->note,
+               "the run saved after step %zu and loaded into a fresh group: after step %zu the %s of DP replica %d, "
+               "pipeline stage %d, TP rank %d differs from the same run straight by %g (bound 0: a resumed run goes "
+               "on bit for bit)",
+               L.resume, s + 1, pf_tp_state_names[(int)r->out[x] - 1], slot / 4, slot / 2 % 2, slot % 2, r->out[x + 1]);
+      r->born = "resume";
+      r->born_at = x;
+      return;
+    }
+    for (size_t e = 0; e < L.n; e++) {
+      const size_t x = pf_tp_resume_at(&L, s, e);
+      if (!pf_verdict_is_finding(r->cmp.elem[x])) continue;
+      char name[64];
+      pf_tp_elem_name(&L, e, name, sizeof name);
+      snprintf(r->note, sizeof r->note,
+               "the run saved after step %zu and loaded into a fresh group: after step %zu %s's %s differs from the "
+               "same run straight by %.3g (bound 0: a resumed run goes on bit for bit)",
+               L.resume, s + 1, name, pf_tp_q[(int)r->out[x] - 1], r->out[x + 1]);
+      r->born = "resume";
+      r->born_at = x;
+      return;
+    }
+  }
   for (size_t s = 0; s < L.steps; s++) {
     for (size_t j = 0; j < L.nsync; j++) {
       const size_t x = pf_tp_sync_at(&L, s, j);
@@ -1039,21 +1275,25 @@ static void pf_tp_bound(const pf_case *c, const pf_tensor *in, pf_bound *out) {
 
 static const char *const pf_tp_faults[] = {"tp-replicated-unclipped", "norm-no-dedup", "norm-not-allreduced",
                                            "tied-grad-unreduced", "dp-grad-unreduced", "expert-norm-averaged",
-                                           "expert-norm-local", "expert-norm-dropped", NULL};
+                                           "expert-norm-local", "expert-norm-dropped",
+                                           "ckpt-master-from-param", "ckpt-last-stage-init", "ckpt-adam-state-dropped", "ckpt-step-reset", "ckpt-scale-reset", NULL};
 /* the fp16 variants' too: each rank skips on its own found_inf (not all-reduced) */
 static const char *const pf_tp_fp16_faults[] = {"tp-replicated-unclipped", "norm-no-dedup", "norm-not-allreduced",
                                                 "tied-grad-unreduced", "dp-grad-unreduced", "expert-norm-averaged",
-                                                "expert-norm-local", "expert-norm-dropped", "found-inf-local", NULL};
+                                                "expert-norm-local", "expert-norm-dropped", "found-inf-local",
+                                                "ckpt-master-from-param", "ckpt-last-stage-init", "ckpt-adam-state-dropped", "ckpt-step-reset", "ckpt-scale-reset", NULL};
 /* plain PyTorch has no experts here */
 static const char *const pf_tp_torch_faults[] = {"tp-replicated-unclipped", "norm-no-dedup", "norm-not-allreduced",
-                                                 "tied-grad-unreduced", "dp-grad-unreduced", NULL};
+                                                 "tied-grad-unreduced", "dp-grad-unreduced",
+                                                 "ckpt-master-from-param", "ckpt-last-stage-init", "ckpt-adam-state-dropped", "ckpt-step-reset", "ckpt-scale-reset", NULL};
 #define PF_TP_ZERO_CONTRACT                                                                                           \
   "replicated parameters bitwise equal across ranks after every step; TP=1 and gathered TP=2 or DP=2 master, "        \
   "parameter, m and v inside the set every summation order of the norm allows, through the bf16 accumulation, "      \
   "DeepSpeed's ZeRO coefficient and PyTorch's AdamW; the reported norm inside its set"
 /* DeepSpeed's ZeRO optimizer here has neither pipeline stages nor experts */
 static const char *const pf_tp_zero_faults[] = {"tp-replicated-unclipped", "norm-no-dedup", "norm-not-allreduced",
-                                                "dp-grad-unreduced", "found-inf-local", "unscale-after-update", NULL};
+                                                "dp-grad-unreduced", "found-inf-local", "unscale-after-update",
+                                                "ckpt-master-from-param", "ckpt-last-stage-init", "ckpt-adam-state-dropped", "ckpt-step-reset", "ckpt-scale-reset", NULL};
 static const pf_kernel pf_tp_tab[] = {
     {PF_KERNEL_ABI, &pf_tp_op, "megatron",
      "DeepSpeed BF16_Optimizer / Megatron: fp32 gradient buffers, fp32 norm of the deduplicated norm set, clip, FusedAdam",

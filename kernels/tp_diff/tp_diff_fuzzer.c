@@ -4,6 +4,9 @@
  * Layout: [variant][dtype and layout][steps][hidden][ffn][vocab][seq][microbatches][tied][lr]
  *         [beta1][beta2][eps][wd][max_norm][spread][loss scale][seed: 8 bytes][dist]
  *         [scale exponent of init][of grads]
+ * The steps byte s: 1 + s % 6 steps; when (s / 8) % 2 is 1 (half the inputs of a built-in
+ * variant with 2 steps or more) the second run is also saved after step 1 + (s / 16) % (steps - 1)
+ * and loaded into a fresh group (resume_at), early in the input so that short inputs reach it.
  * The dtype byte b: fp16 when b is odd (and the variant takes it), else bf16 (fp32 for a
  * variant with neither); when (b / 2) % 4 is 3 (a
  * quarter of the inputs: the TP faults need TP=2, the DP fault DP=2) the second run has two
@@ -45,7 +48,8 @@ int pf_decode_tp_diff_fuzzer(const uint8_t *data, size_t size, pf_case *out) {
   const uint8_t db = pf_bytes_u8(&b);
   c.dtype = db % 2 && (k->dtypes & PF_DT(PF_FP16)) ? PF_FP16 : (k->dtypes & PF_DT(PF_BF16)) ? PF_BF16 : PF_FP32;
   const int dp2 = db / 2 % 4 == 3, tp1 = db / 8 % 2, experts = db / 16 % 4 == 3;
-  c.shape[0] = 1 + pf_bytes_u8(&b) % 6;
+  const uint8_t sb = pf_bytes_u8(&b);
+  c.shape[0] = 1 + sb % 6;
   c.shape[1] = 2 * (1 + pf_bytes_u8(&b) % 8);
   c.shape[2] = 2 * (1 + pf_bytes_u8(&b) % 16);
   c.shape[3] = 2 + pf_bytes_u8(&b) % 32;
@@ -107,6 +111,7 @@ int pf_decode_tp_diff_fuzzer(const uint8_t *data, size_t size, pf_case *out) {
   }
   c.inputs[0].scale = ldexp(1.0, (int)(pf_bytes_u8(&b) % 16) - 12);
   c.inputs[1].scale = ldexp(1.0, (int)(pf_bytes_u8(&b) % 8) - 4);
+  if (!k->like && c.shape[0] > 1 && sb / 8 % 2) pf_case_set_param(&c, "resume_at", 1 + (double)(sb / 16 % (c.shape[0] - 1)));
   *out = c;
   return 1;
 }
