@@ -13,7 +13,19 @@
 #include "harness/fuzz/json_check.h"
 #include "harness/tensorfile.h"
 
-static char dir[256];
+static char dir[256], base_dir[256];
+
+/* the fixture's files, at exit: a fuzzing run leaves nothing in /tmp */
+static void pf_fixture_remove(void) {
+  static const char *const names[] = {"checkpoint.json", "rank-0.safetensors"};
+  char p[400];
+  for (int i = 0; i < 2; i++) {
+    snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+    unlink(p);
+  }
+  rmdir(dir);
+  rmdir(base_dir);
+}
 
 /* the fixture: a checkpoint whose json each input then replaces */
 static int pf_fixture(void) {
@@ -21,6 +33,8 @@ static int pf_fixture(void) {
   char base[] = "/tmp/precfuzz-ckpt-fuzz-XXXXXX";
   if (!mkdtemp(base)) return 0;
   snprintf(dir, sizeof dir, "%s/c", base);
+  snprintf(base_dir, sizeof base_dir, "%s", base);
+  atexit(pf_fixture_remove);
   pf_checkpoint ck;
   memset(&ck, 0, sizeof ck);
   const double m[3] = {1.5, -0x1p-149, 0x1.fffffep127}, p[3] = {1.5, 0.0, -2.0};
