@@ -238,7 +238,8 @@ def flat_offsets(opt):
 
 def shard_index(layer, tp, tp_rank):
     """{block name: the global indices of this rank's shard of it, in the shard's order}."""
-    key = ("index", tp, tp_rank, layer.case.shape)
+    # keyed by the blocks, as optimizer_for is: the shape alone does not say how many layers
+    key = ("index", tp, tp_rank, tuple((b.name, b.offset, b.rows, b.cols) for b in layer.blocks))
     if key not in _built:
         _built[key] = {b.name: torch.from_numpy(b.shard(np.arange(b.offset, b.offset + b.size).reshape(b.rows, b.cols),
                                                          tp_rank, tp).reshape(-1).astype(np.int64))
@@ -402,7 +403,8 @@ def engine_for(layer, kind, dp, tp):
     scaler and shape (every rank builds every layout, so that the engine's collectives at build
     have every rank), reset per case."""
     fp16 = layer.case.dtype == "fp16"
-    key = ("engine", kind, dp, tp, layer.case.shape, layer.case.dtype, layer.dynamic)
+    key = ("engine", kind, dp, tp, layer.case.shape, layer.case.dtype, layer.dynamic,
+           tuple((b.name, b.rows, b.cols) for b in layer.blocks))
     if key not in _engines:
         tp_rank = RANK if tp == 2 else 0
         mpu = Mpu(PAIR if tp == 2 else SINGLE[RANK], PAIR if dp == 2 else SINGLE[RANK])

@@ -327,7 +327,10 @@ def optimizer_for(layer, at, distopt, unmarked=False):
     `at` (stage 1 holds the LM head: the tied embedding alone): built once per layout, reset per
     case. unmarked: the fault embedding-unmarked."""
     dynamic = layer.dynamic
-    key = (at.tp, at.pp, at.dp, at.ep, layer.experts, distopt, unmarked, dynamic, layer.case.dtype, layer.case.shape)
+    # the blocks too: the shape alone does not say how many layers (a model built for one layer
+    # reused for a case of two named its parameters wrongly)
+    key = (at.tp, at.pp, at.dp, at.ep, layer.experts, distopt, unmarked, dynamic, layer.case.dtype, layer.case.shape,
+           tuple((b.name, b.rows, b.cols) for b in layer.blocks))
     fp16 = layer.case.dtype == "fp16"
     dtype = torch.float16 if fp16 else torch.bfloat16
     if key not in _built:

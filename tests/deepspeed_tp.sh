@@ -181,5 +181,12 @@ n=$((n + 1))
 out=$("$P" --kernels "$K" diff-tp -v deepspeed-bf16 --param tied=1 --cases 1 2>&1)
 [ $? -eq 2 ] && echo "$out" | grep -qx "precfuzz: tp_diff/deepspeed-bf16 takes tied in \[0, 0\] only, not 1" || fail "tied: $out"
 
+# one process, a case of one layer then one of two: the adapter's caches are keyed by the blocks
+# (keyed by the shape, the second reused the first's index and failed: KeyError 'l0.ln1.w')
+n=$((n + 1))
+out=$("$P" --kernels "ranks:2:$PY examples/deepspeed_tp.py" replay tests/data/tp/deepspeed-bf16-1-layer.json \
+  tests/data/tp/deepspeed-bf16-2-layers.json 2>&1)
+[ $? -eq 0 ] && [ "$(echo "$out" | grep -c 'tp_diff/deepspeed-bf16 bf16/fp32: ok$')" -eq 2 ] || fail "1 layer, then 2: $out"
+
 echo "deepspeed_tp: $((n - failed))/$n checks passed"
 [ $failed -eq 0 ]

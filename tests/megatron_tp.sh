@@ -151,5 +151,12 @@ out=$(rk diff-tp -v megatron-core-distopt-bf16 --param tied=0 --param dp=2 --par
 K="ranks:2:$PY examples/megatron_tp.py"
 rk_agrees megatron-core-bf16 70 --param tied=0
 
+# one process, a case of one layer then one of two: the model is cached by its blocks (keyed by
+# the shape, the second reused the one-layer model and failed: StopIteration)
+n=$((n + 1))
+out=$("$P" --kernels "ranks:2:$PY examples/megatron_tp.py" replay tests/data/tp/megatron-core-bf16-1-layer.json \
+  tests/data/tp/megatron-core-bf16-2-layers.json 2>&1)
+[ $? -eq 0 ] && [ "$(echo "$out" | grep -c 'tp_diff/megatron-core-bf16 bf16/fp32: ok$')" -eq 2 ] || fail "1 layer, then 2: $out"
+
 echo "megatron_tp: $((n - failed))/$n checks passed"
 [ $failed -eq 0 ]
