@@ -46,6 +46,32 @@ uint32_t pf_rng_u32(pf_rng *r) {
   return r->buf[r->pos++];
 }
 
+void pf_rng_small_init(pf_rng_small *r, uint64_t seed) {
+  r->seed = seed;
+  r->next_block = 0;
+  r->pos = 4;
+}
+
+uint32_t pf_rng_small_u32(pf_rng_small *r) {
+  if (r->pos == 4) {
+    const uint32_t key[2] = {(uint32_t)r->seed, (uint32_t)(r->seed >> 32)};
+    const uint64_t b = r->next_block++;
+    const uint32_t ctr[4] = {(uint32_t)(b / 65536), 0, (uint32_t)(b % 65536), 0};
+    pf_philox4x32_10(key, ctr, r->buf);
+    r->pos = 0;
+  }
+  return r->buf[r->pos++];
+}
+
+uint64_t pf_rng_small_below(pf_rng_small *r, uint64_t n) {
+  if (n <= 1) return 0;
+  const uint64_t limit = UINT64_MAX - UINT64_MAX % n;
+  for (;;) {
+    const uint64_t v = ((uint64_t)pf_rng_small_u32(r) << 32) | pf_rng_small_u32(r);
+    if (v < limit) return v % n;
+  }
+}
+
 double pf_rng_uniform(pf_rng *r) {
   const uint64_t hi = pf_rng_u32(r) >> 5, lo = pf_rng_u32(r) >> 6; /* 27 + 26 bits */
   return (double)((hi << 26) | lo) * 0x1p-53;

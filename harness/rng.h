@@ -39,6 +39,17 @@ uint64_t pf_rng_below(pf_rng *r, uint64_t n);
 double pf_rng_normal(pf_rng *r);
 /* Natural log with only IEEE +, -, *, / (deterministic everywhere); x > 0 finite. */
 double pf_det_log(double x);
+/* The same stream, word for word, a block (4 words) at a time: for a few draws (run's parameter
+ * draws) without pf_rng's buffer, which fills 4096 words on its first word. */
+typedef struct {
+  uint64_t seed, next_block;
+  uint32_t buf[4];
+  unsigned pos;
+} pf_rng_small;
+void pf_rng_small_init(pf_rng_small *r, uint64_t seed);
+uint32_t pf_rng_small_u32(pf_rng_small *r);
+/* As pf_rng_below: the same words, the same value. */
+uint64_t pf_rng_small_below(pf_rng_small *r, uint64_t n);
 /* A well-mixed 64-bit value from two (splitmix64 finaliser): derives per-tensor seeds. */
 uint64_t pf_seed_mix(uint64_t a, uint64_t b);
 

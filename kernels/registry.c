@@ -325,18 +325,17 @@ double pf_param_train_draw(const pf_param_desc *d, int i, uint64_t seed) {
   double vals[64], lo = 0, hi = 0;
   const int n = pf_param_train_parse(d, vals, 64, &lo, &hi);
   if (n < 0) return d->def;
-  pf_rng r; /* a stream per case and parameter: a draw does not depend on which others were drawn */
-  if (pf_rng_init(&r, pf_seed_mix(pf_seed_mix(seed, 0x7061726d73ULL /* "parms" */), (uint64_t)i))) return d->def;
+  pf_rng_small r; /* a stream per case and parameter: a draw does not depend on which others were drawn */
+  pf_rng_small_init(&r, pf_seed_mix(pf_seed_mix(seed, 0x7061726d73ULL /* "parms" */), (uint64_t)i));
   double v;
   if (n > 0) {
-    v = vals[pf_rng_below(&r, (uint64_t)n)];
+    v = vals[pf_rng_small_below(&r, (uint64_t)n)];
   } else { /* an octave [2^e, 2^(e+1)) within [lo, hi], then an integer uniformly in it */
     const int e0 = ilogb(lo), e1 = ilogb(hi);
-    const int e = e0 + (int)pf_rng_below(&r, (uint64_t)(e1 - e0 + 1));
+    const int e = e0 + (int)pf_rng_small_below(&r, (uint64_t)(e1 - e0 + 1));
     const double a = fmax(lo, ldexp(1, e)), b = fmin(hi, ldexp(1, e + 1) - 1);
-    v = a + (double)pf_rng_below(&r, (uint64_t)(b - a) + 1);
+    v = a + (double)pf_rng_small_below(&r, (uint64_t)(b - a) + 1);
   }
-  pf_rng_free(&r);
   return v;
 }
 

@@ -119,6 +119,20 @@ static void test_rng_below_is_in_range_and_unbiased(void **state) {
   pf_rng_free(&r);
 }
 
+/* The block-at-a-time stream is pf_rng's, word for word and draw for draw. */
+static void test_rng_small_is_the_same_stream(void **state) {
+  (void)state;
+  for (uint64_t seed = 0; seed < 5; seed++) {
+    pf_rng a;
+    pf_rng_small b;
+    assert_int_equal(pf_rng_init(&a, seed * 0x9e3779b97f4a7c15ull), PF_OK);
+    pf_rng_small_init(&b, seed * 0x9e3779b97f4a7c15ull);
+    for (int i = 0; i < 5000; i++) assert_int_equal(pf_rng_u32(&a), pf_rng_small_u32(&b)); /* past 4096: a refill */
+    for (uint64_t n = 1; n < 2000; n += 7) assert_true(pf_rng_below(&a, n) == pf_rng_small_below(&b, n));
+    pf_rng_free(&a);
+  }
+}
+
 static void test_tensor_same_seed_same_bits(void **state) {
   pf_gen g;
   pf_gen_default(&g);
@@ -168,6 +182,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_rng_philox_known_answers),
       cmocka_unit_test(test_rng_stream_block_order),
+      cmocka_unit_test(test_rng_small_is_the_same_stream),
       cmocka_unit_test(test_rng_matches_curand_host_generator),
       cmocka_unit_test(test_rng_det_log),
       cmocka_unit_test(test_rng_normal_moments),
