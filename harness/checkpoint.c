@@ -19,8 +19,10 @@
 pf_status pf_ckpt_put_tensor(pf_checkpoint *ck, int r, const char *name, pf_dtype t, const double *v, size_t n) {
   if (r < 0 || r >= PF_CKPT_MAX_RANKS) return pf_error(PF_ERR_ARG, "checkpoint: rank %d beyond %d ranks", r, PF_CKPT_MAX_RANKS);
   pf_ckpt_rank *k = &ck->rank[r];
-  if (k->ntensors == PF_CKPT_MAX_TENSORS || strlen(name) >= PF_CKPT_NAME)
-    return pf_error(PF_ERR_ARG, "checkpoint: rank %d: no room for tensor '%s'", r, name);
+  if (strlen(name) >= PF_CKPT_NAME)
+    return pf_error(PF_ERR_ARG, "checkpoint: rank %d: tensor name '%.60s' longer than %d characters", r, name, PF_CKPT_NAME - 1);
+  if (k->ntensors == PF_CKPT_MAX_TENSORS)
+    return pf_error(PF_ERR_ARG, "checkpoint: rank %d: more than %d tensors ('%s')", r, PF_CKPT_MAX_TENSORS, name);
   for (size_t i = 0; i < n; i++)
     if (!isnan(v[i]) && !pf_dtype_holds(t, v[i]))
       return pf_error(PF_ERR_ARG, "checkpoint: rank %d: %s[%zu] = %.17g is not a %s value", r, name, i, v[i], pf_dtype_name(t));
@@ -38,8 +40,10 @@ pf_status pf_ckpt_put_tensor(pf_checkpoint *ck, int r, const char *name, pf_dtyp
 pf_status pf_ckpt_put_number(pf_checkpoint *ck, int r, const char *name, double v) {
   if (r < 0 || r >= PF_CKPT_MAX_RANKS) return pf_error(PF_ERR_ARG, "checkpoint: rank %d beyond %d ranks", r, PF_CKPT_MAX_RANKS);
   pf_ckpt_rank *k = &ck->rank[r];
-  if (k->nnumbers == PF_CKPT_MAX_NUMBERS || strlen(name) >= PF_CKPT_NAME)
-    return pf_error(PF_ERR_ARG, "checkpoint: rank %d: no room for number '%s'", r, name);
+  if (strlen(name) >= PF_CKPT_NAME)
+    return pf_error(PF_ERR_ARG, "checkpoint: rank %d: number name '%.60s' longer than %d characters", r, name, PF_CKPT_NAME - 1);
+  if (k->nnumbers == PF_CKPT_MAX_NUMBERS)
+    return pf_error(PF_ERR_ARG, "checkpoint: rank %d: more than %d numbers ('%s')", r, PF_CKPT_MAX_NUMBERS, name);
   snprintf(k->numbers[k->nnumbers].name, PF_CKPT_NAME, "%s", name);
   k->numbers[k->nnumbers++].value = v;
   if (r >= ck->nranks) ck->nranks = r + 1;
@@ -66,8 +70,7 @@ void pf_checkpoint_free(pf_checkpoint *ck) {
   memset(ck, 0, sizeof *ck);
 }
 
-/* The files a partial checkpoint directory may hold, then the directory. */
-static void pf_ckpt_remove_partial(const char *dir) {
+void pf_checkpoint_remove(const char *dir) {
   DIR *d = opendir(dir);
   if (!d) return;
   for (struct dirent *e; (e = readdir(d));) {
@@ -85,7 +88,7 @@ pf_status pf_checkpoint_write(const char *dir, const pf_checkpoint *ck) {
   if (stat(dir, &sb) == 0) return pf_error(PF_ERR_ARG, "checkpoint %s: already exists (a checkpoint is never written over)", dir);
   char tmp[4096], path[4200];
   if (snprintf(tmp, sizeof tmp, "%s.partial", dir) >= (int)sizeof tmp) return pf_error(PF_ERR_ARG, "checkpoint: path too long");
-  pf_ckpt_remove_partial(tmp); /* what an interrupted write left */
+  pf_checkpoint_remove(tmp); /* what an interrupted write left */
   if (mkdir(tmp, 0777) != 0) return pf_error(PF_ERR_IO, "checkpoint %s: cannot create %s (%s)", dir, tmp, strerror(errno));
   pf_status st = PF_OK;
   cJSON *root = cJSON_CreateObject(), *ranks = cJSON_AddArrayToObject(root, "ranks");
@@ -129,7 +132,7 @@ pf_status pf_checkpoint_write(const char *dir, const pf_checkpoint *ck) {
   }
   free(text);
   if (!st && rename(tmp, dir) != 0) st = pf_error(PF_ERR_IO, "checkpoint %s: cannot rename %s into place (%s)", dir, tmp, strerror(errno));
-  if (st) pf_ckpt_remove_partial(tmp);
+  if (st) pf_checkpoint_remove(tmp);
   return st;
 }
 

@@ -57,5 +57,7 @@ const pf_ckpt_number *pf_ckpt_number_of(const pf_checkpoint *ck, int r, const ch
 pf_status pf_checkpoint_write(const char *dir, const pf_checkpoint *ck);
 pf_status pf_checkpoint_read(const char *dir, pf_checkpoint *out);
 void pf_checkpoint_free(pf_checkpoint *ck);
+/* Removes a checkpoint directory: its files, then it (a partial one too). */
+void pf_checkpoint_remove(const char *dir);
 
 #endif

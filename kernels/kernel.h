@@ -177,7 +177,7 @@ typedef struct pf_op {
   /* Optional: the state one step hands the next (run --steps N runs a one-step kernel as a
    * trajectory: harness/trajectory.h). From a step's outputs (the kernel's, or the exact values)
    * it writes the next step's state inputs into state[k].data (each state[k].n values), advances
-   * c's step parameters, and returns a bit per input it set; the other inputs are drawn afresh
+   * c's step parameters (and changes nothing else of c), and returns a bit per input it set; the other inputs are drawn afresh
    * each step. carry_watch: the input whose trajectory is judged (Adam: the parameter). */
   unsigned (*carry)(pf_case *c, const double *out, pf_tensor *state);
   int carry_watch;

@@ -99,6 +99,7 @@ static void test_checkpoint_refuses_broken_ones(void **state) {
       {"0,/\"n\":\\t3/s//\"n\":\\t4/", "declared fp32 of 4"},
       {"0,/\"0x1p+16\"/s//\"lots\"/", "'scale' is not a number"},
       {"s/\"writer\":/\"extra\": 1, \"writer\":/", "exactly format, writer, step and ranks"},
+      {"s/\"scale\":/\"a_number_name_of_more_than_forty_seven_characters_x\":/", "longer than 47 characters"},
   };
   for (size_t i = 0; i < sizeof edits / sizeof edits[0]; i++) {
     snprintf(dir, sizeof dir, "%s/edit%zu", base, i);

@@ -595,6 +595,15 @@ static void print_hazard_boundary(const pf_case *tmpl, const run_opts *o, uint64
          th.changes > 1 ? ", not monotone on the grid" : "", th.runs, rep);
 }
 
+/* The summary's line naming the parameters some case drew (none: no line). */
+static void print_drawn(const pf_op *op, unsigned long long drawn) {
+  if (!drawn) return;
+  printf("  drawn per case from the values users train with (each line names its case's; --at-defaults: none):");
+  for (int p = 0, first = 1; p < op->nparams && p < 64; p++)
+    if (drawn >> p & 1) printf("%s %s", first ? "" : ",", op->params[p].name), first = 0;
+  printf("\n");
+}
+
 static void hazard_cases_free(pf_case *cs, unsigned kept) {
   for (int h = 0; h < PF_NHAZARDS; h++)
     if (kept >> h & 1) pf_case_free(&cs[h]);
@@ -760,12 +769,7 @@ static int run_variant(const pf_kernel *k, const run_opts *o, run_json *jcases, 
     for (int h = 0; h < PF_NHAZARDS; h++)
       if (hz_kept >> h & 1) print_hazard_boundary(&hz_case[h], o, hz_seed[h], (pf_hazard)h);
     if (done > 1) print_bias_pool(&hz.bias, done);
-    if (drawn) {
-      printf("  drawn per case from the values users train with (each line names its case's; --at-defaults: none):");
-      for (int p = 0, first = 1; p < k->op->nparams && p < 64; p++)
-        if (drawn >> p & 1) printf("%s %s", first ? "" : ",", k->op->params[p].name), first = 0;
-      printf("\n");
-    }
+    print_drawn(k->op, drawn);
     printf("  torch.testing.assert_close (default tolerance, against the correctly rounded result) rejects %lu cases;"
            " passes %lu with a finding and %lu with a hazard; rejects %lu that are ok without one\n",
            hz.tt_rejects, hz.tt_pass_finding, hz.tt_pass_hazard, hz.tt_reject_sound);
@@ -838,12 +842,7 @@ static int run_trajectories(const pf_kernel *k, const run_opts *o, int *any_find
          name, var, dt, ac, (unsigned long long)done, (unsigned long long)o->steps, (unsigned long long)o->seed,
          (unsigned long long)(o->seed + done - 1), (unsigned long long)with_finding, (unsigned long long)stagnant,
          (unsigned long long)biased, worst, (unsigned long long)worst_seed, secs);
-  if (drawn) {
-    printf("  drawn per case from the values users train with (each line names its case's; --at-defaults: none):");
-    for (int p = 0, first = 1; p < k->op->nparams && p < 64; p++)
-      if (drawn >> p & 1) printf("%s %s", first ? "" : ",", k->op->params[p].name), first = 0;
-    printf("\n");
-  }
+  print_drawn(k->op, drawn);
   return 0;
 }
 

@@ -791,14 +791,7 @@ static pf_status pf_tp_world_resumed(pf_tp_world *w, const pf_case *c, const pf_
   }
   if (before) pf_tp_world_free(before);
   free(before);
-  char p[4300];
-  snprintf(p, sizeof p, "%s/checkpoint.json", dir);
-  unlink(p);
-  for (int r = 0; r < PF_CKPT_MAX_RANKS; r++) {
-    snprintf(p, sizeof p, "%s/rank-%d.safetensors", dir, r);
-    unlink(p);
-  }
-  rmdir(dir);
+  pf_checkpoint_remove(dir);
   rmdir(base);
   return st;
 }
@@ -1069,13 +1062,12 @@ static int pf_tp_in_domain(const pf_case *c, const pf_tensor *in, char *why, siz
 /* A copy that is not bitwise equal, or a value outside the oracle's set, is divergent. */
 static pf_verdict pf_tp_refine(const pf_case *c, const pf_tensor *in, size_t i, double y, pf_verdict v, double rounded,
                                pf_bound b) {
-  /* the copy checks come first */
-  const size_t nsync = pf_tp_nsync(c);
-  if (i < 2 * c->shape[0] * nsync) return i % 2 == 0 && y != 0 ? PF_V_DIVERGENT : PF_V_OK;
-  /* and the round trip's checks, at the end: the same pairs (code, difference) */
+  /* the copy checks come first, the round trip's at the end: pairs (code, difference) */
   pf_tp_layout L;
   pf_tp_layout_make(c, &L);
-  if (L.resume && i >= pf_tp_resume_at(&L, 0, 0)) return (i - pf_tp_resume_at(&L, 0, 0)) % 2 == 0 && y != 0 ? PF_V_DIVERGENT : PF_V_OK;
+  if (i < 2 * L.steps * L.nsync) return i % 2 == 0 && y != 0 ? PF_V_DIVERGENT : PF_V_OK;
+  const size_t r0 = pf_tp_resume_at(&L, 0, 0);
+  if (L.resume && i >= r0) return (i - r0) % 2 == 0 && y != 0 ? PF_V_DIVERGENT : PF_V_OK;
   return v == PF_V_OK || v == PF_V_RANGE ? v : PF_V_DIVERGENT;
 }
 
