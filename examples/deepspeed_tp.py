@@ -46,10 +46,21 @@ patch at all. DeepSpeed 0.19.8's ZeRO step updates the scaler before unscale_and
 divides by it, so on a step where the dynamic scale doubles and the clip does not bind the
 gradients are halved (noted in DeepSpeed PR 8588's discussion): precfuzz reports that as a
 finding without the switch, and with it compares DeepSpeed against its model of that order.
+
+With --param resume_at=K the second layout also runs with a round trip through DeepSpeed's own
+checkpoint code (docs/checkpoint.md): deepspeed-bf16 saves the module's bf16 weights and
+BF16_Optimizer.state_dict() with torch.save and loads them into a fresh BF16_Optimizer
+(load_state_dict, load_from_fp32_weights=True, the engine's default); the engine variants call
+engine.save_checkpoint and, in a fresh deepspeed.initialize, engine.load_checkpoint. The objects
+that saved have every tensor set to NaN first. Switches: ckpt-master-from-param
+(zero_optimization.load_from_fp32_weights off), ckpt-scale-reset (fp16: the scaler set back to
+the case's start after the load).
 """
 
 import os
+import shutil
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import precfuzz_ranks as pr  # noqa: E402  (first: rank 0's standard output is the protocol's)
@@ -186,6 +197,9 @@ FAULTS = {
     # through the engine (deepspeed-zero1-bf16): the replicas' gradients never all-reduced
     "dp-grad-unreduced": [],  # DeepSpeedEngine.allreduce_gradients, patched below (the engine's module)
     "norm-shard-only": [(bf16_module.BF16_Optimizer, "get_grads_for_norm", _partition_grads_for_norm)],
+    # the round trip's (load_bf16, run_engine below): zero_optimization.load_from_fp32_weights off
+    "ckpt-master-from-param": [],
+    "ckpt-scale-reset": [],  # the engines' fp16 scaler made anew after the load (run_engine)
 }
 
 
@@ -194,9 +208,10 @@ FAULTS = {
 _built = {}  # (tp, tp_rank, shapes) -> (params by block, BF16_Optimizer): built once, reset per case
 
 
-def optimizer_for(layer, tp, tp_rank, group):
+def optimizer_for(layer, tp, tp_rank, group, fresh=False):
+    """This rank's bf16 parameters and their BF16_Optimizer (fresh: new ones, not the cached)."""
     key = (tp, tp_rank, tuple((b.name, b.rows, b.cols) for b in layer.blocks))
-    if key not in _built:
+    if key not in _built or fresh:
         params = {}
         for b in layer.blocks:
             shard = b.shard(np.zeros((b.rows, b.cols), np.float32), tp_rank, tp)
@@ -212,6 +227,8 @@ def optimizer_for(layer, tp, tp_rank, group):
         names = {p: n for n, p in params.items()}
         opt = bf16_module.BF16_Optimizer(adamw, names, DeepSpeedBF16Config(enabled=True), mpu=Mpu(group, SINGLE[RANK]),
                                          clip_grad=1.0, dp_process_group=SINGLE[RANK], grad_acc_dtype=torch.float32)
+        if fresh:
+            return params, opt
         _built[key] = (params, opt)
     return _built[key]
 
@@ -285,43 +302,120 @@ def run(layer, case, init, grads, tp, tp_rank, group):
         opt.fp32_groups_flat_partition[i].data[off:off + k].copy_(init_t[index[name]])
     reset(opt, layer)
     opt.update_lp_params()
-    norms, flats = [], []
-    with pr.switched(FAULTS, case.fault):
-        for s in range(layer.steps):
+    norms, flats = [], [None] * layer.steps
+    state = np.zeros((layer.steps, 5))
+
+    def record(s, opt):
+        # each group's flat master, bf16 parameters, m and v, copied whole; the step count
+        def adam(i, q):
+            st = opt.optimizer.state.get(opt.fp32_groups_flat_partition[i], {})
+            return st[q].numpy().copy() if q in st else np.zeros(opt.fp32_groups_flat_partition[i].numel(), np.float32)
+
+        flats[s] = [np.stack([opt.fp32_groups_flat_partition[i].detach().numpy().copy(),
+                              opt.bf16_groups_flat[i].detach().float().numpy(), adam(i, "exp_avg"), adam(i, "exp_avg_sq")])
+                    for i in range(len(opt.bf16_groups))]
+        state[s, 0] = float(opt.optimizer.state.get(opt.fp32_groups_flat_partition[0], {}).get("step", 0))
+
+    def train(steps, params, opt):
+        for s in steps:
             for k in range(layer.mb):
                 for name, p in params.items():
                     p.grad = shard_grads[name][s, k]
                 opt.update_hp_grads(clear_lp_grads=True)
             opt.step()
             norms.append(float(opt._global_grad_norm))  # an fp32 tensor: its value exactly
-            # each group's flat master, bf16 parameters, m and v, copied whole
-            flats.append([np.stack([opt.fp32_groups_flat_partition[i].detach().numpy(),
-                                    opt.bf16_groups_flat[i].detach().float().numpy(),
-                                    opt.optimizer.state[opt.fp32_groups_flat_partition[i]]["exp_avg"].numpy(),
-                                    opt.optimizer.state[opt.fp32_groups_flat_partition[i]]["exp_avg_sq"].numpy()])
-                          for i in range(len(opt.bf16_groups))])
+            record(s, opt)
+
+    with pr.switched(FAULTS, case.fault):
+        train(range(layer.resume or layer.steps), params, opt)
+        if layer.resume:  # with DeepSpeed's own state dicts, into a fresh BF16_Optimizer
+            path = round_trip_dir()
+            try:
+                save_bf16(params, opt, path, tp_rank)
+                poison(params.values(), opt)
+                params, opt = optimizer_for(layer, tp, tp_rank, group, fresh=True)
+                load_bf16(params, opt, path, tp_rank, case)
+                dist.barrier(group=group)
+            finally:
+                if RANK == 0:
+                    shutil.rmtree(path, ignore_errors=True)
+            where = flat_offsets(opt)
+            record(layer.resume - 1, opt)
+            train(range(layer.resume, layer.steps), params, opt)
     hist = {}
     for name, p in params.items():
         i, off, k = where[p]
         hist[name] = np.stack([step[i][:, off:off + k] for step in flats]).reshape((layer.steps, 4) + tuple(p.shape))
-    return hist, norms
+    return hist, norms, state
+
+
+# --- the round trip (resume_at): DeepSpeed's own state dicts -----------------------------------
+
+def round_trip_dir():
+    """A fresh directory rank 0 makes, its name broadcast to every rank."""
+    box = [tempfile.mkdtemp(prefix="precfuzz-ds-") if RANK == 0 else None]
+    dist.broadcast_object_list(box, src=0, group=PAIR)
+    return box[0]
+
+
+def save_bf16(params, opt, path, tp_rank):
+    """What DeepSpeed's engine writes for this rank, by the same calls: the module's bf16 weights
+    and BF16_Optimizer.state_dict(), each with torch.save, in the engine's file names."""
+    torch.save({n: p.detach().clone() for n, p in params.items()}, os.path.join(path, f"mp_rank_{tp_rank:02d}_model_states.pt"))
+    torch.save(opt.state_dict(), os.path.join(path, f"bf16_zero_pp_rank_0_mp_rank_{tp_rank:02d}_optim_states.pt"))
+
+
+def load_bf16(params, opt, path, tp_rank, case):
+    """The engine's load, by the same calls: the module's weights into the bf16 parameters, then
+    BF16_Optimizer.load_state_dict(load_from_fp32_weights=True), the engine's default. The fault
+    ckpt-master-from-param: load_from_fp32_weights=False (zero_optimization.load_from_fp32_weights
+    in the config)."""
+    weights = torch.load(os.path.join(path, f"mp_rank_{tp_rank:02d}_model_states.pt"), weights_only=True)
+    with torch.no_grad():
+        for n, p in params.items():
+            p.copy_(weights[n])
+    sd = torch.load(os.path.join(path, f"bf16_zero_pp_rank_0_mp_rank_{tp_rank:02d}_optim_states.pt"), weights_only=False)
+    opt.load_state_dict([sd], load_from_fp32_weights=case.fault != "ckpt-master-from-param")
+
+
+def poison(params, opt):
+    """Every tensor of the objects that saved set to NaN: the run can only go on from the files."""
+    with torch.no_grad():
+        for p in params:
+            p.fill_(float("nan"))
+        for m in _zero_layout(opt)[1]:
+            m.fill_(float("nan"))
+        for st in opt.optimizer.state.values():
+            for v in st.values():
+                if torch.is_tensor(v) and v.is_floating_point():
+                    v.fill_(float("nan"))
 
 
 @pr.kernel("tp_diff", variant="deepspeed-bf16", like="deepspeed", dtypes=["bf16"],
-           params={"tied": [0, 0], "tp": [2, 2], "dp": [1, 1], "experts": [0, 0], "comm": [0, 0]},
-           faults=[f for f in FAULTS if f not in ("dp-grad-unreduced", "norm-shard-only", "unscale-after-update")],
-           summary="DeepSpeed 0.19.8 BF16_Optimizer (torch AdamW) on 2 gloo ranks: TP=1 on rank 0, TP=2 on both")
+           params={"tied": [0, 0], "tp": [2, 2], "dp": [1, 1], "experts": [0, 0], "comm": [0, 0], "resume_at": [0, 1e6]},
+           faults=[f for f in FAULTS if f not in ("dp-grad-unreduced", "norm-shard-only", "unscale-after-update",
+                                                   "ckpt-scale-reset")],
+           summary="DeepSpeed 0.19.8 BF16_Optimizer (torch AdamW) on 2 gloo ranks: TP=1 on rank 0, TP=2 on both; "
+                   "its state dicts for resume_at")
 def deepspeed_bf16(case, init, grads, gscale):
     layer = pr.TPLayer(case)
     out = {"tp2": run(layer, case, init, grads, 2, RANK, PAIR)}
+    if layer.resume:  # the same run straight beside the round trip
+        straight = pr.TPLayer(case)
+        straight.resume = 0
+        out["straight"] = run(straight, case, init, grads, 2, RANK, PAIR)
     if RANK == 0:
-        out["tp1"] = run(layer, case, init, grads, 1, 0, SINGLE[0])
+        one = pr.TPLayer(case)
+        one.resume = 0
+        out["tp1"] = run(one, case, init, grads, 1, 0, SINGLE[0])
     return out
 
 
 @deepspeed_bf16.combine
 def outputs(case, results):
-    return pr.TPLayer(case).tp_outputs([{(0, 0): results[0]["tp1"]}, {(0, r): res["tp2"] for r, res in enumerate(results)}])
+    layer = pr.TPLayer(case)
+    straight = {(0, 0, r): res["straight"] for r, res in enumerate(results)} if layer.resume else None
+    return layer.tp_outputs([{(0, 0): results[0]["tp1"]}, {(0, r): res["tp2"] for r, res in enumerate(results)}], straight)
 
 
 # --- through the engine: deepspeed.initialize, ZeRO stages 1 and 2 -----------------------------
@@ -398,14 +492,15 @@ class _Model(torch.nn.Module):
 _engines = {}
 
 
-def engine_for(layer, kind, dp, tp):
+def engine_for(layer, kind, dp, tp, fresh=False, fp32_weights=True):
     """The engine of a run of TP=tp x DP=dp on this rank: built once per kind, layout, dtype,
     scaler and shape (every rank builds every layout, so that the engine's collectives at build
-    have every rank), reset per case."""
+    have every rank), reset per case; fresh: a new one, not kept (fp32_weights: the config's
+    zero_optimization.load_from_fp32_weights)."""
     fp16 = layer.case.dtype == "fp16"
     key = ("engine", kind, dp, tp, layer.case.shape, layer.case.dtype, layer.dynamic,
            tuple((b.name, b.rows, b.cols) for b in layer.blocks))
-    if key not in _engines:
+    if key not in _engines or fresh:
         tp_rank = RANK if tp == 2 else 0
         mpu = Mpu(PAIR if tp == 2 else SINGLE[RANK], PAIR if dp == 2 else SINGLE[RANK])
         model = _Model(layer, tp, tp_rank)
@@ -418,12 +513,15 @@ def engine_for(layer, kind, dp, tp):
         precision = ({"fp16": {"enabled": True, "loss_scale": 0 if layer.dynamic else layer.loss_scale}} if fp16
                      else {"bf16": {"enabled": True}})
         config = {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1, **precision,
-                  "zero_optimization": {"stage": stage}, "gradient_clipping": 1.0,
+                  "zero_optimization": {"stage": stage, "load_from_fp32_weights": fp32_weights},
+                  "gradient_clipping": 1.0,
                   "zero_allow_untested_optimizer": True, "steps_per_print": 10 ** 9, "wall_clock_breakdown": False}
         if accum:
             config["data_types"] = {"grad_accum_dtype": accum}
         eng, opt, _, _ = deepspeed.initialize(model=model, optimizer=adamw, config=config, mpu=mpu)
         assert type(opt) is cls, type(opt)
+        if fresh:
+            return eng, opt, model, mpu, shard_index(layer, tp, tp_rank)
         _engines[key] = (eng, opt, model, mpu, shard_index(layer, tp, tp_rank))
     return _engines[key]
 
@@ -454,11 +552,15 @@ def run_engine(layer, case, init, grads, kind, dp, tp):
     *shard shape)} of master, parameter, m, v after each step, NaN where the other replica's
     partition holds the master, m and v; [the norm each step reported])."""
     eng, opt, model, mpu, index = engine_for(layer, kind, dp, tp)
-    ds_groups.mpu = mpu  # shim: the engine's module-global groups are the running engine's
-    eng.communication_data_type = torch.bfloat16 if layer.comm else torch.float32
     per = layer.mb // dp
-    eng.set_train_batch_size(per * dp)  # gradient_accumulation_steps = this replica's micro-batches
-    eng.micro_steps = 0  # as a fresh engine: the boundary is every per-th micro-step from here
+
+    def setup(eng, mpu):
+        ds_groups.mpu = mpu  # shim: the engine's module-global groups are the running engine's
+        eng.communication_data_type = torch.bfloat16 if layer.comm else torch.float32
+        eng.set_train_batch_size(per * dp)  # gradient_accumulation_steps = this replica's micro-batches
+        eng.micro_steps = 0  # as a fresh engine: the boundary is every per-th micro-step from here
+
+    setup(eng, mpu)
     params = model.params()
     replica = RANK if dp == 2 else 0
     masters = _zero_layout(opt)[1]
@@ -487,9 +589,35 @@ def run_engine(layer, case, init, grads, kind, dp, tp):
     if layer.case.dtype != "fp16":
         consts = consts.to(torch.bfloat16)
     hist = {n: np.full((layer.steps, 4) + tuple(p.shape), np.nan, np.float32) for n, p in params.items()}
+    state = np.zeros((layer.steps, 5))
     norms = []
-    with pr.switched(FAULTS, case.fault):
-        for s in range(layer.steps):
+
+    def record(s, opt, model):
+        params, masters = model.params(), _zero_layout(opt)[1]
+        for name, p in params.items():
+            i, o = locate[name]
+            a, z = parts[i]
+            h = hist[name][s]
+            h[1] = p.detach().float().numpy()
+            lo, hi = max(o, a), min(o + p.numel(), z)
+            if lo < hi:
+                # no Adam state before the first step taken: m and v are zeros
+                st = opt.optimizer.state.get(masters[i]) or {"exp_avg": torch.zeros_like(masters[i]),
+                                                              "exp_avg_sq": torch.zeros_like(masters[i])}
+                for q, v in ((0, masters[i]), (2, st["exp_avg"]), (3, st["exp_avg_sq"])):
+                    h[q].reshape(-1)[lo - o:hi - o] = v.detach()[lo - a:hi - a].numpy()
+        state[s] = 0
+        state[s, 0] = float(opt.optimizer.state.get(masters[0], {}).get("step", 0))
+        sc = getattr(opt, "loss_scaler", None)
+        if layer.case.dtype == "fp16" and sc is not None:  # DeepSpeed's scaler: no growth tracker, its window
+            state[s, 1] = sc.cur_scale
+            if layer.dynamic:
+                state[s, 2] = sc.cur_iter - sc.last_overflow_iter - 1  # steps since the last overflow
+                state[s, 3], state[s, 4] = sc.cur_hysteresis, sc.cur_iter
+
+    def train(steps, eng, opt, model):
+        params = model.params()
+        for s in steps:
             for k in layer.micro_batches(replica, dp):
                 c = {n: consts[s, k, index[n]].view(p.shape) for n, p in params.items()}
                 # the micro-batches summed, not averaged: scale_wrt_gas=False, on a loss that is not
@@ -499,25 +627,37 @@ def run_engine(layer, case, init, grads, kind, dp, tp):
                 eng.step()
             # a skipped step (fp16 overflow) reports inf: precfuzz's mark for it is -1
             norms.append(-1.0 if getattr(opt, "overflow", False) else float(opt._global_grad_norm))
-            for name, p in params.items():
-                i, o = locate[name]
-                a, z = parts[i]
-                h = hist[name][s]
-                h[1] = p.detach().float().numpy()
-                lo, hi = max(o, a), min(o + p.numel(), z)
-                if lo < hi:
-                    # no Adam state before the first step taken: m and v are zeros
-                    st = opt.optimizer.state.get(masters[i]) or {"exp_avg": torch.zeros_like(masters[i]),
-                                                                  "exp_avg_sq": torch.zeros_like(masters[i])}
-                    for q, v in ((0, masters[i]), (2, st["exp_avg"]), (3, st["exp_avg_sq"])):
-                        h[q].reshape(-1)[lo - o:hi - o] = v.detach()[lo - a:hi - a].numpy()
-    return hist, norms
+            record(s, opt, model)
+
+    with pr.switched(FAULTS, case.fault):
+        train(range(layer.resume or layer.steps), eng, opt, model)
+        if layer.resume:  # the engine's own save_checkpoint and load_checkpoint, into a fresh engine
+            path = round_trip_dir()
+            try:
+                eng.save_checkpoint(path, tag="precfuzz", save_latest=False)
+                poison(model.parameters(), opt)
+                eng, opt, model, mpu, index = engine_for(layer, kind, dp, tp, fresh=True,
+                                                         fp32_weights=case.fault != "ckpt-master-from-param")
+                setup(eng, mpu)
+                _hyperparameters(opt, layer)  # as the user's code builds it: the case's settings
+                if layer.case.dtype == "fp16":
+                    reset_scaler(opt.loss_scaler, layer)
+                eng.load_checkpoint(path, tag="precfuzz")
+                if case.fault == "ckpt-scale-reset":  # the scaler made anew after the load
+                    reset_scaler(opt.loss_scaler, layer)
+                dist.barrier(group=PAIR)
+            finally:
+                if RANK == 0:
+                    shutil.rmtree(path, ignore_errors=True)
+            record(layer.resume - 1, opt, model)
+            train(range(layer.resume, layer.steps), eng, opt, model)
+    return hist, norms, state
 
 
 def _merge_replicas(two):
     """Each replica holds the masters, m and v of its partition: fill each one's gaps (NaN) from
     the other's (the bf16 parameters, all-gathered, stay each replica's own)."""
-    for d, (hist, _) in enumerate(two):
+    for d, (hist, *_) in enumerate(two):
         other = two[1 - d][0]
         for name, h in hist.items():
             gap = np.isnan(h[:, [0, 2, 3]])
@@ -529,22 +669,30 @@ def _engine_variant(name, like, kind, tp, dp, faults, summary, dtype="bf16"):
     """A variant running the engine of that kind as TP=1 x DP=1 on each rank against TP=tp x DP=dp
     on both (tp x dp = 2)."""
 
+    faults = faults + ["ckpt-master-from-param"] + (["ckpt-scale-reset"] if dtype == "fp16" else [])
+
     @pr.kernel("tp_diff", variant=name, like=like, dtypes=[dtype], faults=faults, summary=summary,
-               params={"tied": [0, 0], "tp": [tp, tp], "dp": [dp, dp], "experts": [0, 0]})
+               params={"tied": [0, 0], "tp": [tp, tp], "dp": [dp, dp], "experts": [0, 0], "resume_at": [0, 1e6]})
     def step(case, init, grads, gscale):
         layer = pr.TPLayer(case)
-        return {"one": run_engine(layer, case, init, grads, kind, 1, 1),
-                "two": run_engine(layer, case, init, grads, kind, dp, tp)}
+        plain = pr.TPLayer(case)
+        plain.resume = 0
+        out = {"one": run_engine(plain, case, init, grads, kind, 1, 1),
+               "two": run_engine(layer, case, init, grads, kind, dp, tp)}
+        if layer.resume:  # the same run straight beside the round trip
+            out["straight"] = run_engine(plain, case, init, grads, kind, dp, tp)
+        return out
+
+    def second(results, key):
+        if dp == 2:
+            return {(d, 0, 0): v for d, v in enumerate(_merge_replicas([res[key] for res in results]))}
+        return {(0, 0, r): res[key] for r, res in enumerate(results)}
 
     @step.combine
     def outputs(case, results):
         layer = pr.TPLayer(case)
-        if dp == 2:
-            second = dict(enumerate(_merge_replicas([res["two"] for res in results])))
-            second = {(d, 0, 0): v for d, v in second.items()}
-        else:
-            second = {(0, 0, r): res["two"] for r, res in enumerate(results)}
-        return layer.tp_outputs([{(0, 0, 0): results[0]["one"]}, second])
+        return layer.tp_outputs([{(0, 0, 0): results[0]["one"]}, second(results, "two")],
+                                second(results, "straight") if layer.resume else None)
 
     return step
 

@@ -87,7 +87,10 @@ model as a user might write it, for the case:
 """
 
 import os
+import queue
+import shutil
 import sys
+import tempfile
 import warnings
 from types import SimpleNamespace
 
@@ -123,6 +126,12 @@ with warnings.catch_warnings():  # "Transformer Engine and Apex are not installe
     from megatron.core.process_groups_config import ProcessGroupCollection  # noqa: E402
     from megatron.core.transformer import TransformerConfig  # noqa: E402
     from megatron.core.transformer.module import MegatronModule  # noqa: E402
+    from megatron.core import dist_checkpointing  # noqa: E402
+    import megatron.core.dist_checkpointing.strategies.filesystem_async as ckpt_writer  # noqa: E402
+    import megatron.core.dist_checkpointing.strategies.state_dict_saver as ckpt_saver  # noqa: E402
+    import megatron.core.dist_checkpointing.strategies.async_utils as ckpt_async  # noqa: E402
+    from megatron.core.transformer.utils import make_sharded_tensors_for_checkpoint  # noqa: E402
+    from megatron.core.utils import make_tp_sharded_tensor_for_checkpoint  # noqa: E402
 
 assert megatron.core.__version__ == "0.16.1", f"written against megatron-core 0.16.1, not {megatron.core.__version__}"
 assert clip_grads.l2_norm_impl is mcore_utils.local_multi_tensor_l2_norm, "megatron-core found apex or TE"
@@ -159,11 +168,33 @@ class _TorchOnCpu:
         def current_device():
             return "cpu"
 
+        @staticmethod
+        def synchronize(*a, **k):  # the checkpoint writer's wait for device copies: none on the CPU
+            return None
+
     cuda = cuda()
 
 
-for _module in (clip_grads, mcore_optimizer, mcore_utils, grad_buffer, ddp_module, distrib_optimizer, grad_scaler):
+for _module in (clip_grads, mcore_optimizer, mcore_utils, grad_buffer, ddp_module, distrib_optimizer, grad_scaler,
+                ckpt_writer, ckpt_saver, ckpt_async):
     _module.torch = _TorchOnCpu()
+
+# dist_checkpointing's writer hands its results to the saving process through a queue of a Manager
+# it starts by "spawn", which imports this script again (as __mp_main__: it would join the rank
+# group). The saves here are synchronous (dist_checkpointing.save: the writer runs in the saving
+# process, its forked writers report through a queue of their own), so a thread queue serves: its
+# put is done when it returns (a multiprocessing queue's is not, and the writer reads it at once)
+_write_results = queue.Queue()
+
+
+def _write_results_queue():
+    return _write_results
+
+
+ckpt_writer._get_write_results_queue = _write_results_queue
+# dist_checkpointing's torch_dist loader calls torch.distributed.checkpoint.load_state_dict, which
+# torch 2.15 marks deprecated: said once per load on every rank, it is megatron-core's to change
+warnings.filterwarnings("ignore", message="`load_state_dict` is deprecated", category=FutureWarning)
 
 _real_type = torch.Tensor.type
 
@@ -176,6 +207,18 @@ def _type_as_cuda(self, dtype=None, non_blocking=False, **kw):
 
 
 torch.Tensor.type = _type_as_cuda
+_real_cuda = torch.Tensor.cuda
+
+
+def _cuda_on_cpu(self, device=None, *a, **kw):
+    """Tensor.cuda(torch.cuda.current_device()), the current device being the CPU (the shim
+    above): the tensor where it is (DynamicGradScaler.load_state_dict moves its scale so)."""
+    if device == "cpu":
+        return self
+    return _real_cuda(self, device, *a, **kw)
+
+
+torch.Tensor.cuda = _cuda_on_cpu
 
 # every rank makes every group, in the same order (torch.distributed's rule): those of every
 # layout below (rank = (dp PP + pp) TP + tp)
@@ -252,18 +295,42 @@ class _Layer(MegatronModule):
     DistributedDataParallel wraps and finalize_model_grads asks of a chunk that shares its
     embedding and output weights."""
 
-    def __init__(self, config, params, stage):
+    def __init__(self, config, params, stage, at):
         super().__init__(config)
         self.names = list(params)
+        self.tp_group, self.dp_group = at.tp_group, at.dp_group
+        self.axes = {}  # registered name -> the axis TP splits it along (megatron's partition_dim)
         for name, p in params.items():  # names as megatron's: a bias ends in ".bias" (no weight decay)
-            self.register_parameter(name.replace(".w", "_weight").replace(".b", ".bias").replace(".", "_"), p)
+            key = name.replace(".w", "_weight").replace(".b", ".bias").replace(".", "_")
+            self.register_parameter(key, p)
+            if getattr(p, "tensor_model_parallel", False):
+                self.axes[key] = p.partition_dim
         self.pre_process = stage == 0
         self.post_process = True
         self.share_embeddings_and_output_weights = True
-        self._shared = params["embed.w"]
+        # in a list, not an attribute: a Parameter attribute is registered a second time, under its
+        # own key, which dist_checkpointing would save as a replicated tensor: one TP rank's shard
+        self._shared = [params["embed.w"]]
 
     def shared_embedding_or_output_weight(self):
-        return self._shared
+        return self._shared[0]
+
+    def sharded_state_dict(self, prefix="", sharded_offsets=(), metadata=None):
+        """The parameters as dist_checkpointing's ShardedTensors, the TP-split ones along their
+        axis, as megatron's parallel layers give theirs (make_sharded_tensors_for_checkpoint with
+        the axis map); this layout's groups, not parallel_state's."""
+        sd = {}
+        self._save_to_state_dict(sd, "", keep_vars=True)
+        out = make_sharded_tensors_for_checkpoint(sd, prefix, self.axes, sharded_offsets, tp_group=self.tp_group,
+                                                  dp_cp_group=self.dp_group)
+        if not self.pre_process:  # the last stage's LM head: the tied embedding's copy, as
+            # LanguageModule.tie_embeddings_and_output_weights_state_dict saves it: under the first
+            # stage's key, replica 1 (not written; loaded from the first stage's)
+            key = f"{prefix}embed_weight"
+            out[key] = make_tp_sharded_tensor_for_checkpoint(
+                self._shared[0], key, 0, replica_id=(1, 0, self.dp_group.rank()), allow_shape_mismatch=True,
+                tp_group=self.tp_group, dp_cp_group=self.dp_group)
+        return out
 
 
 # --- fault switches --------------------------------------------------------------------------------
@@ -283,6 +350,21 @@ def _expert_norm_averaged(self):
         return _real_chained_norm(self)
     dense, expert = (o.get_grad_norm() or 0.0 for o in self.chained_optimizers)
     return (dense * dense + expert * expert / 2) ** 0.5
+
+
+_real_distopt_load = distrib_optimizer.DistributedOptimizer.load_state_dict
+
+
+def _load_with_own_steps(self, state_dict):
+    """DistributedOptimizer.load_state_dict, then each parameter's Adam step count a tensor of its
+    own at the checkpoint's step. Without apex or Transformer Engine, 0.16.1's load_state_dict
+    gives every parameter's state one step tensor (torch's AdamW then adds 1 to it once per
+    parameter each step), and load_parameter_state_from_dp_reshardable copies into it the step
+    of the placeholder state a fresh optimizer is given before the load."""
+    _real_distopt_load(self, state_dict)
+    step = state_dict["optimizer"]["param_groups"][0]["step"]
+    for st in self.optimizer.state.values():
+        st["step"] = torch.tensor(float(step), dtype=torch.float32)
 
 
 FAULTS = {
@@ -309,6 +391,16 @@ FAULTS = {
     # the experts' norm reduced over the model-parallel group, not over the expert-parallel one:
     # each replica clips by its own experts' norm
     "expert-norm-local": [],  # the group is set per optimizer (run)
+    # the round trip's (run): the main params rebuilt from the model's low-precision ones after
+    # the load (reload_model_params, Megatron-LM's path when the optimizer state is not loaded);
+    # fp16: the grad scaler set back to its start after the load
+    "ckpt-master-from-param": [],
+    "ckpt-scale-reset": [],
+    "ckpt-last-stage-init": [],  # seed 004 (4 ranks, tied=1): the last stage's copy at its start
+    # not a fault: megatron-core 0.16.1's DistributedOptimizer, with torch's AdamW (no Transformer
+    # Engine, no apex), loads Adam's step count wrong (below); this patches it, so that the rest
+    # of its round trip can be checked bit for bit
+    "distopt-step-patched": [(distrib_optimizer.DistributedOptimizer, "load_state_dict", _load_with_own_steps)],
 }
 
 
@@ -322,10 +414,10 @@ def _inners(opt):
     return list(getattr(opt, "chained_optimizers", [opt]))
 
 
-def optimizer_for(layer, at, distopt, unmarked=False):
+def optimizer_for(layer, at, distopt, unmarked=False, fresh=False):
     """(model parameters by block, the DDP-wrapped chunk, the optimizer) of this rank in layout
     `at` (stage 1 holds the LM head: the tied embedding alone): built once per layout, reset per
-    case. unmarked: the fault embedding-unmarked."""
+    case (fresh: new ones, not kept). unmarked: the fault embedding-unmarked."""
     dynamic = layer.dynamic
     # the blocks too: the shape alone does not say how many layers (a model built for one layer
     # reused for a case of two named its parameters wrongly)
@@ -333,7 +425,7 @@ def optimizer_for(layer, at, distopt, unmarked=False):
            tuple((b.name, b.rows, b.cols) for b in layer.blocks))
     fp16 = layer.case.dtype == "fp16"
     dtype = torch.float16 if fp16 else torch.bfloat16
-    if key not in _built:
+    if key not in _built or fresh:
         params = {}
         for b in layer.blocks if at.stage == 0 else layer.blocks[-1:]:
             if b.expert is not None and at.ep > 1 and b.expert != at.d:  # EP: expert e on replica e
@@ -356,7 +448,7 @@ def optimizer_for(layer, at, distopt, unmarked=False):
         ddp_config = DistributedDataParallelConfig(grad_reduce_in_fp32=True, overlap_grad_reduce=False,
                                                    use_distributed_optimizer=distopt)
         pgc = at.collection()
-        chunk = DistributedDataParallel(config, ddp_config, _Layer(config, params, at.stage), pg_collection=pgc)
+        chunk = DistributedDataParallel(config, ddp_config, _Layer(config, params, at.stage, at), pg_collection=pgc)
         # fp16: a ConstantGradScaler (config.loss_scale), or with scaler=1 a DynamicGradScaler
         # (no config.loss_scale), set to the case's scale and trackers per case
         oconfig = OptimizerConfig(optimizer="adam", bf16=not fp16, fp16=fp16,
@@ -370,7 +462,10 @@ def optimizer_for(layer, at, distopt, unmarked=False):
             _Distributed.group = None
         inners = _inners(opt)
         # each optimizer's norm group as built (the faults change it per case)
-        _built[key] = (params, chunk, opt, inners, [i.grad_stats_parallel_group for i in inners])
+        built = (params, chunk, opt, inners, [i.grad_stats_parallel_group for i in inners])
+        if fresh:
+            return built
+        _built[key] = built
     return _built[key]
 
 
@@ -391,6 +486,14 @@ def run(layer, case, init, grads, tp, pp, dp, distopt, ep=1):
     at = _Layout(tp, pp, dp, ep)
     if not at.holds():
         return None
+    if layer.resume and tp > 1:  # said on every rank before any collective
+        for b in layer.blocks:
+            sp = b.split(0, tp)
+            if sp is not None and (b.cols if sp[0] == 1 else b.rows) % tp:
+                raise ValueError(f"resume_at: megatron-core's dist_checkpointing shards a tensor in equal parts over TP "
+                                 f"(Megatron pads the vocabulary to a multiple of it): {b.name}'s "
+                                 f"{b.cols if sp[0] == 1 else b.rows} {'columns' if sp[0] == 1 else 'rows'} "
+                                 f"do not split in {tp}")
     params, chunk, opt, inners, groups = optimizer_for(layer, at, distopt, case.fault == "embedding-unmarked")
     index, source = {}, {}
     for name in params:
@@ -404,52 +507,83 @@ def run(layer, case, init, grads, tp, pp, dp, distopt, ep=1):
     # of two: exact in fp32), rounded to the parameters' dtype as the backward pass leaves them
     dtype = params["embed.w"].dtype
     true = torch.from_numpy(np.asarray(grads, dtype=np.float32).reshape(layer.steps, layer.mb, -1))
-    for inner, group in zip(inners, groups):
-        if inner.grad_scaler is not None:
-            reset_scaler(inner.grad_scaler, layer)
-        # the group the norm is reduced over, as get_megatron_optimizer set it; the faults' own
-        if case.fault == "norm-not-allreduced":
-            inner.grad_stats_parallel_group = at.single
-        elif case.fault == "norm-shard-only" and distopt:
-            inner.grad_stats_parallel_group = at.mp_group
-        elif case.fault == "expert-norm-local" and inner is not inners[0]:
-            inner.grad_stats_parallel_group = at.mp_group  # the experts' norm left out of the EP all-reduce
-        else:
-            inner.grad_stats_parallel_group = group
+
+    def configure(inners, groups):
+        """The case's scaler, norm groups (as get_megatron_optimizer set them; the faults' own)
+        and hyperparameters; {block name: (start, stop, main)} of the distributed optimizer's
+        shards and {block name: the optimizer stepping it}."""
+        shards, owner = {}, {}
+        for inner, group in zip(inners, groups):
+            if inner.grad_scaler is not None:
+                reset_scaler(inner.grad_scaler, layer)
+            if case.fault == "norm-not-allreduced":
+                inner.grad_stats_parallel_group = at.single
+            elif case.fault == "norm-shard-only" and distopt:
+                inner.grad_stats_parallel_group = at.mp_group
+            elif case.fault == "expert-norm-local" and inner is not inners[0]:
+                inner.grad_stats_parallel_group = at.mp_group  # the experts' norm left out of the EP all-reduce
+            else:
+                inner.grad_stats_parallel_group = group
+            if distopt:
+                for group_, mains in zip(inner.model_float16_groups, inner.shard_fp32_from_float16_groups):
+                    for p, main in zip(group_, mains):
+                        name = next(n for n, q in params.items() if q is p)
+                        r = inner._get_model_param_range_map(p)["param"]
+                        shards[name] = (r.start, r.end, main)
+                        owner[name] = inner
+            else:
+                for group_ in inner.float16_groups:
+                    for p in group_:
+                        owner[next(n for n, q in params.items() if q is p)] = inner
+            inner.optimizer.state.clear()
+            for g in inner.optimizer.param_groups:
+                g["lr"], g["betas"], g["eps"] = layer.lr, layer.betas, layer.eps
+                g["weight_decay"] = layer.wd * g["wd_mult"]
+            inner.config.clip_grad = layer.max_norm
+        return shards, owner
+
     # the case's state: fp32 main params from init (as after loading a checkpoint), bf16 model
     # params rounded from them, no Adam state; its hyperparameters
-    shards = {}  # block name -> (start, stop, main, its optimizer) of the distributed optimizer's shard
-    owner = {}  # block name -> the optimizer stepping it
-    for inner in inners:
-        if distopt:
-            for group, mains in zip(inner.model_float16_groups, inner.shard_fp32_from_float16_groups):
-                for p, main in zip(group, mains):
-                    name = next(n for n, q in params.items() if q is p)
-                    r = inner._get_model_param_range_map(p)["param"]
-                    shards[name] = (r.start, r.end, main)
-                    owner[name] = inner
-                    main.data.copy_(init_t[index[name]][r.start:r.end])
-        else:
-            for group in inner.float16_groups:
-                for p in group:
-                    owner[next(n for n, q in params.items() if q is p)] = inner
-        inner.optimizer.state.clear()
-        for g in inner.optimizer.param_groups:
-            g["lr"], g["betas"], g["eps"] = layer.lr, layer.betas, layer.eps
-            g["weight_decay"] = layer.wd * g["wd_mult"]
-        inner.config.clip_grad = layer.max_norm
+    shards, owner = configure(inners, groups)
     for name, p in params.items():
         if distopt:
+            if name in shards:
+                a, z, main = shards[name]
+                main.data.copy_(init_t[index[name]][a:z])
             p.data.copy_(init_t[index[name]].view(p.shape))
         else:
             p.main_param.data.copy_(init_t[index[name]].view(p.shape))
             p.data.copy_(p.main_param.data)
     hist = {name: np.full((layer.steps, 4) + tuple(p.shape), np.nan, np.float32) for name, p in params.items()}
+    state = np.zeros((layer.steps, 5))
     norms = []
     mine = list(layer.micro_batches(at.d, dp))
     half = layer.mb // 2
-    with pr.switched(FAULTS, case.fault):
-        for s in range(layer.steps):
+
+    def record(s):
+        for name, p in params.items():
+            h = hist[name][s]
+            h[1] = p.detach().float().numpy()
+            if distopt:
+                if name not in shards:  # wholly in another replica's shard
+                    continue
+                a, b, main = shards[name]
+                st = owner[name].optimizer.state[main]
+                for q, v in ((0, main), (2, st.get("exp_avg")), (3, st.get("exp_avg_sq"))):
+                    h[q].reshape(-1)[a:b] = v.detach().numpy() if v is not None else 0
+            else:
+                st = owner[name].optimizer.state[p.main_param]
+                h[0] = p.main_param.detach().numpy()
+                # none before the first step that was not skipped: AdamW's zeros
+                h[2] = st["exp_avg"].numpy() if st else 0
+                h[3] = st["exp_avg_sq"].numpy() if st else 0
+        steps = [float(st["step"]) for st in inners[0].optimizer.state.values() if "step" in st]
+        scaler = inners[0].grad_scaler
+        state[s] = (steps[0] if steps else 0, float(scaler.scale) if scaler is not None else 0,
+                    getattr(scaler, "_growth_tracker", 0), getattr(scaler, "_hysteresis_tracker", 0), 0)
+
+    def train(steps):
+        for s in steps:
             scaler = inners[0].grad_scaler
             scaled = true[s] * (float(scaler.scale) if scaler is not None else 1.0)
             grads_t = scaled.to(dtype)
@@ -474,30 +608,93 @@ def run(layer, case, init, grads, tp, pp, dp, distopt, ep=1):
             # binary64; the outputs round it to fp32. A skipped step (fp16: the scaled gradients
             # overflowed) returns no norm: -1, as the contract writes it
             norms.append(grad_norm if ok and grad_norm is not None else -1.0)
-            for name, p in params.items():
-                h = hist[name][s]
-                h[1] = p.detach().float().numpy()
-                if distopt:
-                    if name not in shards:  # wholly in another replica's shard
-                        continue
-                    a, b, main = shards[name]
-                    st = owner[name].optimizer.state[main]
-                    for q, v in ((0, main), (2, st.get("exp_avg")), (3, st.get("exp_avg_sq"))):
-                        h[q].reshape(-1)[a:b] = v.detach().numpy() if v is not None else 0
-                else:
-                    st = owner[name].optimizer.state[p.main_param]
-                    h[0] = p.main_param.detach().numpy()
-                    # none before the first step that was not skipped: AdamW's zeros
-                    h[2] = st["exp_avg"].numpy() if st else 0
-                    h[3] = st["exp_avg_sq"].numpy() if st else 0
-    return (at.d, at.stage, at.t), (hist, norms)
+            record(s)
+
+    with pr.switched(FAULTS, case.fault):
+        train(range(layer.resume or layer.steps))
+        if layer.resume:  # dist_checkpointing, as Megatron-LM's save_checkpoint and load_checkpoint use it
+            path = round_trip_dir(at.all_group)
+            try:
+                dist_checkpointing.save(sharded(chunk, opt, at, False), path)
+                poison(params.values(), inners)
+                params, chunk, opt, inners, groups = optimizer_for(layer, at, distopt, case.fault == "embedding-unmarked",
+                                                                   fresh=True)
+                shards, owner = configure(inners, groups)
+                if distopt:  # a fresh DistributedOptimizer has no Adam state to load into: its own
+                    for inner in inners:  # placeholder step first, as Megatron-LM's loaders take
+                        if not inner.optimizer.state:
+                            inner._init_optimizer_states_with_dummy_values()
+                loaded = dist_checkpointing.load(sharded(chunk, opt, at, True), path)
+                chunk.module.load_state_dict(loaded["model"])
+                opt.load_state_dict(loaded["optimizer"])
+                if case.fault == "ckpt-master-from-param":  # Megatron-LM's path without the optimizer's state
+                    opt.reload_model_params()
+                if case.fault == "ckpt-last-stage-init" and at.stage == 1:  # seed 004: the last stage's
+                    # copy of the tied embedding (and its main param) back at its initial values
+                    with torch.no_grad():
+                        p = params["embed.w"]
+                        p.copy_(init_t[index["embed.w"]].view(p.shape))
+                        if distopt and "embed.w" in shards:
+                            a, z, main = shards["embed.w"]
+                            main.copy_(init_t[index["embed.w"]][a:z])
+                        elif not distopt:
+                            p.main_param.copy_(init_t[index["embed.w"]].view(p.shape))
+                if case.fault == "ckpt-scale-reset":  # the scaler made anew after the load
+                    for inner in inners:
+                        if inner.grad_scaler is not None:
+                            reset_scaler(inner.grad_scaler, layer)
+                dist.barrier(group=at.all_group)
+            finally:
+                if RANK == 0:
+                    shutil.rmtree(path, ignore_errors=True)
+            record(layer.resume - 1)
+            train(range(layer.resume, layer.steps))
+    return (at.d, at.stage, at.t), (hist, norms, state)
+
+
+# --- the round trip (resume_at): megatron-core's dist_checkpointing --------------------------------
+
+def round_trip_dir(group):
+    """A fresh directory rank 0 makes, its name broadcast to the group's ranks."""
+    box = [tempfile.mkdtemp(prefix="precfuzz-mcore-") if RANK == 0 else None]
+    dist.broadcast_object_list(box, src=0, group=group)
+    return box[0]
+
+
+def sharded(chunk, opt, at, loading):
+    """The sharded state dict Megatron-LM's generate_state_dict makes: the model chunk's, and the
+    optimizer's over it (the distributed optimizer's default sharding, fully_sharded_model_space)."""
+    # the metadata Megatron-LM's _build_sharded_state_dict_metadata gives: the distributed
+    # optimizer's state dp_reshardable unless told to make it fully reshardable
+    # (--dist-ckpt-optim-fully-reshardable, whose gathers need CUDA here)
+    meta = {"dp_cp_group": at.dp_group, "distrib_optim_sharding_type": "dp_reshardable",
+            "singleton_local_shards": False, "chained_optim_avoid_prefix": True}
+    model = chunk.module.sharded_state_dict(metadata=meta)  # the model inside megatron's DDP
+    return {"model": model, "optimizer": opt.sharded_state_dict(model, is_loading=loading, metadata=meta)}
+
+
+def poison(params, inners):
+    """Every tensor of the objects that saved set to NaN: the run can only go on from the files."""
+    with torch.no_grad():
+        for p in params:
+            p.fill_(float("nan"))
+            if getattr(p, "main_param", None) is not None:
+                p.main_param.fill_(float("nan"))
+        for inner in inners:
+            for mains in getattr(inner, "shard_fp32_from_float16_groups", []):
+                for m in mains:
+                    m.fill_(float("nan"))
+            for st in inner.optimizer.state.values():
+                for v in st.values():
+                    if torch.is_tensor(v) and v.is_floating_point():
+                        v.fill_(float("nan"))
 
 
 def _merge_shards(ranks):
     """The distributed optimizer holds each element's master, m and v on one replica: fill every
     replica's history with the other replicas' shards (its bf16 parameters stay its own)."""
-    for (d, pp, tp), (hist, _) in ranks.items():
-        for e, (other, _) in ranks.items():
+    for (d, pp, tp), (hist, *_) in ranks.items():
+        for e, (other, *_) in ranks.items():
             if e[1:] != (pp, tp) or e[0] == d:
                 continue
             for name, h in hist.items():
@@ -509,22 +706,30 @@ def _merge_shards(ranks):
 
 
 def _runs(case, init, grads, distopt):
+    """This rank's part in the first run, the second, and (resume_at) the second straight."""
     layer = pr.TPLayer(case)
+    plain = pr.TPLayer(case)
+    plain.resume = 0
     pp = 2 if layer.tied else 1
-    return [run(layer, case, init, grads, 1, pp, 1, distopt),
-            run(layer, case, init, grads, layer.tp, pp, layer.dp, distopt, layer.ep)]
+    out = [run(plain, case, init, grads, 1, pp, 1, distopt),
+           run(layer, case, init, grads, layer.tp, pp, layer.dp, distopt, layer.ep)]
+    if layer.resume:
+        out.append(run(plain, case, init, grads, layer.tp, pp, layer.dp, distopt, layer.ep))
+    return out
 
 
 def _outputs(case, results, distopt):
-    runs = [dict(r[i] for r in results if r[i] is not None) for i in range(2)]
+    runs = [dict(r[i] for r in results if r[i] is not None) for i in range(len(results[0]))]
     if distopt:
         runs = [_merge_shards(ranks) for ranks in runs]
-    return pr.TPLayer(case).tp_outputs(runs)
+    return pr.TPLayer(case).tp_outputs(runs[:2], runs[2] if len(runs) > 2 else None)
 
 
 # the layouts this group can hold: 2 ranks, TP=2 or DP=2 (tied=0); 4 ranks, TP=2 x DP=2 or TP=2 x PP=2
 # grad_reduce_in_fp32: the reduction runs in fp32 (comm=0)
+# resume_at: the round trip through dist_checkpointing (the second layout holds every rank)
 _PARAMS = {"tied": [0, 0], "comm": [0, 0]} if WORLD == 2 else {"comm": [0, 0]}
+_PARAMS["resume_at"] = [0, 1e6]
 
 
 def _register(dtype, distopt):
@@ -534,8 +739,8 @@ def _register(dtype, distopt):
     scaled = (", ConstantGradScaler or DynamicGradScaler (scaler=1)" if dtype == "fp16" else "")
     # the distributed optimizer reduces the dense and the expert norms over one group, so
     # ChainedOptimizer pools them: no separate expert norm to average
-    faults = [f for f in FAULTS if (f not in ("norm-shard-only", "embedding-unmarked") or distopt) and
-              not (f == "expert-norm-averaged" and distopt)]
+    faults = [f for f in FAULTS if (f not in ("norm-shard-only", "embedding-unmarked", "distopt-step-patched") or distopt) and
+              not (f == "expert-norm-averaged" and distopt) and not (f == "ckpt-scale-reset" and dtype != "fp16")]
 
     @pr.kernel("tp_diff", variant=name, like="megatron-core", dtypes=[dtype], params=_PARAMS, faults=faults,
                summary=f"megatron-core 0.16.1 {what}{scaled} (torch AdamW) through DDP on {WORLD} gloo ranks")

@@ -40,10 +40,22 @@ the training loop as a user might write it, for the case:
                            4135: a total norm computed in bf16)
   dp-grad-unreduced        torch-ddp: every micro-batch's backward under no_sync(), the last too:
                            each replica steps on its own micro-batches
+
+With --param resume_at=K the second layout also runs with a round trip through
+torch.distributed.checkpoint (docs/checkpoint.md): K steps, get_state_dict and dcp.save, every
+tensor of that module and optimizer set to NaN, a fresh module and AdamW, dcp.load into their
+state dicts and set_state_dict, the other steps; precfuzz compares it with the same run
+straight, bit for bit. Its switches, as a user's checkpoint code might be written:
+  dcp-keys-unqualified     torch-dtensor: each rank's local shards (to_local()) saved and loaded
+                           as plain tensors under the same keys: DCP keeps one rank's copy
+  ckpt-adam-state-dropped  the first tensor's Adam state left out, loaded with strict=False
+  ckpt-step-reset          the loaded step counts set to 0
 """
 
 import os
+import shutil
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import precfuzz_ranks as pr  # noqa: E402  (first: rank 0's standard output is the protocol's)
@@ -55,6 +67,8 @@ import torch.nn.utils.clip_grad as clip_grad  # noqa: E402
 from torch.distributed.device_mesh import init_device_mesh  # noqa: E402
 from torch.distributed.tensor import DTensor, Replicate, Shard, distribute_tensor  # noqa: E402
 from torch.nn.parallel import DistributedDataParallel  # noqa: E402
+import torch.distributed.checkpoint as dcp  # noqa: E402
+from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict, set_state_dict  # noqa: E402
 
 RANK, WORLD = pr.init()
 if WORLD != 2:
@@ -112,6 +126,10 @@ FAULTS = {
     "norm-local": [(clip_grad, "_get_total_norm", _total_norm_local)],
     "norm-bf16": [(clip_grad, "_get_total_norm", _total_norm_bf16)],
     "dp-grad-unreduced": [],  # the training loop's (step below): no_sync() for every micro-batch
+    # the round trip's (save and load below), as a user's checkpoint code might be written
+    "dcp-keys-unqualified": [],
+    "ckpt-adam-state-dropped": [],
+    "ckpt-step-reset": [],
 }
 
 
@@ -148,23 +166,98 @@ class Layer(torch.nn.Module):
 _built = {}  # (layout, shapes) -> module (and its DDP wrapper): built once, its values reset per case
 
 
+def build(layer, how):
+    """A module of the case's parameters at NaN (and its DDP wrapper): how is "one" (TP=1, rank
+    0), "dtensor" (TP=2) or "ddp" (DP=2)."""
+    tensors = {}
+    for b in layer.blocks:
+        full = torch.full(b.shape, float("nan"), dtype=torch.float32)
+        tensors[b.name] = distribute_tensor(full, MESH, [placement(b)], src_data_rank=None) if how == "dtensor" else full
+    module = Layer(tensors)
+    return module, DistributedDataParallel(module, process_group=PAIR) if how == "ddp" else None
+
+
 def model_for(layer, how):
-    """how: "one" (TP=1, rank 0), "dtensor" (TP=2) or "ddp" (DP=2)."""
     key = (how, tuple((b.name, b.rows, b.cols) for b in layer.blocks))
     if key not in _built:
-        tensors = {}
-        for b in layer.blocks:
-            full = torch.zeros(b.shape, dtype=torch.float32)
-            tensors[b.name] = distribute_tensor(full, MESH, [placement(b)], src_data_rank=None) if how == "dtensor" else full
-        module = Layer(tensors)
-        wrapped = DistributedDataParallel(module, process_group=PAIR) if how == "ddp" else None
-        _built[key] = (module, wrapped)
+        _built[key] = build(layer, how)
     return _built[key]
 
 
-def run(layer, case, init, grads, how):
+def adamw(layer, module):
+    params = module.params()
+    decay = [params[b.name] for b in layer.blocks if b.decay]
+    no_decay = [params[b.name] for b in layer.blocks if not b.decay]
+    return torch.optim.AdamW([{"params": decay, "weight_decay": layer.wd}, {"params": no_decay, "weight_decay": 0.0}],
+                             lr=layer.lr, betas=layer.betas, eps=layer.eps)
+
+
+# --- the round trip (resume_at): torch.distributed.checkpoint ---------------------------------
+
+def save(module, opt, path, case):
+    """DCP's save as its docs give it: get_state_dict (DTensor shards, DDP's prefix dropped),
+    dcp.save on every rank. dcp-keys-unqualified: each rank's local shards saved as plain tensors
+    under the same keys; DCP takes equal keys on several ranks for one replicated tensor and
+    writes one rank's."""
+    model_sd, optim_sd = get_state_dict(module, opt)
+    if case.fault == "dcp-keys-unqualified":
+        model_sd = {k: _local(v) for k, v in model_sd.items()}
+        optim_sd = {"state": {k: {n: _local(x) for n, x in st.items()} for k, st in optim_sd["state"].items()},
+                    "param_groups": optim_sd["param_groups"]}
+    dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=path)
+
+
+def load(module, opt, path, case):
+    """DCP's load into fresh objects: the state dicts the new module and optimizer have (as
+    get_state_dict makes them) filled in place by dcp.load, then set_state_dict."""
+    model_sd, optim_sd = get_state_dict(module, opt)
+    if case.fault == "dcp-keys-unqualified":
+        model_sd = {k: _local(v) for k, v in model_sd.items()}
+        optim_sd = {"state": {k: {n: _local(x) for n, x in st.items()} for k, st in optim_sd["state"].items()},
+                    "param_groups": optim_sd["param_groups"]}
+    box = {"model": model_sd, "optim": optim_sd}
+    dcp.load(box, checkpoint_id=path)
+    if case.fault == "dcp-keys-unqualified":  # the local tensors loaded in place: into the DTensors
+        for k, v in get_state_dict(module, opt)[0].items():
+            _local(v).copy_(box["model"][k])
+        return
+    options = None
+    if case.fault == "ckpt-adam-state-dropped":
+        # the first tensor's Adam state left out, loaded with strict=False (set_state_dict refuses
+        # a missing state otherwise) as a user does whose checkpoint's keys changed
+        del box["optim"]["state"][next(iter(box["optim"]["state"]))]
+        options = StateDictOptions(strict=False)
+    if case.fault == "ckpt-step-reset":  # the step counts back at 0: bias correction starts over
+        for st in box["optim"]["state"].values():
+            st["step"] = torch.zeros_like(st["step"]) if torch.is_tensor(st["step"]) else 0.0
+    set_state_dict(module, opt, model_state_dict=box["model"], optim_state_dict=box["optim"], options=options)
+
+
+def poison(module, opt):
+    """Every tensor of the objects that saved set to NaN: the next run can only go on from the
+    files."""
+    with torch.no_grad():
+        for p in module.params().values():
+            _local(p).fill_(float("nan"))
+        for st in opt.state.values():
+            for v in st.values():
+                if torch.is_tensor(v):
+                    _local(v).fill_(float("nan"))
+
+
+def round_trip_dir():
+    """A fresh directory rank 0 makes, its name broadcast to every rank."""
+    box = [tempfile.mkdtemp(prefix="precfuzz-dcp-") if RANK == 0 else None]
+    dist.broadcast_object_list(box, src=0, group=PAIR)
+    return box[0]
+
+
+def run(layer, case, init, grads, how, resume=0):
     """One run of the case's steps on this rank: ({block name: (steps, 4, *local shape)} of
-    master (= the parameter), parameter, m, v after each step, [the norm each step reported])."""
+    master (= the parameter), parameter, m, v after each step, [the norm each step reported],
+    (steps, 5) of the step count (the rest of tp.h's state: no scaler)). With resume = k: steps
+    1..k, saved by DCP, the objects that saved set to NaN, fresh ones loaded by DCP (their row of
+    step k: as loaded), steps k+1..N."""
     module, ddp = model_for(layer, how)
     params = module.params()
     tp, tp_rank = (2, RANK) if how == "dtensor" else (1, 0)
@@ -175,23 +268,31 @@ def run(layer, case, init, grads, how):
     with torch.no_grad():
         for b in layer.blocks:
             p = params[b.name]
-            (p.to_local() if isinstance(p, DTensor) else p).copy_(
-                torch.from_numpy(b.shard(layer.init(init_a, b), tp_rank, tp)))
+            _local(p).copy_(torch.from_numpy(b.shard(layer.init(init_a, b), tp_rank, tp)))
             p.grad = None
             sl = g_all[:, :, b.offset:b.offset + b.size].reshape(layer.steps, layer.mb, b.rows, b.cols)
             local = np.stack([np.stack([b.shard(sl[s, k], tp_rank, tp) for k in range(layer.mb)])
                               for s in range(layer.steps)])
             consts[b.name] = torch.from_numpy(local * np.float32(dp))  # DDP averages over dp: exact
-    decay = [params[b.name] for b in layer.blocks if b.decay]
-    no_decay = [params[b.name] for b in layer.blocks if not b.decay]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": layer.wd}, {"params": no_decay, "weight_decay": 0.0}],
-                            lr=layer.lr, betas=layer.betas, eps=layer.eps)
+    opt = adamw(layer, module)
     hist = {b.name: np.zeros((layer.steps, 4) + tuple(_local(params[b.name]).shape), np.float32) for b in layer.blocks}
+    state = np.zeros((layer.steps, 5))
     norms = []
     mine = list(layer.micro_batches(replica, dp))
-    forward = ddp if ddp is not None else module
-    with pr.switched(FAULTS, case.fault):
-        for s in range(layer.steps):
+
+    def record(s, module, opt):
+        for name, p in module.params().items():
+            st = opt.state.get(p, {})
+            h = hist[name][s]
+            h[0] = h[1] = _local(p).detach().numpy()
+            h[2] = _local(st["exp_avg"]).numpy() if "exp_avg" in st else 0  # none yet: Adam's zeros
+            h[3] = _local(st["exp_avg_sq"]).numpy() if "exp_avg_sq" in st else 0
+            state[s, 0] = float(st.get("step", 0))
+
+    def train(steps, module, ddp, opt):
+        params = module.params()
+        forward = ddp if ddp is not None else module
+        for s in steps:
             opt.zero_grad(set_to_none=True)
             for k in mine:
                 sync = k == mine[-1] and case.fault != "dp-grad-unreduced"
@@ -204,48 +305,72 @@ def run(layer, case, init, grads, how):
             norm = torch.nn.utils.clip_grad_norm_(list(params.values()), layer.max_norm)
             norms.append(float(norm.full_tensor() if isinstance(norm, DTensor) else norm))
             opt.step()
-            for name, p in params.items():
-                st = opt.state[p]
-                h = hist[name][s]
-                h[0] = h[1] = _local(p).detach().numpy()
-                h[2] = _local(st["exp_avg"]).numpy()
-                h[3] = _local(st["exp_avg_sq"]).numpy()
-    return hist, norms
+            record(s, module, opt)
+
+    with pr.switched(FAULTS, case.fault):
+        train(range(resume or layer.steps), module, ddp, opt)
+        if resume:
+            path = round_trip_dir()
+            try:
+                save(module, opt, path, case)
+                poison(module, opt)
+                module, ddp = build(layer, how)
+                opt = adamw(layer, module)
+                load(module, opt, path, case)
+                dist.barrier(group=PAIR)  # every rank has read it before rank 0 removes it
+            finally:
+                if RANK == 0:
+                    shutil.rmtree(path, ignore_errors=True)
+            record(resume - 1, module, opt)
+            train(range(resume, layer.steps), module, ddp, opt)
+    return hist, norms, state
 
 
 @pr.kernel("tp_diff", variant="torch-dtensor", like="torch", dtypes=["fp32"],
-           params={"tied": [0, 0], "tp": [2, 2], "dp": [1, 1], "experts": [0, 0], "comm": [0, 0]},
-           faults=["tp-replicated-unclipped", "norm-no-dedup", "norm-local", "norm-bf16"],
-           summary="PyTorch 2.15 DTensor TP=2 (2 gloo ranks), clip_grad_norm_, AdamW, fp32; TP=1 on rank 0")
+           params={"tied": [0, 0], "tp": [2, 2], "dp": [1, 1], "experts": [0, 0], "comm": [0, 0], "resume_at": [0, 1e6]},
+           faults=["tp-replicated-unclipped", "norm-no-dedup", "norm-local", "norm-bf16", "dcp-keys-unqualified",
+                   "ckpt-adam-state-dropped", "ckpt-step-reset"],
+           summary="PyTorch 2.15 DTensor TP=2 (2 gloo ranks), clip_grad_norm_, AdamW, fp32, DCP round trip; TP=1 on rank 0")
 def torch_dtensor(case, init, grads, gscale):
+    return runs(case, init, grads, "dtensor")
+
+
+def runs(case, init, grads, how):
+    """This rank's runs of the case: the second layout (with resume_at: round-tripped, and
+    straight beside it), and on rank 0 TP=1."""
     layer = pr.TPLayer(case)
-    out = {"two": run(layer, case, init, grads, "dtensor")}
+    out = {"two": run(layer, case, init, grads, how, layer.resume)}
+    if layer.resume:
+        out["straight"] = run(layer, case, init, grads, how)
     if RANK == 0:
         out["one"] = run(layer, case, init, grads, "one")
     return out
+
+
+def outputs(case, results, key):
+    layer = pr.TPLayer(case)
+    straight = {key(r): res["straight"] for r, res in enumerate(results)} if layer.resume else None
+    return layer.tp_outputs([{(0, 0, 0): results[0]["one"]}, {key(r): res["two"] for r, res in enumerate(results)}],
+                            straight)
 
 
 @torch_dtensor.combine
 def dtensor_outputs(case, results):
-    return pr.TPLayer(case).tp_outputs([{(0, 0): results[0]["one"]}, {(0, r): res["two"] for r, res in enumerate(results)}])
+    return outputs(case, results, lambda r: (0, 0, r))
 
 
 @pr.kernel("tp_diff", variant="torch-ddp", like="torch", dtypes=["fp32"],
-           params={"tied": [0, 0], "tp": [1, 1], "dp": [2, 2], "experts": [0, 0], "comm": [0, 0]},
-           faults=["norm-bf16", "dp-grad-unreduced"],
-           summary="PyTorch 2.15 DistributedDataParallel DP=2 (2 gloo ranks), clip_grad_norm_, AdamW, fp32; TP=1 on rank 0")
+           params={"tied": [0, 0], "tp": [1, 1], "dp": [2, 2], "experts": [0, 0], "comm": [0, 0], "resume_at": [0, 1e6]},
+           faults=["norm-bf16", "dp-grad-unreduced", "ckpt-adam-state-dropped", "ckpt-step-reset"],
+           summary="PyTorch 2.15 DistributedDataParallel DP=2 (2 gloo ranks), clip_grad_norm_, AdamW, fp32, DCP round "
+                   "trip; TP=1 on rank 0")
 def torch_ddp(case, init, grads, gscale):
-    layer = pr.TPLayer(case)
-    out = {"two": run(layer, case, init, grads, "ddp")}
-    if RANK == 0:
-        out["one"] = run(layer, case, init, grads, "one")
-    return out
+    return runs(case, init, grads, "ddp")
 
 
 @torch_ddp.combine
 def ddp_outputs(case, results):
-    return pr.TPLayer(case).tp_outputs([{(0, 0, 0): results[0]["one"]},
-                                        {(r, 0, 0): res["two"] for r, res in enumerate(results)}])
+    return outputs(case, results, lambda r: (r, 0, 0))
 
 
 if __name__ == "__main__":

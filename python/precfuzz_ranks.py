@@ -157,7 +157,11 @@ def serve():
             if case.variant not in _kernels:
                 raise KeyError(f"no kernel for variant {case.variant!r}")
             mine = ("ok", _kernels[case.variant][1](case, **inputs))
-        except Exception as e:  # the kernel's failure is precfuzz's finding, not the end
+        # the kernel's failure is precfuzz's finding, not the end; BaseException: torch's DCP raises
+        # CheckpointException, which is not an Exception
+        except BaseException as e:
+            if isinstance(e, (SystemExit, KeyboardInterrupt)):
+                raise
             traceback.print_exc(file=sys.stderr)
             mine = ("error", f"rank {rank}: {type(e).__name__}: {e}")
         results = [None] * world if rank == 0 else None
@@ -278,6 +282,9 @@ class TPLayer:
         self.ep = 2 if self.experts == 2 and self.dp == 2 else 1
         # `layers` transformer layers of the same 12 parameters (with more than one, named l0.ln1.w, ...)
         self.layers = int(p.get("layers", 1))
+        # resume_at = k > 0: the second run also saved after step k with the adapter's own save
+        # code and loaded into fresh objects with its own load code (a kernel that takes resume_at)
+        self.resume = int(p.get("resume_at", 0))
         dense = [("ln1.w", h, 1, REPLICATED, 0), ("ln1.b", h, 1, REPLICATED, 0), ("qkv.w", 3 * h, h, COLUMN, 1),
                  ("qkv.b", 3 * h, 1, COLUMN, 0), ("proj.w", h, h, ROW, 1), ("proj.b", h, 1, REPLICATED, 0),
                  ("ln2.w", h, 1, REPLICATED, 0), ("ln2.b", h, 1, REPLICATED, 0), ("fc1.w", f, h, COLUMN, 1),
@@ -341,13 +348,16 @@ class TPLayer:
         d = (np.take_along_axis(cpy, q[:, None, :], 1) - np.take_along_axis(ref, q[:, None, :], 1))[:, 0, :]
         return np.stack([np.where(any_, 1 + q, 0).astype(np.float32), np.where(any_, d, 0).astype(np.float32)], -1)
 
-    def tp_outputs(self, runs):
+    def tp_outputs(self, runs, straight=None):
         """precfuzz's outputs (tp.h's layout) from every rank's history. runs[0] is the first
         run (TP=1), runs[1] the second (TP=tp x DP=dp), each {(dp, pp, tp): (hist, norms)} (or
         {(pp, tp): ...} with one replica) for every rank it had: hist {block name: (steps, 4,
         *shard shape)} of master, parameter, m, v after every step for the blocks the rank holds
         (a second pipeline stage holds the tied embedding alone), norms the gradient norm each
-        step reported. The copy checks compare, in each replica, every replicated element on TP
+        step reported. With resume_at, runs[1] is the run with the round trip (its row of step k
+        the state as loaded), straight the same layout run straight, and each rank's entry
+        (hist, norms, state) with state (steps, 5) of its step count, loss scale, growth tracker,
+        hysteresis tracker and scaler iteration (0 where it has none): the stage "resume". The copy checks compare, in each replica, every replicated element on TP
         rank 1 with rank 0's copy and the tied embedding on stage 1 with stage 0's, then every
         element of replica 1 with replica 0's, bitwise (but an expert's under EP=2: expert e is
         on replica e alone, and its history comes from there)."""
@@ -390,5 +400,55 @@ class TPLayer:
                 cpy = self.assemble(b, [two[(d, 0, t)][0][b.name] for t in range(TP)], TP).reshape(S, 4, b.size)
                 checks.append(self._copy_check(ref, cpy))
         copies = np.concatenate(checks, axis=1) if checks else np.zeros((S, 0, 2), np.float32)
-        return {"copies": copies.reshape(-1), "tp1": out[0].reshape(-1), "tp2": out[1].reshape(-1),
-                "norms": norms.reshape(-1)}
+        outputs = {"copies": copies.reshape(-1), "tp1": out[0].reshape(-1), "tp2": out[1].reshape(-1),
+                   "norms": norms.reshape(-1)}
+        if self.resume:
+            if straight is None:
+                raise ValueError("resume_at: tp_outputs needs the run straight beside the resumed one")
+            outputs["resume"] = self._resume_check(
+                {(k if len(k) == 3 else (0,) + tuple(k)): v for k, v in straight.items()}, runs[1])
+        return outputs
+
+    def global_index(self, block, tp_rank, tp):
+        """The case's element numbers of a rank's shard of a block, flat, in the shard's order."""
+        full = np.arange(block.offset, block.offset + block.size, dtype=np.int64).reshape(block.rows, block.cols)
+        return block.shard(full, tp_rank, tp).reshape(-1)
+
+    def _resume_check(self, straight, resumed):
+        """tp.h's stage "resume": per step and element, over every copy in rank order, (code, value
+        straight, value resumed) of the first of master, parameter, m, v that differs bitwise
+        (code 0: none); then per step and slot (4 dp + 2 pp + tp) the same of the rank's state."""
+        S, n = self.steps, self.n
+        elem = np.zeros((S, n, 3), dtype=np.float32)
+        state = np.zeros((S, 8, 3), dtype=np.float32)
+        if set(straight) != set(resumed):
+            raise ValueError(f"resume_at: the resumed run has ranks {sorted(resumed)}, the straight one {sorted(straight)}")
+        TP = 1 + max(t for _, _, t in straight)
+        for key in sorted(straight):  # rank order: (dp PP + pp) TP + tp
+            d, pp, t = key
+            a, b = straight[key], resumed[key]
+            for name, ha in a[0].items():
+                blk = self.block(name)
+                ref = np.asarray(ha, dtype=np.float32).reshape(S, 4, -1)
+                cpy = np.asarray(b[0][name], dtype=np.float32).reshape(S, 4, -1)
+                differ = ref.view(np.uint32) != cpy.view(np.uint32)
+                q = differ.argmax(axis=1)
+                code = np.where(differ.any(axis=1), 1 + q, 0)
+                was = np.take_along_axis(ref, q[:, None, :], 1)[:, 0, :]
+                now = np.take_along_axis(cpy, q[:, None, :], 1)[:, 0, :]
+                idx = self.global_index(blk, t, TP)
+                free = elem[:, idx, 0] == 0  # an earlier copy's difference stands
+                take = free & (code != 0)
+                for j, v in enumerate((code, was, now)):
+                    sub = elem[:, idx, j]
+                    sub[take] = v[take]
+                    elem[:, idx, j] = sub
+            sa = np.asarray(a[2] if len(a) > 2 else np.zeros((S, 5)), dtype=np.float64).reshape(S, 5)
+            sb = np.asarray(b[2] if len(b) > 2 else np.zeros((S, 5)), dtype=np.float64).reshape(S, 5)
+            slot = 4 * d + 2 * pp + t
+            for s in range(S):
+                diff = np.nonzero(sa[s] != sb[s])[0]
+                if diff.size:
+                    k = diff[0]
+                    state[s, slot] = (1 + k, sa[s, k], sb[s, k])
+        return np.concatenate([elem.reshape(-1), state.reshape(-1)])

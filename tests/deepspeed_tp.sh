@@ -176,6 +176,55 @@ print("yes" if len(a) == len(c) == 4 and all(p["verdict"] == q["verdict"] for p,
 [ "${same%% *}" = yes ] || fail "unscale after update: DeepSpeed against the emulation with its order: $same"
 rm -f "$T.ds" "$T.c"
 
+# the round trip (resume_at) with DeepSpeed's own checkpoint code, in one rank group: saved after
+# step k and loaded into a fresh BF16_Optimizer (its state dicts) or a fresh engine
+# (save_checkpoint, load_checkpoint), the same as the run straight bit for bit; the masters not
+# loaded from their fp32 copies (zero_optimization.load_from_fp32_weights off) found as loaded:
+# at the fresh optimizer's build values (0) by BF16_Optimizer, rebuilt from the bf16 weights by
+# ZeRO's; the fp16 loss scale made anew after the load found as loaded
+T=$(mktemp -d)
+for s in 1 2; do
+  zcase "rt-clean-bf16-$s" deepspeed-bf16 $((10 * s)) 2 1 0 "" bf16 "\"resume_at\": $s"
+  zcase "rt-clean-z1-$s" deepspeed-zero1-bf16 $((10 * s)) 1 2 1 "" bf16 "\"resume_at\": $s"
+  zcase "rt-clean-z2-$s" deepspeed-zero2-bf16 $((10 * s)) 1 2 1 "" bf16 "\"resume_at\": $s"
+  zcase "rt-clean-z2tp-$s" deepspeed-zero2-tp-bf16 $((10 * s)) 2 1 0 "" bf16 "\"resume_at\": $s"
+  zcase "rt-clean-z1acc-$s" deepspeed-zero1-bf16acc $((10 * s)) 1 2 0 "" bf16 "\"resume_at\": $s"
+  zcase "rt-fp16-z2-dyn-$s" deepspeed-zero2-fp16 $((10 * s)) 1 2 1 unscale-after-update fp16 "$DYN, \"resume_at\": $s"
+  zcase "rt-fp16-z2tp-grow-$s" deepspeed-zero2-tp-fp16 $((10 * s)) 2 1 0 unscale-after-update fp16 \
+    "\"scaler\": 1, \"growth_interval\": 1, \"loss_scale\": 1024, \"resume_at\": $s"
+done
+zcase rt-fault-bf16 deepspeed-bf16 7 2 1 0 ckpt-master-from-param bf16 '"resume_at": 1'
+zcase rt-fault-z1 deepspeed-zero1-bf16 7 1 2 1 ckpt-master-from-param bf16 '"resume_at": 1'
+zcase rt-fault-z2 deepspeed-zero2-bf16 7 1 2 1 ckpt-master-from-param bf16 '"resume_at": 1'
+# (DeepSpeed's scaler with scale_window 1 doubles first after its second step: 2048 saved after it)
+zcase rt-fault-scale deepspeed-zero2-fp16 7 1 2 1 ckpt-scale-reset fp16 '"scaler": 1, "growth_interval": 1, "loss_scale": 1024, "resume_at": 2'
+out=$(rk replay "$T"/*.json)
+for f in "$T"/rt-clean-*.json; do
+  n=$((n + 1))
+  echo "$out" | grep -q "^$f: tp_diff/deepspeed-[a-z0-9-]* bf16/fp32: ok$" || fail "round trip $(basename "$f"): $out"
+done
+# fp16: DeepSpeed's ZeRO step against its emulation agrees on 99.8% of the outputs, not all: the
+# round trip's stage alone is asserted here (the first finding is the round trip's when it has one)
+for f in "$T"/rt-fp16-*.json; do
+  n=$((n + 1))
+  echo "$out" | grep -q "^$f: tp_diff/deepspeed-zero2[a-z-]*fp16 fp16/fp32: " && ! echo "$out" | grep "^$f: " | grep -q "fresh group" ||
+    fail "round trip $(basename "$f"): $out"
+done
+for f in "rt-fault-bf16:ln1.w\[0\]'s master was [-0-9.e]* when saved, 0 as loaded" \
+  "rt-fault-z1:ln1.w\[0\]'s master was [-0-9.e]* when saved, 0 as loaded" \
+  "rt-fault-z2:ln1.w\[0\]'s master was [-0-9.e]* when saved, [-0-9.e]* as loaded" \
+  "rt-fault-scale:the loss scale of DP replica 0, pipeline stage 0, TP rank 0 was 2048 when saved, 1024 as loaded"; do
+  n=$((n + 1))
+  echo "$out" | grep -q "^$T/${f%%:*}.json: .*: divergent (.*the run saved after step [12], loaded into a fresh group: ${f#*:}" ||
+    fail "round trip ${f%%:*}: $out"
+done
+# ZeRO's rebuild from the bf16 weights: the master as loaded is a bf16 number (8 significant bits)
+n=$((n + 1))
+loaded=$(echo "$out" | grep "^$T/rt-fault-z2.json" | sed -n "s/.*when saved, \([-0-9.e]*\) as loaded.*/\1/p")
+"$PY" -c 'import struct, sys; b = struct.unpack("<I", struct.pack("<f", float(sys.argv[1])))[0]; sys.exit(0 if b & 0xffff == 0 and b != 0 else 1)' "$loaded" ||
+  fail "ZeRO's masters rebuilt from the bf16 weights: $loaded is not a bf16 number"
+rm -rf "$T"
+
 # a tied embedding (PP=2) is not this adapter's: refused, exit 2
 n=$((n + 1))
 out=$("$P" --kernels "$K" diff-tp -v deepspeed-bf16 --param tied=1 --cases 1 2>&1)

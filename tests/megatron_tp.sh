@@ -4,7 +4,9 @@
 # tensor-parallel differential (examples/megatron_tp.py, contract tp_diff/megatron-core): clean
 # cases give no finding, with TP=2, DP=2, TP=2 x DP=2 and TP=2 x PP=2 with the tied embedding; each fault switch is found within 20 cases where it shows, with a replay line that
 # reproduces it, seed 004's on the tied copy; the emulation agrees with megatron-core on most
-# outputs. Skipped without megatron-core (scripts/python-env.sh --frameworks).
+# outputs; round trips through dist_checkpointing are bitwise (the distributed optimizer's with
+# its step-count defect patched, which is found without the patch), and each broken load is
+# found as loaded. Skipped without megatron-core (scripts/python-env.sh --frameworks).
 # usage: tests/megatron_tp.sh PRECFUZZ PYTHON
 P=$(realpath "$1")
 PY=$2
@@ -157,6 +159,64 @@ n=$((n + 1))
 out=$("$P" --kernels "ranks:2:$PY examples/megatron_tp.py" replay tests/data/tp/megatron-core-bf16-1-layer.json \
   tests/data/tp/megatron-core-bf16-2-layers.json 2>&1)
 [ $? -eq 0 ] && [ "$(echo "$out" | grep -c 'tp_diff/megatron-core-bf16 bf16/fp32: ok$')" -eq 2 ] || fail "1 layer, then 2: $out"
+
+# the round trip (resume_at) through megatron-core's dist_checkpointing, as Megatron-LM's
+# save_checkpoint and load_checkpoint use it (the model's and the optimizer's sharded state
+# dicts, dp_reshardable): saved after step k, loaded into a fresh DDP and optimizer
+S=(--shape 4x8x16x12x4)
+for v in "megatron-core-bf16" "megatron-core-bf16 --param tp=1 --param dp=2" \
+  "megatron-core-fp16 -t fp16 --param scaler=1 --param growth_interval=1" \
+  "megatron-core-distopt-bf16 --fault distopt-step-patched" \
+  "megatron-core-distopt-bf16 --param tp=1 --param dp=2 --fault distopt-step-patched"; do
+  for k in 1 3; do
+    n=$((n + 1))
+    out=$(rk diff-tp -v $v --param tied=0 "${S[@]}" --param resume_at=$k --cases 6)
+    [ $? -eq 0 ] && echo "$out" | grep -q "^tp_diff/megatron-core-[a-z0-9-]* [a-z0-9]*/fp32: 6 cases (seeds 1..6): ok 6 *$" || fail "round trip $v k=$k: $out"
+  done
+done
+# megatron-core 0.16.1's DistributedOptimizer with torch's AdamW loads Adam's step count as the
+# placeholder state's (1), whatever was saved, and one step tensor for every parameter: found as
+# loaded, with a replay line that gives it again
+n=$((n + 1))
+out=$(rk diff-tp -v megatron-core-distopt-bf16 --param tied=0 "${S[@]}" --param resume_at=2 --cases 1)
+first=$(echo "$out" | grep -m1 "^FINDING")
+line=$(echo "$out" | grep -m1 "reproduce with: " | sed 's/^ *reproduce with: //')
+echo "$first" | grep -q "divergent, born in resume .*the run saved after step 2, loaded into a fresh group: the step count of DP replica 0, pipeline stage 0, TP rank 0 was 2 when saved, 1 as loaded" &&
+  [ "$(eval "$line" 2>&1 | grep -m1 "^FINDING")" = "$first" ] || fail "distributed optimizer's step count: $out"
+# ... and its effect a step later, loaded at the right count (k = 1): the shared step tensor
+# advanced once per parameter (7 on each replica at DP=2)
+n=$((n + 1))
+out=$(rk diff-tp -v megatron-core-distopt-bf16 --param tied=0 --param tp=1 --param dp=2 "${S[@]}" --param resume_at=1 --cases 1)
+echo "$out" | grep -q "(equal as loaded): after step 2 the step count of DP replica 0, pipeline stage 0, TP rank 0 is 8, 2 in the run straight" ||
+  fail "distributed optimizer's shared step tensor: $out"
+# the faults: the main params rebuilt from the bf16 weights (reload_model_params), the fp16
+# scaler made anew after the load
+for f in "megatron-core-bf16:ckpt-master-from-param:ln1.w\[0\]'s master was [-0-9.e]* when saved, [-0-9.e]* as loaded" \
+  "megatron-core-distopt-bf16 --param tp=1 --param dp=2:ckpt-master-from-param:ln1.w\[0\]'s master was [-0-9.e]* when saved, [-0-9.e]* as loaded" \
+  "megatron-core-fp16 -t fp16 --param scaler=1 --param growth_interval=1:ckpt-scale-reset:the loss scale of DP replica 0, pipeline stage 0, TP rank 0 was 8192 when saved, 4096 as loaded"; do
+  n=$((n + 1))
+  v=${f%%:*} rest=${f#*:}
+  out=$(rk diff-tp -v $v --param tied=0 "${S[@]}" --param resume_at=1 --fault "${rest%%:*}" --cases 1)
+  echo "$out" | grep -q "^FINDING .*seed 1: divergent, born in resume .*the run saved after step 1, loaded into a fresh group: ${rest#*:}" ||
+    fail "round trip ${rest%%:*} on $v: $out"
+done
+# dist_checkpointing shards in equal parts (Megatron pads the vocabulary): an odd one is refused
+# by the adapter before any collective, on every rank, with one line
+n=$((n + 1))
+out=$(rk diff-tp -v megatron-core-bf16 --param tied=0 --shape 3x8x16x11x4 --param resume_at=1 --cases 1)
+echo "$out" | grep -q "^FINDING .*seed 1: failed: .*resume_at: megatron-core's dist_checkpointing shards a tensor in equal parts over TP .*embed.w's 11 rows do not split in 2" ||
+  fail "odd vocabulary: $out"
+# 4 ranks, the tied embedding over two pipeline stages (the last stage's copy saved as the
+# first's replica, as LanguageModule saves it): clean; seed 004 (the last stage's copy back at
+# its initial values after the load) found as loaded
+K4="ranks:4:$PY examples/megatron_tp.py"
+n=$((n + 1))
+out=$("$P" --kernels "$K4" diff-tp -v megatron-core-bf16 "${S[@]}" --param resume_at=2 --cases 4 2>&1)
+[ $? -eq 0 ] && echo "$out" | grep -q "^tp_diff/megatron-core-bf16 bf16/fp32: 4 cases (seeds 1..4): ok 4 *$" || fail "round trip, 4 ranks, tied: $out"
+n=$((n + 1))
+out=$("$P" --kernels "$K4" diff-tp -v megatron-core-bf16 "${S[@]}" --param resume_at=1 --fault ckpt-last-stage-init --cases 1 2>&1)
+echo "$out" | grep -q "^FINDING .*seed 1: divergent, born in resume .*loaded into a fresh group: embed.w\[0,0\]'s master was [-0-9.e]* when saved, [-0-9.e]* as loaded" ||
+  fail "round trip, seed 004: $out"
 
 echo "megatron_tp: $((n - failed))/$n checks passed"
 [ $failed -eq 0 ]

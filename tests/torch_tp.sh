@@ -1,7 +1,8 @@
 #!/bin/bash
 # Plain PyTorch's distributed step (examples/torch_tp.py: DTensor TP=2 or DDP DP=2,
 # clip_grad_norm_, AdamW, fp32) on 2 gloo ranks under the differential (contract tp_diff/torch):
-# clean cases give no finding on either layout; with the seed-002-like switch the replicated
+# clean cases give no finding on either layout, nor round trips through torch.distributed.checkpoint
+# (resume_at), whose broken save and load are each found in the first case; with the seed-002-like switch the replicated
 # LayerNorm weight differs between TP rank 0 and rank 1 after the first step that clips (read
 # from the norms PyTorch reported), with a replay line that reproduces it; each other switch is
 # found within 20 cases; the emulation agrees with PyTorch on most outputs; a layout the
@@ -58,6 +59,36 @@ done
 # ATen's norms sum in another order or its roots round the other way), no finding on either
 rk_agrees torch-dtensor 80 -t fp32 --param tied=0
 rk_agrees torch-ddp 80 -t fp32 --param tied=0 --param tp=1 --param dp=2
+
+# the round trip (resume_at) through torch.distributed.checkpoint: clean on both layouts; each
+# broken save or load found in the first case, named as loaded; its replay line gives it again
+for v in DT DD; do
+  n=$((n + 1))
+  eval 'args=("${'$v'[@]}")'
+  out=$(rk "${args[@]}" --shape 4x8x16x12x4 --param resume_at=2 --cases 20)
+  [ $? -eq 0 ] && echo "$out" | grep -q "^tp_diff/${args[2]} fp32/fp32: 20 cases (seeds 1..20): ok 20 *$" || fail "round trip ${args[2]}: $out"
+done
+# DCP keeps one rank's copy of a key several ranks write: TP shards under unqualified keys come
+# back as the other rank's shard, silently when the shards have one shape (an even vocabulary)...
+for f in "DT:dcp-keys-unqualified:'s m was .* when saved, .* as loaded" \
+  "DT:ckpt-adam-state-dropped:qkv.w\[0,0\]'s m was .* when saved, 0 as loaded" \
+  "DT:ckpt-step-reset:the step count of DP replica 0, pipeline stage 0, TP rank 0 was 2 when saved, 0 as loaded" \
+  "DD:ckpt-step-reset:the step count of DP replica 0, pipeline stage 0, TP rank 0 was 2 when saved, 0 as loaded"; do
+  n=$((n + 1))
+  v=${f%%:*} rest=${f#*:}
+  eval 'args=("${'$v'[@]}")'
+  out=$(rk "${args[@]}" --shape 4x8x16x12x4 --param resume_at=2 --fault "${rest%%:*}" --cases 5 --max-print 1)
+  rc=$?
+  first=$(echo "$out" | grep -m1 "^FINDING")
+  line=$(echo "$out" | grep -m1 "reproduce with: " | sed 's/^ *reproduce with: //')
+  [ $rc -eq 1 ] && echo "$first" | grep -q "seed 1: divergent, born in resume .*the run saved after step 2, loaded into a fresh group: .*${rest#*:}" &&
+    [ "$(eval "$line" 2>&1 | grep -m1 "^FINDING")" = "$first" ] || fail "round trip, ${rest%%:*} on ${args[2]}: $out"
+done
+# ... and refused by DCP's own check when they do not (an odd vocabulary: 6 rows against 5)
+n=$((n + 1))
+out=$(rk "${DT[@]}" --shape 4x8x16x11x4 --param resume_at=2 --fault dcp-keys-unqualified --cases 1)
+echo "$out" | grep -q "^FINDING .*seed 1: failed: the kernel raised an error on the case: rank .: CheckpointException" ||
+  fail "dcp-keys-unqualified, odd vocabulary: $out"
 
 # a layout the variant does not hold is refused, exit 2; left unsaid, the variant's own is taken
 n=$((n + 1))

@@ -179,19 +179,20 @@ static inline size_t pf_tp_norm_at(const pf_tp_layout *L, int run, size_t s, int
 }
 /* resume_at = k > 0 (the built-in variants): the second run also saved after step k, its ranks
  * dropped and a fresh group loaded from the checkpoint for the steps after k, against the same
- * run straight. Per step, per element (gathered as the second run's outputs): a code (0 bitwise
- * equal, else 1 + the first of master, parameter, m, v that differs) and that difference; then
- * per step and slot the rank's optimizer state beside its tensors: a code (0 equal, else 1 + the
- * first of PF_TP_STATE that differs) and that difference. */
+ * run straight; the resumed run's row of step k is its state as loaded. Per step, per element
+ * (every copy of it, in rank order): a code (0 bitwise equal, else 1 + the first of master,
+ * parameter, m, v that differs), its value in the straight run and in the resumed one; then per
+ * step and slot the rank's optimizer state beside its tensors: a code (0 equal, else 1 + the
+ * first of PF_TP_ST_* that differs) and its two values. */
 enum { PF_TP_ST_TAKEN = 0, PF_TP_ST_SCALE, PF_TP_ST_GROWTH, PF_TP_ST_HYST, PF_TP_ST_ITER, PF_TP_NSTATE };
 static inline size_t pf_tp_resume_at(const pf_tp_layout *L, size_t s, size_t e) {
-  return pf_tp_norm_at(L, 2, 0, 0) + (s * L->n + e) * 2;
+  return pf_tp_norm_at(L, 2, 0, 0) + (s * L->n + e) * 3;
 }
 static inline size_t pf_tp_state_at(const pf_tp_layout *L, size_t s, int slot) {
-  return pf_tp_norm_at(L, 2, 0, 0) + 2 * L->steps * L->n + (s * PF_TP_SLOTS + (size_t)slot) * 2;
+  return pf_tp_norm_at(L, 2, 0, 0) + 3 * L->steps * L->n + (s * PF_TP_SLOTS + (size_t)slot) * 3;
 }
 static inline size_t pf_tp_output_count(const pf_tp_layout *L) {
-  return pf_tp_norm_at(L, 2, 0, 0) + (L->resume ? 2 * L->steps * (L->n + PF_TP_SLOTS) : 0);
+  return pf_tp_norm_at(L, 2, 0, 0) + (L->resume ? 3 * L->steps * (L->n + PF_TP_SLOTS) : 0);
 }
 /* Copy check j (per step; in the second run): for each DP replica d, its replicated elements
  * on TP rank 1 against TP rank 0 (when tp is 2), then its tied embedding's copy on stage 1

@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -283,8 +284,16 @@ typedef struct pf_tp_world {
   size_t s0, s1; /* the steps the ranks run now: [s0, s1) */
 } pf_tp_world;
 
-/* A rank's optimizer state beside its tensors after step s: what a checkpoint must carry too. */
-static void pf_tp_record_state(pf_tp_rank *me, size_t s) {
+/* A rank's history row s: its master, parameter, m and v, and beside them its optimizer state
+ * (what a checkpoint must carry too), after step s (or, in a resumed run, as loaded). */
+static void pf_tp_record(pf_tp_rank *me, size_t s) {
+  for (size_t x = 0; x < me->nloc; x++) {
+    double *h = me->hist + (s * me->nloc + x) * 4;
+    h[PF_TP_MASTER] = me->master[x];
+    h[PF_TP_PARAM] = me->param[x];
+    h[PF_TP_M] = me->m[x];
+    h[PF_TP_V] = me->v[x];
+  }
   double *o = me->shist + s * PF_TP_NSTATE;
   o[PF_TP_ST_TAKEN] = (double)me->taken;
   o[PF_TP_ST_SCALE] = me->sc.scale;
@@ -541,14 +550,7 @@ static void *pf_tp_rank_main(void *arg) {
     }
     if (skip) { /* the step skipped: the state as it was, no norm (reported as -1) */
       me->norms[s] = -1;
-      for (size_t x = 0; x < me->nloc; x++) {
-        double *o = me->hist + (s * me->nloc + x) * 4;
-        o[PF_TP_MASTER] = me->master[x];
-        o[PF_TP_PARAM] = me->param[x];
-        o[PF_TP_M] = me->m[x];
-        o[PF_TP_V] = me->v[x];
-      }
-      pf_tp_record_state(me, s);
+      pf_tp_record(me, s);
       continue;
     }
     me->taken++;
@@ -572,13 +574,8 @@ static void *pf_tp_rank_main(void *arg) {
       pf_adam_step(adam, PF_ADAM_MODE_ADAMW, F, F, L->b[k].decay ? &hw : &h0, &me->master[x], me->g[x],
                    &me->m[x], &me->v[x], &me->fe);
       me->param[x] = pf_round_fe(T, me->master[x], &me->fe);
-      double *o = me->hist + (s * me->nloc + x) * 4;
-      o[PF_TP_MASTER] = me->master[x];
-      o[PF_TP_PARAM] = me->param[x];
-      o[PF_TP_M] = me->m[x];
-      o[PF_TP_V] = me->v[x];
     }
-    pf_tp_record_state(me, s);
+    pf_tp_record(me, s);
   }
   return NULL;
 }
@@ -778,13 +775,15 @@ static pf_status pf_tp_world_resumed(pf_tp_world *w, const pf_case *c, const pf_
   if (!st) st = pf_tp_save(before, dir, L->resume);
   if (!st) st = pf_tp_world_init(w, c, L, in, TP, DP);
   if (!st) st = pf_tp_load(w, dir);
-  if (!st) { /* the histories of the steps before the save are the first group's */
+  if (!st) { /* the histories of the steps before the save are the first group's, but the last
+              * row: the state as loaded, so that a load that changes anything shows at step k */
     for (int r = 0; r < w->R; r++) {
       const pf_tp_rank *a = pf_tp_rank_at(before, r);
       pf_tp_rank *b = pf_tp_rank_at(w, r);
       memcpy(b->hist, a->hist, L->resume * a->nloc * 4 * sizeof(double));
       memcpy(b->norms, a->norms, L->resume * sizeof(double));
       memcpy(b->shist, a->shist, L->resume * PF_TP_NSTATE * sizeof(double));
+      pf_tp_record(b, L->resume - 1);
       b->fe |= a->fe;
     }
     st = pf_tp_world_steps(w, L->resume, L->steps);
@@ -822,28 +821,28 @@ pf_status pf_tp_cpu(const pf_case *c, const pf_tensor *in, double *out, unsigned
     st = ws ? pf_tp_world_run(ws, c, &L, in, L.tp, L.dp) : pf_error(PF_ERR_NOMEM, "tp: out of memory");
     for (size_t s = 0; !st && s < L.steps; s++) {
       for (size_t e = 0; e < L.n; e++) { /* every copy of e: the first one that differs */
-        double code = 0, diff = 0;
+        double code = 0, was = 0, is = 0;
         for (int r = 0; r < w2->R && code == 0; r++) {
           const pf_tp_rank *a = pf_tp_rank_at(ws, r), *b = pf_tp_rank_at(w2, r);
           const size_t x = pf_tp_local(a, e);
           if (x >= a->nloc || a->elem[x] != e) continue;
           const double *p = a->hist + (s * a->nloc + x) * 4, *q = b->hist + (s * b->nloc + x) * 4;
           for (int k = 0; k < 4 && code == 0; k++)
-            if (memcmp(&p[k], &q[k], sizeof(double)) != 0) code = 1 + k, diff = q[k] - p[k];
+            if (memcmp(&p[k], &q[k], sizeof(double)) != 0) code = 1 + k, was = p[k], is = q[k];
         }
-        out[pf_tp_resume_at(&L, s, e)] = code;
-        out[pf_tp_resume_at(&L, s, e) + 1] = isnan(diff) ? 0 : pf_round(PF_FP32, diff);
+        double *o = out + pf_tp_resume_at(&L, s, e);
+        o[0] = code, o[1] = was, o[2] = is;
       }
       for (int slot = 0; slot < PF_TP_SLOTS; slot++) { /* each rank's step count and scaler */
-        double code = 0, diff = 0;
+        double code = 0, was = 0, is = 0;
         const int dp = slot / 4, pp = slot / 2 % 2, tp = slot % 2;
         if (dp < w2->DP && pp < w2->PP && tp < w2->TP) {
           const double *p = ws->rank[slot].shist + s * PF_TP_NSTATE, *q = w2->rank[slot].shist + s * PF_TP_NSTATE;
           for (int k = 0; k < PF_TP_NSTATE && code == 0; k++)
-            if (p[k] != q[k]) code = 1 + k, diff = q[k] - p[k];
+            if (p[k] != q[k]) code = 1 + k, was = p[k], is = q[k];
         }
-        out[pf_tp_state_at(&L, s, slot)] = code;
-        out[pf_tp_state_at(&L, s, slot) + 1] = pf_round(PF_FP32, diff);
+        double *o = out + pf_tp_state_at(&L, s, slot);
+        o[0] = code, o[1] = was, o[2] = is;
       }
     }
     if (ws) pf_tp_world_free(ws);
@@ -923,7 +922,7 @@ static int pf_tp_stages(const pf_case *c, pf_stage *st) {
   st[2] = (pf_stage){"tp2", pf_tp_run_at(&L, 1, 0, 0, 0), 4 * L.steps * L.n, 0, PF_STAGE_MIXED, 0, {0}, PF_MEASURE_NONE};
   st[3] = (pf_stage){"norms", pf_tp_norm_at(&L, 0, 0, 0), 2 * PF_TP_SLOTS * L.steps, 0, PF_STAGE_MIXED, 0, {0}, PF_MEASURE_NONE};
   if (!L.resume) return 4;
-  st[4] = (pf_stage){"resume", pf_tp_resume_at(&L, 0, 0), 2 * L.steps * (L.n + PF_TP_SLOTS), 0, PF_STAGE_MIXED, 0, {0},
+  st[4] = (pf_stage){"resume", pf_tp_resume_at(&L, 0, 0), 3 * L.steps * (L.n + PF_TP_SLOTS), 0, PF_STAGE_MIXED, 0, {0},
                      PF_MEASURE_NONE};
   return 5;
 }
@@ -951,9 +950,12 @@ static pf_status pf_tp_check(const pf_case *c) {
     if (c->params[PF_TPP_RESUME] >= (double)c->shape[0])
       return pf_error(PF_ERR_ARG, "resume_at (%.0f) must be a step before the last (steps: %zu)", c->params[PF_TPP_RESUME],
                       c->shape[0]);
-    if (pf_case_kernel(c) && pf_case_kernel(c)->like)
-      return pf_error(PF_ERR_UNSUPPORTED, "resume_at: the round trip is the built-in variants'; %s/%s's own save and "
-                                          "load are not wired to it yet", c->kernel, c->variant);
+    /* a kernel process does the round trip with its own save and load: it says so by taking
+     * resume_at in its hello */
+    const pf_kernel *k = pf_case_kernel(c);
+    if (k && k->like && !pf_kernel_param(k, PF_TPP_RESUME))
+      return pf_error(PF_ERR_UNSUPPORTED, "resume_at: %s/%s does not take it (its hello's params do not name resume_at: "
+                                          "it has no save and load of its own wired to the round trip)", c->kernel, c->variant);
   }
   if (c->params[PF_TPP_TP] == 2) {
     if (c->shape[1] % 2) return pf_error(PF_ERR_ARG, "hidden (%zu) must be even: TP=2 splits it (Megatron's divide())", c->shape[1]);
@@ -1067,7 +1069,7 @@ static pf_verdict pf_tp_refine(const pf_case *c, const pf_tensor *in, size_t i, 
   pf_tp_layout_make(c, &L);
   if (i < 2 * L.steps * L.nsync) return i % 2 == 0 && y != 0 ? PF_V_DIVERGENT : PF_V_OK;
   const size_t r0 = pf_tp_resume_at(&L, 0, 0);
-  if (L.resume && i >= r0) return (i - r0) % 2 == 0 && y != 0 ? PF_V_DIVERGENT : PF_V_OK;
+  if (L.resume && i >= r0) return (i - r0) % 3 == 0 && y != 0 ? PF_V_DIVERGENT : PF_V_OK;
   return v == PF_V_OK || v == PF_V_RANGE ? v : PF_V_DIVERGENT;
 }
 
@@ -1082,31 +1084,37 @@ static void pf_tp_review(const pf_case *c, pf_run *r) {
   pf_tp_layout_make(c, &L);
   /* the round trip first: the earliest step where the resumed run is not the straight one */
   for (size_t s = 0; L.resume && s < L.steps; s++) {
-    for (int slot = 0; slot < PF_TP_SLOTS; slot++) {
-      const size_t x = pf_tp_state_at(&L, s, slot);
-      if (!pf_verdict_is_finding(r->cmp.elem[x])) continue;
+    /* step k's row of the resumed run is its state as loaded: a difference there is the load's */
+    const int loaded = s + 1 == L.resume;
+    char what[112];
+    size_t x = SIZE_MAX;
+    for (int slot = 0; slot < PF_TP_SLOTS && x == SIZE_MAX; slot++)
+      if (pf_verdict_is_finding(r->cmp.elem[pf_tp_state_at(&L, s, slot)])) {
+        x = pf_tp_state_at(&L, s, slot);
+        snprintf(what, sizeof what, "the %s of DP replica %d, pipeline stage %d, TP rank %d",
+                 pf_tp_state_names[(int)r->out[x] - 1], slot / 4, slot / 2 % 2, slot % 2);
+      }
+    for (size_t e = 0; e < L.n && x == SIZE_MAX; e++)
+      if (pf_verdict_is_finding(r->cmp.elem[pf_tp_resume_at(&L, s, e)])) {
+        x = pf_tp_resume_at(&L, s, e);
+        char name[64];
+        pf_tp_elem_name(&L, e, name, sizeof name);
+        snprintf(what, sizeof what, "%s's %s", name, pf_tp_q[(int)r->out[x] - 1]);
+      }
+    if (x == SIZE_MAX) continue;
+    if (loaded)
       snprintf(r->note, sizeof r->note,
-               "the run saved after step %zu and loaded into a fresh group: after step %zu the %s of DP replica %d, "
-               "pipeline stage %d, TP rank %d differs from the same run straight by %g (bound 0: a resumed run goes "
-               "on bit for bit)",
-               L.resume, s + 1, pf_tp_state_names[(int)r->out[x] - 1], slot / 4, slot / 2 % 2, slot % 2, r->out[x + 1]);
-      r->born = "resume";
-      r->born_at = x;
-      return;
-    }
-    for (size_t e = 0; e < L.n; e++) {
-      const size_t x = pf_tp_resume_at(&L, s, e);
-      if (!pf_verdict_is_finding(r->cmp.elem[x])) continue;
-      char name[64];
-      pf_tp_elem_name(&L, e, name, sizeof name);
+               "the run saved after step %zu, loaded into a fresh group: %s was %.9g when saved, %.9g as loaded "
+               "(bound 0: bit for bit)",
+               L.resume, what, r->out[x + 1], r->out[x + 2]);
+    else
       snprintf(r->note, sizeof r->note,
-               "the run saved after step %zu and loaded into a fresh group: after step %zu %s's %s differs from the "
-               "same run straight by %.3g (bound 0: a resumed run goes on bit for bit)",
-               L.resume, s + 1, name, pf_tp_q[(int)r->out[x] - 1], r->out[x + 1]);
-      r->born = "resume";
-      r->born_at = x;
-      return;
-    }
+               "the run saved after step %zu, loaded into a fresh group (equal as loaded): after step %zu %s is %.9g, "
+               "%.9g in the run straight (bound 0: bit for bit)",
+               L.resume, s + 1, what, r->out[x + 2], r->out[x + 1]);
+    r->born = "resume";
+    r->born_at = x;
+    return;
   }
   for (size_t s = 0; s < L.steps; s++) {
     for (size_t j = 0; j < L.nsync; j++) {

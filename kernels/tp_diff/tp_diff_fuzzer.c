@@ -111,7 +111,14 @@ int pf_decode_tp_diff_fuzzer(const uint8_t *data, size_t size, pf_case *out) {
   }
   c.inputs[0].scale = ldexp(1.0, (int)(pf_bytes_u8(&b) % 16) - 12);
   c.inputs[1].scale = ldexp(1.0, (int)(pf_bytes_u8(&b) % 8) - 4);
-  if (!k->like && c.shape[0] > 1 && sb / 8 % 2) pf_case_set_param(&c, "resume_at", 1 + (double)(sb / 16 % (c.shape[0] - 1)));
+  /* a kernel process round-trips only when its hello takes resume_at (its own save and load) */
+  const int resumes = !k->like || pf_kernel_param(k, pf_op_param_index(k->op, "resume_at"));
+  if (resumes && c.shape[0] > 1 && sb / 8 % 2) {
+    pf_case_set_param(&c, "resume_at", 1 + (double)(sb / 16 % (c.shape[0] - 1)));
+    /* the frameworks' checkpoints shard in equal parts (Megatron pads the vocabulary to a multiple
+     * of TP: megatron-core's dist_checkpointing refuses an uneven split) */
+    if (k->like && pf_case_param(&c, "tp") == 2 && c.shape[3] % 2) c.shape[3]++;
+  }
   *out = c;
   return 1;
 }
