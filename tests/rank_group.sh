@@ -71,6 +71,10 @@ check "fault run" "$P" --kernels "ranks:2:$K faults" run -k softmax -v np-rank-s
 [ $rc -eq 0 ] && [ "$(sort -u "$RANK_TEST_DIR/fault")" = "f-two" ] || fail "fault run: $rc $out; $(cat "$RANK_TEST_DIR/fault")"
 expect2 "f-three" "$P" --kernels "ranks:2:$K faults" run -k softmax -v np-rank-softmax --fault f-three --cases 1
 none_left faults
+# a tp_diff kernel process whose hello does not name resume_at is refused the round trip
+expect2 "resume_at: tp_diff/np-rank-tp does not take it (its hello's params do not name resume_at: it has no save and load of its own wired to the round trip)" \
+  "$P" --kernels "ranks:2:$K tp" diff-tp -v np-rank-tp --param resume_at=1 --cases 1
+none_left tp
 
 # bad specs: exit 2 and one line
 expect2 "a rank group is ranks:N:CMD with N from 2 to 8" "$P" --kernels "ranks:1:$K" list

@@ -10,6 +10,9 @@ rank's environment; the other ranks sleep until precfuzz is gone. By the first a
   hang          rank 0 never answers (every rank alive): precfuzz's timeout
   faults        rank 0's hello names the fault switches f-one and f-two; the case's fault is
                 written into $RANK_TEST_DIR/fault
+  tp            rank 0's hello also names a tp_diff variant (np-rank-tp, like megatron) whose
+                params do not name resume_at (it has no save and load of its own); it never
+                computes
 """
 import os
 import sys
@@ -59,6 +62,12 @@ def softmax(case, x):
     t = x.astype(np.float64) * case.params["alpha"]
     e = np.exp(t - t.max(axis=-1, keepdims=True))
     return (e / e.sum(axis=-1, keepdims=True)).astype(case.np_dtype)
+
+
+if mode == "tp":
+    @pk.kernel("tp_diff", variant="np-rank-tp", like="megatron", dtypes=["bf16"], params={"tied": [0, 0]})
+    def tp(case, init, grads, gscale):
+        raise RuntimeError("np-rank-tp does not compute")
 
 
 if __name__ == "__main__":
