@@ -58,9 +58,7 @@ the case's start after the load).
 """
 
 import os
-import shutil
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import precfuzz_ranks as pr  # noqa: E402  (first: rank 0's standard output is the protocol's)
@@ -329,16 +327,11 @@ def run(layer, case, init, grads, tp, tp_rank, group):
     with pr.switched(FAULTS, case.fault):
         train(range(layer.resume or layer.steps), params, opt)
         if layer.resume:  # with DeepSpeed's own state dicts, into a fresh BF16_Optimizer
-            path = round_trip_dir()
-            try:
+            with pr.checkpoint_dir(group) as path:
                 save_bf16(params, opt, path, tp_rank)
-                poison(params.values(), opt)
+                pr.poison(state_tensors(params.values(), opt))
                 params, opt = optimizer_for(layer, tp, tp_rank, group, fresh=True)
                 load_bf16(params, opt, path, tp_rank, case)
-                dist.barrier(group=group)
-            finally:
-                if RANK == 0:
-                    shutil.rmtree(path, ignore_errors=True)
             where = flat_offsets(opt)
             record(layer.resume - 1, opt)
             train(range(layer.resume, layer.steps), params, opt)
@@ -350,13 +343,6 @@ def run(layer, case, init, grads, tp, tp_rank, group):
 
 
 # --- the round trip (resume_at): DeepSpeed's own state dicts -----------------------------------
-
-def round_trip_dir():
-    """A fresh directory rank 0 makes, its name broadcast to every rank."""
-    box = [tempfile.mkdtemp(prefix="precfuzz-ds-") if RANK == 0 else None]
-    dist.broadcast_object_list(box, src=0, group=PAIR)
-    return box[0]
-
 
 def save_bf16(params, opt, path, tp_rank):
     """What DeepSpeed's engine writes for this rank, by the same calls: the module's bf16 weights
@@ -378,17 +364,9 @@ def load_bf16(params, opt, path, tp_rank, case):
     opt.load_state_dict([sd], load_from_fp32_weights=case.fault != "ckpt-master-from-param")
 
 
-def poison(params, opt):
-    """Every tensor of the objects that saved set to NaN: the run can only go on from the files."""
-    with torch.no_grad():
-        for p in params:
-            p.fill_(float("nan"))
-        for m in _zero_layout(opt)[1]:
-            m.fill_(float("nan"))
-        for st in opt.optimizer.state.values():
-            for v in st.values():
-                if torch.is_tensor(v) and v.is_floating_point():
-                    v.fill_(float("nan"))
+def state_tensors(params, opt):
+    """The low-precision parameters, the fp32 masters and every tensor of the Adam state."""
+    return list(params) + list(_zero_layout(opt)[1]) + [v for st in opt.optimizer.state.values() for v in st.values()]
 
 
 @pr.kernel("tp_diff", variant="deepspeed-bf16", like="deepspeed", dtypes=["bf16"],
@@ -632,10 +610,9 @@ def run_engine(layer, case, init, grads, kind, dp, tp):
     with pr.switched(FAULTS, case.fault):
         train(range(layer.resume or layer.steps), eng, opt, model)
         if layer.resume:  # the engine's own save_checkpoint and load_checkpoint, into a fresh engine
-            path = round_trip_dir()
-            try:
+            with pr.checkpoint_dir(PAIR) as path:
                 eng.save_checkpoint(path, tag="precfuzz", save_latest=False)
-                poison(model.parameters(), opt)
+                pr.poison(state_tensors(model.parameters(), opt))
                 eng, opt, model, mpu, index = engine_for(layer, kind, dp, tp, fresh=True,
                                                          fp32_weights=case.fault != "ckpt-master-from-param")
                 setup(eng, mpu)
@@ -645,10 +622,6 @@ def run_engine(layer, case, init, grads, kind, dp, tp):
                 eng.load_checkpoint(path, tag="precfuzz")
                 if case.fault == "ckpt-scale-reset":  # the scaler made anew after the load
                     reset_scaler(opt.loss_scaler, layer)
-                dist.barrier(group=PAIR)
-            finally:
-                if RANK == 0:
-                    shutil.rmtree(path, ignore_errors=True)
             record(layer.resume - 1, opt, model)
             train(range(layer.resume, layer.steps), eng, opt, model)
     return hist, norms, state

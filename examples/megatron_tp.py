@@ -88,9 +88,7 @@ model as a user might write it, for the case:
 
 import os
 import queue
-import shutil
 import sys
-import tempfile
 import warnings
 from types import SimpleNamespace
 
@@ -613,10 +611,9 @@ def run(layer, case, init, grads, tp, pp, dp, distopt, ep=1):
     with pr.switched(FAULTS, case.fault):
         train(range(layer.resume or layer.steps))
         if layer.resume:  # dist_checkpointing, as Megatron-LM's save_checkpoint and load_checkpoint use it
-            path = round_trip_dir(at.all_group)
-            try:
+            with pr.checkpoint_dir(at.all_group) as path:
                 dist_checkpointing.save(sharded(chunk, opt, at, False), path)
-                poison(params.values(), inners)
+                pr.poison(state_tensors(params.values(), inners))
                 params, chunk, opt, inners, groups = optimizer_for(layer, at, distopt, case.fault == "embedding-unmarked",
                                                                    fresh=True)
                 shards, owner = configure(inners, groups)
@@ -643,23 +640,12 @@ def run(layer, case, init, grads, tp, pp, dp, distopt, ep=1):
                     for inner in inners:
                         if inner.grad_scaler is not None:
                             reset_scaler(inner.grad_scaler, layer)
-                dist.barrier(group=at.all_group)
-            finally:
-                if RANK == 0:
-                    shutil.rmtree(path, ignore_errors=True)
             record(layer.resume - 1)
             train(range(layer.resume, layer.steps))
     return (at.d, at.stage, at.t), (hist, norms, state)
 
 
 # --- the round trip (resume_at): megatron-core's dist_checkpointing --------------------------------
-
-def round_trip_dir(group):
-    """A fresh directory rank 0 makes, its name broadcast to the group's ranks."""
-    box = [tempfile.mkdtemp(prefix="precfuzz-mcore-") if RANK == 0 else None]
-    dist.broadcast_object_list(box, src=0, group=group)
-    return box[0]
-
 
 def sharded(chunk, opt, at, loading):
     """The sharded state dict Megatron-LM's generate_state_dict makes: the model chunk's, and the
@@ -673,21 +659,16 @@ def sharded(chunk, opt, at, loading):
     return {"model": model, "optimizer": opt.sharded_state_dict(model, is_loading=loading, metadata=meta)}
 
 
-def poison(params, inners):
-    """Every tensor of the objects that saved set to NaN: the run can only go on from the files."""
-    with torch.no_grad():
-        for p in params:
-            p.fill_(float("nan"))
-            if getattr(p, "main_param", None) is not None:
-                p.main_param.fill_(float("nan"))
-        for inner in inners:
-            for mains in getattr(inner, "shard_fp32_from_float16_groups", []):
-                for m in mains:
-                    m.fill_(float("nan"))
-            for st in inner.optimizer.state.values():
-                for v in st.values():
-                    if torch.is_tensor(v) and v.is_floating_point():
-                        v.fill_(float("nan"))
+def state_tensors(params, inners):
+    """The model's parameters, their main params (the distributed optimizer's shards of them)
+    and every tensor of the Adam states."""
+    out = []
+    for p in params:
+        out += [p] + ([p.main_param] if getattr(p, "main_param", None) is not None else [])
+    for inner in inners:
+        out += [m for mains in getattr(inner, "shard_fp32_from_float16_groups", []) for m in mains]
+        out += [v for st in inner.optimizer.state.values() for v in st.values()]
+    return out
 
 
 def _merge_shards(ranks):

@@ -53,9 +53,7 @@ straight, bit for bit. Its switches, as a user's checkpoint code might be writte
 """
 
 import os
-import shutil
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import precfuzz_ranks as pr  # noqa: E402  (first: rank 0's standard output is the protocol's)
@@ -233,23 +231,9 @@ def load(module, opt, path, case):
     set_state_dict(module, opt, model_state_dict=box["model"], optim_state_dict=box["optim"], options=options)
 
 
-def poison(module, opt):
-    """Every tensor of the objects that saved set to NaN: the next run can only go on from the
-    files."""
-    with torch.no_grad():
-        for p in module.params().values():
-            _local(p).fill_(float("nan"))
-        for st in opt.state.values():
-            for v in st.values():
-                if torch.is_tensor(v):
-                    _local(v).fill_(float("nan"))
-
-
-def round_trip_dir():
-    """A fresh directory rank 0 makes, its name broadcast to every rank."""
-    box = [tempfile.mkdtemp(prefix="precfuzz-dcp-") if RANK == 0 else None]
-    dist.broadcast_object_list(box, src=0, group=PAIR)
-    return box[0]
+def state_tensors(module, opt):
+    """The module's parameters and every tensor of the optimizer's state."""
+    return list(module.params().values()) + [v for st in opt.state.values() for v in st.values()]
 
 
 def run(layer, case, init, grads, how, resume=0):
@@ -310,17 +294,12 @@ def run(layer, case, init, grads, how, resume=0):
     with pr.switched(FAULTS, case.fault):
         train(range(resume or layer.steps), module, ddp, opt)
         if resume:
-            path = round_trip_dir()
-            try:
+            with pr.checkpoint_dir(PAIR) as path:
                 save(module, opt, path, case)
-                poison(module, opt)
+                pr.poison(state_tensors(module, opt))
                 module, ddp = build(layer, how)
                 opt = adamw(layer, module)
                 load(module, opt, path, case)
-                dist.barrier(group=PAIR)  # every rank has read it before rank 0 removes it
-            finally:
-                if RANK == 0:
-                    shutil.rmtree(path, ignore_errors=True)
             record(resume - 1, module, opt)
             train(range(resume, layer.steps), module, ddp, opt)
     return hist, norms, state

@@ -32,6 +32,7 @@ parameters are (names, shapes, how TP splits them, which get weight decay), cuts
 and puts the ranks' histories back into precfuzz's outputs (tp_outputs).
 """
 
+import contextlib
 import datetime
 import os
 import sys
@@ -189,6 +190,38 @@ def serve():
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
+
+
+@contextlib.contextmanager
+def checkpoint_dir(group, prefix="precfuzz-ckpt-"):
+    """with checkpoint_dir(group) as path: a fresh directory for a round trip's checkpoint,
+    made by rank 0 (a member of group) and its name given to every rank of the group; rank 0
+    removes it when the block ends, once every rank of the group has left the block."""
+    import shutil
+    import tempfile
+
+    import torch.distributed as dist
+
+    rank = dist.get_rank()
+    box = [tempfile.mkdtemp(prefix=prefix) if rank == 0 else None]
+    dist.broadcast_object_list(box, src=0, group=group)
+    try:
+        yield box[0]
+        dist.barrier(group=group)  # every rank has read it before rank 0 removes it
+    finally:
+        if rank == 0:
+            shutil.rmtree(box[0], ignore_errors=True)
+
+
+def poison(tensors):
+    """Every floating-point tensor among these set to NaN (anything else left): the objects that
+    saved a checkpoint, so that a run can go on only from the files."""
+    import torch
+
+    with torch.no_grad():
+        for t in tensors:
+            if torch.is_tensor(t) and t.is_floating_point():
+                (t.to_local() if hasattr(t, "to_local") else t).fill_(float("nan"))
 
 
 class switched:
