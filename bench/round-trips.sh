@@ -23,8 +23,10 @@ run() { # label kernels cases-per-k diff-tp arguments...
   for k in 1 2 3 4; do
     if [ -n "$spec" ]; then out=$("$P" --kernels "$spec" diff-tp "$@" --param resume_at=$k --cases "$n" --max-print 1000000 2>&1)
     else out=$("$P" diff-tp "$@" --param resume_at=$k --cases "$n" --max-print 1000000 2>&1); fi
-    printf '%s k=%d: %s | round-trip findings %d, other findings %d\n' "$label" "$k" \
-      "$(echo "$out" | grep -E "cases \(seeds" | sed 's/ *$//')" "$(echo "$out" | grep -c '^FINDING .*born in resume')" \
+    summary=$(echo "$out" | grep -E "cases \(seeds" | sed 's/ *$//')
+    [ -n "$summary" ] || summary="no run: $(echo "$out" | tail -1)"
+    printf '%s k=%d: %s | round-trip findings %d, other findings %d\n' "$label" "$k" "$summary" \
+      "$(echo "$out" | grep -c '^FINDING .*born in resume')" \
       "$(echo "$out" | grep '^FINDING' | grep -vc 'born in resume')"
   done
 }
@@ -33,10 +35,10 @@ DS="ranks:2:$PY examples/deepspeed_tp.py"
 MT="ranks:2:$PY examples/megatron_tp.py"
 MT4="ranks:4:$PY examples/megatron_tp.py"
 DP=(--param tied=0 --param tp=1 --param dp=2 --param microbatches=4)
-run "built-in megatron bf16" "" 500 -v megatron
-run "built-in megatron-core bf16" "" 500 -v megatron-core
-run "built-in deepspeed bf16" "" 500 -v deepspeed
-run "built-in megatron fp16 dynamic" "" 500 -v megatron -t fp16 --param scaler=1 --param growth_interval=1
+run "built-in megatron bf16" "" 500 -v megatron "${SH[@]}"
+run "built-in megatron-core bf16" "" 500 -v megatron-core "${SH[@]}"
+run "built-in deepspeed bf16" "" 500 -v deepspeed "${SH[@]}"
+run "built-in megatron fp16 dynamic" "" 500 -v megatron -t fp16 --param scaler=1 --param growth_interval=1 "${SH[@]}"
 run "torch-dtensor TP=2" "$TT" 250 -v torch-dtensor -t fp32 --param tied=0 "${SH[@]}"
 run "torch-ddp DP=2" "$TT" 250 -v torch-ddp -t fp32 --param tied=0 --param tp=1 --param dp=2 "${SH[@]}"
 run "deepspeed-bf16 TP=2" "$DS" 125 -v deepspeed-bf16 --param tied=0 "${SH[@]}"

@@ -89,6 +89,7 @@ typedef struct {
   pf_tp_block b[PF_TP_MAXBLOCKS];
   size_t n;          /* parameters, all blocks */
   size_t resume;     /* the step after which the second run is saved and loaded (0: straight) */
+  size_t reshard;    /* the step after which each run is saved and loaded at the other layout (0: none) */
   size_t head;       /* head contributions per step and micro-batch (V h if tied, else 0) */
   size_t nsync;      /* copy checks per step (pf_tp_sync_elem) */
 } pf_tp_layout;
@@ -115,7 +116,8 @@ static inline double pf_tp_coef(int algo, double max_norm, double norm) {
 /* Parameter indices (the table in tp_cpu.c). */
 enum { PF_TPP_MAXNORM = 0, PF_TPP_LR, PF_TPP_BETA1, PF_TPP_BETA2, PF_TPP_EPS, PF_TPP_WD, PF_TPP_MB, PF_TPP_TIED,
        PF_TPP_SPREAD, PF_TPP_LOSS_SCALE, PF_TPP_TP, PF_TPP_DP, PF_TPP_EXPERTS, PF_TPP_COMM, PF_TPP_SCALER,
-       PF_TPP_GROWTH_INTERVAL, PF_TPP_HYSTERESIS, PF_TPP_MIN_SCALE, PF_TPP_LAYERS, PF_TPP_RESUME, PF_TP_NPARAMS };
+       PF_TPP_GROWTH_INTERVAL, PF_TPP_HYSTERESIS, PF_TPP_MIN_SCALE, PF_TPP_LAYERS, PF_TPP_RESUME, PF_TPP_RESHARD,
+       PF_TP_NPARAMS };
 
 /* The loss scale of each step (fp16). Every step whose unscaled gradients hold an inf or NaN
  * (found on any rank: Megatron all-reduces found_inf with MAX over the model-parallel group,

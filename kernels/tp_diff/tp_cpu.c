@@ -67,6 +67,10 @@ static const pf_param_desc pf_tp_params[PF_TP_NPARAMS] = {
      "k > 0: the second run is also saved after step k (precfuzz's checkpoint format), every rank dropped, and a "
      "fresh group loaded from it runs the rest; it must equal the same run straight, bit for bit (built-in variants)",
      0, NULL},
+    {"reshard_at", PF_PARAM_INT, 0, 0, 1e6, NULL,
+     "k > 0: each run changes layout after step k through a checkpoint: the first saved at the second run's layout "
+     "and loaded at TP=1 x DP=1, the second saved at TP=1 x DP=1 and loaded at its own layout; both judged by the "
+     "differential's set", 0, NULL},
 };
 
 /* --- the parameter set --------------------------------------------------------------- */
@@ -81,6 +85,7 @@ void pf_tp_layout_make(const pf_case *c, pf_tp_layout *L) {
   memset(L, 0, sizeof *L);
   L->steps = c->shape[0];
   L->resume = (size_t)c->params[PF_TPP_RESUME];
+  L->reshard = (size_t)c->params[PF_TPP_RESHARD];
   L->h = c->shape[1];
   L->f = c->shape[2];
   L->V = c->shape[3];
@@ -680,6 +685,18 @@ static pf_status pf_tp_world_run(pf_tp_world *w, const pf_case *c, const pf_tp_l
 
 /* --- the round trip (resume_at): save after step k, drop every rank, load, go on ---------- */
 
+/* The local index of global element e on a rank (binary search: elem is sorted). */
+static size_t pf_tp_local(const pf_tp_rank *k, size_t e) {
+  size_t lo = 0, hi = k->nloc;
+  while (lo < hi) {
+    const size_t mid = (lo + hi) / 2;
+    if (k->elem[mid] < e) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+
 /* A rank's number in a checkpoint: (dp PP + pp) TP + tp, as torch.distributed numbers them. */
 static pf_tp_rank *pf_tp_rank_at(pf_tp_world *w, int r) {
   return &w->rank[pf_tp_slot(r / (w->TP * w->PP), (r / w->TP) % w->PP, r % w->TP)];
@@ -710,12 +727,47 @@ static pf_status pf_tp_save(pf_tp_world *w, const char *dir, size_t step) {
   return st;
 }
 
-/* A fresh group's state from the checkpoint in dir. The faults are what broken load code does:
- * ckpt-master-from-param (the masters rebuilt from the low-precision weights), ckpt-last-stage-init
- * (the last pipeline stage's copies back at their initial values: seed 004's LayerNorm),
- * ckpt-adam-state-dropped (the first tensor's Adam state not loaded), ckpt-step-reset (the step
- * count from 0: bias correction starts over), ckpt-scale-reset (the loss scaler at its start). */
-static pf_status pf_tp_load(pf_tp_world *w, const char *dir) {
+/* Where rank k of a world of another layout (`from`, the one that saved) held global element e:
+ * its rank number and local index, a rank of the same pipeline stage first (the tied embedding's
+ * copy on stage 1 comes from stage 1); -1 when none. */
+static int pf_tp_holder(const pf_tp_world *from, const pf_tp_rank *k, size_t e, size_t *x) {
+  int any = -1;
+  size_t ax = 0;
+  for (int r = 0; r < from->R; r++) {
+    const pf_tp_rank *a = pf_tp_rank_at((pf_tp_world *)from, r);
+    const size_t i = pf_tp_local(a, e);
+    if (i >= a->nloc || a->elem[i] != e) continue;
+    if (a->pp == k->pp) {
+      *x = i;
+      return r;
+    }
+    if (any < 0) any = r, ax = i;
+  }
+  *x = ax;
+  return any;
+}
+
+/* reshard-split-axis: the global element a rank of TP=2 loads for its element e of a row-parallel
+ * block when the load splits that block along the other axis (rows, not columns: checkpoint
+ * conversion's partition_dim mix-up); e itself for any other block. */
+static size_t pf_tp_split_axis_wrong(const pf_tp_layout *L, const pf_tp_rank *k, size_t e) {
+  size_t i, j;
+  const pf_tp_block *b = &L->b[pf_tp_block_of(L, e, &i, &j)];
+  if (b->kind != PF_TP_ROW || b->cols % 2 || b->rows % 2) return e;
+  const size_t half = b->cols / 2, x = i * half + (j - (size_t)k->tp * half); /* its place in the shard */
+  return b->offset + ((size_t)k->tp * (b->rows / 2) + x / b->cols) * b->cols + x % b->cols;
+}
+
+/* A fresh group's state from the checkpoint in dir, saved by a group of the same layout (from
+ * NULL: rank r loads rank r's tensors) or of the layout of `from` (resharding: each element from
+ * a rank that held it; `from` gives the layout, the values come from the files). The faults are
+ * what broken load code does: ckpt-master-from-param (the masters rebuilt from the low-precision
+ * weights), ckpt-last-stage-init (the last pipeline stage's copies back at their initial values:
+ * seed 004's LayerNorm), ckpt-adam-state-dropped (the first tensor's Adam state not loaded),
+ * ckpt-step-reset (the step count from 0: bias correction starts over), ckpt-scale-reset (the
+ * loss scaler at its start), reshard-split-axis (resharding into TP=2: row-parallel weights split
+ * along rows). */
+static pf_status pf_tp_load(pf_tp_world *w, const char *dir, const pf_tp_world *from) {
   pf_checkpoint ck;
   pf_status st = pf_checkpoint_read(dir, &ck);
   if (st) return st;
@@ -723,25 +775,41 @@ static pf_status pf_tp_load(pf_tp_world *w, const char *dir) {
   const int f_master = strcmp(f, "ckpt-master-from-param") == 0, f_stage = strcmp(f, "ckpt-last-stage-init") == 0;
   const int f_adam = strcmp(f, "ckpt-adam-state-dropped") == 0, f_step = strcmp(f, "ckpt-step-reset") == 0;
   const int f_scale = strcmp(f, "ckpt-scale-reset") == 0;
-  if (ck.nranks != w->R) st = pf_error(PF_ERR_PARSE, "checkpoint %s: %d ranks, the group has %d", dir, ck.nranks, w->R);
-  for (int r = 0; r < w->R && !st; r++) {
-    pf_tp_rank *k = pf_tp_rank_at(w, r);
-    static const char *const tn[4] = {"master", "param", "exp_avg", "exp_avg_sq"};
-    double *into[4] = {k->master, k->param, k->m, k->v};
+  const int f_axis = from && from->TP == 1 && w->TP == 2 && strcmp(f, "reshard-split-axis") == 0;
+  const int R = from ? from->R : w->R;
+  static const char *const tn[4] = {"master", "param", "exp_avg", "exp_avg_sq"};
+  const double *src[8][4];
+  if (ck.nranks != R) st = pf_error(PF_ERR_PARSE, "checkpoint %s: %d ranks, the group that saved it had %d", dir, ck.nranks, R);
+  for (int r = 0; r < R && !st; r++) { /* every saved rank's tensors, of the length it held */
+    const size_t n = from ? pf_tp_rank_at((pf_tp_world *)from, r)->nloc : pf_tp_rank_at(w, r)->nloc;
     for (int q = 0; q < 4 && !st; q++) {
       const pf_ckpt_tensor *t = pf_ckpt_tensor_of(&ck, r, tn[q]);
-      if (!t || t->n != k->nloc)
-        st = pf_error(PF_ERR_PARSE, "checkpoint %s: rank %d: tensor %s %s (the rank holds %zu elements)", dir, r, tn[q],
-                      t ? "has another length" : "missing", k->nloc);
-      else memcpy(into[q], t->data, k->nloc * sizeof(double));
+      if (!t || t->n != n)
+        st = pf_error(PF_ERR_PARSE, "checkpoint %s: rank %d: tensor %s %s (the rank held %zu elements)", dir, r, tn[q],
+                      t ? "has another length" : "missing", n);
+      else src[r][q] = t->data;
     }
-    static const char *const names[7] = {"step", "scale", "cur_iter", "last_overflow_iter", "cur_hysteresis",
-                                         "growth_tracker", "stopped"};
+  }
+  static const char *const names[7] = {"step", "scale", "cur_iter", "last_overflow_iter", "cur_hysteresis",
+                                       "growth_tracker", "stopped"};
+  for (int r = 0; r < w->R && !st; r++) {
+    pf_tp_rank *k = pf_tp_rank_at(w, r);
+    double *into[4] = {k->master, k->param, k->m, k->v};
+    for (size_t x = 0; x < k->nloc && !st; x++) {
+      size_t y = x;
+      const size_t e = f_axis ? pf_tp_split_axis_wrong(w->L, k, k->elem[x]) : k->elem[x];
+      const int j = from ? pf_tp_holder(from, k, e, &y) : r;
+      if (j < 0) {
+        st = pf_error(PF_ERR_PARSE, "checkpoint %s: no rank held element %zu", dir, e);
+        break;
+      }
+      for (int q = 0; q < 4; q++) into[q][x] = src[j][q][y];
+    }
     double v[7];
-    for (int i = 0; i < 7 && !st; i++) {
-      const pf_ckpt_number *x = pf_ckpt_number_of(&ck, r, names[i]);
-      if (!x) st = pf_error(PF_ERR_PARSE, "checkpoint %s: rank %d: number %s missing", dir, r, names[i]);
-      else v[i] = x->value;
+    for (int i = 0; i < 7 && !st; i++) { /* every rank's step count and scaler are equal: rank 0's when resharding */
+      const pf_ckpt_number *n = pf_ckpt_number_of(&ck, from ? 0 : r, names[i]);
+      if (!n) st = pf_error(PF_ERR_PARSE, "checkpoint %s: rank %d: number %s missing", dir, from ? 0 : r, names[i]);
+      else v[i] = n->value;
     }
     if (st) break;
     k->taken = (size_t)v[0];
@@ -774,7 +842,7 @@ static pf_status pf_tp_world_resumed(pf_tp_world *w, const pf_case *c, const pf_
   if (!st) st = pf_tp_world_steps(before, 0, L->resume);
   if (!st) st = pf_tp_save(before, dir, L->resume);
   if (!st) st = pf_tp_world_init(w, c, L, in, TP, DP);
-  if (!st) st = pf_tp_load(w, dir);
+  if (!st) st = pf_tp_load(w, dir, NULL);
   if (!st) { /* the histories of the steps before the save are the first group's, but the last
               * row: the state as loaded, so that a load that changes anything shows at step k */
     for (int r = 0; r < w->R; r++) {
@@ -795,15 +863,45 @@ static pf_status pf_tp_world_resumed(pf_tp_world *w, const pf_case *c, const pf_
   return st;
 }
 
-/* The local index of global element e on a rank (binary search: elem is sorted). */
-static size_t pf_tp_local(const pf_tp_rank *k, size_t e) {
-  size_t lo = 0, hi = k->nloc;
-  while (lo < hi) {
-    const size_t mid = (lo + hi) / 2;
-    if (k->elem[mid] < e) lo = mid + 1;
-    else hi = mid;
+/* A run that changes layout after step k (reshard_at): steps 1..k at TPa x DPa, saved to a
+ * checkpoint, every rank's state dropped, a fresh group at TPb x DPb loaded from it element by
+ * element, steps k+1..N. On return w (TPb x DPb) holds the whole run's histories: each element's
+ * rows before the save from a rank of the first group that held it (the same stage first), the
+ * row of step k its state as loaded. */
+static pf_status pf_tp_world_resharded(pf_tp_world *w, const pf_case *c, const pf_tp_layout *L, const pf_tensor *in,
+                                       int TPa, int DPa, int TPb, int DPb) {
+  const char *tmp = getenv("TMPDIR");
+  char base[4096], dir[4200];
+  const size_t k = L->reshard;
+  snprintf(base, sizeof base, "%s/precfuzz-ckpt-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  if (!mkdtemp(base)) return pf_error(PF_ERR_IO, "tp: cannot make a directory for the checkpoint (%s)", strerror(errno));
+  snprintf(dir, sizeof dir, "%s/step-%zu", base, k);
+  pf_tp_world *before = malloc(sizeof *before);
+  pf_status st = before ? pf_tp_world_init(before, c, L, in, TPa, DPa) : pf_error(PF_ERR_NOMEM, "tp: out of memory");
+  if (!st) st = pf_tp_world_steps(before, 0, k);
+  if (!st) st = pf_tp_save(before, dir, k);
+  if (!st) st = pf_tp_world_init(w, c, L, in, TPb, DPb);
+  if (!st) st = pf_tp_load(w, dir, before); /* the layout that saved: which rank held what */
+  for (int r = 0; r < w->R && !st; r++) {
+    pf_tp_rank *b = pf_tp_rank_at(w, r);
+    const pf_tp_rank *a0 = pf_tp_rank_at(before, 0); /* every rank reports the same norm and state */
+    for (size_t x = 0; x < b->nloc; x++) {
+      size_t y;
+      const int j = pf_tp_holder(before, b, b->elem[x], &y);
+      const pf_tp_rank *a = pf_tp_rank_at(before, j);
+      for (size_t s = 0; s < k; s++) memcpy(b->hist + (s * b->nloc + x) * 4, a->hist + (s * a->nloc + y) * 4, 4 * sizeof(double));
+    }
+    memcpy(b->norms, a0->norms, k * sizeof(double));
+    memcpy(b->shist, a0->shist, k * PF_TP_NSTATE * sizeof(double));
+    pf_tp_record(b, k - 1);
+    for (int q = 0; q < before->R; q++) b->fe |= pf_tp_rank_at(before, q)->fe;
   }
-  return lo;
+  if (!st) st = pf_tp_world_steps(w, k, L->steps);
+  if (before) pf_tp_world_free(before);
+  free(before);
+  pf_checkpoint_remove(dir);
+  rmdir(base);
+  return st;
 }
 
 pf_status pf_tp_cpu(const pf_case *c, const pf_tensor *in, double *out, unsigned *fe) {
@@ -814,8 +912,14 @@ pf_status pf_tp_cpu(const pf_case *c, const pf_tensor *in, double *out, unsigned
     free(w1), free(w2);
     return pf_error(PF_ERR_NOMEM, "tp: cannot allocate the worlds");
   }
-  pf_status st = pf_tp_world_run(w1, c, &L, in, 1, 1);
-  if (!st) st = L.resume ? pf_tp_world_resumed(w2, c, &L, in, L.tp, L.dp) : pf_tp_world_run(w2, c, &L, in, L.tp, L.dp);
+  pf_status st;
+  if (L.reshard) { /* each run changes layout at the checkpoint: the second's to TP=1 and the reverse */
+    st = pf_tp_world_resharded(w1, c, &L, in, L.tp, L.dp, 1, 1);
+    if (!st) st = pf_tp_world_resharded(w2, c, &L, in, 1, 1, L.tp, L.dp);
+  } else {
+    st = pf_tp_world_run(w1, c, &L, in, 1, 1);
+    if (!st) st = L.resume ? pf_tp_world_resumed(w2, c, &L, in, L.tp, L.dp) : pf_tp_world_run(w2, c, &L, in, L.tp, L.dp);
+  }
   if (!st && L.resume) { /* the round trip against the same run straight: bitwise */
     pf_tp_world *ws = malloc(sizeof *ws);
     st = ws ? pf_tp_world_run(ws, c, &L, in, L.tp, L.dp) : pf_error(PF_ERR_NOMEM, "tp: out of memory");
@@ -946,6 +1050,17 @@ static void pf_tp_prepare(const pf_case *c, pf_tensor *in) {
 }
 
 static pf_status pf_tp_check(const pf_case *c) {
+  if (c->params[PF_TPP_RESHARD] != 0) {
+    if (c->params[PF_TPP_RESHARD] >= (double)c->shape[0])
+      return pf_error(PF_ERR_ARG, "reshard_at (%.0f) must be a step before the last (steps: %zu)", c->params[PF_TPP_RESHARD],
+                      c->shape[0]);
+    if (c->params[PF_TPP_RESUME] != 0)
+      return pf_error(PF_ERR_ARG, "resume_at and reshard_at: one round trip a case (the same layout, or the other)");
+    const pf_kernel *k = pf_case_kernel(c);
+    if (k && k->like && !pf_kernel_param(k, PF_TPP_RESHARD))
+      return pf_error(PF_ERR_UNSUPPORTED, "reshard_at: %s/%s does not take it (its hello's params do not name reshard_at)",
+                      c->kernel, c->variant);
+  }
   if (c->params[PF_TPP_RESUME] != 0) {
     if (c->params[PF_TPP_RESUME] >= (double)c->shape[0])
       return pf_error(PF_ERR_ARG, "resume_at (%.0f) must be a step before the last (steps: %zu)", c->params[PF_TPP_RESUME],
@@ -1079,7 +1194,7 @@ static const char *const pf_tp_q[4] = {"master", "parameter", "m", "v"};
 static const char *const pf_tp_state_names[PF_TP_NSTATE] = {"step count", "loss scale", "growth tracker",
                                                              "hysteresis tracker", "scaler iteration"};
 
-static void pf_tp_review(const pf_case *c, pf_run *r) {
+static void pf_tp_review_runs(const pf_case *c, pf_run *r) {
   pf_tp_layout L;
   pf_tp_layout_make(c, &L);
   /* the round trip first: the earliest step where the resumed run is not the straight one */
@@ -1198,6 +1313,15 @@ static void pf_tp_review(const pf_case *c, pf_run *r) {
   }
 }
 
+/* A finding in a case that reshards says so: its values came through the other layout's save. */
+static void pf_tp_review(const pf_case *c, pf_run *r) {
+  pf_tp_review_runs(c, r);
+  const size_t k = (size_t)c->params[PF_TPP_RESHARD], n = strlen(r->note);
+  if (k && n)
+    snprintf(r->note + n, sizeof r->note - n, "; each run resharded after step %zu (TP=%.0f x DP=%.0f to TP=1 and back)", k,
+             c->params[PF_TPP_TP], c->params[PF_TPP_DP]);
+}
+
 /* per step, parameter and micro-batch: the rank simulation about 170 ns, the oracle 65
  * (measured: 3x64x256x1000x4, 2 micro-batches) */
 static void pf_tp_cost(const pf_case *c, double *emulation_s, double *oracle_s) {
@@ -1276,16 +1400,16 @@ static void pf_tp_bound(const pf_case *c, const pf_tensor *in, pf_bound *out) {
 static const char *const pf_tp_faults[] = {"tp-replicated-unclipped", "norm-no-dedup", "norm-not-allreduced",
                                            "tied-grad-unreduced", "dp-grad-unreduced", "expert-norm-averaged",
                                            "expert-norm-local", "expert-norm-dropped",
-                                           "ckpt-master-from-param", "ckpt-last-stage-init", "ckpt-adam-state-dropped", "ckpt-step-reset", "ckpt-scale-reset", NULL};
+                                           "ckpt-master-from-param", "ckpt-last-stage-init", "ckpt-adam-state-dropped", "ckpt-step-reset", "ckpt-scale-reset", "reshard-split-axis", NULL};
 /* the fp16 variants' too: each rank skips on its own found_inf (not all-reduced) */
 static const char *const pf_tp_fp16_faults[] = {"tp-replicated-unclipped", "norm-no-dedup", "norm-not-allreduced",
                                                 "tied-grad-unreduced", "dp-grad-unreduced", "expert-norm-averaged",
                                                 "expert-norm-local", "expert-norm-dropped", "found-inf-local",
-                                                "ckpt-master-from-param", "ckpt-last-stage-init", "ckpt-adam-state-dropped", "ckpt-step-reset", "ckpt-scale-reset", NULL};
+                                                "ckpt-master-from-param", "ckpt-last-stage-init", "ckpt-adam-state-dropped", "ckpt-step-reset", "ckpt-scale-reset", "reshard-split-axis", NULL};
 /* plain PyTorch has no experts here */
 static const char *const pf_tp_torch_faults[] = {"tp-replicated-unclipped", "norm-no-dedup", "norm-not-allreduced",
                                                  "tied-grad-unreduced", "dp-grad-unreduced",
-                                                 "ckpt-master-from-param", "ckpt-last-stage-init", "ckpt-adam-state-dropped", "ckpt-step-reset", "ckpt-scale-reset", NULL};
+                                                 "ckpt-master-from-param", "ckpt-last-stage-init", "ckpt-adam-state-dropped", "ckpt-step-reset", "ckpt-scale-reset", "reshard-split-axis", NULL};
 #define PF_TP_ZERO_CONTRACT                                                                                           \
   "replicated parameters bitwise equal across ranks after every step; TP=1 and gathered TP=2 or DP=2 master, "        \
   "parameter, m and v inside the set every summation order of the norm allows, through the bf16 accumulation, "      \
@@ -1293,7 +1417,7 @@ static const char *const pf_tp_torch_faults[] = {"tp-replicated-unclipped", "nor
 /* DeepSpeed's ZeRO optimizer here has neither pipeline stages nor experts */
 static const char *const pf_tp_zero_faults[] = {"tp-replicated-unclipped", "norm-no-dedup", "norm-not-allreduced",
                                                 "dp-grad-unreduced", "found-inf-local", "unscale-after-update",
-                                                "ckpt-master-from-param", "ckpt-last-stage-init", "ckpt-adam-state-dropped", "ckpt-step-reset", "ckpt-scale-reset", NULL};
+                                                "ckpt-master-from-param", "ckpt-last-stage-init", "ckpt-adam-state-dropped", "ckpt-step-reset", "ckpt-scale-reset", "reshard-split-axis", NULL};
 static const pf_kernel pf_tp_tab[] = {
     {PF_KERNEL_ABI, &pf_tp_op, "megatron",
      "DeepSpeed BF16_Optimizer / Megatron: fp32 gradient buffers, fp32 norm of the deduplicated norm set, clip, FusedAdam",

@@ -5,8 +5,10 @@
  *         [beta1][beta2][eps][wd][max_norm][spread][loss scale][seed: 8 bytes][dist]
  *         [scale exponent of init][of grads]
  * The steps byte s: 1 + s % 6 steps; when (s / 8) % 2 is 1 (half the inputs of a built-in
- * variant with 2 steps or more) the second run is also saved after step 1 + (s / 16) % (steps - 1)
- * and loaded into a fresh group (resume_at), early in the input so that short inputs reach it.
+ * variant with 2 steps or more) the second run is also saved after step k = 1 + (s / 16) % (steps
+ * - 1) and loaded into a fresh group (resume_at), or when s >= 128 each run is saved at its
+ * layout after step k and loaded at the other (reshard_at), early in the input so that short
+ * inputs reach it.
  * The dtype byte b: fp16 when b is odd (and the variant takes it), else bf16 (fp32 for a
  * variant with neither); when (b / 2) % 4 is 3 (a
  * quarter of the inputs: the TP faults need TP=2, the DP fault DP=2) the second run has two
@@ -111,10 +113,12 @@ int pf_decode_tp_diff_fuzzer(const uint8_t *data, size_t size, pf_case *out) {
   }
   c.inputs[0].scale = ldexp(1.0, (int)(pf_bytes_u8(&b) % 16) - 12);
   c.inputs[1].scale = ldexp(1.0, (int)(pf_bytes_u8(&b) % 8) - 4);
-  /* a kernel process round-trips only when its hello takes resume_at (its own save and load) */
-  const int resumes = !k->like || pf_kernel_param(k, pf_op_param_index(k->op, "resume_at"));
+  /* a round trip (the same layout), or with the top bit a reshard (the other layout); a kernel
+   * process only when its hello takes the parameter (its own save and load) */
+  const char *trip = sb >= 128 ? "reshard_at" : "resume_at";
+  const int resumes = !k->like || pf_kernel_param(k, pf_op_param_index(k->op, trip));
   if (resumes && c.shape[0] > 1 && sb / 8 % 2) {
-    pf_case_set_param(&c, "resume_at", 1 + (double)(sb / 16 % (c.shape[0] - 1)));
+    pf_case_set_param(&c, trip, 1 + (double)(sb / 16 % (c.shape[0] - 1)));
     /* the frameworks' checkpoints shard in equal parts (Megatron pads the vocabulary to a multiple
      * of TP: megatron-core's dist_checkpointing refuses an uneven split) */
     if (k->like && pf_case_param(&c, "tp") == 2 && c.shape[3] % 2) c.shape[3]++;
