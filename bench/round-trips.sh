@@ -1,5 +1,6 @@
 #!/bin/bash
-# Clean round trips (resume_at, docs/checkpoint.md quotes the figures): for each adapter's
+# Clean round trips (resume_at, and reshard_at on the built-in variants; docs/checkpoint.md
+# quotes the figures): for each adapter's
 # layouts, cases of 5 steps saved after step k = 1, 2, 3, 4 and loaded into fresh objects by the
 # framework's own checkpoint code, each k a quarter of the cases; per line the summary and the
 # number of findings that are the round trip's (the stage "resume") beside the others (fp16
@@ -16,13 +17,14 @@ PY=${PY:-.venv/bin/python}
 ONLY=${ONLY:-}
 export PRECFUZZ_KERNEL_TIMEOUT=${PRECFUZZ_KERNEL_TIMEOUT:-200}
 SH=(--shape 5x8x16x12x4)
+TRIP=resume_at
 run() { # label kernels cases-per-k diff-tp arguments...
   local label=$1 spec=$2 n=$(($3 * SCALE)) k out
   shift 3
   [[ -z $ONLY || $label == *"$ONLY"* ]] || return 0
   for k in 1 2 3 4; do
-    if [ -n "$spec" ]; then out=$("$P" --kernels "$spec" diff-tp "$@" --param resume_at=$k --cases "$n" --max-print 1000000 2>&1)
-    else out=$("$P" diff-tp "$@" --param resume_at=$k --cases "$n" --max-print 1000000 2>&1); fi
+    if [ -n "$spec" ]; then out=$("$P" --kernels "$spec" diff-tp "$@" --param "$TRIP=$k" --cases "$n" --max-print 1000000 2>&1)
+    else out=$("$P" diff-tp "$@" --param "$TRIP=$k" --cases "$n" --max-print 1000000 2>&1); fi
     summary=$(echo "$out" | grep -E "cases \(seeds" | sed 's/ *$//')
     [ -n "$summary" ] || summary="no run: $(echo "$out" | tail -1)"
     printf '%s k=%d: %s | round-trip findings %d, other findings %d\n' "$label" "$k" "$summary" \
@@ -57,5 +59,12 @@ run "megatron-core-distopt-bf16 TP=2 patched" "$MT" 63 -v megatron-core-distopt-
 run "megatron-core-distopt-bf16 DP=2 patched" "$MT" 62 -v megatron-core-distopt-bf16 "${DP[@]}" \
   --fault distopt-step-patched "${SH[@]}"
 run "megatron-core-bf16 TP=2 x PP=2 tied, 4 ranks" "$MT4" 63 -v megatron-core-bf16 "${SH[@]}"
+# resharding (reshard_at): each run saved at its layout, loaded at the other; judged by the set
+TRIP=reshard_at
+run "reshard built-in megatron bf16" "" 500 -v megatron "${SH[@]}"
+run "reshard built-in megatron bf16 DP=2" "" 500 -v megatron "${DP[@]}" "${SH[@]}"
+run "reshard built-in deepspeed bf16" "" 500 -v deepspeed "${SH[@]}"
+run "reshard built-in megatron fp16 dynamic" "" 500 -v megatron -t fp16 --param scaler=1 --param growth_interval=1 "${SH[@]}"
+TRIP=resume_at
 # the defect, unpatched: every case a round-trip finding
 run "megatron-core-distopt-bf16 DP=2 unpatched" "$MT" 5 -v megatron-core-distopt-bf16 "${DP[@]}" "${SH[@]}"

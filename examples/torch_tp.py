@@ -50,6 +50,10 @@ straight, bit for bit. Its switches, as a user's checkpoint code might be writte
                            as plain tensors under the same keys: DCP keeps one rank's copy
   ckpt-adam-state-dropped  the first tensor's Adam state left out, loaded with strict=False
   ckpt-step-reset          the loaded step counts set to 0
+With --param reshard_at=K each run changes layout at its checkpoint: the first (TP=1 on rank 0)
+is the variant's layout for steps 1..K, saved by DCP and loaded at TP=1 on rank 0, the second
+TP=1 saved by rank 0 alone and loaded at the variant's layout on both ranks; precfuzz judges
+both by the differential's set.
 """
 
 import os
@@ -192,20 +196,20 @@ def adamw(layer, module):
 
 # --- the round trip (resume_at): torch.distributed.checkpoint ---------------------------------
 
-def save(module, opt, path, case):
+def save(module, opt, path, case, group=None):
     """DCP's save as its docs give it: get_state_dict (DTensor shards, DDP's prefix dropped),
     dcp.save on every rank. dcp-keys-unqualified: each rank's local shards saved as plain tensors
     under the same keys; DCP takes equal keys on several ranks for one replicated tensor and
-    writes one rank's."""
+    writes one rank's. group: the ranks that save (None: all; TP=1 saves on rank 0 alone)."""
     model_sd, optim_sd = get_state_dict(module, opt)
     if case.fault == "dcp-keys-unqualified":
         model_sd = {k: _local(v) for k, v in model_sd.items()}
         optim_sd = {"state": {k: {n: _local(x) for n, x in st.items()} for k, st in optim_sd["state"].items()},
                     "param_groups": optim_sd["param_groups"]}
-    dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=path)
+    dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=path, process_group=group)
 
 
-def load(module, opt, path, case):
+def load(module, opt, path, case, group=None):
     """DCP's load into fresh objects: the state dicts the new module and optimizer have (as
     get_state_dict makes them) filled in place by dcp.load, then set_state_dict."""
     model_sd, optim_sd = get_state_dict(module, opt)
@@ -214,7 +218,7 @@ def load(module, opt, path, case):
         optim_sd = {"state": {k: {n: _local(x) for n, x in st.items()} for k, st in optim_sd["state"].items()},
                     "param_groups": optim_sd["param_groups"]}
     box = {"model": model_sd, "optim": optim_sd}
-    dcp.load(box, checkpoint_id=path)
+    dcp.load(box, checkpoint_id=path, process_group=group)
     if case.fault == "dcp-keys-unqualified":  # the local tensors loaded in place: into the DTensors
         for k, v in get_state_dict(module, opt)[0].items():
             _local(v).copy_(box["model"][k])
@@ -236,77 +240,121 @@ def state_tensors(module, opt):
     return list(module.params().values()) + [v for st in opt.state.values() for v in st.values()]
 
 
-def run(layer, case, init, grads, how, resume=0):
-    """One run of the case's steps on this rank: ({block name: (steps, 4, *local shape)} of
-    master (= the parameter), parameter, m, v after each step, [the norm each step reported],
-    (steps, 5) of the step count (the rest of tp.h's state: no scaler)). With resume = k: steps
-    1..k, saved by DCP, the objects that saved set to NaN, fresh ones loaded by DCP (their row of
-    step k: as loaded), steps k+1..N."""
-    module, ddp = model_for(layer, how)
-    params = module.params()
-    tp, tp_rank = (2, RANK) if how == "dtensor" else (1, 0)
-    dp, replica = (2, RANK) if how == "ddp" else (1, 0)
-    init_a = np.asarray(init, dtype=np.float32)
-    g_all = np.asarray(grads, dtype=np.float32).reshape(layer.steps, layer.mb, -1)
-    consts = {}  # block name -> (steps, micro-batches, *local shape): this rank's share of each gradient
-    with torch.no_grad():
-        for b in layer.blocks:
-            p = params[b.name]
-            _local(p).copy_(torch.from_numpy(b.shard(layer.init(init_a, b), tp_rank, tp)))
-            p.grad = None
-            sl = g_all[:, :, b.offset:b.offset + b.size].reshape(layer.steps, layer.mb, b.rows, b.cols)
-            local = np.stack([np.stack([b.shard(sl[s, k], tp_rank, tp) for k in range(layer.mb)])
-                              for s in range(layer.steps)])
-            consts[b.name] = torch.from_numpy(local * np.float32(dp))  # DDP averages over dp: exact
-    opt = adamw(layer, module)
-    hist = {b.name: np.zeros((layer.steps, 4) + tuple(_local(params[b.name]).shape), np.float32) for b in layer.blocks}
-    state = np.zeros((layer.steps, 5))
-    norms = []
-    mine = list(layer.micro_batches(replica, dp))
+class Run:
+    """One run of the case on this rank in one layout: its module and AdamW, this rank's share of
+    every gradient, and the history it records: {block name: (steps, 4, *local shape)} of master
+    (= the parameter), parameter, m, v after each step, the norm each step reported, and
+    (steps, 5) of the step count (the rest of tp.h's state: no scaler). how: "one" (TP=1, rank 0),
+    "dtensor" (TP=2) or "ddp" (DP=2); fresh: new objects, their values to be loaded, else the
+    layout's cached ones set to the case's initial values."""
 
-    def record(s, module, opt):
-        for name, p in module.params().items():
-            st = opt.state.get(p, {})
-            h = hist[name][s]
+    def __init__(self, layer, case, init, grads, how, fresh=False):
+        self.layer, self.case, self.how = layer, case, how
+        self.module, self.ddp = build(layer, how) if fresh else model_for(layer, how)
+        params = self.module.params()
+        tp, tp_rank = (2, RANK) if how == "dtensor" else (1, 0)
+        dp, self.replica = (2, RANK) if how == "ddp" else (1, 0)
+        init_a = np.asarray(init, dtype=np.float32)
+        g_all = np.asarray(grads, dtype=np.float32).reshape(layer.steps, layer.mb, -1)
+        self.consts = {}  # block name -> (steps, micro-batches, *local shape): this rank's share of each gradient
+        with torch.no_grad():
+            for b in layer.blocks:
+                p = params[b.name]
+                if not fresh:
+                    _local(p).copy_(torch.from_numpy(b.shard(layer.init(init_a, b), tp_rank, tp)))
+                p.grad = None
+                sl = g_all[:, :, b.offset:b.offset + b.size].reshape(layer.steps, layer.mb, b.rows, b.cols)
+                local = np.stack([np.stack([b.shard(sl[s, k], tp_rank, tp) for k in range(layer.mb)])
+                                  for s in range(layer.steps)])
+                self.consts[b.name] = torch.from_numpy(local * np.float32(dp))  # DDP averages over dp: exact
+        self.opt = adamw(layer, self.module)
+        self.hist = {b.name: np.zeros((layer.steps, 4) + tuple(_local(params[b.name]).shape), np.float32)
+                     for b in layer.blocks}
+        self.state = np.zeros((layer.steps, 5))
+        self.norms = [0.0] * layer.steps
+        self.mine = list(layer.micro_batches(self.replica, dp))
+
+    def renew(self):
+        """Fresh module and optimizer in the same layout (a round trip's), the old ones' tensors
+        set to NaN."""
+        pr.poison(state_tensors(self.module, self.opt))
+        self.module, self.ddp = build(self.layer, self.how)
+        self.opt = adamw(self.layer, self.module)
+
+    def record(self, s):
+        for name, p in self.module.params().items():
+            st = self.opt.state.get(p, {})
+            h = self.hist[name][s]
             h[0] = h[1] = _local(p).detach().numpy()
             h[2] = _local(st["exp_avg"]).numpy() if "exp_avg" in st else 0  # none yet: Adam's zeros
             h[3] = _local(st["exp_avg_sq"]).numpy() if "exp_avg_sq" in st else 0
-            state[s, 0] = float(st.get("step", 0))
+            self.state[s, 0] = float(st.get("step", 0))
 
-    def train(steps, module, ddp, opt):
-        params = module.params()
-        forward = ddp if ddp is not None else module
+    def train(self, steps):
+        params = self.module.params()
+        forward = self.ddp if self.ddp is not None else self.module
         for s in steps:
-            opt.zero_grad(set_to_none=True)
-            for k in mine:
-                sync = k == mine[-1] and case.fault != "dp-grad-unreduced"
-                c = {name: consts[name][s, k] for name in params}
-                if ddp is not None and not sync:
-                    with ddp.no_sync():
+            self.opt.zero_grad(set_to_none=True)
+            for k in self.mine:
+                sync = k == self.mine[-1] and self.case.fault != "dp-grad-unreduced"
+                c = {name: self.consts[name][s, k] for name in params}
+                if self.ddp is not None and not sync:
+                    with self.ddp.no_sync():
                         forward(c).backward()
                 else:
                     forward(c).backward()
-            norm = torch.nn.utils.clip_grad_norm_(list(params.values()), layer.max_norm)
-            norms.append(float(norm.full_tensor() if isinstance(norm, DTensor) else norm))
-            opt.step()
-            record(s, module, opt)
+            norm = torch.nn.utils.clip_grad_norm_(list(params.values()), self.layer.max_norm)
+            self.norms[s] = float(norm.full_tensor() if isinstance(norm, DTensor) else norm)
+            self.opt.step()
+            self.record(s)
 
+    def result(self):
+        return self.hist, self.norms, self.state
+
+
+def run(layer, case, init, grads, how, resume=0):
+    """One run of the case's steps on this rank (Run's history). With resume = k: steps 1..k,
+    saved by DCP, the objects that saved set to NaN, fresh ones loaded by DCP (their row of step
+    k: as loaded), steps k+1..N."""
+    r = Run(layer, case, init, grads, how)
     with pr.switched(FAULTS, case.fault):
-        train(range(resume or layer.steps), module, ddp, opt)
+        r.train(range(resume or layer.steps))
         if resume:
             with pr.checkpoint_dir(PAIR) as path:
-                save(module, opt, path, case)
-                pr.poison(state_tensors(module, opt))
-                module, ddp = build(layer, how)
-                opt = adamw(layer, module)
-                load(module, opt, path, case)
-            record(resume - 1, module, opt)
-            train(range(resume, layer.steps), module, ddp, opt)
-    return hist, norms, state
+                save(r.module, r.opt, path, case)
+                r.renew()
+                load(r.module, r.opt, path, case)
+            r.record(resume - 1)
+            r.train(range(resume, layer.steps))
+    return r.result()
+
+
+def run_resharded(layer, case, init, grads, first, second):
+    """A run that changes layout after step k (reshard_at): steps 1..k in layout `first`, saved by
+    DCP (TP=1 on rank 0 alone), loaded by DCP into fresh objects of layout `second` (their row of
+    step k: as loaded), steps k+1..N. This rank's parts: {"before": Run's history in `first`,
+    "after": in `second`}, each None where the rank holds no part of that layout."""
+    k, out = layer.reshard, {"before": None, "after": None}
+    with pr.switched(FAULTS, case.fault), pr.checkpoint_dir(PAIR) as path:
+        if first != "one" or RANK == 0:
+            a = Run(layer, case, init, grads, first)
+            a.train(range(k))
+            save(a.module, a.opt, path, case, SINGLE[0] if first == "one" else None)
+            pr.poison(state_tensors(a.module, a.opt))
+            out["before"] = a.result()
+        dist.barrier(group=PAIR)  # the checkpoint is whole before anyone loads it
+        if second != "one" or RANK == 0:
+            b = Run(layer, case, init, grads, second, fresh=True)
+            load(b.module, b.opt, path, case, SINGLE[0] if second == "one" else None)
+            b.record(k - 1)
+            b.train(range(k, layer.steps))
+            out["after"] = b.result()
+    return out
 
 
 @pr.kernel("tp_diff", variant="torch-dtensor", like="torch", dtypes=["fp32"],
-           params={"tied": [0, 0], "tp": [2, 2], "dp": [1, 1], "experts": [0, 0], "comm": [0, 0], "resume_at": [0, 1e6]},
+           params={"tied": [0, 0], "tp": [2, 2], "dp": [1, 1], "experts": [0, 0], "comm": [0, 0], "resume_at": [0, 1e6],
+                   "reshard_at": [0, 1e6]},
            faults=["tp-replicated-unclipped", "norm-no-dedup", "norm-local", "norm-bf16", "dcp-keys-unqualified",
                    "ckpt-adam-state-dropped", "ckpt-step-reset"],
            summary="PyTorch 2.15 DTensor TP=2 (2 gloo ranks), clip_grad_norm_, AdamW, fp32, DCP round trip; TP=1 on rank 0")
@@ -316,8 +364,11 @@ def torch_dtensor(case, init, grads, gscale):
 
 def runs(case, init, grads, how):
     """This rank's runs of the case: the second layout (with resume_at: round-tripped, and
-    straight beside it), and on rank 0 TP=1."""
+    straight beside it), and on rank 0 TP=1; with reshard_at each of them changing layout."""
     layer = pr.TPLayer(case)
+    if layer.reshard:
+        return {"one": run_resharded(layer, case, init, grads, how, "one"),
+                "two": run_resharded(layer, case, init, grads, "one", how)}
     out = {"two": run(layer, case, init, grads, how, layer.resume)}
     if layer.resume:
         out["straight"] = run(layer, case, init, grads, how)
@@ -328,6 +379,12 @@ def runs(case, init, grads, how):
 
 def outputs(case, results, key):
     layer = pr.TPLayer(case)
+    if layer.reshard:  # each run's parts before and after the reshard, spliced at step k
+        two = [{key(r): res["two"]["before"] for r, res in enumerate(results) if res["two"]["before"]},
+               {key(r): res["two"]["after"] for r, res in enumerate(results) if res["two"]["after"]}]
+        one = [{key(r): res["one"]["before"] for r, res in enumerate(results) if res["one"]["before"]},
+               {key(r): res["one"]["after"] for r, res in enumerate(results) if res["one"]["after"]}]
+        return layer.tp_outputs([layer.reshard_splice(*one, to=[(0, 0, 0)]), layer.reshard_splice(*two, to=list(two[1]))])
     straight = {key(r): res["straight"] for r, res in enumerate(results)} if layer.resume else None
     return layer.tp_outputs([{(0, 0, 0): results[0]["one"]}, {key(r): res["two"] for r, res in enumerate(results)}],
                             straight)
@@ -339,7 +396,8 @@ def dtensor_outputs(case, results):
 
 
 @pr.kernel("tp_diff", variant="torch-ddp", like="torch", dtypes=["fp32"],
-           params={"tied": [0, 0], "tp": [1, 1], "dp": [2, 2], "experts": [0, 0], "comm": [0, 0], "resume_at": [0, 1e6]},
+           params={"tied": [0, 0], "tp": [1, 1], "dp": [2, 2], "experts": [0, 0], "comm": [0, 0], "resume_at": [0, 1e6],
+                   "reshard_at": [0, 1e6]},
            faults=["norm-bf16", "dp-grad-unreduced", "ckpt-adam-state-dropped", "ckpt-step-reset"],
            summary="PyTorch 2.15 DistributedDataParallel DP=2 (2 gloo ranks), clip_grad_norm_, AdamW, fp32, DCP round "
                    "trip; TP=1 on rank 0")

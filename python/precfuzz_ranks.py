@@ -318,6 +318,8 @@ class TPLayer:
         # resume_at = k > 0: the second run also saved after step k with the adapter's own save
         # code and loaded into fresh objects with its own load code (a kernel that takes resume_at)
         self.resume = int(p.get("resume_at", 0))
+        # reshard_at = k > 0: each run saved at its layout after step k and loaded at the other
+        self.reshard = int(p.get("reshard_at", 0))
         dense = [("ln1.w", h, 1, REPLICATED, 0), ("ln1.b", h, 1, REPLICATED, 0), ("qkv.w", 3 * h, h, COLUMN, 1),
                  ("qkv.b", 3 * h, 1, COLUMN, 0), ("proj.w", h, h, ROW, 1), ("proj.b", h, 1, REPLICATED, 0),
                  ("ln2.w", h, 1, REPLICATED, 0), ("ln2.b", h, 1, REPLICATED, 0), ("fc1.w", f, h, COLUMN, 1),
@@ -441,6 +443,34 @@ class TPLayer:
             outputs["resume"] = self._resume_check(
                 {(k if len(k) == 3 else (0,) + tuple(k)): v for k, v in straight.items()}, runs[1])
         return outputs
+
+    def reshard_splice(self, before, after, to):
+        """One run that changed layout after step k (reshard_at), as tp_outputs takes it:
+        {rank key in `to`: (hist, norms, state)} in the layout after, its rows before step k
+        gathered from the layout before (every block assembled over its TP ranks, replica 0's,
+        and cut to each rank's shard after) and from step k on its own (the row of step k: as
+        loaded; step k's norm: the one reported before the save). before, after: {(dp, pp, tp):
+        (hist, norms, state)} of the ranks that held the layout."""
+        k = self.reshard
+        b_keys, a_keys = sorted(before), sorted(after)
+        tp_b, tp_a = 1 + max(t for _, _, t in b_keys), 1 + max(t for _, _, t in a_keys)
+        ref = before[b_keys[0]]
+        out = {}
+        for key in to:
+            hist_a, norms_a, state_a = after[key]
+            hist = {}
+            for name, h in hist_a.items():
+                blk = self.block(name)
+                full = self.assemble(blk, [before[(0, key[1], t)][0][name] for t in range(tp_b)], tp_b)
+                mine = np.array(h, dtype=np.float32, copy=True).reshape(self.steps, 4, -1)
+                for s in range(k - 1):
+                    for q in range(4):
+                        mine[s, q] = blk.shard(full[s, q], key[2], tp_a).reshape(-1)
+                hist[name] = mine.reshape(np.shape(h))
+            norms = list(ref[1][:k]) + list(norms_a[k:])
+            state = np.concatenate([np.asarray(ref[2])[:k - 1], np.asarray(state_a)[k - 1:]])
+            out[key] = (hist, norms, state)
+        return out
 
     def global_index(self, block, tp_rank, tp):
         """The case's element numbers of a rank's shard of a block, flat, in the shard's order."""

@@ -2,7 +2,8 @@
 # Plain PyTorch's distributed step (examples/torch_tp.py: DTensor TP=2 or DDP DP=2,
 # clip_grad_norm_, AdamW, fp32) on 2 gloo ranks under the differential (contract tp_diff/torch):
 # clean cases give no finding on either layout, nor round trips through torch.distributed.checkpoint
-# (resume_at), whose broken save and load are each found in the first case; with the seed-002-like switch the replicated
+# (resume_at), whose broken save and load are each found in the first case, nor reshards through
+# DCP (reshard_at); with the seed-002-like switch the replicated
 # LayerNorm weight differs between TP rank 0 and rank 1 after the first step that clips (read
 # from the norms PyTorch reported), with a replay line that reproduces it; each other switch is
 # found within 20 cases; the emulation agrees with PyTorch on most outputs; a layout the
@@ -89,6 +90,23 @@ n=$((n + 1))
 out=$(rk "${DT[@]}" --shape 4x8x16x11x4 --param resume_at=2 --fault dcp-keys-unqualified --cases 1)
 echo "$out" | grep -q "^FINDING .*seed 1: failed: the kernel raised an error on the case: rank .: CheckpointException" ||
   fail "dcp-keys-unqualified, odd vocabulary: $out"
+
+# resharding (reshard_at) through DCP: each run saved at its layout (TP=1 by rank 0 alone) and
+# loaded at the other, clean on both layouts, an odd vocabulary too (DTensor's uneven shards);
+# a broken load found as loaded at step k, and one a step later (the step count, through Adam)
+for v in DT DD; do
+  n=$((n + 1))
+  eval 'args=("${'$v'[@]}")'
+  out=$(rk "${args[@]}" --shape 4x8x16x11x4 --param reshard_at=2 --cases 12)
+  [ $? -eq 0 ] && echo "$out" | grep -q "^tp_diff/${args[2]} fp32/fp32: 12 cases (seeds 1..12): ok 12 *$" || fail "reshard ${args[2]}: $out"
+done
+for f in "ckpt-adam-state-dropped:qkv.w\[0,0\] (TP=2, rank 0) after step 2: m 0 outside" \
+  "ckpt-step-reset:ln1.w\[0\] (TP=2, every rank) after step 3: master"; do
+  n=$((n + 1))
+  out=$(rk "${DT[@]}" --shape 4x8x16x12x4 --param reshard_at=2 --fault "${f%%:*}" --cases 1)
+  echo "$out" | grep -q "^FINDING .*seed 1: divergent, .*${f#*:}.*; each run resharded after step 2 (TP=2 x DP=1 to TP=1 and back)" ||
+    fail "reshard ${f%%:*}: $out"
+done
 
 # a layout the variant does not hold is refused, exit 2; left unsaid, the variant's own is taken
 n=$((n + 1))
