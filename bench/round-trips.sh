@@ -65,6 +65,8 @@ run "reshard built-in megatron bf16" "" 500 -v megatron "${SH[@]}"
 run "reshard built-in megatron bf16 DP=2" "" 500 -v megatron "${DP[@]}" "${SH[@]}"
 run "reshard built-in deepspeed bf16" "" 500 -v deepspeed "${SH[@]}"
 run "reshard built-in megatron fp16 dynamic" "" 500 -v megatron -t fp16 --param scaler=1 --param growth_interval=1 "${SH[@]}"
+run "reshard torch-dtensor" "$TT" 63 -v torch-dtensor -t fp32 --param tied=0 --shape 5x8x16x11x4
+run "reshard torch-ddp" "$TT" 62 -v torch-ddp -t fp32 --param tied=0 --param tp=1 --param dp=2 --shape 5x8x16x11x4
 TRIP=resume_at
 # the defect, unpatched: every case a round-trip finding
 run "megatron-core-distopt-bf16 DP=2 unpatched" "$MT" 5 -v megatron-core-distopt-bf16 "${DP[@]}" "${SH[@]}"
