@@ -61,14 +61,20 @@ done
 rk_agrees torch-dtensor 80 -t fp32 --param tied=0
 rk_agrees torch-ddp 80 -t fp32 --param tied=0 --param tp=1 --param dp=2
 
-# the round trip (resume_at) through torch.distributed.checkpoint: clean on both layouts; each
-# broken save or load found in the first case, named as loaded; its replay line gives it again
-for v in DT DD; do
-  n=$((n + 1))
-  eval 'args=("${'$v'[@]}")'
-  out=$(rk "${args[@]}" --shape 4x8x16x12x4 --param resume_at=2 --cases 20)
-  [ $? -eq 0 ] && echo "$out" | grep -q "^tp_diff/${args[2]} fp32/fp32: 20 cases (seeds 1..20): ok 20 *$" || fail "round trip ${args[2]}: $out"
+# the round trip (resume_at) through torch.distributed.checkpoint, and resharding (reshard_at:
+# each run saved at its layout, TP=1 by rank 0 alone, and loaded at the other; an odd vocabulary
+# too, DTensor's uneven shards): clean on both layouts
+for trip in resume_at:4x8x16x12x4:20 reshard_at:4x8x16x11x4:12; do
+  IFS=: read -r param shape cases <<<"$trip"
+  for v in DT DD; do
+    n=$((n + 1))
+    eval 'args=("${'$v'[@]}")'
+    out=$(rk "${args[@]}" --shape "$shape" --param "$param=2" --cases "$cases")
+    [ $? -eq 0 ] && echo "$out" | grep -q "^tp_diff/${args[2]} fp32/fp32: $cases cases (seeds 1..$cases): ok $cases *$" ||
+      fail "$param ${args[2]}: $out"
+  done
 done
+# each broken save or load found in the first case, named as loaded; its replay line gives it again
 # DCP keeps one rank's copy of a key several ranks write: TP shards under unqualified keys come
 # back as the other rank's shard, silently when the shards have one shape (an even vocabulary)...
 for f in "DT:dcp-keys-unqualified:'s m was .* when saved, .* as loaded" \
@@ -91,15 +97,8 @@ out=$(rk "${DT[@]}" --shape 4x8x16x11x4 --param resume_at=2 --fault dcp-keys-unq
 echo "$out" | grep -q "^FINDING .*seed 1: failed: the kernel raised an error on the case: rank .: CheckpointException" ||
   fail "dcp-keys-unqualified, odd vocabulary: $out"
 
-# resharding (reshard_at) through DCP: each run saved at its layout (TP=1 by rank 0 alone) and
-# loaded at the other, clean on both layouts, an odd vocabulary too (DTensor's uneven shards);
-# a broken load found as loaded at step k, and one a step later (the step count, through Adam)
-for v in DT DD; do
-  n=$((n + 1))
-  eval 'args=("${'$v'[@]}")'
-  out=$(rk "${args[@]}" --shape 4x8x16x11x4 --param reshard_at=2 --cases 12)
-  [ $? -eq 0 ] && echo "$out" | grep -q "^tp_diff/${args[2]} fp32/fp32: 12 cases (seeds 1..12): ok 12 *$" || fail "reshard ${args[2]}: $out"
-done
+# resharding: a broken load found as loaded at step k, and one a step later (the step count,
+# through Adam's bias correction)
 for f in "ckpt-adam-state-dropped:qkv.w\[0,0\] (TP=2, rank 0) after step 2: m 0 outside" \
   "ckpt-step-reset:ln1.w\[0\] (TP=2, every rank) after step 3: master"; do
   n=$((n + 1))
