@@ -827,68 +827,33 @@ static pf_status pf_tp_load(pf_tp_world *w, const char *dir, const pf_tp_world *
   return st;
 }
 
-/* The second run with a round trip after step k: steps 1..k, saved to a checkpoint in a fresh
- * directory, every rank's state dropped (its world freed), a fresh group set up and loaded from
- * the checkpoint, steps k+1..N. On return w holds the whole run's histories, as a straight run's. */
-static pf_status pf_tp_world_resumed(pf_tp_world *w, const pf_case *c, const pf_tp_layout *L, const pf_tensor *in, int TP,
-                                     int DP) {
+/* A run with a round trip after step k: steps 1..k at TPa x DPa, saved to a checkpoint in a fresh
+ * directory, every rank's state dropped (its world freed), a fresh group set up at TPb x DPb and
+ * loaded from the checkpoint, steps k+1..N. The same layout (resume_at): rank r loads rank r's
+ * tensors; another (reshard_at): each element from a rank that held it. On return w (TPb x DPb)
+ * holds the whole run's histories: the rows before the save the first group's (each rank's own,
+ * or each element's from a rank that held it, the same stage first), the row of step k its state
+ * as loaded, so that a load that changes anything shows at step k. */
+static pf_status pf_tp_world_round_trip(pf_tp_world *w, const pf_case *c, const pf_tp_layout *L, const pf_tensor *in,
+                                        size_t k, int TPa, int DPa, int TPb, int DPb) {
   const char *tmp = getenv("TMPDIR");
   char base[4096], dir[4200];
-  snprintf(base, sizeof base, "%s/precfuzz-ckpt-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-  if (!mkdtemp(base)) return pf_error(PF_ERR_IO, "tp: cannot make a directory for the checkpoint (%s)", strerror(errno));
-  snprintf(dir, sizeof dir, "%s/step-%zu", base, L->resume);
-  pf_tp_world *before = malloc(sizeof *before);
-  pf_status st = before ? pf_tp_world_init(before, c, L, in, TP, DP) : pf_error(PF_ERR_NOMEM, "tp: out of memory");
-  if (!st) st = pf_tp_world_steps(before, 0, L->resume);
-  if (!st) st = pf_tp_save(before, dir, L->resume);
-  if (!st) st = pf_tp_world_init(w, c, L, in, TP, DP);
-  if (!st) st = pf_tp_load(w, dir, NULL);
-  if (!st) { /* the histories of the steps before the save are the first group's, but the last
-              * row: the state as loaded, so that a load that changes anything shows at step k */
-    for (int r = 0; r < w->R; r++) {
-      const pf_tp_rank *a = pf_tp_rank_at(before, r);
-      pf_tp_rank *b = pf_tp_rank_at(w, r);
-      memcpy(b->hist, a->hist, L->resume * a->nloc * 4 * sizeof(double));
-      memcpy(b->norms, a->norms, L->resume * sizeof(double));
-      memcpy(b->shist, a->shist, L->resume * PF_TP_NSTATE * sizeof(double));
-      pf_tp_record(b, L->resume - 1);
-      b->fe |= a->fe;
-    }
-    st = pf_tp_world_steps(w, L->resume, L->steps);
-  }
-  if (before) pf_tp_world_free(before);
-  free(before);
-  pf_checkpoint_remove(dir);
-  rmdir(base);
-  return st;
-}
-
-/* A run that changes layout after step k (reshard_at): steps 1..k at TPa x DPa, saved to a
- * checkpoint, every rank's state dropped, a fresh group at TPb x DPb loaded from it element by
- * element, steps k+1..N. On return w (TPb x DPb) holds the whole run's histories: each element's
- * rows before the save from a rank of the first group that held it (the same stage first), the
- * row of step k its state as loaded. */
-static pf_status pf_tp_world_resharded(pf_tp_world *w, const pf_case *c, const pf_tp_layout *L, const pf_tensor *in,
-                                       int TPa, int DPa, int TPb, int DPb) {
-  const char *tmp = getenv("TMPDIR");
-  char base[4096], dir[4200];
-  const size_t k = L->reshard;
   snprintf(base, sizeof base, "%s/precfuzz-ckpt-XXXXXX", tmp && *tmp ? tmp : "/tmp");
   if (!mkdtemp(base)) return pf_error(PF_ERR_IO, "tp: cannot make a directory for the checkpoint (%s)", strerror(errno));
   snprintf(dir, sizeof dir, "%s/step-%zu", base, k);
+  const int same = TPa == TPb && DPa == DPb;
   pf_tp_world *before = malloc(sizeof *before);
   pf_status st = before ? pf_tp_world_init(before, c, L, in, TPa, DPa) : pf_error(PF_ERR_NOMEM, "tp: out of memory");
   if (!st) st = pf_tp_world_steps(before, 0, k);
   if (!st) st = pf_tp_save(before, dir, k);
   if (!st) st = pf_tp_world_init(w, c, L, in, TPb, DPb);
-  if (!st) st = pf_tp_load(w, dir, before); /* the layout that saved: which rank held what */
+  if (!st) st = pf_tp_load(w, dir, same ? NULL : before); /* resharding: the saving layout says who held what */
   for (int r = 0; r < w->R && !st; r++) {
     pf_tp_rank *b = pf_tp_rank_at(w, r);
-    const pf_tp_rank *a0 = pf_tp_rank_at(before, 0); /* every rank reports the same norm and state */
+    const pf_tp_rank *a0 = pf_tp_rank_at(before, same ? r : 0); /* every rank reports the same norm and state */
     for (size_t x = 0; x < b->nloc; x++) {
-      size_t y;
-      const int j = pf_tp_holder(before, b, b->elem[x], &y);
-      const pf_tp_rank *a = pf_tp_rank_at(before, j);
+      size_t y = x;
+      const pf_tp_rank *a = same ? a0 : pf_tp_rank_at(before, pf_tp_holder(before, b, b->elem[x], &y));
       for (size_t s = 0; s < k; s++) memcpy(b->hist + (s * b->nloc + x) * 4, a->hist + (s * a->nloc + y) * 4, 4 * sizeof(double));
     }
     memcpy(b->norms, a0->norms, k * sizeof(double));
@@ -914,11 +879,13 @@ pf_status pf_tp_cpu(const pf_case *c, const pf_tensor *in, double *out, unsigned
   }
   pf_status st;
   if (L.reshard) { /* each run changes layout at the checkpoint: the second's to TP=1 and the reverse */
-    st = pf_tp_world_resharded(w1, c, &L, in, L.tp, L.dp, 1, 1);
-    if (!st) st = pf_tp_world_resharded(w2, c, &L, in, 1, 1, L.tp, L.dp);
+    st = pf_tp_world_round_trip(w1, c, &L, in, L.reshard, L.tp, L.dp, 1, 1);
+    if (!st) st = pf_tp_world_round_trip(w2, c, &L, in, L.reshard, 1, 1, L.tp, L.dp);
   } else {
     st = pf_tp_world_run(w1, c, &L, in, 1, 1);
-    if (!st) st = L.resume ? pf_tp_world_resumed(w2, c, &L, in, L.tp, L.dp) : pf_tp_world_run(w2, c, &L, in, L.tp, L.dp);
+    if (!st)
+      st = L.resume ? pf_tp_world_round_trip(w2, c, &L, in, L.resume, L.tp, L.dp, L.tp, L.dp)
+                    : pf_tp_world_run(w2, c, &L, in, L.tp, L.dp);
   }
   if (!st && L.resume) { /* the round trip against the same run straight: bitwise */
     pf_tp_world *ws = malloc(sizeof *ws);
