@@ -106,6 +106,25 @@ def _die_with_precfuzz():
 _group = None
 
 
+def loopback_only(env):
+    """None when env's MASTER_ADDR is a loopback address literal (127.0.0.0/8, ::1) and its
+    GLOO_SOCKET_IFNAME is lo; else the line that says what is wrong. A rank group talks over the
+    loopback interface only: a command that sets another address (ranks:N:"MASTER_ADDR=... cmd")
+    is refused before any socket is opened; a name is refused too (it may resolve elsewhere)."""
+    import ipaddress
+
+    addr = env.get("MASTER_ADDR", "")
+    try:
+        ok = ipaddress.ip_address(addr).is_loopback
+    except ValueError:
+        ok = False
+    if not ok:
+        return f"MASTER_ADDR={addr!r} is not a loopback address: a rank group talks over 127.0.0.1 only"
+    if env.get("GLOO_SOCKET_IFNAME") != "lo":
+        return f"GLOO_SOCKET_IFNAME={env.get('GLOO_SOCKET_IFNAME', '')!r}: a rank group talks over the loopback interface (lo) only"
+    return None
+
+
 def init():
     """Joins this process to the rank group precfuzz started (gloo, env://). Returns
     (rank, world size). Idempotent."""
@@ -116,6 +135,10 @@ def init():
         for v in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
             if v not in os.environ:
                 raise RuntimeError(f"${v} is not set: start this with precfuzz --kernels ranks:N:CMD")
+        wrong = loopback_only(os.environ)
+        if wrong:  # before any socket: not a byte to another address
+            print(f"precfuzz_ranks: {wrong}", file=sys.stderr)
+            sys.exit(2)
         _die_with_precfuzz()
         # a case may take precfuzz long to judge: the ranks wait for the next one for a day
         dist.init_process_group("gloo", timeout=datetime.timedelta(days=1))

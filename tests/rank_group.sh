@@ -71,6 +71,18 @@ check "fault run" "$P" --kernels "ranks:2:$K faults" run -k softmax -v np-rank-s
 [ $rc -eq 0 ] && [ "$(sort -u "$RANK_TEST_DIR/fault")" = "f-two" ] || fail "fault run: $rc $out; $(cat "$RANK_TEST_DIR/fault")"
 expect2 "f-three" "$P" --kernels "ranks:2:$K faults" run -k softmax -v np-rank-softmax --fault f-three --cases 1
 none_left faults
+# loopback only: precfuzz_ranks refuses, before any socket, an address or interface a command set
+# other than loopback's (127.0.0.0/8 and ::1 taken; a name refused: it may resolve elsewhere)
+n=$((n + 1))
+got=$(PYTHONPATH=python "$PY" -c '
+import sys
+import precfuzz_ranks as pr
+for addr, ifname in (("127.0.0.1", "lo"), ("127.3.4.5", "lo"), ("::1", "lo"), ("10.9.9.9", "lo"),
+                     ("localhost", "lo"), ("", "lo"), ("127.0.0.1", "eth0"), ("127.0.0.1", None)):
+    env = {"MASTER_ADDR": addr} if ifname is None else {"MASTER_ADDR": addr, "GLOO_SOCKET_IFNAME": ifname}
+    print("ok" if pr.loopback_only(env) is None else "no", file=sys.stderr)' 2>&1 | tr '\n' ' ')
+[ "$got" = "ok ok ok no no no no no " ] || fail "loopback_only: $got"
+
 # a tp_diff kernel process whose hello does not name resume_at is refused the round trip
 expect2 "resume_at: tp_diff/np-rank-tp does not take it (its hello's params do not name resume_at: it has no save and load of its own wired to the round trip)" \
   "$P" --kernels "ranks:2:$K tp" diff-tp -v np-rank-tp --param resume_at=1 --cases 1

@@ -118,5 +118,11 @@ n=$((n + 1))
 out=$("$P" --kernels "$K" diff-tp -v torch-ddp -t fp32 --cases 1 2>&1)
 [ $? -eq 0 ] && echo "$out" | grep -q "^tp_diff/torch-ddp fp32/fp32: 1 cases (seeds 1..1): ok 1" || fail "ddp at its defaults (tied 0, tp 1): $out"
 
+# a command that sets another MASTER_ADDR is refused before any rank opens a socket: exit 2
+n=$((n + 1))
+out=$("$P" --kernels "ranks:2:MASTER_ADDR=10.9.9.9 $PY examples/torch_tp.py" diff-tp -v torch-dtensor -t fp32 --param tied=0 --cases 1 2>&1)
+[ $? -eq 2 ] && echo "$out" | grep -q "MASTER_ADDR='10.9.9.9' is not a loopback address" &&
+  echo "$out" | grep -q "^precfuzz: --kernels: .*exited with status 2 before its hello" || fail "MASTER_ADDR elsewhere: $out"
+
 echo "torch_tp: $((n - failed))/$n checks passed"
 [ $failed -eq 0 ]
