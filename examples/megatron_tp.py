@@ -407,6 +407,30 @@ FAULTS = {
 _built = {}
 
 
+def _refuse_empty_bucket(inners, at):
+    """Refuses, on every rank of the layout alike, a save that megatron-core's distributed
+    optimizer cannot make: a bucket padded to a multiple of lcm(DP, 128) elements can leave a DP
+    rank's shard of it with no parameter at all (a model this small only: the last stage's bucket
+    of a tied embedding), and sharded_param_state_dp_reshardable then asserts 'empty bucket
+    encountered' on that rank alone while the others wait in the save's collectives."""
+    mine = []
+    for i, inner in enumerate(inners):
+        for g, maps in enumerate(inner.gbuf_ranges):
+            for per_bucket in maps.values():
+                for b, bucket in enumerate(per_bucket):
+                    if not bucket["param_map"]:
+                        buf = inner.buffers[g].buckets[b]
+                        mine.append((buf.numel_unpadded, buf.grad_data.numel()))
+    every = [None] * at.size
+    torch.distributed.all_gather_object(every, (at.d, at.stage, mine), group=at.all_group)
+    for d, stage, empty in every:
+        if empty:
+            unpadded, padded = empty[0]
+            raise ValueError(f"resume_at: stage {stage}'s bucket of {unpadded} elements, padded to {padded} for "
+                             f"DP={at.dp}, gives DP rank {d} no parameter: megatron-core's distributed optimizer "
+                             f"asserts 'empty bucket encountered' saving it, on that rank alone")
+
+
 def _inners(opt):
     """The optimizers get_megatron_optimizer made: the dense one, then the experts' if any."""
     return list(getattr(opt, "chained_optimizers", [opt]))
@@ -611,6 +635,8 @@ def run(layer, case, init, grads, tp, pp, dp, distopt, ep=1):
     with pr.switched(FAULTS, case.fault):
         train(range(layer.resume or layer.steps))
         if layer.resume:  # dist_checkpointing, as Megatron-LM's save_checkpoint and load_checkpoint use it
+            if distopt:
+                _refuse_empty_bucket(inners, at)
             with pr.checkpoint_dir(at.all_group) as path:
                 dist_checkpointing.save(sharded(chunk, opt, at, False), path)
                 pr.poison(state_tensors(params.values(), inners))

@@ -247,6 +247,22 @@ pf_status pf_case_check_size(const pf_case *c) {
   return pf_case_sizes(op, c);
 }
 
+pf_status pf_case_set_checkpoint(pf_case *c, const char *path) {
+  struct stat sb;
+  if (stat(path, &sb) != 0) return pf_error(PF_ERR_IO, "checkpoint %s: %s", path, strerror(errno));
+  if (!S_ISDIR(sb.st_mode)) return pf_error(PF_ERR_IO, "checkpoint %s: not a directory", path);
+  char *abs = realpath(path, NULL);
+  if (!abs) return pf_error(PF_ERR_IO, "checkpoint %s: %s", path, strerror(errno));
+  const size_t n = strlen(abs);
+  if (n >= sizeof c->checkpoint) {
+    free(abs);
+    return pf_error(PF_ERR_ARG, "checkpoint %s: its path is longer than %d characters", path, PF_CKPT_PATH_LEN - 1);
+  }
+  memcpy(c->checkpoint, abs, n + 1);
+  free(abs);
+  return PF_OK;
+}
+
 pf_status pf_case_validate(const pf_case *c) {
   const pf_op *op = pf_op_find(c->kernel);
   if (!op) return pf_error(PF_ERR_UNKNOWN, "unknown kernel '%s' (see 'precfuzz list')", c->kernel);
@@ -276,6 +292,8 @@ pf_status pf_case_validate(const pf_case *c) {
   }
   if (c->fault[0] && !pf_kernel_has_fault(k, c->fault))
     return pf_error(PF_ERR_UNKNOWN, "fault '%s' does not exist for %s/%s", c->fault, c->kernel, c->variant);
+  if (c->checkpoint[0] && !op->takes_checkpoint)
+    return pf_error(PF_ERR_UNSUPPORTED, "checkpoint: kernel %s loads none (tp_diff does)", c->kernel);
   if (c->ninputs != op->ninputs)
     return pf_error(PF_ERR_ARG, "kernel %s takes %d inputs, got %d", c->kernel, op->ninputs, c->ninputs);
   pf_status st = pf_case_sizes(op, c);
@@ -343,6 +361,7 @@ cJSON *pf_case_to_cjson(const pf_case *c) {
     else cJSON_AddStringToObject(params, d->name, d->choices[(int)c->params[i]]);
   }
   if (c->fault[0]) cJSON_AddStringToObject(j, "fault", c->fault);
+  if (c->checkpoint[0]) cJSON_AddStringToObject(j, "checkpoint", c->checkpoint);
   cJSON *inputs = cJSON_AddObjectToObject(j, "inputs");
   for (int i = 0; i < c->ninputs; i++) {
     const pf_gen *g = &c->inputs[i];
@@ -558,7 +577,7 @@ pf_status pf_case_from_cjson(pf_case *c, const cJSON *j, const char *what) {
   memset(c, 0, sizeof *c);
   if (!cJSON_IsObject(j)) return pf_error(PF_ERR_PARSE, "%s: a case must be a JSON object", what);
   static const char *const known[] = {"format", "kernel", "variant", "dtype", "accum", "shape", "params",
-                                      "fault", "inputs", "expect", "note", NULL};
+                                      "fault", "checkpoint", "inputs", "expect", "note", NULL};
   pf_status st = pf_unknown_keys(j, known, what, "");
   if (st) return st;
   const char *s;
@@ -619,6 +638,21 @@ pf_status pf_case_from_cjson(pf_case *c, const cJSON *j, const char *what) {
     if (!cJSON_IsString(fault) || strlen(fault->valuestring) >= PF_NAME_LEN)
       return pf_error(PF_ERR_PARSE, "%s: 'fault' must be a fault name", what);
     snprintf(c->fault, sizeof c->fault, "%s", fault->valuestring);
+  }
+  const cJSON *ckpt = cJSON_GetObjectItemCaseSensitive(j, "checkpoint");
+  if (ckpt) { /* a directory named relative to the case file, kept absolute */
+    if (!cJSON_IsString(ckpt) || !*ckpt->valuestring)
+      return pf_error(PF_ERR_PARSE, "%s: 'checkpoint' must be a directory's path", what);
+    const char *p = ckpt->valuestring;
+    const char *base = pf_case_base_dir && p[0] != '/' ? pf_case_base_dir : NULL;
+    char joined[4096];
+    if (snprintf(joined, sizeof joined, "%s%s%s", base ? base : "", base ? "/" : "", p) >= (int)sizeof joined)
+      return pf_error(PF_ERR_PARSE, "%s: 'checkpoint': path too long", what);
+    if ((st = pf_case_set_checkpoint(c, joined))) {
+      char msg[512];
+      snprintf(msg, sizeof msg, "%s", pf_error_message());
+      return pf_error(st, "%s: %s", what, msg);
+    }
   }
   const cJSON *expect = cJSON_GetObjectItemCaseSensitive(j, "expect");
   if (expect) {

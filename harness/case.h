@@ -14,6 +14,7 @@
 #define PF_MAX_PARAMS 32
 #define PF_MAX_INPUTS 4
 #define PF_NAME_LEN 48
+#define PF_CKPT_PATH_LEN 1024
 
 typedef struct pf_kernel pf_kernel;
 
@@ -29,6 +30,9 @@ typedef struct {
   int ninputs;
   pf_gen inputs[PF_MAX_INPUTS]; /* in the order of the operation's input table */
   char expect[PF_NAME_LEN];     /* verdict a regression case must give, "" for none */
+  /* a checkpoint directory the kernel loads instead of its own save (an operation that takes
+   * one: pf_op.takes_checkpoint; tp_diff's --checkpoint), absolute; "" for none */
+  char checkpoint[PF_CKPT_PATH_LEN];
 } pf_case;
 
 /* What pf_case_check counts per element against the memory budget, and the budget: the
@@ -67,6 +71,9 @@ size_t pf_case_elems(const pf_case *c); /* product of the shape */
 /* Named parameter access (the operation's table names the parameters). */
 double pf_case_param(const pf_case *c, const char *name);
 pf_status pf_case_set_param(pf_case *c, const char *name, double v);
+/* c->checkpoint = path made absolute: an existing directory (PF_ERR_IO: not one), its absolute
+ * path shorter than PF_CKPT_PATH_LEN (PF_ERR_ARG). What it holds is read when the case runs. */
+pf_status pf_case_set_checkpoint(pf_case *c, const char *path);
 
 /* JSON. pf_case_to_json returns a malloc'd string. pf_case_from_json fully validates. */
 char *pf_case_to_json(const pf_case *c);

@@ -344,6 +344,11 @@ void reproduce_line(const pf_case *c, const run_opts *o, uint64_t seed, char *bu
     }
   }
   if (c->fault[0] && n < len) n += (size_t)snprintf(buf + n, len - n, " --fault %s", c->fault);
+  if (c->checkpoint[0] && n < len) {
+    char q[2 * PF_CKPT_PATH_LEN + 8];
+    pf_shell_quote(q, sizeof q, c->checkpoint);
+    n += (size_t)snprintf(buf + n, len - n, " --checkpoint %s", q);
+  }
   for (int k = 0; k < o->ninput_specs && n < len; k++) n += (size_t)snprintf(buf + n, len - n, " --input %s", o->input_spec[k]);
   if (o->backend == PF_BACKEND_CUDA && n < len) n += (size_t)snprintf(buf + n, len - n, " --backend cuda");
   if (o->imprecise && n < len) n += (size_t)snprintf(buf + n, len - n, " --imprecise %s", o->imprecise);
@@ -391,6 +396,11 @@ int build_case_drawn(const pf_kernel *k, const run_opts *o, uint64_t seed, pf_ca
   c->accum = o->accum;
   if (o->have_shape) memcpy(c->shape, o->shape, sizeof c->shape);
   if (o->fault) snprintf(c->fault, sizeof c->fault, "%s", o->fault);
+  if (o->checkpoint && pf_case_set_checkpoint(c, o->checkpoint)) {
+    const int rc = usage_error("--checkpoint: %s", pf_error_message());
+    pf_case_free(c);
+    return rc;
+  }
   for (int t = 0; t < c->ninputs; t++) {
     const uint64_t s = c->inputs[t].seed;
     c->inputs[t] = o->gen;

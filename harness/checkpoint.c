@@ -83,6 +83,26 @@ void pf_checkpoint_remove(const char *dir) {
   rmdir(dir);
 }
 
+static const char *pf_ckpt_keep;
+static int pf_ckpt_kept;
+
+void pf_checkpoint_keep(const char *dir) {
+  pf_ckpt_keep = dir;
+  pf_ckpt_kept = 0;
+}
+
+int pf_checkpoint_keep_path(const char *layout, char *out, size_t len) {
+  if (!pf_ckpt_keep) return 0;
+  mkdir(pf_ckpt_keep, 0777); /* the first save makes it (the command refused one that existed) */
+  if (snprintf(out, len, "%s/%s", pf_ckpt_keep, layout) >= (int)len) return 0;
+  pf_ckpt_kept = 1;
+  return 1;
+}
+
+int pf_checkpoint_kept(void) { return pf_ckpt_kept; }
+
+int pf_checkpoint_keeping(void) { return pf_ckpt_keep != NULL; }
+
 pf_status pf_checkpoint_write(const char *dir, const pf_checkpoint *ck) {
   struct stat sb;
   if (stat(dir, &sb) == 0) return pf_error(PF_ERR_ARG, "checkpoint %s: already exists (a checkpoint is never written over)", dir);

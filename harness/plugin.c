@@ -31,7 +31,7 @@ const char *pf_plugin_of(const pf_kernel *k) {
 const char *pf_plugins_flags(void) { return pf_flags; }
 
 /* s for a shell: as it is when every character is plain, else in single quotes */
-static void pf_shell_quote(char *dst, size_t len, const char *s) {
+void pf_shell_quote(char *dst, size_t len, const char *s) {
   int plain = *s != 0;
   for (const char *c = s; *c; c++)
     plain &= (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || strchr("_./:=+-,@%", *c);

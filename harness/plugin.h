@@ -9,6 +9,8 @@
 #ifndef PF_PLUGIN_H
 #define PF_PLUGIN_H
 
+#include <stddef.h>
+
 #include "harness/status.h"
 
 /* Loads one library and runs its pf_plugin_init; PF_ERR_ARG with one line when the file
@@ -31,5 +33,7 @@ const char *pf_plugins_flags(void);
 /* The precfuzz command a printed replay line starts with: the precfuzz beside the running
  * program by its full path (quoted for a shell where it needs to be), or "precfuzz". */
 const char *pf_self(void);
+/* s for a shell: as it is when every character is plain, else in single quotes. */
+void pf_shell_quote(char *dst, size_t len, const char *s);
 
 #endif

@@ -185,6 +185,10 @@ typedef struct pf_op {
    * the configuration: run searches it once per variant and kind, from the first case that shows
    * the hazard down to the axis's low end (Adam's stagnant v: "param:beta2"). */
   const char *hazard_axis[PF_NHAZARDS];
+  /* Optional: 1 when a case may name a checkpoint directory (pf_case.checkpoint) that the
+   * kernel loads in place of its own save: a checkpoint the user's code wrote, judged against
+   * the same case run straight (tp_diff: docs/checkpoint.md). */
+  int takes_checkpoint;
 } pf_op;
 
 struct pf_kernel {

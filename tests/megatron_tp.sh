@@ -217,6 +217,12 @@ n=$((n + 1))
 out=$("$P" --kernels "$K4" diff-tp -v megatron-core-bf16 "${S[@]}" --param resume_at=1 --fault ckpt-last-stage-init --cases 1 2>&1)
 echo "$out" | grep -q "^FINDING .*seed 1: divergent, born in resume .*loaded into a fresh group: embed.w\[0,0\]'s master was [-0-9.e]* when saved, [-0-9.e]* as loaded" ||
   fail "round trip, seed 004: $out"
+# a bucket so small that padding it for DP=2 leaves one DP rank no parameter: megatron-core's
+# save would assert on that rank alone and the others wait for ever; refused on every rank
+n=$((n + 1))
+out=$("$P" --kernels "$K4" diff-tp -v megatron-core-distopt-fp16 -t fp16 --shape 4x8x24x4x6 --param tp=1 --param dp=2 --param resume_at=1 --cases 1 2>&1)
+echo "$out" | grep -q "^FINDING .*seed 1: failed: .*resume_at: stage 0's bucket of 32 elements, padded to 128 for DP=2, gives DP rank 1 no parameter: megatron-core's distributed optimizer asserts 'empty bucket encountered'" ||
+  fail "an empty bucket: $out"
 
 echo "megatron_tp: $((n - failed))/$n checks passed"
 [ $failed -eq 0 ]

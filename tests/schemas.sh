@@ -25,6 +25,11 @@ check case.schema.json "$S"/corpora/regressions/*.json
 "$P" run -k softmax -v naive -t fp16 --scale 200 --at-defaults --cases 2 --save-findings "$T/found" >/dev/null 2>&1
 "$P" minimize "$T/found/softmax-naive-fp16-fp32-seed1-overflow.json" -o "$T/small.json" >/dev/null 2>&1
 check case.schema.json "$T"/found/*.json "$T/small.json"
+# a case that names a checkpoint (the run's own, kept, then one element changed: a finding)
+"$P" diff-tp -v megatron --cases 1 --param resume_at=1 --save-checkpoint "$T/ck" >/dev/null 2>&1
+python3 "$S/tests/ckpt_edit.py" "$T/ck/tp2-dp1" 0 master 0 0x1p-3 >/dev/null
+"$P" diff-tp -v megatron --cases 1 --param resume_at=1 --checkpoint "$T/ck/tp2-dp1" --save-findings "$T/ckf" >/dev/null 2>&1
+check case.schema.json "$T"/ckf/*.json
 # run --json of every kernel (findings included: faults and overflowing scales), replay --json, diff-tp --json
 "$P" run -k softmax -v naive -t fp16 --shape 2x8 --scale 200 --special-rate 0.1 --at-defaults --cases 3 --json >"$T/r1.json" 2>/dev/null
 "$P" run -k attention -t bf16 --shape 1x1x4x4x8 --cases 2 --json >"$T/r2.json" 2>/dev/null

@@ -140,6 +140,7 @@ int pf_cmd_boundary(int argc, char **argv) {
     o.have_shape = 1;
   }
   if ((rc = backend_setup(backend, o.kernel, o.variant, &o.backend, o.device, sizeof o.device))) return rc;
+  if (o.checkpoint) return usage_error("boundary: --checkpoint is not an option here (a checkpoint holds one case's state, the search changes the case)");
   if (o.fault && !pf_kernel_has_fault(k, o.fault))
     return usage_error("--fault: '%s' does not exist for %s/%s (see precfuzz list)", o.fault, o.kernel, o.variant);
   if (!pf_kernel_accepts(k, o.dtype, o.accum))

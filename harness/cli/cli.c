@@ -48,6 +48,7 @@ int case_option(int ch, char *arg, run_opts *o, const char **shape_arg, const ch
       o->cases_given = 1;
       break;
     case O_FAULT: o->fault = arg; break;
+    case O_CHECKPOINT: o->checkpoint = arg; break;
     case O_BACKEND: *backend = arg; break;
     case O_JSON: o->json = 1; break;
     case O_PARAM: {

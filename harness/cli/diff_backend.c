@@ -103,6 +103,7 @@ static int diff(int argc, char **argv, int by_variant) {
   if (o.variant && !pf_kernel_find(o.kernel, o.variant))
     return usage_error("-v: unknown variant '%s' of kernel %s (see precfuzz list)", o.variant, o.kernel);
   if (o.fault) return usage_error("%s: --fault is not an option here (it compares correct variants)", cmd);
+  if (o.checkpoint) return usage_error("%s: --checkpoint is not an option here (it compares backends on generated cases)", cmd);
   if (shape_arg) {
     if (!o.kernel) return usage_error("%s: --shape needs -k", cmd);
     if ((rc = parse_shape(shape_arg, pf_op_find(o.kernel), o.shape))) return rc;

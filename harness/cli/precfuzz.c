@@ -19,6 +19,7 @@
 #include "harness/backend.h"
 #include "harness/boundary.h"
 #include "harness/case.h"
+#include "harness/checkpoint.h"
 #include "harness/interrupt.h"
 #include "harness/cli/cli.h"
 #include "harness/cli/minimize_cmd.h"
@@ -168,7 +169,8 @@ static void print_help_run(void) {
       "                    [--param NAME=VALUE]... [--outliers N --outlier-magnitude M]\n"
       "                    [--special-rate R] [--exp-range LO:HI] [--oracle-prec BITS]\n"
       "                    [--input NAME:FIELD=VALUE,...]... [--json] [--save-findings DIR] [--max-print N]\n"
-      "                    [--sarif FILE] [--junit FILE] [--at-defaults]\n\n"
+      "                    [--sarif FILE] [--junit FILE] [--at-defaults]\n"
+      "                    [--checkpoint DIR | --save-checkpoint DIR]\n\n"
       "Runs N cases (seeds N, N+1, ...) of one kernel variant (every variant when -v is not given)\n"
       "against the MPFR oracle and prints each finding with the command that replays it.\n\n"
       "  -k, --kernel KERNEL      operation (precfuzz list)\n"
@@ -207,6 +209,11 @@ static void print_help_run(void) {
       "                           V), e.g. --input g:scale=0x1p-20 --input m:value=0; or a tensor\n"
       "                           file: x:file=logits.npy, x:file=ckpt.safetensors,tensor=NAME (fp32,\n"
       "                           fp16, bf16); -t and --shape then default to the file's, --cases to 1\n"
+      "      --checkpoint DIR     tp_diff with resume_at=K or reshard_at=K: load DIR, a checkpoint the\n"
+      "                           user's code wrote after step K, instead of the run's own save, and judge\n"
+      "                           it against the case run straight (docs/checkpoint.md)\n"
+      "      --save-checkpoint DIR  with --cases 1 and -v: keep what the case's round trip saves in DIR\n"
+      "                           (which must not exist), a subdirectory per saving layout (tp2-dp1)\n"
       "      --max-print N        finding and hazard lines printed per variant (default 10)\n"
       "      --oracle fast|mpfr   fast (default): a certified fast path where the operation has one\n"
       "                           (all but the trajectories), MPFR where it cannot decide; mpfr: MPFR\n"
@@ -861,6 +868,7 @@ static int cmd_run(int argc, char **argv) {
                                            {"max-print", required_argument, 0, O_MAXPRINT},
                                            {"at-defaults", no_argument, 0, O_ATDEFAULTS},
                                            {"steps", required_argument, 0, O_STEPS},
+                                           {"save-checkpoint", required_argument, 0, O_SAVECKPT},
                                            {0, 0, 0, 0}};
   opterr = 0;
   int at_defaults = 0;
@@ -886,6 +894,7 @@ static int cmd_run(int argc, char **argv) {
       if (parse_u64(optarg, &o.max_print)) return usage_error("--max-print: '%s' is not a count", optarg);
       break;
     case O_ATDEFAULTS: at_defaults = 1; break;
+    case O_SAVECKPT: o.save_checkpoint = optarg; break;
     case O_STEPS:
       if (parse_u64(optarg, &o.steps) || o.steps < 1 || o.steps > 10000000)
         return usage_error("--steps: '%s' is not a number of steps in [1, 10^7]", optarg);
@@ -906,6 +915,17 @@ static int cmd_run(int argc, char **argv) {
   if (!op) return usage_error("-k: unknown kernel '%s' (see precfuzz list)", o.kernel);
   if (o.variant && !pf_kernel_find(o.kernel, o.variant))
     return usage_error("-v: unknown variant '%s' of kernel %s (see precfuzz list)", o.variant, o.kernel);
+  if (o.checkpoint && !op->takes_checkpoint) return usage_error("--checkpoint: kernel %s loads none (tp_diff does)", o.kernel);
+  if (o.save_checkpoint) { /* one case's checkpoints, never written over */
+    struct stat sb;
+    if (!op->takes_checkpoint) return usage_error("--save-checkpoint: kernel %s saves no checkpoint (tp_diff does)", o.kernel);
+    if (o.cases != 1 || !o.variant) return usage_error("--save-checkpoint keeps one case's checkpoints: give -v and --cases 1");
+    if (o.checkpoint) return usage_error("--save-checkpoint with --checkpoint: the run loads DIR and saves nothing");
+    if (o.steps > 1) return usage_error("--save-checkpoint: --steps runs no round trip");
+    if (stat(o.save_checkpoint, &sb) == 0)
+      return usage_error("--save-checkpoint: %s already exists (a checkpoint is never written over)", o.save_checkpoint);
+    pf_checkpoint_keep(o.save_checkpoint);
+  }
   if (shape_arg) {
     if ((rc = parse_shape(shape_arg, op, o.shape))) return rc;
     o.have_shape = 1;
@@ -950,6 +970,11 @@ static int cmd_run(int argc, char **argv) {
   }
   pf_interrupt_polled(1); /* Ctrl-C: stop after the case at hand and say what was judged */
   rc = run_command(&o);
+  if (o.save_checkpoint && rc != EXIT_USAGE && !pf_checkpoint_kept())
+    rc = usage_error("--save-checkpoint: the case saved no checkpoint (a built-in tp_diff variant with --param "
+                     "resume_at=K or reshard_at=K saves one; a kernel process saves its own)");
+  else if (o.save_checkpoint && pf_checkpoint_kept())
+    fprintf(stderr, "precfuzz: the case's checkpoints kept in %s\n", o.save_checkpoint);
   if (junit) { /* every case judged: a suite per variant (none: an empty report) */
     if (rc != EXIT_USAGE) {
       const int wrc = junit_write(junit, o.junit);

@@ -766,11 +766,17 @@ static size_t pf_tp_split_axis_wrong(const pf_tp_layout *L, const pf_tp_rank *k,
  * seed 004's LayerNorm), ckpt-adam-state-dropped (the first tensor's Adam state not loaded),
  * ckpt-step-reset (the step count from 0: bias correction starts over), ckpt-scale-reset (the
  * loss scaler at its start), reshard-split-axis (resharding into TP=2: row-parallel weights split
- * along rows). */
-static pf_status pf_tp_load(pf_tp_world *w, const char *dir, const pf_tp_world *from) {
+ * along rows). A checkpoint saved after another step than k is refused. */
+static pf_status pf_tp_load(pf_tp_world *w, const char *dir, const pf_tp_world *from, size_t at_step) {
   pf_checkpoint ck;
   pf_status st = pf_checkpoint_read(dir, &ck);
   if (st) return st;
+  if (ck.step != at_step) {
+    st = pf_error(PF_ERR_ARG, "checkpoint %s: saved after step %llu, the case loads it after step %zu", dir,
+                  (unsigned long long)ck.step, at_step);
+    pf_checkpoint_free(&ck);
+    return st;
+  }
   const char *f = w->c->fault;
   const int f_master = strcmp(f, "ckpt-master-from-param") == 0, f_stage = strcmp(f, "ckpt-last-stage-init") == 0;
   const int f_adam = strcmp(f, "ckpt-adam-state-dropped") == 0, f_step = strcmp(f, "ckpt-step-reset") == 0;
@@ -779,14 +785,21 @@ static pf_status pf_tp_load(pf_tp_world *w, const char *dir, const pf_tp_world *
   const int R = from ? from->R : w->R;
   static const char *const tn[4] = {"master", "param", "exp_avg", "exp_avg_sq"};
   const double *src[8][4];
-  if (ck.nranks != R) st = pf_error(PF_ERR_PARSE, "checkpoint %s: %d ranks, the group that saved it had %d", dir, ck.nranks, R);
+  if (ck.nranks != R)
+    st = from ? pf_error(PF_ERR_PARSE, "checkpoint %s: %d ranks, the group that saved it had %d", dir, ck.nranks, R)
+              : pf_error(PF_ERR_PARSE, "checkpoint %s: %d ranks, TP=%d x PP=%d x DP=%d loading it has %d", dir, ck.nranks,
+                         w->TP, w->PP, w->DP, R);
   for (int r = 0; r < R && !st; r++) { /* every saved rank's tensors, of the length it held */
     const size_t n = from ? pf_tp_rank_at((pf_tp_world *)from, r)->nloc : pf_tp_rank_at(w, r)->nloc;
     for (int q = 0; q < 4 && !st; q++) {
       const pf_ckpt_tensor *t = pf_ckpt_tensor_of(&ck, r, tn[q]);
+      const pf_dtype want = q == 1 ? w->L->dtype : PF_FP32;
       if (!t || t->n != n)
         st = pf_error(PF_ERR_PARSE, "checkpoint %s: rank %d: tensor %s %s (the rank held %zu elements)", dir, r, tn[q],
                       t ? "has another length" : "missing", n);
+      else if (t->dtype != want)
+        st = pf_error(PF_ERR_PARSE, "checkpoint %s: rank %d: tensor %s is %s, the case's is %s", dir, r, tn[q],
+                      pf_dtype_name(t->dtype), pf_dtype_name(want));
       else src[r][q] = t->data;
     }
   }
@@ -809,6 +822,11 @@ static pf_status pf_tp_load(pf_tp_world *w, const char *dir, const pf_tp_world *
     for (int i = 0; i < 7 && !st; i++) { /* every rank's step count and scaler are equal: rank 0's when resharding */
       const pf_ckpt_number *n = pf_ckpt_number_of(&ck, from ? 0 : r, names[i]);
       if (!n) st = pf_error(PF_ERR_PARSE, "checkpoint %s: rank %d: number %s missing", dir, from ? 0 : r, names[i]);
+      else if (i != 1 && !(n->value == floor(n->value) && fabs(n->value) <= 0x1p31)) /* counters, held as integers */
+        st = pf_error(PF_ERR_PARSE, "checkpoint %s: rank %d: number %s is %.17g, not an integer in [-2^31, 2^31]", dir,
+                      from ? 0 : r, names[i], n->value);
+      else if (i == 0 && n->value < 0)
+        st = pf_error(PF_ERR_PARSE, "checkpoint %s: rank %d: number step is %.17g, not a count", dir, from ? 0 : r, n->value);
       else v[i] = n->value;
     }
     if (st) break;
@@ -830,24 +848,29 @@ static pf_status pf_tp_load(pf_tp_world *w, const char *dir, const pf_tp_world *
 /* A run with a round trip after step k: steps 1..k at TPa x DPa, saved to a checkpoint in a fresh
  * directory, every rank's state dropped (its world freed), a fresh group set up at TPb x DPb and
  * loaded from the checkpoint, steps k+1..N. The same layout (resume_at): rank r loads rank r's
- * tensors; another (reshard_at): each element from a rank that held it. On return w (TPb x DPb)
- * holds the whole run's histories: the rows before the save the first group's (each rank's own,
- * or each element's from a rank that held it, the same stage first), the row of step k its state
- * as loaded, so that a load that changes anything shows at step k. */
+ * tensors; another (reshard_at): each element from a rank that held it. user (not NULL): the
+ * checkpoint the user's code wrote (--checkpoint), at TPb x DPb, is loaded instead, rank r's
+ * tensors into rank r. On return w (TPb x DPb) holds the whole run's histories: the rows before
+ * the save the first group's (each rank's own, or each element's from a rank that held it, the
+ * same stage first), the row of step k its state as loaded, so that a load that changes anything
+ * shows at step k. With --save-checkpoint the checkpoint stays, named for the saving layout. */
 static pf_status pf_tp_world_round_trip(pf_tp_world *w, const pf_case *c, const pf_tp_layout *L, const pf_tensor *in,
-                                        size_t k, int TPa, int DPa, int TPb, int DPb) {
+                                        size_t k, int TPa, int DPa, int TPb, int DPb, const char *user) {
   const char *tmp = getenv("TMPDIR");
-  char base[4096], dir[4200];
+  char base[4096], dir[4200], layout[32];
+  snprintf(layout, sizeof layout, "tp%d-dp%d", TPa, DPa);
+  const int kept = !user && pf_checkpoint_keep_path(layout, dir, sizeof dir);
   snprintf(base, sizeof base, "%s/precfuzz-ckpt-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-  if (!mkdtemp(base)) return pf_error(PF_ERR_IO, "tp: cannot make a directory for the checkpoint (%s)", strerror(errno));
-  snprintf(dir, sizeof dir, "%s/step-%zu", base, k);
+  if (!kept && !user && !mkdtemp(base)) return pf_error(PF_ERR_IO, "tp: cannot make a directory for the checkpoint (%s)", strerror(errno));
+  if (!kept && !user) snprintf(dir, sizeof dir, "%s/step-%zu", base, k);
   const int same = TPa == TPb && DPa == DPb;
   pf_tp_world *before = malloc(sizeof *before);
   pf_status st = before ? pf_tp_world_init(before, c, L, in, TPa, DPa) : pf_error(PF_ERR_NOMEM, "tp: out of memory");
   if (!st) st = pf_tp_world_steps(before, 0, k);
-  if (!st) st = pf_tp_save(before, dir, k);
+  if (!st && !user) st = pf_tp_save(before, dir, k);
   if (!st) st = pf_tp_world_init(w, c, L, in, TPb, DPb);
-  if (!st) st = pf_tp_load(w, dir, same ? NULL : before); /* resharding: the saving layout says who held what */
+  /* resharding: the saving layout says who held what; the user's checkpoint is at w's own */
+  if (!st) st = user ? pf_tp_load(w, user, NULL, k) : pf_tp_load(w, dir, same ? NULL : before, k);
   for (int r = 0; r < w->R && !st; r++) {
     pf_tp_rank *b = pf_tp_rank_at(w, r);
     const pf_tp_rank *a0 = pf_tp_rank_at(before, same ? r : 0); /* every rank reports the same norm and state */
@@ -864,8 +887,26 @@ static pf_status pf_tp_world_round_trip(pf_tp_world *w, const pf_case *c, const 
   if (!st) st = pf_tp_world_steps(w, k, L->steps);
   if (before) pf_tp_world_free(before);
   free(before);
-  pf_checkpoint_remove(dir);
-  rmdir(base);
+  if (!kept && !user) {
+    pf_checkpoint_remove(dir);
+    rmdir(base);
+  }
+  return st;
+}
+
+/* Which run the user's checkpoint (--checkpoint) is for when the case reshards: 1 when it is at
+ * TP=1 (the second run's state converted to it: that run goes on at TP=1 from it), 2 when at the
+ * second run's layout (the first run's, converted); told apart by the number of ranks. */
+static pf_status pf_tp_user_side(const pf_case *c, const pf_tp_layout *L, int *side) {
+  pf_checkpoint ck;
+  pf_status st = pf_checkpoint_read(c->checkpoint, &ck);
+  if (st) return st;
+  const int pp = L->tied ? 2 : 1, r1 = pp, r2 = L->tp * L->dp * pp;
+  *side = ck.nranks == r1 ? 1 : ck.nranks == r2 ? 2 : 0;
+  if (!*side)
+    st = pf_error(PF_ERR_PARSE, "checkpoint %s: %d ranks: neither layout of the case (TP=1 x PP=%d: %d ranks; TP=%d x PP=%d "
+                  "x DP=%d: %d)", c->checkpoint, ck.nranks, pp, r1, L->tp, pp, L->dp, r2);
+  pf_checkpoint_free(&ck);
   return st;
 }
 
@@ -877,14 +918,22 @@ pf_status pf_tp_cpu(const pf_case *c, const pf_tensor *in, double *out, unsigned
     free(w1), free(w2);
     return pf_error(PF_ERR_NOMEM, "tp: cannot allocate the worlds");
   }
-  pf_status st;
-  if (L.reshard) { /* each run changes layout at the checkpoint: the second's to TP=1 and the reverse */
-    st = pf_tp_world_round_trip(w1, c, &L, in, L.reshard, L.tp, L.dp, 1, 1);
-    if (!st) st = pf_tp_world_round_trip(w2, c, &L, in, L.reshard, 1, 1, L.tp, L.dp);
+  pf_status st = PF_OK;
+  const char *user = c->checkpoint[0] ? c->checkpoint : NULL;
+  if (L.reshard) { /* each run changes layout at the checkpoint: the second's to TP=1 and the reverse;
+                    * with the user's checkpoint, the run it continues does and the other runs straight */
+    int side = 0;
+    if (user) st = pf_tp_user_side(c, &L, &side);
+    if (!st)
+      st = side == 2 ? pf_tp_world_run(w1, c, &L, in, 1, 1)
+                     : pf_tp_world_round_trip(w1, c, &L, in, L.reshard, L.tp, L.dp, 1, 1, user);
+    if (!st)
+      st = side == 1 ? pf_tp_world_run(w2, c, &L, in, L.tp, L.dp)
+                     : pf_tp_world_round_trip(w2, c, &L, in, L.reshard, 1, 1, L.tp, L.dp, user);
   } else {
     st = pf_tp_world_run(w1, c, &L, in, 1, 1);
     if (!st)
-      st = L.resume ? pf_tp_world_round_trip(w2, c, &L, in, L.resume, L.tp, L.dp, L.tp, L.dp)
+      st = L.resume ? pf_tp_world_round_trip(w2, c, &L, in, L.resume, L.tp, L.dp, L.tp, L.dp, user)
                     : pf_tp_world_run(w2, c, &L, in, L.tp, L.dp);
   }
   if (!st && L.resume) { /* the round trip against the same run straight: bitwise */
@@ -1039,6 +1088,24 @@ static pf_status pf_tp_check(const pf_case *c) {
       return pf_error(PF_ERR_UNSUPPORTED, "resume_at: %s/%s does not take it (its hello's params do not name resume_at: "
                                           "it has no save and load of its own wired to the round trip)", c->kernel, c->variant);
   }
+  if (pf_checkpoint_keeping()) {
+    const pf_kernel *k = pf_case_kernel(c);
+    if (c->params[PF_TPP_RESUME] == 0 && c->params[PF_TPP_RESHARD] == 0)
+      return pf_error(PF_ERR_ARG, "--save-checkpoint: the case saves none (a round trip does: --param resume_at=K or "
+                                  "reshard_at=K)");
+    if (k && k->like)
+      return pf_error(PF_ERR_ARG, "--save-checkpoint: %s/%s is a kernel process: it saves with its own code, where it likes",
+                      c->kernel, c->variant);
+  }
+  if (c->checkpoint[0]) {
+    if (c->params[PF_TPP_RESUME] == 0 && c->params[PF_TPP_RESHARD] == 0)
+      return pf_error(PF_ERR_ARG, "checkpoint: say the step it was saved after: --param resume_at=K (it holds the second "
+                                  "run's layout) or reshard_at=K (either run's, converted to the other's)");
+    const pf_kernel *k = pf_case_kernel(c);
+    if (k && k->like)
+      return pf_error(PF_ERR_UNSUPPORTED, "checkpoint: %s/%s is a kernel process, whose own save and load do the round "
+                                          "trip (resume_at); a checkpoint is loaded into a built-in variant", c->kernel, c->variant);
+  }
   if (c->params[PF_TPP_TP] == 2) {
     if (c->shape[1] % 2) return pf_error(PF_ERR_ARG, "hidden (%zu) must be even: TP=2 splits it (Megatron's divide())", c->shape[1]);
     if (c->shape[2] % 2) return pf_error(PF_ERR_ARG, "ffn (%zu) must be even: TP=2 splits it (Megatron's divide())", c->shape[2]);
@@ -1184,7 +1251,17 @@ static void pf_tp_review_runs(const pf_case *c, pf_run *r) {
         snprintf(what, sizeof what, "%s's %s", name, pf_tp_q[(int)r->out[x] - 1]);
       }
     if (x == SIZE_MAX) continue;
-    if (loaded)
+    if (loaded && c->checkpoint[0])
+      snprintf(r->note, sizeof r->note,
+               "the checkpoint given (--checkpoint), loaded after step %zu: %s is %.9g in the run straight, %.9g in the "
+               "checkpoint (bound 0: bit for bit)",
+               L.resume, what, r->out[x + 1], r->out[x + 2]);
+    else if (c->checkpoint[0])
+      snprintf(r->note, sizeof r->note,
+               "the checkpoint given (--checkpoint), loaded after step %zu (equal to the run straight there): after step "
+               "%zu %s is %.9g, %.9g in the run straight (bound 0: bit for bit)",
+               L.resume, s + 1, what, r->out[x + 2], r->out[x + 1]);
+    else if (loaded)
       snprintf(r->note, sizeof r->note,
                "the run saved after step %zu, loaded into a fresh group: %s was %.9g when saved, %.9g as loaded "
                "(bound 0: bit for bit)",
@@ -1284,7 +1361,9 @@ static void pf_tp_review_runs(const pf_case *c, pf_run *r) {
 static void pf_tp_review(const pf_case *c, pf_run *r) {
   pf_tp_review_runs(c, r);
   const size_t k = (size_t)c->params[PF_TPP_RESHARD], n = strlen(r->note);
-  if (k && n)
+  if (k && n && c->checkpoint[0])
+    snprintf(r->note + n, sizeof r->note - n, "; a run went on from the checkpoint given (--checkpoint) after step %zu", k);
+  else if (k && n)
     snprintf(r->note + n, sizeof r->note - n, "; each run resharded after step %zu (TP=%.0f x DP=%.0f to TP=1 and back)", k,
              c->params[PF_TPP_TP], c->params[PF_TPP_DP]);
 }
@@ -1330,6 +1409,7 @@ const pf_op pf_tp_op = {
     .prepare = pf_tp_prepare,
     .refine = pf_tp_refine,
     .review = pf_tp_review,
+    .takes_checkpoint = 1,
     .cost = pf_tp_cost,
     .fuzz_decode = pf_decode_tp_diff_fuzzer,
     .sweep = &pf_tp_sweep,
