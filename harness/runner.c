@@ -435,6 +435,10 @@ void pf_run_describe(const pf_case *c, const pf_run *r, char *buf, size_t len) {
   const size_t i = r->born ? r->born_at : r->cmp.first_bad;
   char at[96], y[40], e[40], fe[48];
   pf_index_str(c, r->kernel->op, i, at, sizeof at);
+  if (r->note_whole && r->born && r->note[0]) {
+    snprintf(buf, len, "%s, born in %s at %s: %s", pf_verdict_name(r->cmp.elem[i]), r->born, at, r->note);
+    return;
+  }
   pf_hexfloat(y, r->out[i]);
   pf_hexfloat(e, r->oracle.exact[i]);
   char yd[32] = "", ed[32] = "";

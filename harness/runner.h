@@ -27,6 +27,8 @@ typedef struct pf_run {
   char note[320];       /* the operation's review: why the reported finding is one ("" if none);
                            a failed kernel: what went wrong */
   int failed;           /* the kernel gave no outputs (PF_ERR_KERNEL): every verdict is "failed" */
+  int note_whole;       /* the review's note says the finding whole: element born_at is a code (which
+                           state differs), not a value, so its got, exact and ulps are not printed */
   /* hazards (hazard.h): a bit per pf_hazard, and for each an output that shows it, its
    * measure (imprecise: the relative error; biased: the t statistic; the operation's: its
    * own) and one line saying what it is */

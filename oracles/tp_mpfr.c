@@ -487,11 +487,11 @@ pf_status pf_tp_mpfr(const pf_case *c, const pf_tensor *in, const pf_oracle_opts
     /* copies: equal, exactly */
     for (size_t j = 0; j < 2 * L.nsync; j++) pf_tp_set(out, pf_tp_sync_at(&L, s, 0) + j, 0, 0, F);
   }
-  /* a round trip (resume_at): the resumed run equals the straight one, exactly (each code 0);
-   * the two values beside each code are reported, not judged */
+  /* a round trip (resume_at): the resumed run equals the straight one, exactly; each code (0:
+   * equal) and the two values beside it are labels and values reported, not numbers with a
+   * distance to measure: undefined here, judged by the operation's verdict (code 0 or not) */
   if (L.resume)
-    for (size_t j = pf_tp_resume_at(&L, 0, 0); j < pf_tp_output_count(&L); j++)
-      pf_tp_set(out, j, (j - pf_tp_resume_at(&L, 0, 0)) % 3 ? NAN : 0, 0, F);
+    for (size_t j = pf_tp_resume_at(&L, 0, 0); j < pf_tp_output_count(&L); j++) pf_tp_set(out, j, NAN, NAN, F);
   mpfr_clears(sq, slo, shi, t, flo, fhi, (mpfr_ptr)0);
   pf_mpfr_range_restore(saved);
   free(st);

@@ -1273,6 +1273,7 @@ static void pf_tp_review_runs(const pf_case *c, pf_run *r) {
                L.resume, s + 1, what, r->out[x + 2], r->out[x + 1]);
     r->born = "resume";
     r->born_at = x;
+    r->note_whole = 1;
     return;
   }
   for (size_t s = 0; s < L.steps; s++) {
