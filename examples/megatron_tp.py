@@ -86,6 +86,8 @@ model as a user might write it, for the case:
                        tp=1, dp=2)
 """
 
+import contextlib
+import logging
 import os
 import queue
 import sys
@@ -500,22 +502,57 @@ def reset_scaler(scaler, layer):
         scaler._growth_tracker, scaler._hysteresis_tracker = 0, scaler.hysteresis
 
 
-def run(layer, case, init, grads, tp, pp, dp, distopt, ep=1):
+class _HoldingNothing(logging.Filter):
+    """dist_checkpointing's save compares every rank's common state with rank 0's and warns of a
+    difference: a rank that holds no part of the layout saving (resharding) has none, by design."""
+    active = False
+
+    def filter(self, record):
+        return not (self.active and "common state dict differs" in record.getMessage())
+
+
+_nothing_filter = _HoldingNothing()
+logging.getLogger("megatron.core.dist_checkpointing.validation").addFilter(_nothing_filter)
+
+
+@contextlib.contextmanager
+def _holding_nothing():
+    _nothing_filter.active = True
+    try:
+        yield
+    finally:
+        _nothing_filter.active = False
+
+
+def _refuse_uneven(layer):
+    """Said on every rank before any collective: dist_checkpointing shards a tensor in equal parts."""
+    trip = "resume_at" if layer.resume else "reshard_at"
+    for b in layer.blocks:
+        sp = b.split(0, layer.tp)
+        if layer.tp > 1 and sp is not None and (b.cols if sp[0] == 1 else b.rows) % layer.tp:
+            raise ValueError(f"{trip}: megatron-core's dist_checkpointing shards a tensor in equal parts over TP "
+                             f"(Megatron pads the vocabulary to a multiple of it): {b.name}'s "
+                             f"{b.cols if sp[0] == 1 else b.rows} {'columns' if sp[0] == 1 else 'rows'} "
+                             f"do not split in {layer.tp}")
+
+
+def run(layer, case, init, grads, tp, pp, dp, distopt, ep=1, save_to=None, load_from=None):
     """This rank's part of one run of the case's steps as TP x PP x DP (x EP = DP with experts):
     None when it has none, else ((dp rank, pp rank, tp rank), ({block name: (steps, 4, *shard
     shape)} of master, parameter, m, v after each step, NaN where another replica holds the
-    distributed optimizer's shard), [the gradient norm each step returned]))."""
+    distributed optimizer's shard), [the gradient norm each step returned])). Resharding
+    (reshard_at = k): save_to, steps 1..k and saved there by dist_checkpointing; load_from, loaded
+    from there into fresh objects (its row of step k: as loaded), steps k+1..N (the rows and norms
+    before: NaN). Every rank joins both (dist_checkpointing's collectives span the world), one
+    that holds no part of the layout with nothing to save or load."""
     at = _Layout(tp, pp, dp, ep)
     if not at.holds():
+        if save_to:
+            with _holding_nothing():
+                dist_checkpointing.save({}, save_to)
+        if load_from:
+            dist_checkpointing.load({}, load_from)
         return None
-    if layer.resume and tp > 1:  # said on every rank before any collective
-        for b in layer.blocks:
-            sp = b.split(0, tp)
-            if sp is not None and (b.cols if sp[0] == 1 else b.rows) % tp:
-                raise ValueError(f"resume_at: megatron-core's dist_checkpointing shards a tensor in equal parts over TP "
-                                 f"(Megatron pads the vocabulary to a multiple of it): {b.name}'s "
-                                 f"{b.cols if sp[0] == 1 else b.rows} {'columns' if sp[0] == 1 else 'rows'} "
-                                 f"do not split in {tp}")
     params, chunk, opt, inners, groups = optimizer_for(layer, at, distopt, case.fault == "embedding-unmarked")
     index, source = {}, {}
     for name in params:
@@ -632,40 +669,55 @@ def run(layer, case, init, grads, tp, pp, dp, distopt, ep=1):
             norms.append(grad_norm if ok and grad_norm is not None else -1.0)
             record(s)
 
+    def load(path):
+        """Fresh objects of this layout loaded from the checkpoint in path (the faults: what broken
+        load code does)."""
+        nonlocal params, chunk, opt, inners, groups, shards, owner
+        params, chunk, opt, inners, groups = optimizer_for(layer, at, distopt, case.fault == "embedding-unmarked",
+                                                           fresh=True)
+        shards, owner = configure(inners, groups)
+        if distopt:  # a fresh DistributedOptimizer has no Adam state to load into: its own
+            for inner in inners:  # placeholder step first, as Megatron-LM's loaders take
+                if not inner.optimizer.state:
+                    inner._init_optimizer_states_with_dummy_values()
+        loaded = dist_checkpointing.load(sharded(chunk, opt, at, True), path)
+        chunk.module.load_state_dict(loaded["model"])
+        opt.load_state_dict(loaded["optimizer"])
+        if case.fault == "ckpt-master-from-param":  # Megatron-LM's path without the optimizer's state
+            opt.reload_model_params()
+        if case.fault == "ckpt-last-stage-init" and at.stage == 1:  # seed 004: the last stage's
+            # copy of the tied embedding (and its main param) back at its initial values
+            with torch.no_grad():
+                p = params["embed.w"]
+                p.copy_(init_t[index["embed.w"]].view(p.shape))
+                if distopt and "embed.w" in shards:
+                    a, z, main = shards["embed.w"]
+                    main.copy_(init_t[index["embed.w"]][a:z])
+                elif not distopt:
+                    p.main_param.copy_(init_t[index["embed.w"]].view(p.shape))
+        if case.fault == "ckpt-scale-reset":  # the scaler made anew after the load
+            for inner in inners:
+                if inner.grad_scaler is not None:
+                    reset_scaler(inner.grad_scaler, layer)
+
     with pr.switched(FAULTS, case.fault):
-        train(range(layer.resume or layer.steps))
-        if layer.resume:  # dist_checkpointing, as Megatron-LM's save_checkpoint and load_checkpoint use it
+        if load_from:  # resharding: this layout from the other's checkpoint after step k
+            norms.extend([np.nan] * layer.reshard)
+            load(load_from)
+            record(layer.reshard - 1)
+            train(range(layer.reshard, layer.steps))
+            return (at.d, at.stage, at.t), (hist, norms, state)
+        train(range(layer.reshard if save_to else layer.resume or layer.steps))
+        if save_to:
+            dist_checkpointing.save(sharded(chunk, opt, at, False), save_to)
+            pr.poison(state_tensors(params.values(), inners))
+        elif layer.resume:  # dist_checkpointing, as Megatron-LM's save_checkpoint and load_checkpoint use it
             if distopt:
                 _refuse_empty_bucket(inners, at)
             with pr.checkpoint_dir(at.all_group) as path:
                 dist_checkpointing.save(sharded(chunk, opt, at, False), path)
                 pr.poison(state_tensors(params.values(), inners))
-                params, chunk, opt, inners, groups = optimizer_for(layer, at, distopt, case.fault == "embedding-unmarked",
-                                                                   fresh=True)
-                shards, owner = configure(inners, groups)
-                if distopt:  # a fresh DistributedOptimizer has no Adam state to load into: its own
-                    for inner in inners:  # placeholder step first, as Megatron-LM's loaders take
-                        if not inner.optimizer.state:
-                            inner._init_optimizer_states_with_dummy_values()
-                loaded = dist_checkpointing.load(sharded(chunk, opt, at, True), path)
-                chunk.module.load_state_dict(loaded["model"])
-                opt.load_state_dict(loaded["optimizer"])
-                if case.fault == "ckpt-master-from-param":  # Megatron-LM's path without the optimizer's state
-                    opt.reload_model_params()
-                if case.fault == "ckpt-last-stage-init" and at.stage == 1:  # seed 004: the last stage's
-                    # copy of the tied embedding (and its main param) back at its initial values
-                    with torch.no_grad():
-                        p = params["embed.w"]
-                        p.copy_(init_t[index["embed.w"]].view(p.shape))
-                        if distopt and "embed.w" in shards:
-                            a, z, main = shards["embed.w"]
-                            main.copy_(init_t[index["embed.w"]][a:z])
-                        elif not distopt:
-                            p.main_param.copy_(init_t[index["embed.w"]].view(p.shape))
-                if case.fault == "ckpt-scale-reset":  # the scaler made anew after the load
-                    for inner in inners:
-                        if inner.grad_scaler is not None:
-                            reset_scaler(inner.grad_scaler, layer)
+                load(path)
             record(layer.resume - 1)
             train(range(layer.resume, layer.steps))
     return (at.d, at.stage, at.t), (hist, norms, state)
@@ -712,12 +764,33 @@ def _merge_shards(ranks):
     return ranks
 
 
+def run_resharded(layer, case, init, grads, first, second):
+    """A run that changes layout after step k (reshard_at): steps 1..k as `first` (TP, PP, DP, EP),
+    saved by dist_checkpointing, loaded into fresh objects as `second`, steps k+1..N. This rank's
+    parts: {"before": its part in `first`, "after": in `second`}, each None where it holds none.
+    The Float16Optimizer's state is sharded in model space, as the parameters are: it reshards
+    over TP (the distributed optimizer's dp_reshardable state does not: those variants do not
+    take reshard_at)."""
+    with pr.checkpoint_dir(dist.group.WORLD) as path:
+        before = run(layer, case, init, grads, *first[:3], False, first[3], save_to=path)
+        dist.barrier()  # the checkpoint is whole before anyone loads it
+        after = run(layer, case, init, grads, *second[:3], False, second[3], load_from=path)
+    return {"before": before, "after": after}
+
+
 def _runs(case, init, grads, distopt):
-    """This rank's part in the first run, the second, and (resume_at) the second straight."""
+    """This rank's part in the first run, the second, and (resume_at) the second straight; with
+    reshard_at each run's parts before and after its change of layout."""
     layer = pr.TPLayer(case)
+    if layer.resume or layer.reshard:
+        _refuse_uneven(layer)
     plain = pr.TPLayer(case)
     plain.resume = 0
     pp = 2 if layer.tied else 1
+    if layer.reshard:
+        one, two = (1, pp, 1, 1), (layer.tp, pp, layer.dp, layer.ep)
+        return {"one": run_resharded(layer, case, init, grads, two, one),
+                "two": run_resharded(layer, case, init, grads, one, two)}
     out = [run(plain, case, init, grads, 1, pp, 1, distopt),
            run(layer, case, init, grads, layer.tp, pp, layer.dp, distopt, layer.ep)]
     if layer.resume:
@@ -726,6 +799,14 @@ def _runs(case, init, grads, distopt):
 
 
 def _outputs(case, results, distopt):
+    layer = pr.TPLayer(case)
+    if layer.reshard:  # each run's parts before and after the reshard, spliced at step k
+        spliced = []
+        for which in ("one", "two"):
+            before = dict(r[which]["before"] for r in results if r[which]["before"] is not None)
+            after = dict(r[which]["after"] for r in results if r[which]["after"] is not None)
+            spliced.append(layer.reshard_splice(before, after, to=sorted(after)))
+        return layer.tp_outputs(spliced)
     runs = [dict(r[i] for r in results if r[i] is not None) for i in range(len(results[0]))]
     if distopt:
         runs = [_merge_shards(ranks) for ranks in runs]
@@ -749,7 +830,10 @@ def _register(dtype, distopt):
     faults = [f for f in FAULTS if (f not in ("norm-shard-only", "embedding-unmarked", "distopt-step-patched") or distopt) and
               not (f == "expert-norm-averaged" and distopt) and not (f == "ckpt-scale-reset" and dtype != "fp16")]
 
-    @pr.kernel("tp_diff", variant=name, like="megatron-core", dtypes=[dtype], params=_PARAMS, faults=faults,
+    # reshard_at: the Float16Optimizer's state only (the distributed optimizer's reshards over DP)
+    params = dict(_PARAMS, **({} if distopt else {"reshard_at": [0, 1e6]}))
+
+    @pr.kernel("tp_diff", variant=name, like="megatron-core", dtypes=[dtype], params=params, faults=faults,
                summary=f"megatron-core 0.16.1 {what}{scaled} (torch AdamW) through DDP on {WORLD} gloo ranks")
     def step(case, init, grads, gscale):
         return _runs(case, init, grads, distopt)

@@ -224,5 +224,32 @@ out=$("$P" --kernels "$K4" diff-tp -v megatron-core-distopt-fp16 -t fp16 --shape
 echo "$out" | grep -q "^FINDING .*seed 1: failed: .*resume_at: stage 0's bucket of 32 elements, padded to 128 for DP=2, gives DP rank 1 no parameter: megatron-core's distributed optimizer asserts 'empty bucket encountered'" ||
   fail "an empty bucket: $out"
 
+# resharding through dist_checkpointing (reshard_at): each run saved at its layout after step k
+# and loaded at the other, the Float16Optimizer's model-space state resharded over TP by
+# dist_checkpointing; clean on TP=2, DP=2, fp16 with the scale doubling every step, and 4 ranks
+# with the tied embedding over 2 stages; the masters rebuilt from the bf16 weights and seed 004
+# found; the distributed optimizer (dp_reshardable: over DP only) does not take it
+n=$((n + 1))
+out=$(rk diff-tp -v megatron-core-bf16 --param tied=0 --shape 4x8x16x12x4 --param reshard_at=2 --cases 8)
+[ $? -eq 0 ] && echo "$out" | grep -q "^tp_diff/megatron-core-bf16 bf16/fp32: 8 cases (seeds 1..8): ok 8 *$" || fail "reshard TP=2: $out"
+n=$((n + 1))
+out=$(rk diff-tp -v megatron-core-bf16 --param tied=0 --param tp=1 --param dp=2 --param microbatches=4 --shape 4x8x16x12x4 --param reshard_at=1 --cases 4)
+[ $? -eq 0 ] && echo "$out" | grep -q "ok 4 *$" || fail "reshard DP=2: $out"
+n=$((n + 1))
+out=$(rk diff-tp -v megatron-core-fp16 -t fp16 --param tied=0 --param scaler=1 --param growth_interval=1 --shape 4x8x16x12x4 --param reshard_at=2 --cases 4)
+[ $? -eq 0 ] && echo "$out" | grep -q "ok 4 *$" || fail "reshard fp16 dynamic: $out"
+n=$((n + 1))
+out=$(rk diff-tp -v megatron-core-bf16 --param tied=0 --shape 4x8x16x12x4 --param reshard_at=2 --fault ckpt-master-from-param --cases 1)
+echo "$out" | grep -q "^FINDING .*seed 1: divergent, .*master .* outside .*each run resharded after step 2" || fail "reshard, masters from the weights: $out"
+n=$((n + 1))
+out=$(rk diff-tp -v megatron-core-distopt-bf16 --param tied=0 --param reshard_at=1 --cases 1)
+[ $? -eq 2 ] && echo "$out" | grep -q "^precfuzz: reshard_at: tp_diff/megatron-core-distopt-bf16 does not take it" || fail "distopt refuses reshard_at: $out"
+n=$((n + 1))
+out=$("$P" --kernels "$K4" diff-tp -v megatron-core-bf16 --shape 4x8x16x12x4 --param reshard_at=2 --cases 2 2>&1)
+[ $? -eq 0 ] && echo "$out" | grep -q "ok 2 *$" || fail "reshard, 4 ranks, tied: $out"
+n=$((n + 1))
+out=$("$P" --kernels "$K4" diff-tp -v megatron-core-bf16 --shape 4x8x16x12x4 --param reshard_at=1 --fault ckpt-last-stage-init --cases 1 2>&1)
+echo "$out" | grep -q "^FINDING .*seed 1: divergent, .*embed.w\[0,0\]: the tied copy on pipeline stage 1 .*each run resharded after step 1" || fail "reshard, seed 004: $out"
+
 echo "megatron_tp: $((n - failed))/$n checks passed"
 [ $failed -eq 0 ]
