@@ -1,5 +1,5 @@
 #!/bin/bash
-# Clean round trips (resume_at, and reshard_at on the built-in variants; docs/checkpoint.md
+# Clean round trips (resume_at; reshard_at on the built-in variants, DCP and dist_checkpointing; docs/checkpoint.md
 # quotes the figures): for each adapter's
 # layouts, cases of 5 steps saved after step k = 1, 2, 3, 4 and loaded into fresh objects by the
 # framework's own checkpoint code, each k a quarter of the cases; per line the summary and the
@@ -67,6 +67,11 @@ run "reshard built-in deepspeed bf16" "" 500 -v deepspeed "${SH[@]}"
 run "reshard built-in megatron fp16 dynamic" "" 500 -v megatron -t fp16 --param scaler=1 --param growth_interval=1 "${SH[@]}"
 run "reshard torch-dtensor" "$TT" 63 -v torch-dtensor -t fp32 --param tied=0 --shape 5x8x16x11x4
 run "reshard torch-ddp" "$TT" 62 -v torch-ddp -t fp32 --param tied=0 --param tp=1 --param dp=2 --shape 5x8x16x11x4
+run "reshard megatron-core-bf16 TP=2" "$MT" 63 -v megatron-core-bf16 --param tied=0 "${SH[@]}"
+run "reshard megatron-core-bf16 DP=2" "$MT" 32 -v megatron-core-bf16 "${DP[@]}" "${SH[@]}"
+run "reshard megatron-core-fp16 TP=2 dynamic" "$MT" 32 -v megatron-core-fp16 -t fp16 --param tied=0 --param scaler=1 \
+  --param growth_interval=1 "${SH[@]}"
+run "reshard megatron-core-bf16 TP=2 x PP=2 tied, 4 ranks" "$MT4" 16 -v megatron-core-bf16 "${SH[@]}"
 TRIP=resume_at
 # the defect, unpatched: every case a round-trip finding
 run "megatron-core-distopt-bf16 DP=2 unpatched" "$MT" 5 -v megatron-core-distopt-bf16 "${DP[@]}" "${SH[@]}"
