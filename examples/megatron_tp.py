@@ -47,6 +47,11 @@ rounded to the dtype once, as its backward GEMM would leave them. ChainedOptimiz
 optimizers' gradients into one norm where both reduce over the same group (EP=1, and the
 distributed optimizer), and combines their two norms in binary64 where not (EP=2).
 
+Checkpoints (docs/checkpoint.md), through dist_checkpointing as Megatron-LM's save_checkpoint and
+load_checkpoint use it: --param resume_at=K saves the second layout after step K and loads it
+into fresh objects beside the same run straight (bit for bit); --param reshard_at=K (the
+Float16Optimizer's variants) saves each run at its layout and loads it at the other (the set).
+
 The device shim, and nothing else (no arithmetic): megatron-core makes its scalars and buffers
 with device='cuda' or torch.cuda.current_device() (clip_grads.py, utils.py, optimizer.py,
 param_and_grad_buffer.py, distributed_data_parallel.py, distrib_optimizer.py): those modules see
