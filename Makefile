@@ -7,7 +7,7 @@ FUZZ_JOBS    ?= 1
 FUZZ_SEED    ?=
 JOBS         ?= $(shell nproc)
 
-.PHONY: all deps pyenv configure test test-quick test-asan fuzz fuzz-build fuzz-faults fuzz-torch fuzz-merge report survey clean
+.PHONY: all deps pyenv configure test test-quick test-asan fuzz fuzz-build fuzz-faults fuzz-torch fuzz-merge report survey layers clean
 
 all: configure
 	cmake --build $(BUILD) -j $(JOBS)
@@ -74,6 +74,12 @@ report: all
 	$(BUILD)/bin/precision-report -o $(REPORT) --save-results $(BUILD)/reports/results.json
 	$(BUILD)/bin/precision-report -i $(BUILD)/reports/results.json --format md -o $(BUILD)/reports/precision-report.md
 	@echo "report: $(REPORT)"
+
+# The floors of the house over the include lines (scripts/check-layers.py): fails while an
+# include runs upward, an oracle takes an emulation's header or core modules form a cycle.
+# Not yet part of make test: today's tree fails it (issue 31 moves the files until it passes).
+layers:
+	python3 scripts/check-layers.py
 
 # The older text survey (beta2 x lr table, seed 001 experiment).
 survey: all
