@@ -59,12 +59,6 @@ pf_status pf_parse_double(const char *s, double *out) {
 
 const pf_kernel *pf_case_kernel(const pf_case *c) { return pf_kernel_find(c->kernel, c->variant); }
 
-size_t pf_case_elems(const pf_case *c) {
-  size_t n = 1;
-  for (int i = 0; i < c->ndims; i++) n *= c->shape[i];
-  return n;
-}
-
 pf_status pf_case_init(pf_case *c, const char *kernel, const char *variant, uint64_t seed) {
   memset(c, 0, sizeof *c);
   const pf_op *op = pf_op_find(kernel);

@@ -66,7 +66,6 @@ pf_status pf_case_estimate(const pf_case *c, double *seconds);
 void pf_secs_str(char *buf, size_t len, double s);
 pf_status pf_case_validate(const pf_case *c);
 const pf_kernel *pf_case_kernel(const pf_case *c);
-size_t pf_case_elems(const pf_case *c); /* product of the shape */
 
 /* Named parameter access (the operation's table names the parameters). */
 double pf_case_param(const pf_case *c, const char *name);

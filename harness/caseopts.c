@@ -16,19 +16,19 @@
 #include "harness/plugin.h"
 #include "harness/tensorfile.h"
 
-const char *prog = "precfuzz";
+const char *pf_prog = "precfuzz";
 
-int usage_error(const char *fmt, ...) {
+int pf_usage_error(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  fprintf(stderr, "%s: ", prog);
+  fprintf(stderr, "%s: ", pf_prog);
   vfprintf(stderr, fmt, ap);
   fprintf(stderr, "\n");
   va_end(ap);
   return EXIT_USAGE;
 }
 
-int flags_once(int argc, char **argv, const char *const *valued, const char *const *bare) {
+int pf_flags_once(int argc, char **argv, const char *const *valued, const char *const *bare) {
   const char *seen[64];
   int nseen = 0;
   for (int i = 1; i < argc; i++) {
@@ -39,7 +39,7 @@ int flags_once(int argc, char **argv, const char *const *valued, const char *con
       if (strcmp(argv[i], bare[k]) == 0) takes = 0;
     if (takes < 0) continue;
     for (int j = 0; j < nseen; j++)
-      if (strcmp(seen[j], argv[i]) == 0) return usage_error("%s given twice: give each option once", argv[i]);
+      if (strcmp(seen[j], argv[i]) == 0) return pf_usage_error("%s given twice: give each option once", argv[i]);
     if (nseen < 64) seen[nseen++] = argv[i];
     i += takes;
   }
@@ -49,7 +49,7 @@ int flags_once(int argc, char **argv, const char *const *valued, const char *con
 /* ---- strict number parsing ---------------------------------------------------------- */
 
 /* Decimal, or hex with 0x: never octal (010 is ten), no sign, no whitespace anywhere. */
-int parse_u64(const char *s, uint64_t *out) {
+int pf_parse_u64(const char *s, uint64_t *out) {
   if (!s || !*s) return -1;
   const int hex = s[0] == '0' && (s[1] == 'x' || s[1] == 'X');
   const char *digits = hex ? s + 2 : s;
@@ -64,17 +64,17 @@ int parse_u64(const char *s, uint64_t *out) {
   return 0;
 }
 
-int parse_real(const char *flag, const char *s, double lo, double hi, double *out) {
+int pf_parse_real(const char *flag, const char *s, double lo, double hi, double *out) {
   double v;
   if (pf_parse_double(s, &v) || !isfinite(v))
-    return usage_error("%s: '%s' is not a finite number", flag, s);
-  if (v < lo || v > hi) return usage_error("%s: %s is outside [%g, %g]", flag, s, lo, hi);
+    return pf_usage_error("%s: '%s' is not a finite number", flag, s);
+  if (v < lo || v > hi) return pf_usage_error("%s: %s is outside [%g, %g]", flag, s, lo, hi);
   *out = v;
   return 0;
 }
 
 /* "4x256" -> dims; the count must match the kernel's. */
-int parse_shape(const char *s, const pf_op *op, size_t *shape) {
+int pf_parse_shape(const char *s, const pf_op *op, size_t *shape) {
   const char *p = s;
   for (int d = 0; d < op->ndims; d++) {
     if (*p < '0' || *p > '9') goto bad;
@@ -82,7 +82,7 @@ int parse_shape(const char *s, const pf_op *op, size_t *shape) {
     errno = 0;
     unsigned long long v = strtoull(p, &end, 10);
     if (errno || v > (unsigned long long)op->dim_max[d] * 16 + 16) {
-      return usage_error("--shape: %s = %.*s is outside [1, %zu]", op->dim_names[d], (int)strspn(p, "0123456789"), p,
+      return pf_usage_error("--shape: %s = %.*s is outside [1, %zu]", op->dim_names[d], (int)strspn(p, "0123456789"), p,
                          op->dim_max[d]);
     }
     shape[d] = (size_t)v;
@@ -100,35 +100,35 @@ bad:;
     const size_t used = strlen(dims);
     snprintf(dims + used, sizeof dims - used, "%s%s", d ? "x" : "", op->dim_names[d]);
   }
-  return usage_error("--shape: '%s' is not %s (positive integers, e.g. 4x256)", s, dims);
+  return pf_usage_error("--shape: '%s' is not %s (positive integers, e.g. 4x256)", s, dims);
 }
 
 /* Applies NAME=VALUE parameters to a case, validating names and values. */
-int apply_params(pf_case *c, const run_opts *o) {
+int pf_apply_params(pf_case *c, const run_opts *o) {
   const pf_op *op = pf_op_find(c->kernel);
   for (int i = 0; i < o->nparams; i++) {
     const int p = pf_op_param_index(op, o->param_name[i]);
-    if (p < 0) return usage_error("--param: kernel %s has no parameter '%s' (see precfuzz list)", c->kernel, o->param_name[i]);
+    if (p < 0) return pf_usage_error("--param: kernel %s has no parameter '%s' (see precfuzz list)", c->kernel, o->param_name[i]);
     const pf_param_desc *d = &op->params[p];
     if (d->type == PF_PARAM_CHOICE) {
       int found = -1;
       for (int k = 0; d->choices[k]; k++)
         if (strcmp(d->choices[k], o->param_value[i]) == 0) found = k;
-      if (found < 0) return usage_error("--param %s: '%s' is not one of its choices (see precfuzz list)", d->name, o->param_value[i]);
+      if (found < 0) return pf_usage_error("--param %s: '%s' is not one of its choices (see precfuzz list)", d->name, o->param_value[i]);
       c->params[p] = found;
     } else {
       double v;
       if (pf_parse_double(o->param_value[i], &v))
-        return usage_error("--param %s: '%s' is not a number", d->name, o->param_value[i]);
+        return pf_usage_error("--param %s: '%s' is not a number", d->name, o->param_value[i]);
       if (d->held && isfinite(v) && !pf_dtype_holds((pf_dtype)(d->held - 1), v)) {
         /* a decimal the frameworks hold in fp32 (label_smoothing=0.1): rounded to nearest as
          * torch's float(x) -> fp32 does; said once, and the replay line carries the bits */
         const double r = pf_round((pf_dtype)(d->held - 1), v);
         char hx[40];
         pf_hexfloat(hx, r);
-        static const char *said[PF_MAX_PARAMS]; /* apply_params runs per case: say it once */
+        static const char *said[PF_MAX_PARAMS]; /* pf_apply_params runs per case: say it once */
         if (said[i] != o->param_value[i] && (said[i] = o->param_value[i]))
-          fprintf(stderr, "%s: --param %s=%s taken as the %s value %s (%.9g), as the frameworks hold it\n", prog, d->name,
+          fprintf(stderr, "%s: --param %s=%s taken as the %s value %s (%.9g), as the frameworks hold it\n", pf_prog, d->name,
                 o->param_value[i], pf_dtype_name((pf_dtype)(d->held - 1)), hx, r);
         v = r;
       }
@@ -148,20 +148,20 @@ static int file_spec(const char *spec, const pf_op *op, char *path, size_t plen,
   int t = -1;
   for (int i = 0; i < op->ninputs; i++)
     if (strcmp(op->input_names[i], name) == 0) t = i;
-  if (t < 0) return -usage_error("--input: kernel %s has no input '%s'", op->name, name);
+  if (t < 0) return -pf_usage_error("--input: kernel %s has no input '%s'", op->name, name);
   path[0] = tensor[0] = 0;
   char buf[4096];
-  if (snprintf(buf, sizeof buf, "%s", colon + 1) >= (int)sizeof buf) return -usage_error("--input %s: too long", name);
+  if (snprintf(buf, sizeof buf, "%s", colon + 1) >= (int)sizeof buf) return -pf_usage_error("--input %s: too long", name);
   for (char *save = NULL, *f = strtok_r(buf, ",", &save); f; f = strtok_r(NULL, ",", &save)) {
     if (strncmp(f, "file=", 5) == 0 && f[5] && !path[0]) snprintf(path, plen, "%s", f + 5);
     else if (strncmp(f, "tensor=", 7) == 0 && f[7] && !tensor[0]) snprintf(tensor, tlen, "%s", f + 7);
-    else return -usage_error("--input %s: file= takes only tensor=NAME beside it, got '%s'", name, f);
+    else return -pf_usage_error("--input %s: file= takes only tensor=NAME beside it, got '%s'", name, f);
   }
-  if (!path[0]) return -usage_error("--input %s: file= needs a path", name);
+  if (!path[0]) return -pf_usage_error("--input %s: file= needs a path", name);
   return t;
 }
 
-int load_input_files(run_opts *o, const pf_op *op) {
+int pf_load_input_files(run_opts *o, const pf_op *op) {
   int all = op->ninputs > 0, covered[PF_MAX_INPUTS] = {0};
   for (int k = 0; k < o->ninput_specs; k++) {
     char path[4096], tensor[256];
@@ -169,10 +169,10 @@ int load_input_files(run_opts *o, const pf_op *op) {
     if (t < -1) return -t;
     if (t < 0) continue;
     pf_tensorfile *f = calloc(1, sizeof *f);
-    if (!f) return usage_error("--input: out of memory");
+    if (!f) return pf_usage_error("--input: out of memory");
     if (pf_tensorfile_read(path, tensor[0] ? tensor : NULL, f)) {
       free(f);
-      return usage_error("--input %s: %s", op->input_names[t], pf_error_message());
+      return pf_usage_error("--input %s: %s", op->input_names[t], pf_error_message());
     }
     o->files[k] = f;
     o->file_paths[k] = realpath(path, NULL);
@@ -203,7 +203,7 @@ int load_input_files(run_opts *o, const pf_op *op) {
   return 0;
 }
 
-void free_input_files(run_opts *o) {
+void pf_free_input_files(run_opts *o) {
   for (int k = 0; k < 16; k++) {
     if (o->files[k]) pf_tensorfile_free(o->files[k]);
     free(o->files[k]);
@@ -213,30 +213,30 @@ void free_input_files(run_opts *o) {
   }
 }
 
-/* Input t from the file of --input spec k (read once by load_input_files, else now). */
+/* Input t from the file of --input spec k (read once by pf_load_input_files, else now). */
 static int apply_file_input(pf_case *c, const run_opts *o, int k, int t, const char *path, const char *tensor) {
   const pf_op *op = pf_op_find(c->kernel);
   pf_tensorfile f;
   if (o->files[k]) {
     f = *o->files[k];
     f.data = malloc((f.n ? f.n : 1) * sizeof(double));
-    if (!f.data) return usage_error("--input: out of memory");
+    if (!f.data) return pf_usage_error("--input: out of memory");
     memcpy(f.data, o->files[k]->data, f.n * sizeof(double));
   } else if (pf_tensorfile_read(path, tensor[0] ? tensor : NULL, &f)) {
-    return usage_error("--input %s: %s", op->input_names[t], pf_error_message());
+    return pf_usage_error("--input %s: %s", op->input_names[t], pf_error_message());
   }
   char *abs = o->file_paths[k] ? NULL : realpath(path, NULL);
   const char *p = o->file_paths[k] ? o->file_paths[k] : abs ? abs : path;
   pf_status st = pf_gen_set_file(&c->inputs[t], &f, p, tensor[0] ? tensor : NULL);
   free(abs);
   pf_tensorfile_free(&f);
-  if (st) return usage_error("--input: out of memory");
-  if (pf_case_check_file_input(c, t, "--input")) return usage_error("%s", pf_error_message());
+  if (st) return pf_usage_error("--input: out of memory");
+  if (pf_case_check_file_input(c, t, "--input")) return pf_usage_error("%s", pf_error_message());
   return 0;
 }
 
 /* Applies --input NAME:FIELD=VALUE[,FIELD=VALUE...] to the case's input generators. */
-int apply_input_specs(pf_case *c, const run_opts *o) {
+int pf_apply_input_specs(pf_case *c, const run_opts *o) {
   const pf_op *op = pf_op_find(c->kernel);
   for (int k = 0; k < o->ninput_specs; k++) {
     char path[4096], tensor[256];
@@ -251,12 +251,12 @@ int apply_input_specs(pf_case *c, const run_opts *o) {
     snprintf(buf, sizeof buf, "%s", o->input_spec[k]);
     char *colon = strchr(buf, ':');
     if (!colon || colon == buf || !colon[1])
-      return usage_error("--input: '%s' is not NAME:FIELD=VALUE[,FIELD=VALUE...]", o->input_spec[k]);
+      return pf_usage_error("--input: '%s' is not NAME:FIELD=VALUE[,FIELD=VALUE...]", o->input_spec[k]);
     *colon = 0;
     int t = -1;
     for (int i = 0; i < op->ninputs; i++)
       if (strcmp(op->input_names[i], buf) == 0) t = i;
-    if (t < 0) return usage_error("--input: kernel %s has no input '%s'", c->kernel, buf);
+    if (t < 0) return pf_usage_error("--input: kernel %s has no input '%s'", c->kernel, buf);
     pf_gen *g = &c->inputs[t];
     int nfields = 0, has_value = 0, has_exp = 0;
     for (char *save = NULL, *f = strtok_r(colon + 1, ",", &save); f; f = strtok_r(NULL, ",", &save)) {
@@ -264,7 +264,7 @@ int apply_input_specs(pf_case *c, const run_opts *o) {
       has_value |= strncmp(f, "value=", 6) == 0;
       has_exp |= strncmp(f, "exp=", 4) == 0;
       char *eq = strchr(f, '=');
-      if (!eq || eq == f || !eq[1]) return usage_error("--input %s: '%s' is not FIELD=VALUE", buf, f);
+      if (!eq || eq == f || !eq[1]) return pf_usage_error("--input %s: '%s' is not FIELD=VALUE", buf, f);
       *eq = 0;
       const char *v = eq + 1;
       double d;
@@ -272,50 +272,50 @@ int apply_input_specs(pf_case *c, const run_opts *o) {
       int lo, hi, n = 0;
       if (strcmp(f, "dist") == 0) {
         if (pf_dist_parse(v, &g->dist) || g->dist == PF_DIST_VALUES)
-          return usage_error("--input %s: unknown dist '%s' (normal, uniform, loguniform, heavy)", buf, v);
+          return pf_usage_error("--input %s: unknown dist '%s' (normal, uniform, loguniform, heavy)", buf, v);
       } else if (strcmp(f, "scale") == 0) {
-        if (pf_parse_double(v, &d) || !isfinite(d) || d < 0) return usage_error("--input %s: scale '%s' is not a finite number >= 0", buf, v);
+        if (pf_parse_double(v, &d) || !isfinite(d) || d < 0) return pf_usage_error("--input %s: scale '%s' is not a finite number >= 0", buf, v);
         g->scale = d;
       } else if (strcmp(f, "exp") == 0) {
         if (sscanf(v, "%d:%d%n", &lo, &hi, &n) != 2 || v[n] || lo > hi || lo < -1100 || hi > 1100)
-          return usage_error("--input %s: exp '%s' is not LO:HI with -1100 <= LO <= HI <= 1100", buf, v);
+          return pf_usage_error("--input %s: exp '%s' is not LO:HI with -1100 <= LO <= HI <= 1100", buf, v);
         g->exp_min = lo;
         g->exp_max = hi;
       } else if (strcmp(f, "outliers") == 0) {
-        if (parse_u64(v, &u) || u > 1000000000) return usage_error("--input %s: outliers '%s' is not a count", buf, v);
+        if (pf_parse_u64(v, &u) || u > 1000000000) return pf_usage_error("--input %s: outliers '%s' is not a count", buf, v);
         g->outliers = (size_t)u;
       } else if (strcmp(f, "outlier_magnitude") == 0) {
-        if (pf_parse_double(v, &d) || !isfinite(d) || d < 0) return usage_error("--input %s: outlier_magnitude '%s' is not a finite number >= 0", buf, v);
+        if (pf_parse_double(v, &d) || !isfinite(d) || d < 0) return pf_usage_error("--input %s: outlier_magnitude '%s' is not a finite number >= 0", buf, v);
         g->outlier_mag = d;
       } else if (strcmp(f, "special_rate") == 0) {
-        if (pf_parse_double(v, &d) || !(d >= 0 && d <= 1)) return usage_error("--input %s: special_rate '%s' is not in [0, 1]", buf, v);
+        if (pf_parse_double(v, &d) || !(d >= 0 && d <= 1)) return pf_usage_error("--input %s: special_rate '%s' is not in [0, 1]", buf, v);
         g->special_rate = d;
       } else if (strcmp(f, "value") == 0) {
-        if (pf_parse_double(v, &d)) return usage_error("--input %s: value '%s' is not a number", buf, v);
+        if (pf_parse_double(v, &d)) return pf_usage_error("--input %s: value '%s' is not a number", buf, v);
         const size_t cnt = op->input_count(c, t);
         pf_gen_free(g);
         g->dist = PF_DIST_VALUES;
         g->values = malloc((cnt ? cnt : 1) * sizeof(double));
-        if (!g->values) return usage_error("--input %s: out of memory", buf);
+        if (!g->values) return pf_usage_error("--input %s: out of memory", buf);
         for (size_t i = 0; i < cnt; i++) g->values[i] = d;
         g->nvalues = cnt;
       } else {
-        return usage_error("--input %s: unknown field '%s' (dist, scale, exp, outliers, outlier_magnitude, special_rate, value, file)", buf, f);
+        return pf_usage_error("--input %s: unknown field '%s' (dist, scale, exp, outliers, outlier_magnitude, special_rate, value, file)", buf, f);
       }
     }
     /* fields that would be ignored are refused */
     if (has_value && nfields > 1)
-      return usage_error("--input %s: value sets every element and takes no other field", buf);
+      return pf_usage_error("--input %s: value sets every element and takes no other field", buf);
     if (has_exp && g->dist != PF_DIST_LOGUNIFORM)
-      return usage_error("--input %s: exp applies to dist=loguniform only", buf);
+      return pf_usage_error("--input %s: exp applies to dist=loguniform only", buf);
     if (g->dist != PF_DIST_VALUES && g->outliers && !(g->outlier_mag > 0))
-      return usage_error("--input %s: outliers need outlier_magnitude > 0", buf);
+      return pf_usage_error("--input %s: outliers need outlier_magnitude > 0", buf);
   }
   return 0;
 }
 
 /* The command line that reproduces one case. */
-void reproduce_line(const pf_case *c, const run_opts *o, uint64_t seed, char *buf, size_t len) {
+void pf_reproduce_line(const pf_case *c, const run_opts *o, uint64_t seed, char *buf, size_t len) {
   const pf_op *op = pf_op_find(c->kernel);
   char sc[40];
   pf_hexfloat(sc, o->gen.scale);
@@ -354,12 +354,12 @@ void reproduce_line(const pf_case *c, const run_opts *o, uint64_t seed, char *bu
   if (o->imprecise && n < len) n += (size_t)snprintf(buf + n, len - n, " --imprecise %s", o->imprecise);
   if (o->mpfr_only && n < len) n += (size_t)snprintf(buf + n, len - n, " --oracle mpfr");
   /* the parameters it does not name at their defaults, not drawn again */
-  if (op_draws_params(op) && n < len) n += (size_t)snprintf(buf + n, len - n, " --at-defaults");
+  if (pf_op_draws_params(op) && n < len) n += (size_t)snprintf(buf + n, len - n, " --at-defaults");
   if (o->steps > 1 && n < len) n += (size_t)snprintf(buf + n, len - n, " --steps %llu", (unsigned long long)o->steps);
   if (n < len) snprintf(buf + n, len - n, " --seed %llu --cases 1", (unsigned long long)seed);
 }
 
-int op_draws_params(const pf_op *op) {
+int pf_op_draws_params(const pf_op *op) {
   for (int p = 0; p < op->nparams; p++)
     if (op->params[p].train) return 1;
   return 0;
@@ -385,19 +385,19 @@ static unsigned long long draw_params(const pf_kernel *k, const run_opts *o, uin
 }
 
 /* The case of seed `seed` as the options say; an exit status on a bad option (c freed). */
-int build_case(const pf_kernel *k, const run_opts *o, uint64_t seed, pf_case *c) {
-  return build_case_drawn(k, o, seed, c, NULL);
+int pf_build_case(const pf_kernel *k, const run_opts *o, uint64_t seed, pf_case *c) {
+  return pf_build_case_drawn(k, o, seed, c, NULL);
 }
 
-int build_case_drawn(const pf_kernel *k, const run_opts *o, uint64_t seed, pf_case *c, unsigned long long *drawn) {
+int pf_build_case_drawn(const pf_kernel *k, const run_opts *o, uint64_t seed, pf_case *c, unsigned long long *drawn) {
   pf_status st = pf_case_init(c, k->op->name, k->variant, seed);
-  if (st) return usage_error("%s", pf_error_message());
+  if (st) return pf_usage_error("%s", pf_error_message());
   c->dtype = o->dtype;
   c->accum = o->accum;
   if (o->have_shape) memcpy(c->shape, o->shape, sizeof c->shape);
   if (o->fault) snprintf(c->fault, sizeof c->fault, "%s", o->fault);
   if (o->checkpoint && pf_case_set_checkpoint(c, o->checkpoint)) {
-    const int rc = usage_error("--checkpoint: %s", pf_error_message());
+    const int rc = pf_usage_error("--checkpoint: %s", pf_error_message());
     pf_case_free(c);
     return rc;
   }
@@ -406,32 +406,32 @@ int build_case_drawn(const pf_kernel *k, const run_opts *o, uint64_t seed, pf_ca
     c->inputs[t] = o->gen;
     c->inputs[t].seed = s;
   }
-  int rc = apply_params(c, o);
+  int rc = pf_apply_params(c, o);
   if (!rc && o->draw) {
     const unsigned long long d = draw_params(k, o, seed, c);
     if (drawn) *drawn |= d;
   }
-  if (!rc && o->ninput_specs && pf_case_check_size(c)) rc = usage_error("%s", pf_error_message()); /* before --input fills it */
-  if (!rc) rc = apply_input_specs(c, o);
+  if (!rc && o->ninput_specs && pf_case_check_size(c)) rc = pf_usage_error("%s", pf_error_message()); /* before --input fills it */
+  if (!rc) rc = pf_apply_input_specs(c, o);
   if (rc) pf_case_free(c);
   return rc;
 }
 
-int check_run_opts(const run_opts *o) {
+int pf_check_run_opts(const run_opts *o) {
   if (o->cases > 0 && o->cases - 1 > UINT64_MAX - o->seed)
-    return usage_error("--seed %llu with --cases %llu: the seeds would pass 2^64 - 1", (unsigned long long)o->seed,
+    return pf_usage_error("--seed %llu with --cases %llu: the seeds would pass 2^64 - 1", (unsigned long long)o->seed,
                        (unsigned long long)o->cases);
   if (o->exp_given && o->gen.dist != PF_DIST_LOGUNIFORM)
-    return usage_error("--exp-range applies to --dist loguniform only (the distribution is %s)", pf_dist_name(o->gen.dist));
+    return pf_usage_error("--exp-range applies to --dist loguniform only (the distribution is %s)", pf_dist_name(o->gen.dist));
   if (o->outmag_given && !o->gen.outliers)
-    return usage_error("--outlier-magnitude applies with --outliers N only (none given)");
+    return pf_usage_error("--outlier-magnitude applies with --outliers N only (none given)");
   if (o->gen.outliers && !(o->gen.outlier_mag > 0))
-    return usage_error("--outliers %zu: give their magnitude with --outlier-magnitude M > 0", o->gen.outliers);
+    return pf_usage_error("--outliers %zu: give their magnitude with --outlier-magnitude M > 0", o->gen.outliers);
   return 0;
 }
 
 /* The command that runs the case at x (the options, the axis set to x). */
-void axis_reproduce_line(const pf_case *c, const run_opts *o, const pf_axis *a, double x, uint64_t seed,
+void pf_axis_reproduce_line(const pf_case *c, const run_opts *o, const pf_axis *a, double x, uint64_t seed,
                                 char *buf, size_t len) {
   run_opts r = *o;
   char specs[PF_MAX_INPUTS][96];
@@ -450,11 +450,11 @@ void axis_reproduce_line(const pf_case *c, const run_opts *o, const pf_axis *a, 
     snprintf(buf, len, "(cannot build the case: %s)", pf_error_message());
     return;
   }
-  reproduce_line(&k, &r, seed, buf, len);
+  pf_reproduce_line(&k, &r, seed, buf, len);
   pf_case_free(&k);
 }
 
-void run_opts_init(run_opts *o, uint64_t cases) {
+void pf_run_opts_init(run_opts *o, uint64_t cases) {
   memset(o, 0, sizeof *o);
   o->dtype = PF_FP16;
   o->accum = PF_FP32;

@@ -22,8 +22,6 @@ typedef enum {
                            outputs of another dtype or shape): the runner's verdict "failed" */
 } pf_status;
 
-const char *pf_status_str(pf_status s);
-
 /* The last error's detail, one line naming the offending flag, field or file.
  * Set by pf_error(); read by the CLI to print its exit-2 message. Thread-local. */
 pf_status pf_error(pf_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -70,7 +70,7 @@ static int pf_sweep_opts_for(run_opts *r, const pf_kernel *k, pf_dtype t, pf_dty
   r->oracle_prec = 256;
   pf_gen_default(&r->gen);
   if (shape) {
-    if (parse_shape(shape, k->op, r->shape)) return -1;
+    if (pf_parse_shape(shape, k->op, r->shape)) return -1;
     r->have_shape = 1;
   }
   for (int i = 0; inputs && i < 3 && inputs[i]; i++) r->input_spec[r->ninput_specs++] = inputs[i];
@@ -106,7 +106,7 @@ static cJSON *pf_sweep_threshold_json(const pf_sweep_search *th, const pf_kernel
     snprintf(err, elen, "%s: bad shape '%s'", th->name, th->shape);
     return NULL;
   }
-  if (build_case(k, &r, so->seed, &c)) {
+  if (pf_build_case(k, &r, so->seed, &c)) {
     snprintf(err, elen, "%s: cannot build its case", th->name);
     return NULL;
   }
@@ -147,7 +147,7 @@ static cJSON *pf_sweep_threshold_json(const pf_sweep_search *th, const pf_kernel
     cJSON_AddStringToObject(j, "first_bad_verdict", pf_verdict_name(res.bad_above ? res.v_above : res.v_below));
     cJSON_AddStringToObject(j, "first_bad_events", pf_fe_str(res.bad_above ? res.fe_above : res.fe_below, e));
     cJSON_AddStringToObject(j, "detail", res.detail);
-    axis_reproduce_line(&c, &r, &ax, bad, so->seed, line, sizeof line);
+    pf_axis_reproduce_line(&c, &r, &ax, bad, so->seed, line, sizeof line);
     cJSON_AddStringToObject(j, "replay", line);
   }
 out:
@@ -170,7 +170,7 @@ static cJSON *pf_sweep_finding_json(const pf_case *tmpl, const run_opts *r, cons
     cJSON_AddStringToObject(j, "verdict", pf_verdict_name(run.cmp.verdict));
     cJSON_AddStringToObject(j, "line", d);
     if (run.note[0]) cJSON_AddStringToObject(j, "why", run.note);
-    axis_reproduce_line(tmpl, r, ax, x, seed, line, sizeof line);
+    pf_axis_reproduce_line(tmpl, r, ax, x, seed, line, sizeof line);
     cJSON_AddStringToObject(j, "replay", line);
     size_t runs = 0;
     const size_t after = pf_minimize_case(&c, run.cmp.verdict, &runs);
@@ -201,7 +201,7 @@ static cJSON *pf_sweep_bias_json(pf_job *jb, const pf_sweep_opts *so, const pf_o
   unsigned inside = 0;
   for (unsigned i = 0; i < n && !jb->error[0] && !jb->skipped; i++) {
     pf_case c;
-    if (build_case(k, &r, so->seed + i, &c)) {
+    if (pf_build_case(k, &r, so->seed + i, &c)) {
       snprintf(jb->error, sizeof jb->error, "%s/%s: bias probe: %s", k->op->name, k->variant, pf_error_message());
       break;
     }
@@ -271,7 +271,7 @@ static void pf_job_config(pf_job *jb, const pf_sweep_opts *so) {
     return;
   }
   for (; built < n; built++)
-    if (build_case(k, &r, so->seed + built, &tm[built])) break;
+    if (pf_build_case(k, &r, so->seed + built, &tm[built])) break;
   pf_axis ax;
   pf_fail_set fail;
   pf_probability p;
@@ -374,7 +374,7 @@ static void pf_job_trajectory(pf_job *jb, const pf_sweep_opts *so) {
   pf_case c;
   const char *shape = so->quick ? sp->trajectory_shape_quick : sp->trajectory_shape;
   if (pf_sweep_opts_for(&r, k, jb->dtype, PF_FP32, shape, sp->trajectory_inputs, NULL, so->seed) ||
-      build_case(k, &r, so->seed, &c)) {
+      pf_build_case(k, &r, so->seed, &c)) {
     snprintf(jb->error, sizeof jb->error, "trajectory %s: cannot build its case", k->variant);
     return;
   }
@@ -400,7 +400,7 @@ static void pf_job_trajectory(pf_job *jb, const pf_sweep_opts *so) {
     cJSON *da = cJSON_AddArrayToObject(j, "deviation");
     for (size_t t = 0; t < nd; t++) cJSON_AddItemToArray(da, pf_num_or_null(dev[t]));
     char line[1536];
-    reproduce_line(&c, &r, so->seed, line, sizeof line);
+    pf_reproduce_line(&c, &r, so->seed, line, sizeof line);
     cJSON_AddStringToObject(j, "replay", line);
     jb->result = j;
   }
@@ -443,7 +443,7 @@ static void pf_job_fault(pf_job *jb, const pf_sweep_opts *so) {
   pf_axis ax;
   unsigned built = 0;
   for (; built < n; built++)
-    if (build_case(k, &r, so->seed + built, &tm[built])) break;
+    if (pf_build_case(k, &r, so->seed + built, &tm[built])) break;
   if (built < n || pf_axis_parse(&tm[0], sp->along, &ax))
     snprintf(jb->error, sizeof jb->error, "fault %s: cannot build its cases: %s", jb->fault, pf_error_message());
   for (int g = 0; g <= so->points && !found && !jb->error[0] && !jb->skipped; g++) {
@@ -473,7 +473,7 @@ static void pf_job_fault(pf_job *jb, const pf_sweep_opts *so) {
         char line[1536], d[1024];
         found = 1;
         pf_run_describe(&at, &run, d, sizeof d);
-        axis_reproduce_line(&tm[i], &r, &ax, x, so->seed + i, line, sizeof line);
+        pf_axis_reproduce_line(&tm[i], &r, &ax, x, so->seed + i, line, sizeof line);
         cJSON_AddStringToObject(j, "line", d);
         cJSON_AddStringToObject(j, "replay", line);
         pf_case m;
@@ -522,7 +522,7 @@ static void pf_job_differential(pf_job *jb, const pf_sweep_opts *so) {
     for (unsigned i = 0; i < cases; i++) {
       pf_case c;
       pf_run run;
-      if (build_case(k, &r, so->seed + i, &c)) break;
+      if (pf_build_case(k, &r, so->seed + i, &c)) break;
       if (!pf_run_case(&c, &oo, &run)) {
         findings += pf_verdict_is_finding(run.cmp.verdict) && run.in_domain;
         outside += !run.in_domain;
@@ -548,11 +548,11 @@ static void pf_job_differential(pf_job *jb, const pf_sweep_opts *so) {
     for (; i < sp->fault_cases && !found; i++) {
       pf_case c;
       pf_run run;
-      if (build_case(k, &r, so->seed + i, &c)) break;
+      if (pf_build_case(k, &r, so->seed + i, &c)) break;
       if (!pf_run_case(&c, &oo, &run) && pf_verdict_is_finding(run.cmp.verdict)) {
         found = 1;
         snprintf(note, sizeof note, "%s", run.note);
-        reproduce_line(&c, &r, so->seed + i, line, sizeof line);
+        pf_reproduce_line(&c, &r, so->seed + i, line, sizeof line);
       }
       pf_run_free(&run);
       pf_case_free(&c);

@@ -19,7 +19,7 @@ typedef struct {
   const char *only;   /* NULL, or one kernel */
   int progress;       /* print progress to stderr */
   int backend;        /* PF_BACKEND_*: cuda sweeps the variants that have a CUDA implementation */
-  char device[256];   /* the device's description (backend_setup) */
+  char device[256];   /* the device's description (pf_backend_setup) */
 } pf_sweep_opts;
 
 void pf_sweep_opts_default(pf_sweep_opts *o);

@@ -80,7 +80,7 @@ static cJSON *json_value(double x, int format) {
 
 int pf_cmd_boundary(int argc, char **argv) {
   run_opts o;
-  run_opts_init(&o, 1);
+  pf_run_opts_init(&o, 1);
   const char *shape_arg = NULL, *backend = "cpu", *along = NULL, *fail_arg = "finding", *format_arg = NULL;
   const char *from_arg = NULL, *to_arg = NULL;
   uint64_t points = 64, refine = 8;
@@ -100,8 +100,8 @@ int pf_cmd_boundary(int argc, char **argv) {
   int ch, rc;
   unsigned char seen[PF_OPT_CODES] = {0};
   while ((ch = getopt_long(argc, argv, ":k:v:t:a:h", longopts, NULL)) != -1) {
-    if (option_once(longopts, ch, seen)) return 2;
-    if ((rc = case_option(ch, optarg, &o, &shape_arg, &backend)) >= 0) {
+    if (pf_option_once(longopts, ch, seen)) return 2;
+    if ((rc = pf_case_option(ch, optarg, &o, &shape_arg, &backend)) >= 0) {
       if (rc) return rc;
       continue;
     }
@@ -113,55 +113,55 @@ int pf_cmd_boundary(int argc, char **argv) {
     case O_FORMAT: format_arg = optarg; break;
     case O_EVERY: every = 1; break;
     case O_POINTS:
-      if (parse_u64(optarg, &points) || points < 1 || points > 100000)
-        return usage_error("--points: '%s' is not an integer in [1, 100000]", optarg);
+      if (pf_parse_u64(optarg, &points) || points < 1 || points > 100000)
+        return pf_usage_error("--points: '%s' is not an integer in [1, 100000]", optarg);
       break;
     case O_REFINE:
-      if (parse_u64(optarg, &refine) || refine > 64) return usage_error("--refine: '%s' is not an integer in [0, 64]", optarg);
+      if (pf_parse_u64(optarg, &refine) || refine > 64) return pf_usage_error("--refine: '%s' is not an integer in [0, 64]", optarg);
       break;
     case 'h': print_help_boundary(); return 0;
-    case ':': return usage_error("boundary: %s needs a value", argv[optind - 1]);
-    default: return usage_error("boundary: unknown option '%s' (see precfuzz boundary --help)", argv[optind - 1]);
+    case ':': return pf_usage_error("boundary: %s needs a value", argv[optind - 1]);
+    default: return pf_usage_error("boundary: unknown option '%s' (see precfuzz boundary --help)", argv[optind - 1]);
     }
   }
-  if (optind < argc) return usage_error("boundary: unexpected argument '%s'", argv[optind]);
-  if (check_run_opts(&o)) return 2;
-  if (!o.kernel) return usage_error("boundary: -k KERNEL is required (see precfuzz list)");
-  if (!o.variant) return usage_error("boundary: -v VARIANT is required (see precfuzz list)");
-  if (!along) return usage_error("boundary: --along AXIS is required (value, value:INPUT, scale, scale:INPUT, param:NAME, dim:NAME)");
-  if (every && o.cases != 1) return usage_error("boundary: --every runs one case per value: --cases must be 1");
-  if (every && (seen[O_POINTS] || seen[O_REFINE])) return usage_error("boundary: --every steps over every value: no --points or --refine");
+  if (optind < argc) return pf_usage_error("boundary: unexpected argument '%s'", argv[optind]);
+  if (pf_check_run_opts(&o)) return 2;
+  if (!o.kernel) return pf_usage_error("boundary: -k KERNEL is required (see precfuzz list)");
+  if (!o.variant) return pf_usage_error("boundary: -v VARIANT is required (see precfuzz list)");
+  if (!along) return pf_usage_error("boundary: --along AXIS is required (value, value:INPUT, scale, scale:INPUT, param:NAME, dim:NAME)");
+  if (every && o.cases != 1) return pf_usage_error("boundary: --every runs one case per value: --cases must be 1");
+  if (every && (seen[O_POINTS] || seen[O_REFINE])) return pf_usage_error("boundary: --every steps over every value: no --points or --refine");
   const pf_op *op = pf_op_find(o.kernel);
-  if (!op) return usage_error("-k: unknown kernel '%s' (see precfuzz list)", o.kernel);
+  if (!op) return pf_usage_error("-k: unknown kernel '%s' (see precfuzz list)", o.kernel);
   const pf_kernel *k = pf_kernel_find(o.kernel, o.variant);
-  if (!k) return usage_error("-v: unknown variant '%s' of kernel %s (see precfuzz list)", o.variant, o.kernel);
+  if (!k) return pf_usage_error("-v: unknown variant '%s' of kernel %s (see precfuzz list)", o.variant, o.kernel);
   if (shape_arg) {
-    if ((rc = parse_shape(shape_arg, op, o.shape))) return rc;
+    if ((rc = pf_parse_shape(shape_arg, op, o.shape))) return rc;
     o.have_shape = 1;
   }
-  if ((rc = backend_setup(backend, o.kernel, o.variant, &o.backend, o.device, sizeof o.device))) return rc;
-  if (o.checkpoint) return usage_error("boundary: --checkpoint is not an option here (a checkpoint holds one case's state, the search changes the case)");
+  if ((rc = pf_backend_setup(backend, o.kernel, o.variant, &o.backend, o.device, sizeof o.device))) return rc;
+  if (o.checkpoint) return pf_usage_error("boundary: --checkpoint is not an option here (a checkpoint holds one case's state, the search changes the case)");
   if (o.fault && !pf_kernel_has_fault(k, o.fault))
-    return usage_error("--fault: '%s' does not exist for %s/%s (see precfuzz list)", o.fault, o.kernel, o.variant);
+    return pf_usage_error("--fault: '%s' does not exist for %s/%s (see precfuzz list)", o.fault, o.kernel, o.variant);
   if (!pf_kernel_accepts(k, o.dtype, o.accum))
-    return usage_error("boundary: %s/%s does not take dtype %s with accumulation %s (see precfuzz list)", o.kernel,
+    return pf_usage_error("boundary: %s/%s does not take dtype %s with accumulation %s (see precfuzz list)", o.kernel,
                        o.variant, pf_dtype_name(o.dtype), pf_dtype_name(o.accum));
   pf_fail_set fail;
-  if (pf_fail_set_parse(fail_arg, &fail)) return usage_error("%s", pf_error_message());
+  if (pf_fail_set_parse(fail_arg, &fail)) return pf_usage_error("%s", pf_error_message());
   pf_case *tmpls = calloc((size_t)o.cases, sizeof *tmpls);
-  if (!tmpls) return usage_error("boundary: cannot hold %llu cases", (unsigned long long)o.cases);
+  if (!tmpls) return pf_usage_error("boundary: cannot hold %llu cases", (unsigned long long)o.cases);
   unsigned built = 0;
   rc = 0;
   for (; built < o.cases; built++)
-    if ((rc = build_case(k, &o, o.seed + built, &tmpls[built]))) break;
+    if ((rc = pf_build_case(k, &o, o.seed + built, &tmpls[built]))) break;
   pf_axis a;
   double lo = 0, hi = 0;
-  if (!rc && pf_axis_parse(&tmpls[0], along, &a)) rc = usage_error("%s", pf_error_message());
-  if (!rc && format_arg && pf_bfmt_parse(format_arg, &a.format)) rc = usage_error("--format: %s", pf_error_message());
+  if (!rc && pf_axis_parse(&tmpls[0], along, &a)) rc = pf_usage_error("%s", pf_error_message());
+  if (!rc && format_arg && pf_bfmt_parse(format_arg, &a.format)) rc = pf_usage_error("--format: %s", pf_error_message());
   if (!rc && a.format != PF_BFMT_INT && (a.kind == PF_AXIS_DIM || (a.kind == PF_AXIS_PARAM && op->params[a.index].type == PF_PARAM_INT)))
-    rc = usage_error("--format: %s takes integers only (int)", along);
+    rc = pf_usage_error("--format: %s takes integers only (int)", along);
   if (!rc && a.format == PF_BFMT_INT && (a.kind == PF_AXIS_VALUE || a.kind == PF_AXIS_SCALE))
-    rc = usage_error("--format int: %s takes floating-point values", along);
+    rc = pf_usage_error("--format int: %s takes floating-point values", along);
   if (!rc) {
     double lim_lo, lim_hi;
     pf_axis_limits(&tmpls[0], &a, &lim_lo, &lim_hi);
@@ -174,18 +174,18 @@ int pf_cmd_boundary(int argc, char **argv) {
       lo = lim_lo, hi = lim_hi;
     }
     if (from_arg && (pf_parse_double(from_arg, &lo) || !isfinite(lo)))
-      rc = usage_error("--from: '%s' is not a finite number", from_arg);
+      rc = pf_usage_error("--from: '%s' is not a finite number", from_arg);
     else if (to_arg && (pf_parse_double(to_arg, &hi) || !isfinite(hi)))
-      rc = usage_error("--to: '%s' is not a finite number", to_arg);
+      rc = pf_usage_error("--to: '%s' is not a finite number", to_arg);
     else if (a.format == PF_BFMT_INT && (lo != floor(lo) || hi != floor(hi)))
-      rc = usage_error("boundary: %s takes integers: --from %g --to %g", along, lo, hi);
+      rc = pf_usage_error("boundary: %s takes integers: --from %g --to %g", along, lo, hi);
     else if (!(lo < hi))
-      rc = usage_error("boundary: the range [%g, %g] is empty (--from must be below --to)", lo, hi);
+      rc = pf_usage_error("boundary: the range [%g, %g] is empty (--from must be below --to)", lo, hi);
     else if (lo < lim_lo || hi > lim_hi)
-      rc = usage_error("boundary: the range [%g, %g] leaves %s's limits [%g, %g]", lo, hi, along, lim_lo, lim_hi);
+      rc = pf_usage_error("boundary: the range [%g, %g] leaves %s's limits [%g, %g]", lo, hi, along, lim_lo, lim_hi);
     else if (every && (__int128)pf_bfmt_ordinal(a.format, hi) - pf_bfmt_ordinal(a.format, lo) >= PF_EVERY_MAX)
       /* (a binary64 range's ordinals may differ by more than int64 holds) */
-      rc = usage_error("boundary: --every: the range holds more than %d values of %s (--from, --to)", PF_EVERY_MAX,
+      rc = pf_usage_error("boundary: --every: the range holds more than %d values of %s (--from, --to)", PF_EVERY_MAX,
                        pf_bfmt_name(a.format));
   }
   if (rc) {
@@ -240,7 +240,7 @@ int pf_cmd_boundary(int argc, char **argv) {
         cJSON_AddItemToObject(q, "hi", json_value(e.runs[i].hi, a.format));
         cJSON_AddStringToObject(q, "verdict", pf_verdict_name(e.runs[i].v));
         cJSON_AddStringToObject(q, "events", pf_fe_str(e.runs[i].outcome, ev));
-        axis_reproduce_line(&tmpls[0], &o, &a, e.runs[i].lo, o.seed, line, sizeof line);
+        pf_axis_reproduce_line(&tmpls[0], &o, &a, e.runs[i].lo, o.seed, line, sizeof line);
         cJSON_AddStringToObject(q, "replay", line);
         cJSON_AddItemToArray(arr, q);
       }
@@ -257,7 +257,7 @@ int pf_cmd_boundary(int argc, char **argv) {
         else printf("  %s .. %s: %s at %s\n", r_lo, r_hi, verdict_events(e.runs[i].v, e.runs[i].outcome, ve, sizeof ve), r_lo);
       }
       if (e.nruns) {
-        axis_reproduce_line(&tmpls[0], &o, &a, e.runs[0].lo, o.seed, line, sizeof line);
+        pf_axis_reproduce_line(&tmpls[0], &o, &a, e.runs[0].lo, o.seed, line, sizeof line);
         printf("  replay the first failing one: %s\n", line);
       }
     }
@@ -290,9 +290,9 @@ int pf_cmd_boundary(int argc, char **argv) {
           cJSON_AddStringToObject(jt, "last_good_events", pf_fe_str(t.bad_above ? t.fe_below : t.fe_above, e1));
           cJSON_AddStringToObject(jt, "first_bad_events", pf_fe_str(t.bad_above ? t.fe_above : t.fe_below, e2));
           cJSON_AddStringToObject(jt, "detail", t.detail);
-          axis_reproduce_line(&tmpls[0], &o, &a, bad, o.seed, line, sizeof line);
+          pf_axis_reproduce_line(&tmpls[0], &o, &a, bad, o.seed, line, sizeof line);
           cJSON_AddStringToObject(jt, "replay_first_bad", line);
-          axis_reproduce_line(&tmpls[0], &o, &a, good, o.seed, line, sizeof line);
+          pf_axis_reproduce_line(&tmpls[0], &o, &a, good, o.seed, line, sizeof line);
           cJSON_AddStringToObject(jt, "replay_last_good", line);
         }
       } else {
@@ -314,9 +314,9 @@ int pf_cmd_boundary(int argc, char **argv) {
           else
             printf("  fails up to %s: %s; passes from %s: %s (adjacent %s values)\n", b_s, ve1, g_s, ve2, pf_bfmt_name(a.format));
           if (t.detail[0]) printf("  the failing one: %s\n", t.detail);
-          axis_reproduce_line(&tmpls[0], &o, &a, bad, o.seed, line, sizeof line);
+          pf_axis_reproduce_line(&tmpls[0], &o, &a, bad, o.seed, line, sizeof line);
           printf("  replay the failing one: %s\n", line);
-          axis_reproduce_line(&tmpls[0], &o, &a, good, o.seed, line, sizeof line);
+          pf_axis_reproduce_line(&tmpls[0], &o, &a, good, o.seed, line, sizeof line);
           printf("  replay the passing one: %s\n", line);
           if (t.changes > 1)
             printf("  note: the verdict changes %d times on the grid (not monotone): the first change is reported\n", t.changes);
@@ -380,7 +380,7 @@ int pf_cmd_boundary(int argc, char **argv) {
   free(tmpls);
   if (st) {
     cJSON_Delete(j);
-    return usage_error("boundary: %s", pf_error_message());
+    return pf_usage_error("boundary: %s", pf_error_message());
   }
   if (j) {
     char *s = cJSON_Print(j);

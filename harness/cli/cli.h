@@ -30,19 +30,19 @@ enum { O_SHAPE = 256, O_SCALE, O_DIST, O_SEED, O_CASES, O_FAULT, O_BACKEND, O_JS
 
 /* Each flag at most once: 0 the first time ch (a getopt_long value) is seen, else 2 after one
  * line naming the flag (the last of two values silently kept would be a silent default).
- * --param and --input may repeat with different names (case_option checks the names); -h,
+ * --param and --input may repeat with different names (pf_case_option checks the names); -h,
  * ':' and '?' are not counted. seen: zeroed by the caller, PF_OPT_CODES entries. */
 #define PF_OPT_CODES 1100
-int option_once(const struct option *longopts, int ch, unsigned char *seen);
+int pf_option_once(const struct option *longopts, int ch, unsigned char *seen);
 
-/* --threads N: threads judging one large case (0: one per processor); 0, or usage_error's 2 */
-int parse_threads(const char *arg);
+/* --threads N: threads judging one large case (0: one per processor); 0, or pf_usage_error's 2 */
+int pf_parse_threads(const char *arg);
 /* Returns 0 when handled, an exit status on a bad value, -1 when ch is not a shared option. */
-int case_option(int ch, char *arg, run_opts *o, const char **shape_arg, const char **backend);
+int pf_case_option(int ch, char *arg, run_opts *o, const char **shape_arg, const char **backend);
 
 /* --backend: parses it into *out; for cuda checks that kernel (and variant, when given) has a
  * CUDA implementation, then that a device can be used, writing its description to device.
  * 0, or an exit status after one line on stderr. */
-int backend_setup(const char *backend, const char *kernel, const char *variant, int *out, char *device, size_t len);
+int pf_backend_setup(const char *backend, const char *kernel, const char *variant, int *out, char *device, size_t len);
 
 #endif

@@ -59,7 +59,7 @@ static int run_on(const pf_case *c, int backend, pf_run *r) {
   oo.backend = backend;
   const pf_status st = pf_run_case(c, &oo, r);
   if (st == PF_ERR_UNSUPPORTED && backend == PF_BACKEND_CUDA) return -1;
-  if (st) return usage_error("%s/%s seed-based case: %s", c->kernel, c->variant, pf_error_message());
+  if (st) return pf_usage_error("%s/%s seed-based case: %s", c->kernel, c->variant, pf_error_message());
   return 0;
 }
 
@@ -67,7 +67,7 @@ static int run_on(const pf_case *c, int backend, pf_run *r) {
 static int diff(int argc, char **argv, int by_variant) {
   const char *cmd = by_variant ? "diff-variant" : "diff-backend";
   run_opts o;
-  run_opts_init(&o, 20);
+  pf_run_opts_init(&o, 20);
   const char *shape_arg = NULL, *backend = by_variant ? "cpu" : "cuda", *against = NULL;
   int have_t = 0, have_a = 0;
   enum { O_AGAINST = 1000 };
@@ -77,7 +77,7 @@ static int diff(int argc, char **argv, int by_variant) {
   int ch, rc;
   unsigned char seen[PF_OPT_CODES] = {0};
   while ((ch = getopt_long(argc, argv, ":k:v:t:a:h", longopts, NULL)) != -1) {
-    if (option_once(longopts, ch, seen)) return 2;
+    if (pf_option_once(longopts, ch, seen)) return 2;
     have_t |= ch == 't', have_a |= ch == 'a';
     if (ch == 'h') {
       help(by_variant);
@@ -87,37 +87,37 @@ static int diff(int argc, char **argv, int by_variant) {
       against = optarg;
       continue;
     }
-    if ((rc = case_option(ch, optarg, &o, &shape_arg, &backend)) >= 0) {
+    if ((rc = pf_case_option(ch, optarg, &o, &shape_arg, &backend)) >= 0) {
       if (rc) return rc;
       continue;
     }
-    if (ch == ':') return usage_error("%s: %s needs a value", cmd, argv[optind - 1]);
-    return usage_error("%s: unknown option '%s' (see precfuzz %s --help)", cmd, argv[optind - 1], cmd);
+    if (ch == ':') return pf_usage_error("%s: %s needs a value", cmd, argv[optind - 1]);
+    return pf_usage_error("%s: unknown option '%s' (see precfuzz %s --help)", cmd, argv[optind - 1], cmd);
   }
-  if (optind < argc) return usage_error("%s: unexpected argument '%s'", cmd, argv[optind]);
-  if (check_run_opts(&o)) return 2;
+  if (optind < argc) return pf_usage_error("%s: unexpected argument '%s'", cmd, argv[optind]);
+  if (pf_check_run_opts(&o)) return 2;
   if (strcmp(backend, by_variant ? "cpu" : "cuda") != 0)
-    return usage_error("%s: --backend is not an option here%s", cmd, by_variant ? "" : " (it runs both)");
-  if (o.kernel && !pf_op_find(o.kernel)) return usage_error("-k: unknown kernel '%s' (see precfuzz list)", o.kernel);
-  if (o.variant && !o.kernel) return usage_error("%s: -v needs -k", cmd);
+    return pf_usage_error("%s: --backend is not an option here%s", cmd, by_variant ? "" : " (it runs both)");
+  if (o.kernel && !pf_op_find(o.kernel)) return pf_usage_error("-k: unknown kernel '%s' (see precfuzz list)", o.kernel);
+  if (o.variant && !o.kernel) return pf_usage_error("%s: -v needs -k", cmd);
   if (o.variant && !pf_kernel_find(o.kernel, o.variant))
-    return usage_error("-v: unknown variant '%s' of kernel %s (see precfuzz list)", o.variant, o.kernel);
-  if (o.fault) return usage_error("%s: --fault is not an option here (it compares correct variants)", cmd);
-  if (o.checkpoint) return usage_error("%s: --checkpoint is not an option here (it compares backends on generated cases)", cmd);
+    return pf_usage_error("-v: unknown variant '%s' of kernel %s (see precfuzz list)", o.variant, o.kernel);
+  if (o.fault) return pf_usage_error("%s: --fault is not an option here (it compares correct variants)", cmd);
+  if (o.checkpoint) return pf_usage_error("%s: --checkpoint is not an option here (it compares backends on generated cases)", cmd);
   if (shape_arg) {
-    if (!o.kernel) return usage_error("%s: --shape needs -k", cmd);
-    if ((rc = parse_shape(shape_arg, pf_op_find(o.kernel), o.shape))) return rc;
+    if (!o.kernel) return pf_usage_error("%s: --shape needs -k", cmd);
+    if ((rc = pf_parse_shape(shape_arg, pf_op_find(o.kernel), o.shape))) return rc;
     o.have_shape = 1;
   }
   const pf_kernel *other = NULL; /* diff-variant: what the variant is compared with */
   if (by_variant) {
-    if (!o.variant) return usage_error("diff-variant: -k KERNEL -v VARIANT are required");
+    if (!o.variant) return pf_usage_error("diff-variant: -k KERNEL -v VARIANT are required");
     const pf_kernel *k = pf_kernel_find(o.kernel, o.variant);
     if (!against && !k->like)
-      return usage_error("diff-variant: %s/%s is a built-in variant: name the one to compare it with (--against)", o.kernel, o.variant);
+      return pf_usage_error("diff-variant: %s/%s is a built-in variant: name the one to compare it with (--against)", o.kernel, o.variant);
     if (!against) against = k->like;
     if (!(other = pf_kernel_find(o.kernel, against)))
-      return usage_error("--against: unknown variant '%s' of kernel %s (see precfuzz list)", against, o.kernel);
+      return pf_usage_error("--against: unknown variant '%s' of kernel %s (see precfuzz list)", against, o.kernel);
   }
   /* which kernels: those named, with a CUDA implementation */
   int any = by_variant;
@@ -127,10 +127,10 @@ static int diff(int argc, char **argv, int by_variant) {
     any |= k->run_cuda != NULL;
   }
   if (!any)
-    return usage_error("diff-backend: %s%s%s has no CUDA implementation%s", o.kernel ? o.kernel : "no kernel",
+    return pf_usage_error("diff-backend: %s%s%s has no CUDA implementation%s", o.kernel ? o.kernel : "no kernel",
                        o.variant ? "/" : "", o.variant ? o.variant : "", pf_cuda_missing_hint());
   char device[256] = "cpu";
-  if (!by_variant && pf_cuda_describe(device, sizeof device)) return usage_error("%s", pf_error_message());
+  if (!by_variant && pf_cuda_describe(device, sizeof device)) return pf_usage_error("%s", pf_error_message());
   cJSON *root = o.json ? cJSON_CreateObject() : NULL, *rows = NULL;
   if (root) {
     cJSON_AddStringToObject(root, "precfuzz", PF_VERSION);
@@ -154,8 +154,8 @@ static int diff(int argc, char **argv, int by_variant) {
         char skipped[512] = "";
         for (uint64_t c = 0; c < o.cases; c++) {
           pf_case cs, co;
-          if ((rc = build_case(k, &ro, o.seed + c, &cs))) return rc;
-          if (other && (rc = build_case(other, &ro, o.seed + c, &co))) {
+          if ((rc = pf_build_case(k, &ro, o.seed + c, &cs))) return rc;
+          if (other && (rc = pf_build_case(other, &ro, o.seed + c, &co))) {
             pf_case_free(&cs);
             return rc;
           }
@@ -230,7 +230,7 @@ static int diff(int argc, char **argv, int by_variant) {
   }
   if (!nrows) { /* nothing compared is no result: say so */
     cJSON_Delete(root);
-    return usage_error("%s: no dtype and accumulation%s to compare (precfuzz list)", cmd,
+    return pf_usage_error("%s: no dtype and accumulation%s to compare (precfuzz list)", cmd,
                        have_t || have_a ? " of those given" : "");
   }
   if (root) {

@@ -35,7 +35,7 @@ static void pf_min_help(void) {
 int pf_cmd_minimize(int argc, char **argv) {
   const char *in = NULL, *outp = NULL, *driver = NULL, *fault = NULL;
   static const char *const valued[] = {"-o", "--driver", "--fault", NULL};
-  if (flags_once(argc, argv, valued, NULL)) return 2;
+  if (pf_flags_once(argc, argv, valued, NULL)) return 2;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
       pf_min_help();

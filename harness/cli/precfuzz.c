@@ -111,7 +111,7 @@ static int cmd_list(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--json") == 0) json = 1;
     else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) { print_help_list(); return 0; }
-    else return usage_error("list: unknown argument '%s' (see precfuzz list --help)", argv[i]);
+    else return pf_usage_error("list: unknown argument '%s' (see precfuzz list --help)", argv[i]);
   }
   if (json) {
     cJSON *a = cJSON_CreateArray();
@@ -132,7 +132,7 @@ static int cmd_list(int argc, char **argv) {
       if (k->accums & PF_DT(t)) { strcat(acs, acs[0] ? "," : ""); strcat(acs, pf_dtype_name((pf_dtype)t)); }
     if (k->accums & PF_ACCUM_STORAGE) strcat(acs, acs[0] ? ",storage" : "storage");
     char *fs = pf_list_join(k->faults, ",");
-    if (!fs) return usage_error("list: out of memory");
+    if (!fs) return pf_usage_error("list: out of memory");
     const char *lib = pf_plugin_of(k);
     char like[96] = "";
     if (k->like) snprintf(like, sizeof like, " (contract of %s)", k->like);
@@ -148,7 +148,7 @@ static int cmd_list(int argc, char **argv) {
       const pf_param_desc *d = &op->params[p];
       if (d->type == PF_PARAM_CHOICE) {
         char *ch = pf_list_join(d->choices, "|");
-        if (!ch) return usage_error("list: out of memory");
+        if (!ch) return pf_usage_error("list: out of memory");
         printf("  %s %-10s %s (default %s): %s", op->name, d->name, ch, d->choices[(int)d->def], d->help);
         free(ch);
       } else {
@@ -304,7 +304,7 @@ static int save_finding(const pf_case *c, const pf_run *r, const run_opts *o, ui
   snprintf(path + used, len - used, ".json");
   if (!st) st = pf_case_save(&k, path);
   pf_case_free(&k);
-  if (st) fprintf(stderr, "%s: --save-findings: %s\n", prog, pf_error_message()), pf_save_failed = 1;
+  if (st) fprintf(stderr, "%s: --save-findings: %s\n", pf_prog, pf_error_message()), pf_save_failed = 1;
   return st ? -1 : 0;
 }
 
@@ -416,7 +416,7 @@ static int sarif_write(const char *path, cJSON *results) {
   const int bad = !t || pf_write_file_atomic(path, t, strlen(t)) != PF_OK;
   free(t);
   cJSON_Delete(root);
-  return bad ? usage_error("--sarif: %s", pf_error_message()) : 0;
+  return bad ? pf_usage_error("--sarif: %s", pf_error_message()) : 0;
 }
 
 /* run --junit FILE: every case judged as a JUnit test case, one test suite per variant and
@@ -500,7 +500,7 @@ static int junit_write(const char *path, pf_junit *j) {
   const int bad = !f || fclose(f) != 0 || pf_write_file_atomic(path, text, len) != PF_OK;
   if (!f) pf_error(PF_ERR_NOMEM, "out of memory");
   free(text);
-  return bad ? usage_error("--junit: %s", pf_error_message()) : 0;
+  return bad ? pf_usage_error("--junit: %s", pf_error_message()) : 0;
 }
 
 static void junit_free(pf_junit *j) {
@@ -596,7 +596,7 @@ static void print_hazard_boundary(const pf_case *tmpl, const run_opts *o, uint64
     return;
   }
   const double bad = th.bad_above ? th.above : th.below, good = th.bad_above ? th.below : th.above;
-  axis_reproduce_line(tmpl, o, &a, bad, seed, rep, sizeof rep);
+  pf_axis_reproduce_line(tmpl, o, &a, bad, seed, rep, sizeof rep);
   printf("  %s along %s from seed %llu's case: from %.17g %s (%.17g: none)%s; %zu cases\n    at the boundary: %s\n", name,
          ax, (unsigned long long)seed, bad, th.bad_above ? "up" : "down", good,
          th.changes > 1 ? ", not monotone on the grid" : "", th.runs, rep);
@@ -644,7 +644,7 @@ static int run_variant(const pf_kernel *k, const run_opts *o, run_json *jcases, 
   for (uint64_t c0 = 0; c0 < o->cases && !pf_interrupted() && !pf_save_failed; c0 += chunk) {
     const uint64_t nc = o->cases - c0 < chunk ? o->cases - c0 : chunk;
     for (uint64_t j = 0; j < nc; j++) {
-      const int rc = build_case_drawn(k, o, o->seed + c0 + j, &cs[j], &drawn);
+      const int rc = pf_build_case_drawn(k, o, o->seed + c0 + j, &cs[j], &drawn);
       if (rc) {
         for (uint64_t x = 0; x < j; x++) pf_case_free(&cs[x]);
         hazard_cases_free(hz_case, hz_kept);
@@ -660,7 +660,7 @@ static int run_variant(const pf_kernel *k, const run_opts *o, run_json *jcases, 
     if (st) {
       for (uint64_t j = 0; j < nc; j++) pf_run_free(&rs[j]), pf_case_free(&cs[j]);
       hazard_cases_free(hz_case, hz_kept);
-      return usage_error("%s", pf_error_message());
+      return pf_usage_error("%s", pf_error_message());
     }
     for (uint64_t j = 0; j < nc; j++) {
       const uint64_t seed = o->seed + c0 + j;
@@ -683,7 +683,7 @@ static int run_variant(const pf_kernel *k, const run_opts *o, run_json *jcases, 
       pf_hazard_tally_add(&hz, &r);
       if (o->sarif_results && (finding || r.hazards)) {
         char rep[1536], d[1024];
-        reproduce_line(&c, o, seed, rep, sizeof rep);
+        pf_reproduce_line(&c, o, seed, rep, sizeof rep);
         if (finding) {
           pf_run_describe(&c, &r, d, sizeof d);
           sarif_add(o->sarif_results, pf_verdict_name(r.cmp.verdict), r.in_domain ? "error" : "warning", &c, seed, d,
@@ -695,7 +695,7 @@ static int run_variant(const pf_kernel *k, const run_opts *o, run_json *jcases, 
       }
       if (o->junit) {
         char rep[1536], d[1024];
-        reproduce_line(&c, o, seed, rep, sizeof rep);
+        pf_reproduce_line(&c, o, seed, rep, sizeof rep);
         if (finding) pf_run_describe(&c, &r, d, sizeof d);
         junit_case(o->junit, &c, seed, &r, finding ? d : NULL, rep);
       }
@@ -705,7 +705,7 @@ static int run_variant(const pf_kernel *k, const run_opts *o, run_json *jcases, 
             hz_kept |= 1u << h, hz_seed[h] = seed;
         hazard_shown |= r.hazards;
         char rep[1536], hs[64];
-        reproduce_line(&c, o, seed, rep, sizeof rep);
+        pf_reproduce_line(&c, o, seed, rep, sizeof rep);
         printf("HAZARD %s/%s %s/%s seed %llu (verdict %s): %s\n", c.kernel, c.variant, pf_dtype_name(c.dtype),
                pf_dtype_name(c.accum), (unsigned long long)seed, pf_verdict_name(r.cmp.verdict),
                pf_hazards_str(r.hazards, hs, sizeof hs));
@@ -721,7 +721,7 @@ static int run_variant(const pf_kernel *k, const run_opts *o, run_json *jcases, 
       } else if (finding && printed < o->max_print) {
         char d[1024], rep[1536];
         pf_run_describe(&c, &r, d, sizeof d);
-        reproduce_line(&c, o, seed, rep, sizeof rep);
+        pf_reproduce_line(&c, o, seed, rep, sizeof rep);
         printf("FINDING %s/%s %s/%s seed %llu: %s\n", c.kernel, c.variant, pf_dtype_name(c.dtype),
                pf_dtype_name(c.accum), (unsigned long long)seed, d);
         if (!r.in_domain) printf("  outside the contract's domain: %s\n", r.why);
@@ -743,7 +743,7 @@ static int run_variant(const pf_kernel *k, const run_opts *o, run_json *jcases, 
   }
   const char *why = pf_save_failed ? "a finding could not be saved" : pf_interrupted() == SIGTERM ? "SIGTERM" : "Ctrl-C";
   if (jcases && done < o->cases) /* the JSON says "interrupted"; the line goes where a person reads */
-    fprintf(stderr, "%s: %s (%s) after %llu of %llu cases of %s/%s\n", prog, pf_save_failed ? "stopped" : "interrupted",
+    fprintf(stderr, "%s: %s (%s) after %llu of %llu cases of %s/%s\n", pf_prog, pf_save_failed ? "stopped" : "interrupted",
             why, (unsigned long long)done, (unsigned long long)o->cases, k->op->name, k->variant);
   if (!jcases) {
     if (done < o->cases)
@@ -790,7 +790,7 @@ static int run_variant(const pf_kernel *k, const run_opts *o, run_json *jcases, 
  * hazard; then a summary over the cases. */
 static int run_trajectories(const pf_kernel *k, const run_opts *o, int *any_finding) {
   if (!k->op->carry)
-    return usage_error("--steps: %s carries no state from one step to the next (adam does)", k->op->name);
+    return pf_usage_error("--steps: %s carries no state from one step to the next (adam does)", k->op->name);
   pf_oracle_opts oo;
   pf_oracle_opts_default(&oo);
   oo.prec = o->oracle_prec;
@@ -803,17 +803,17 @@ static int run_trajectories(const pf_kernel *k, const run_opts *o, int *any_find
   for (uint64_t j = 0; j < o->cases && !pf_interrupted(); j++) {
     const uint64_t seed = o->seed + j;
     pf_case c;
-    const int rc = build_case_drawn(k, o, seed, &c, &drawn);
+    const int rc = pf_build_case_drawn(k, o, seed, &c, &drawn);
     if (rc) return rc;
     pf_trajectory t;
     if (pf_trajectory_run(&c, o->steps, &oo, &t)) {
       pf_case_free(&c);
-      return usage_error("%s", pf_error_message());
+      return pf_usage_error("%s", pf_error_message());
     }
     done++;
     secs += t.seconds;
     char rep[4096];
-    reproduce_line(&c, o, seed, rep, sizeof rep);
+    pf_reproduce_line(&c, o, seed, rep, sizeof rep);
     if (t.findings) {
       with_finding++;
       *any_finding = 1;
@@ -857,7 +857,7 @@ static int run_command(run_opts *o);
 
 static int cmd_run(int argc, char **argv) {
   run_opts o;
-  run_opts_init(&o, 100);
+  pf_run_opts_init(&o, 100);
   o.max_print = 10;
   const char *shape_arg = NULL, *backend = "cpu", *sarif = NULL, *junit = NULL;
   static const struct option longopts[] = {PF_CASE_LONGOPTS,
@@ -876,8 +876,8 @@ static int cmd_run(int argc, char **argv) {
   int ch, rc;
   unsigned char seen[PF_OPT_CODES] = {0};
   while ((ch = getopt_long(argc, argv, ":k:v:t:a:h", longopts, NULL)) != -1) {
-    if (option_once(longopts, ch, seen)) return 2;
-    if ((rc = case_option(ch, optarg, &o, &shape_arg, &backend)) >= 0) {
+    if (pf_option_once(longopts, ch, seen)) return 2;
+    if ((rc = pf_case_option(ch, optarg, &o, &shape_arg, &backend)) >= 0) {
       if (rc) return rc;
       continue;
     }
@@ -887,91 +887,91 @@ static int cmd_run(int argc, char **argv) {
     case O_JUNIT: junit = optarg; break;
     case O_TENSORS:
       if (strcmp(optarg, "npy") && strcmp(optarg, "safetensors"))
-        return usage_error("--tensors: '%s' is not npy or safetensors", optarg);
+        return pf_usage_error("--tensors: '%s' is not npy or safetensors", optarg);
       o.tensors = optarg;
       break;
     case O_MAXPRINT:
-      if (parse_u64(optarg, &o.max_print)) return usage_error("--max-print: '%s' is not a count", optarg);
+      if (pf_parse_u64(optarg, &o.max_print)) return pf_usage_error("--max-print: '%s' is not a count", optarg);
       break;
     case O_ATDEFAULTS: at_defaults = 1; break;
     case O_SAVECKPT: o.save_checkpoint = optarg; break;
     case O_STEPS:
-      if (parse_u64(optarg, &o.steps) || o.steps < 1 || o.steps > 10000000)
-        return usage_error("--steps: '%s' is not a number of steps in [1, 10^7]", optarg);
+      if (pf_parse_u64(optarg, &o.steps) || o.steps < 1 || o.steps > 10000000)
+        return pf_usage_error("--steps: '%s' is not a number of steps in [1, 10^7]", optarg);
       break;
     case 'h': print_help_run(); return 0;
-    case ':': return usage_error("run: %s needs a value", argv[optind - 1]);
-    default: return usage_error("run: unknown option '%s' (see precfuzz run --help)", argv[optind - 1]);
+    case ':': return pf_usage_error("run: %s needs a value", argv[optind - 1]);
+    default: return pf_usage_error("run: unknown option '%s' (see precfuzz run --help)", argv[optind - 1]);
     }
   }
-  if (optind < argc) return usage_error("run: unexpected argument '%s'", argv[optind]);
-  if (check_run_opts(&o)) return 2;
-  if (o.tensors && !o.save_dir) return usage_error("--tensors needs --save-findings DIR");
+  if (optind < argc) return pf_usage_error("run: unexpected argument '%s'", argv[optind]);
+  if (pf_check_run_opts(&o)) return 2;
+  if (o.tensors && !o.save_dir) return pf_usage_error("--tensors needs --save-findings DIR");
   if (o.steps > 1 && (o.json || o.save_dir || sarif || junit))
-    return usage_error("--steps: a trajectory prints its findings and hazards as lines; --json, --save-findings, "
+    return pf_usage_error("--steps: a trajectory prints its findings and hazards as lines; --json, --save-findings, "
                        "--sarif and --junit take one-step runs only");
-  if (!o.kernel) return usage_error("run: -k KERNEL is required (see precfuzz list)");
+  if (!o.kernel) return pf_usage_error("run: -k KERNEL is required (see precfuzz list)");
   const pf_op *op = pf_op_find(o.kernel);
-  if (!op) return usage_error("-k: unknown kernel '%s' (see precfuzz list)", o.kernel);
+  if (!op) return pf_usage_error("-k: unknown kernel '%s' (see precfuzz list)", o.kernel);
   if (o.variant && !pf_kernel_find(o.kernel, o.variant))
-    return usage_error("-v: unknown variant '%s' of kernel %s (see precfuzz list)", o.variant, o.kernel);
-  if (o.checkpoint && !op->takes_checkpoint) return usage_error("--checkpoint: kernel %s loads none (tp_diff does)", o.kernel);
+    return pf_usage_error("-v: unknown variant '%s' of kernel %s (see precfuzz list)", o.variant, o.kernel);
+  if (o.checkpoint && !op->takes_checkpoint) return pf_usage_error("--checkpoint: kernel %s loads none (tp_diff does)", o.kernel);
   if (o.save_checkpoint) { /* one case's checkpoints, never written over */
     struct stat sb;
-    if (!op->takes_checkpoint) return usage_error("--save-checkpoint: kernel %s saves no checkpoint (tp_diff does)", o.kernel);
-    if (o.cases != 1 || !o.variant) return usage_error("--save-checkpoint keeps one case's checkpoints: give -v and --cases 1");
-    if (o.checkpoint) return usage_error("--save-checkpoint with --checkpoint: the run loads DIR and saves nothing");
-    if (o.steps > 1) return usage_error("--save-checkpoint: --steps runs no round trip");
+    if (!op->takes_checkpoint) return pf_usage_error("--save-checkpoint: kernel %s saves no checkpoint (tp_diff does)", o.kernel);
+    if (o.cases != 1 || !o.variant) return pf_usage_error("--save-checkpoint keeps one case's checkpoints: give -v and --cases 1");
+    if (o.checkpoint) return pf_usage_error("--save-checkpoint with --checkpoint: the run loads DIR and saves nothing");
+    if (o.steps > 1) return pf_usage_error("--save-checkpoint: --steps runs no round trip");
     if (stat(o.save_checkpoint, &sb) == 0)
-      return usage_error("--save-checkpoint: %s already exists (a checkpoint is never written over)", o.save_checkpoint);
+      return pf_usage_error("--save-checkpoint: %s already exists (a checkpoint is never written over)", o.save_checkpoint);
     pf_checkpoint_keep(o.save_checkpoint);
   }
   if (shape_arg) {
-    if ((rc = parse_shape(shape_arg, op, o.shape))) return rc;
+    if ((rc = pf_parse_shape(shape_arg, op, o.shape))) return rc;
     o.have_shape = 1;
   }
-  if ((rc = backend_setup(backend, o.kernel, o.variant, &o.backend, o.device, sizeof o.device))) return rc;
-  if ((rc = load_input_files(&o, op))) {
-    free_input_files(&o);
+  if ((rc = pf_backend_setup(backend, o.kernel, o.variant, &o.backend, o.device, sizeof o.device))) return rc;
+  if ((rc = pf_load_input_files(&o, op))) {
+    pf_free_input_files(&o);
     return rc;
   }
   /* tensors from files are a user's case: its parameters are what the command line says */
   int from_file = 0;
   for (int k = 0; k < o.ninput_specs; k++) from_file |= o.files[k] != NULL;
-  o.draw = !at_defaults && op_draws_params(op) && !from_file;
+  o.draw = !at_defaults && pf_op_draws_params(op) && !from_file;
   const char *pv = getenv("PRECFUZZ_PROGRESS");
   if (pv && strcmp(pv, "0") != 0 && strcmp(pv, "1") != 0) {
-    free_input_files(&o);
-    return usage_error("PRECFUZZ_PROGRESS: '%s' is not 0 or 1", pv);
+    pf_free_input_files(&o);
+    return pf_usage_error("PRECFUZZ_PROGRESS: '%s' is not 0 or 1", pv);
   }
   o.progress = pv ? *pv == '1' : -1;
   if (sarif && junit && pf_same_file(sarif, junit)) { /* the second would overwrite the first */
-    free_input_files(&o);
-    return usage_error("--sarif and --junit name one file (%s): give each its own", junit);
+    pf_free_input_files(&o);
+    return pf_usage_error("--sarif and --junit name one file (%s): give each its own", junit);
   }
   if (sarif) {
     if (pf_write_file_atomic_probe(sarif)) {
-      free_input_files(&o);
-      return usage_error("--sarif: %s", pf_error_message());
+      pf_free_input_files(&o);
+      return pf_usage_error("--sarif: %s", pf_error_message());
     }
     o.sarif_results = cJSON_CreateArray();
   }
   if (junit) {
     if (pf_write_file_atomic_probe(junit)) {
       cJSON_Delete(o.sarif_results);
-      free_input_files(&o);
-      return usage_error("--junit: %s", pf_error_message());
+      pf_free_input_files(&o);
+      return pf_usage_error("--junit: %s", pf_error_message());
     }
     if (!(o.junit = junit_new())) {
       cJSON_Delete(o.sarif_results);
-      free_input_files(&o);
-      return usage_error("--junit: out of memory");
+      pf_free_input_files(&o);
+      return pf_usage_error("--junit: out of memory");
     }
   }
   pf_interrupt_polled(1); /* Ctrl-C: stop after the case at hand and say what was judged */
   rc = run_command(&o);
   if (o.save_checkpoint && rc != EXIT_USAGE && !pf_checkpoint_kept())
-    rc = usage_error("--save-checkpoint: the case saved no checkpoint (a built-in tp_diff variant with --param "
+    rc = pf_usage_error("--save-checkpoint: the case saved no checkpoint (a built-in tp_diff variant with --param "
                      "resume_at=K or reshard_at=K saves one; a kernel process saves its own)");
   else if (o.save_checkpoint && pf_checkpoint_kept())
     fprintf(stderr, "precfuzz: the case's checkpoints kept in %s\n", o.save_checkpoint);
@@ -991,7 +991,7 @@ static int cmd_run(int argc, char **argv) {
       cJSON_Delete(results);
     }
   }
-  free_input_files(&o);
+  pf_free_input_files(&o);
   return rc;
 }
 
@@ -1002,12 +1002,12 @@ static int run_command(run_opts *op_) {
   if (o.save_dir) {
     struct stat sb;
     if (stat(o.save_dir, &sb) != 0 && mkdir(o.save_dir, 0777) != 0)
-      return usage_error("--save-findings: cannot create directory '%s' (%s)", o.save_dir, strerror(errno));
+      return pf_usage_error("--save-findings: cannot create directory '%s' (%s)", o.save_dir, strerror(errno));
     if (stat(o.save_dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
-      return usage_error("--save-findings: '%s' is not a directory", o.save_dir);
+      return pf_usage_error("--save-findings: '%s' is not a directory", o.save_dir);
   }
   if (o.fault && o.variant && !pf_kernel_has_fault(pf_kernel_find(o.kernel, o.variant), o.fault))
-    return usage_error("--fault: '%s' does not exist for %s/%s (see precfuzz list)", o.fault, o.kernel, o.variant);
+    return pf_usage_error("--fault: '%s' does not exist for %s/%s (see precfuzz list)", o.fault, o.kernel, o.variant);
 
   run_json js = {&o, 0}, *jcases = o.json ? &js : NULL;
   int any_finding = 0, ran = 0;
@@ -1019,7 +1019,7 @@ static int run_command(run_opts *op_) {
       continue; /* running all variants: skip those that cannot take these settings */
     if (!o.variant) { /* ... or these parameters (a layout a variant has not): said, then skipped */
       pf_case c0;
-      if ((rc = build_case(k, &o, o.seed, &c0))) return rc; /* said: the same for every variant */
+      if ((rc = pf_build_case(k, &o, o.seed, &c0))) return rc; /* said: the same for every variant */
       const pf_status st = pf_case_validate(&c0);
       pf_case_free(&c0);
       if (st == PF_ERR_UNSUPPORTED) {
@@ -1032,7 +1032,7 @@ static int run_command(run_opts *op_) {
     if (pf_save_failed || pf_interrupted()) break; /* no next variant */
   }
   if (!ran)
-    return usage_error("run: no variant of %s supports dtype %s with accumulation %s%s%s", o.kernel,
+    return pf_usage_error("run: no variant of %s supports dtype %s with accumulation %s%s%s", o.kernel,
                        pf_dtype_name(o.dtype), pf_dtype_name(o.accum), o.fault ? " and fault " : "", o.fault ? o.fault : "");
   if (jcases) run_json_tail(jcases, any_finding);
   if (pf_save_failed) return EXIT_USAGE; /* said on stderr when it happened */
@@ -1059,33 +1059,33 @@ static int cmd_replay(int argc, char **argv) {
   int json = 0, nfiles = 0, backend = PF_BACKEND_CPU;
   const char *driver = NULL, *fault = NULL, *backend_arg = "cpu";
   static const char *const valued[] = {"--driver", "--fault", "--backend", NULL}, *const bare[] = {"--json", NULL};
-  if (flags_once(argc, argv, valued, bare)) return 2;
+  if (pf_flags_once(argc, argv, valued, bare)) return 2;
   const char **files = calloc((size_t)argc, sizeof(char *));
-  if (!files) return usage_error("replay: out of memory");
+  if (!files) return pf_usage_error("replay: out of memory");
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--json") == 0) json = 1;
     else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) { free(files); print_help_replay(); return 0; }
     else if (strcmp(argv[i], "--driver") == 0 || strcmp(argv[i], "--fault") == 0 || strcmp(argv[i], "--backend") == 0) {
-      if (i + 1 >= argc) { free(files); return usage_error("replay: %s needs a value", argv[i]); }
+      if (i + 1 >= argc) { free(files); return pf_usage_error("replay: %s needs a value", argv[i]); }
       if (argv[i][2] == 'd') driver = argv[i + 1];
       else if (argv[i][2] == 'f') fault = argv[i + 1];
       else backend_arg = argv[i + 1];
       i++;
-    } else if (argv[i][0] == '-' && argv[i][1]) { free(files); return usage_error("replay: unknown option '%s'", argv[i]); }
+    } else if (argv[i][0] == '-' && argv[i][1]) { free(files); return pf_usage_error("replay: unknown option '%s'", argv[i]); }
     else files[nfiles++] = argv[i];
   }
   if (!nfiles) {
     free(files);
-    return usage_error("replay: no FILE given (see precfuzz replay --help)");
+    return pf_usage_error("replay: no FILE given (see precfuzz replay --help)");
   }
   if (pf_backend_parse(backend_arg, &backend)) {
     free(files);
-    return usage_error("%s", pf_error_message());
+    return pf_usage_error("%s", pf_error_message());
   }
   char device[256] = "";
   if (backend == PF_BACKEND_CUDA && pf_cuda_describe(device, sizeof device)) {
     free(files);
-    return usage_error("%s", pf_error_message());
+    return pf_usage_error("%s", pf_error_message());
   }
   pf_oracle_opts oo;
   pf_oracle_opts_default(&oo);
@@ -1094,7 +1094,7 @@ static int cmd_replay(int argc, char **argv) {
   int failed = 0, any_finding = 0;
   /* --json: the shape run --json has, streamed as run streams it */
   run_opts jo;
-  run_opts_init(&jo, 0);
+  pf_run_opts_init(&jo, 0);
   jo.backend = backend;
   snprintf(jo.device, sizeof jo.device, "%s", backend == PF_BACKEND_CUDA ? device : "none: the CPU emulation");
   run_json js = {&jo, 0};
@@ -1106,7 +1106,7 @@ static int cmd_replay(int argc, char **argv) {
     if (st) {
       pf_case_free(&c);
       free(files);
-      return usage_error("%s", pf_error_message());
+      return pf_usage_error("%s", pf_error_message());
     }
     pf_run r;
     st = pf_run_case(&c, &oo, &r);
@@ -1114,7 +1114,7 @@ static int cmd_replay(int argc, char **argv) {
       pf_run_free(&r);
       pf_case_free(&c);
       free(files);
-      return usage_error("%s: %s", file, pf_error_message());
+      return pf_usage_error("%s: %s", file, pf_error_message());
     }
     const char *got = pf_verdict_name(r.cmp.verdict);
     const int ok = c.expect[0] ? strcmp(c.expect, got) == 0 : !pf_verdict_is_finding(r.cmp.verdict);
@@ -1171,44 +1171,44 @@ static int cmd_judge(int argc, char **argv) {
   int json = 0;
   static const char *const valued[] = {"--outputs", "--tensor", "--like", "--ulps", "--threads", NULL},
                            *const bare[] = {"--json", NULL};
-  if (flags_once(argc, argv, valued, bare)) return 2;
+  if (pf_flags_once(argc, argv, valued, bare)) return 2;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) { print_help_judge(); return 0; }
     if (strcmp(a, "--json") == 0) { json = 1; continue; }
     if (strcmp(a, "--outputs") == 0 || strcmp(a, "--tensor") == 0 || strcmp(a, "--like") == 0 || strcmp(a, "--ulps") == 0 ||
         strcmp(a, "--threads") == 0) {
-      if (i + 1 >= argc) return usage_error("judge: %s needs a value", a);
+      if (i + 1 >= argc) return pf_usage_error("judge: %s needs a value", a);
       const char *v = argv[++i];
       if (a[3] == 'h') {
-        if (parse_threads(v)) return 2;
+        if (pf_parse_threads(v)) return 2;
       } else if (a[2] == 'o') outputs = v;
       else if (a[2] == 't') tensor = v;
       else if (a[2] == 'l') like_name = v;
       else {
         uint64_t u;
-        if (parse_u64(v, &u) || u > 1000000) return usage_error("--ulps: '%s' is not an integer in [0, 1000000]", v);
+        if (pf_parse_u64(v, &u) || u > 1000000) return pf_usage_error("--ulps: '%s' is not an integer in [0, 1000000]", v);
         ulps = (long)u;
       }
       continue;
     }
-    if (a[0] == '-' && a[1]) return usage_error("judge: unknown option '%s' (see precfuzz judge --help)", a);
-    if (case_path) return usage_error("judge: one CASE at a time ('%s' and '%s')", case_path, a);
+    if (a[0] == '-' && a[1]) return pf_usage_error("judge: unknown option '%s' (see precfuzz judge --help)", a);
+    if (case_path) return pf_usage_error("judge: one CASE at a time ('%s' and '%s')", case_path, a);
     case_path = a;
   }
-  if (!case_path) return usage_error("judge: no CASE given (see precfuzz judge --help)");
-  if (!outputs) return usage_error("judge: --outputs FILE is required");
-  if (like_name && ulps >= 0) return usage_error("judge: --like and --ulps are two different contracts: give one");
+  if (!case_path) return pf_usage_error("judge: no CASE given (see precfuzz judge --help)");
+  if (!outputs) return pf_usage_error("judge: --outputs FILE is required");
+  if (like_name && ulps >= 0) return pf_usage_error("judge: --like and --ulps are two different contracts: give one");
   if (ulps < 0) ulps = 1;
   pf_case c;
   if (pf_case_load(&c, case_path)) {
     pf_case_free(&c);
-    return usage_error("%s", pf_error_message());
+    return pf_usage_error("%s", pf_error_message());
   }
   const pf_kernel *like = NULL;
   if (like_name && !(like = pf_kernel_find(c.kernel, like_name))) {
     pf_case_free(&c);
-    return usage_error("--like: %s has no variant '%s' (see precfuzz list)", c.kernel, like_name);
+    return pf_usage_error("--like: %s has no variant '%s' (see precfuzz list)", c.kernel, like_name);
   }
   /* one tensor (a .npy file, the one named, or a safetensors file's only one), or else a
    * safetensors file's tensors named as the output stages */
@@ -1236,7 +1236,7 @@ static int cmd_judge(int argc, char **argv) {
   if (st) {
     pf_case_free(&c);
     for (size_t k = 0; k < nt; k++) pf_tensorfile_free(&ts[k]);
-    return usage_error("--outputs: %s", pf_error_message());
+    return pf_usage_error("--outputs: %s", pf_error_message());
   }
   pf_oracle_opts oo;
   pf_oracle_opts_default(&oo);
@@ -1248,7 +1248,7 @@ static int cmd_judge(int argc, char **argv) {
   if (st) {
     pf_run_free(&r);
     pf_case_free(&c);
-    return usage_error("%s: %s", outputs, pf_error_message());
+    return pf_usage_error("%s: %s", outputs, pf_error_message());
   }
   char contract[96];
   if (like) snprintf(contract, sizeof contract, "the contract of %s/%s", c.kernel, like->variant);
@@ -1301,10 +1301,10 @@ static int cmd_op_command(const pf_op *op, int argc, char **argv) {
       return 0;
     }
     if (strcmp(argv[i], "-k") == 0 || strncmp(argv[i], "--kernel", 8) == 0 || strncmp(argv[i], "-k", 2) == 0)
-      return usage_error("%s: -k is not an option here (%s is run -k %s)", op->command, op->command, op->name);
+      return pf_usage_error("%s: -k is not an option here (%s is run -k %s)", op->command, op->command, op->name);
   }
   char **args = calloc((size_t)argc + 6, sizeof(char *));
-  if (!args) return usage_error("%s: out of memory", op->command);
+  if (!args) return pf_usage_error("%s: out of memory", op->command);
   int n = 0;
   args[n++] = argv[0];
   args[n++] = "-k";
@@ -1355,14 +1355,14 @@ static void print_help(void) {
 static int precfuzz_main(int argc, char **argv) {
   /* --kernels LIB (before the command, repeatable) and $PRECFUZZ_KERNELS: a user's kernels */
   while (argc >= 2 && strcmp(argv[1], "--kernels") == 0) {
-    if (argc < 3) return usage_error("--kernels needs a shared library (see precfuzz --help)");
-    if (pf_plugin_load(argv[2])) return usage_error("--kernels: %s", pf_error_message());
+    if (argc < 3) return pf_usage_error("--kernels needs a shared library (see precfuzz --help)");
+    if (pf_plugin_load(argv[2])) return pf_usage_error("--kernels: %s", pf_error_message());
     argv[2] = argv[0];
     argc -= 2, argv += 2;
   }
-  if (pf_plugins_load_env()) return usage_error("PRECFUZZ_KERNELS: %s", pf_error_message());
+  if (pf_plugins_load_env()) return pf_usage_error("PRECFUZZ_KERNELS: %s", pf_error_message());
   if (argc < 2) { /* bad usage: one line on stderr, as every other (the help is --help's) */
-    return usage_error("no command given (list, run, replay, judge, diff-backend, diff-variant, boundary, sweep, minimize, "
+    return pf_usage_error("no command given (list, run, replay, judge, diff-backend, diff-variant, boundary, sweep, minimize, "
                        "version; see precfuzz --help)");
   }
   const char *cmd = argv[1];
@@ -1371,7 +1371,7 @@ static int precfuzz_main(int argc, char **argv) {
     return 0;
   }
   if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
-    if (argc > 2) return usage_error("version: unexpected argument '%s' (it takes none)", argv[2]);
+    if (argc > 2) return pf_usage_error("version: unexpected argument '%s' (it takes none)", argv[2]);
     printf("precfuzz %s (MPFR %s, GMP %s, cJSON %s)\n", PF_VERSION, mpfr_get_version(), gmp_version, cJSON_Version());
     return 0;
   }
@@ -1393,7 +1393,7 @@ static int precfuzz_main(int argc, char **argv) {
     if (op->command && op_of_command(op->command) == op)
       snprintf(own + strlen(own), sizeof own - strlen(own), ", %s", op->command);
   }
-  return usage_error("unknown command '%s' (list, run, replay, judge%s, diff-backend, diff-variant, boundary, sweep, minimize, version; see precfuzz --help)", cmd, own);
+  return pf_usage_error("unknown command '%s' (list, run, replay, judge%s, diff-backend, diff-variant, boundary, sweep, minimize, version; see precfuzz --help)", cmd, own);
 }
 
 /* What a command printed must have reached its reader: a full disk or a closed pipe on stdout
@@ -1402,7 +1402,7 @@ int main(int argc, char **argv) {
   pf_interrupt_install();
   const int rc = precfuzz_main(argc, argv);
   if (fflush(stdout) != 0 || ferror(stdout)) {
-    fprintf(stderr, "%s: cannot write to standard output (%s)\n", prog, strerror(errno));
+    fprintf(stderr, "%s: cannot write to standard output (%s)\n", pf_prog, strerror(errno));
     return EXIT_USAGE;
   }
   return rc;

@@ -21,8 +21,6 @@ uint64_t pf_bytes_u64(pf_bytes *b) {
   return v;
 }
 
-size_t pf_bytes_left(const pf_bytes *b) { return b->pos < b->n ? b->n - b->pos : 0; }
-
 /* $PF_FUZZ_MAX_DIM, read once: 0 when unset; a bad value ends the run (exit 2, one line) */
 static size_t pf_fuzz_max_dim(void) {
   static size_t v;

@@ -19,7 +19,6 @@ typedef struct {
 
 uint8_t pf_bytes_u8(pf_bytes *b);
 uint64_t pf_bytes_u64(pf_bytes *b);
-size_t pf_bytes_left(const pf_bytes *b);
 
 /* A dimension of a decoded case: 1 to small for most inputs; for one byte value in 64,
  * small + 1 to large, spread log-uniformly by the next byte, so that the sizes where blocked
