@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "dtype.h"
+#include "jsonfile.h" /* pf_hexfloat, pf_read_file, ...: the case module's users have them here */
 #include "status.h"
 #include "tensor.h"
 
@@ -82,19 +83,10 @@ pf_status pf_case_save(const pf_case *c, const char *path);
 /* Input i read from a tensor file: its dtype and shape fit the case (the file's leading
  * dimensions may be flattened into the input's first). PF_ERR_ARG naming the file otherwise. */
 pf_status pf_case_check_file_input(const pf_case *c, int i, const char *what);
-/* A whole file, NUL-terminated (binary files too: len is the byte count). */
-pf_status pf_read_file(const char *path, char **out, size_t *len);
 
 /* cJSON helpers also used by the CLI's result output. */
 struct cJSON;
 struct cJSON *pf_case_to_cjson(const pf_case *c);
 pf_status pf_case_from_cjson(pf_case *c, const struct cJSON *j, const char *what);
-/* text as exactly one JSON value, refusing what cJSON alone lets through: data after the
- * value, a string holding a NUL (\u0000), an object holding a key twice (PF_ERR_PARSE, one line
- * naming it). *out: the tree to cJSON_Delete. */
-pf_status pf_json_parse_strict(const char *text, const char *what, struct cJSON **out);
-/* Hex float text of x ("0x1.8p+3", "inf", "-inf", "nan") and its strict parse. */
-void pf_hexfloat(char buf[40], double x);
-pf_status pf_parse_double(const char *s, double *out);
 
 #endif

@@ -27,7 +27,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "harness/runner.h"
+#include "harness/outputs.h"
 #include "harness/tensorfile.h"
 #include "kernels/kernel.h"
 

@@ -56,7 +56,8 @@ const pf_hazard_limits *pf_hazard_limits_current(void);
 const pf_hazard_limits *pf_hazard_limits_or_default(const pf_hazard_limits *l, pf_hazard_limits *def);
 
 struct pf_run;
-/* Judges r's hazards: imprecise and biased over every stage, then the operation's own
+/* (These three read the run: run_hazards.c implements them, above hazard.c, which the run holds.)
+ * Judges r's hazards: imprecise and biased over every stage, then the operation's own
  * (pf_op.hazards), and torch.testing.assert_close's default tolerance (pf_run.tt_fails).
  * Needs the oracle and the comparison (pf_run_judge calls it last). */
 void pf_run_hazards(const pf_case *c, struct pf_run *r, const pf_hazard_limits *l);

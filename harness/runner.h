@@ -5,45 +5,10 @@
 #include "case.h"
 #include "compare.h"
 #include "hazard.h"
+#include "outputs.h" /* pf_outputs_from_tensors: judge's users have it here */
+#include "run.h"
 #include "kernels/kernel.h"
 
-typedef struct pf_run {
-  const pf_kernel *kernel;
-  pf_tensor in[PF_MAX_INPUTS];
-  int ninputs;
-  double *out;
-  size_t nout;
-  unsigned fe; /* floating-point events of the kernel run */
-  int in_domain;        /* the inputs lie in the contract's domain */
-  char why[160];        /* if not, why */
-  int skipped;          /* opts.domain_only and outside the domain: nothing was run */
-  int backend;          /* where the kernel ran (PF_BACKEND_*) */
-  const char *born;     /* multi-stage outputs: the first stage with a finding (or NULL) */
-  size_t born_at;       /* its first finding element (index into out) */
-  pf_oracle_result oracle;
-  pf_bound *bound;
-  pf_comparison cmp;
-  double seconds_kernel, seconds_oracle;
-  char note[320];       /* the operation's review: why the reported finding is one ("" if none);
-                           a failed kernel: what went wrong */
-  int failed;           /* the kernel gave no outputs (PF_ERR_KERNEL): every verdict is "failed" */
-  int note_whole;       /* the review's note says the finding whole: element born_at is a code (which
-                           state differs), not a value, so its got, exact and ulps are not printed */
-  /* hazards (hazard.h): a bit per pf_hazard, and for each an output that shows it, its
-   * measure (imprecise: the relative error; biased: the t statistic; the operation's: its
-   * own) and one line saying what it is */
-  unsigned hazards;
-  size_t hazard_at[PF_NHAZARDS];
-  double hazard_measure[PF_NHAZARDS];
-  char hazard_note[PF_NHAZARDS][200];
-  /* torch.testing.assert_close with its default tolerance for the dtype, against the correctly
-   * rounded result: the elements it rejects (0: it passes the case), the first of them */
-  size_t tt_fails, tt_at;
-  /* the largest error as the stages measure it (per element, row or tensor: hazard.h), over
-   * every stage of values: what imprecise compares with its threshold */
-  double worst_err;
-  pf_bias_pool bias; /* biased's units of this case, by stage (pooled over cases by the tally) */
-} pf_run;
 
 /* Sets element i's verdict, keeping the counts and the case's verdict in step. */
 void pf_run_set_verdict(pf_run *r, size_t i, pf_verdict v);
@@ -62,17 +27,6 @@ void pf_oracle_opts_default(pf_oracle_opts *o);
 /* What pf_oracle_opts_default's mpfr_only is from now on (the command line's --oracle). */
 void pf_oracle_set_mpfr_only(int on);
 
-/* Outputs made elsewhere (a framework's, a kernel process's) as named tensors -> the case's
- * output layout. Either one unnamed tensor (.npy) or a tensor per output stage, named by the
- * stage ("output" for an operation of one stage): one tensor of all the outputs, or of the
- * stage "output" only; stages not given are marked 0 in given (NULL: all must be given).
- * A stage's tensor must be of the stage's dtype (pf_stage_dtype), and with exact_shape 1 of its
- * shape (pf_stage_shape); with 0 either of its shape or flat (one dimension, or none, of as many
- * values: a 2x1 tensor for a 1x2 stage is a mistake, not a layout). PF_ERR_ARG with one line
- * naming the tensor otherwise. */
-struct pf_tensorfile;
-pf_status pf_outputs_from_tensors(const pf_case *c, const struct pf_tensorfile *ts, size_t nt, double *out, size_t nout,
-                                  unsigned char *given, int exact_shape);
 
 /* Judges outputs made elsewhere: the case's inputs, the oracle, and the contract (bound and
  * domain) of `like` (a variant of the case's operation), or, with like NULL, the correctly

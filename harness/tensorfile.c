@@ -2,8 +2,8 @@
 /* Tensor files (tensorfile.h): .npy and safetensors. */
 #include "tensorfile.h"
 
-#include "case.h"
 #include "interrupt.h"
+#include "jsonfile.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -16,8 +16,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include "case.h"
 
 #define PF_NPY_MAX_HEADER 65536          /* numpy itself refuses more than 10000 by default */
 #define PF_ST_MAX_HEADER 100000000ull    /* safetensors' own limit */
