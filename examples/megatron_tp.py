@@ -303,11 +303,14 @@ class _Layer(MegatronModule):
     def __init__(self, config, params, stage, at):
         super().__init__(config)
         self.names = list(params)
-        self.tp_group, self.dp_group = at.tp_group, at.dp_group
+        self.tp_group, self.dp_group, self.expt_dp_group = at.tp_group, at.dp_group, at.expt_dp_group
+        self.experts = set()  # the experts' registered names
         self.axes = {}  # registered name -> the axis TP splits it along (megatron's partition_dim)
         for name, p in params.items():  # names as megatron's: a bias ends in ".bias" (no weight decay)
             key = name.replace(".w", "_weight").replace(".b", ".bias").replace(".", "_")
             self.register_parameter(key, p)
+            if name.startswith("exp"):
+                self.experts.add(key)
             if getattr(p, "tensor_model_parallel", False):
                 self.axes[key] = p.partition_dim
         self.pre_process = stage == 0
@@ -326,8 +329,14 @@ class _Layer(MegatronModule):
         the axis map); this layout's groups, not parallel_state's."""
         sd = {}
         self._save_to_state_dict(sd, "", keep_vars=True)
-        out = make_sharded_tensors_for_checkpoint(sd, prefix, self.axes, sharded_offsets, tp_group=self.tp_group,
+        dense = {k: v for k, v in sd.items() if k not in self.experts}
+        out = make_sharded_tensors_for_checkpoint(dense, prefix, self.axes, sharded_offsets, tp_group=self.tp_group,
                                                   dp_cp_group=self.dp_group)
+        # an expert's copies are over its own data-parallel group (under EP=2 the rank alone: the
+        # one replica that holds it saves it), as megatron's expert layers count their replicas
+        out.update(make_sharded_tensors_for_checkpoint({k: v for k, v in sd.items() if k in self.experts}, prefix,
+                                                       self.axes, sharded_offsets, tp_group=self.tp_group,
+                                                       dp_cp_group=self.expt_dp_group))
         if not self.pre_process:  # the last stage's LM head: the tied embedding's copy, as
             # LanguageModule.tie_embeddings_and_output_weights_state_dict saves it: under the first
             # stage's key, replica 1 (not written; loaded from the first stage's)

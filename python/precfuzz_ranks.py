@@ -470,8 +470,8 @@ class TPLayer:
     def reshard_splice(self, before, after, to):
         """One run that changed layout after step k (reshard_at), as tp_outputs takes it:
         {rank key in `to`: (hist, norms, state)} in the layout after, its rows before step k
-        gathered from the layout before (every block assembled over its TP ranks, replica 0's,
-        and cut to each rank's shard after) and from step k on its own (the row of step k: as
+        gathered from the layout before (every block assembled over its TP ranks, replica 0's or,
+        for an expert under EP, its own replica's, and cut to each rank's shard after) and from step k on its own (the row of step k: as
         loaded; step k's norm: the one reported before the save). before, after: {(dp, pp, tp):
         (hist, norms, state)} of the ranks that held the layout."""
         k = self.reshard
@@ -484,7 +484,9 @@ class TPLayer:
             hist = {}
             for name, h in hist_a.items():
                 blk = self.block(name)
-                full = self.assemble(blk, [before[(0, key[1], t)][0][name] for t in range(tp_b)], tp_b)
+                # replica 0's, or for an expert under EP the replica that holds it
+                d = next(d for d, p, _ in b_keys if p == key[1] and name in before[(d, p, 0)][0])
+                full = self.assemble(blk, [before[(d, key[1], t)][0][name] for t in range(tp_b)], tp_b)
                 mine = np.array(h, dtype=np.float32, copy=True).reshape(self.steps, 4, -1)
                 for s in range(k - 1):
                     for q in range(4):

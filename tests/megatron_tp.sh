@@ -238,6 +238,13 @@ out=$(rk diff-tp -v megatron-core-bf16 --param tied=0 --param tp=1 --param dp=2 
 n=$((n + 1))
 out=$(rk diff-tp -v megatron-core-fp16 -t fp16 --param tied=0 --param scaler=1 --param growth_interval=1 --shape 4x8x16x12x4 --param reshard_at=2 --cases 4)
 [ $? -eq 0 ] && echo "$out" | grep -q "ok 4 *$" || fail "reshard fp16 dynamic: $out"
+# the experts under EP=2 (each saved by the one replica that holds it: its replicas counted over
+# its own data-parallel group), round-tripped and resharded
+for trip in resume_at reshard_at; do
+  n=$((n + 1))
+  out=$(rk diff-tp -v megatron-core-bf16 --param tied=0 --param tp=1 --param dp=2 --param experts=2 --param microbatches=4 --shape 4x8x16x12x4 --param $trip=1 --cases 2)
+  [ $? -eq 0 ] && echo "$out" | grep -q "ok 2 *$" || fail "$trip, experts under EP=2: $out"
+done
 n=$((n + 1))
 out=$(rk diff-tp -v megatron-core-bf16 --param tied=0 --shape 4x8x16x12x4 --param reshard_at=2 --fault ckpt-master-from-param --cases 1)
 echo "$out" | grep -q "^FINDING .*seed 1: divergent, .*master .* outside .*each run resharded after step 2" || fail "reshard, masters from the weights: $out"
