@@ -484,8 +484,9 @@ pf_status pf_tp_mpfr(const pf_case *c, const pf_tensor *in, const pf_oracle_opts
     memcpy(out->rounded_alt + to, out->rounded_alt + from, 4 * n * sizeof *out->rounded_alt);
     memcpy(out->status + to, out->status + from, 4 * n);
     memcpy(out->dtype + to, out->dtype + from, 4 * n);
-    /* copies: equal, exactly */
-    for (size_t j = 0; j < 2 * L.nsync; j++) pf_tp_set(out, pf_tp_sync_at(&L, s, 0) + j, 0, 0, F);
+    /* copies: equal, exactly; each check's code and difference are a label and a value reported,
+     * not numbers with a distance to measure: undefined here, judged by the operation's verdict */
+    for (size_t j = 0; j < 2 * L.nsync; j++) pf_tp_set(out, pf_tp_sync_at(&L, s, 0) + j, NAN, NAN, F);
   }
   /* a round trip (resume_at): the resumed run equals the straight one, exactly; each code (0:
    * equal) and the two values beside it are labels and values reported, not numbers with a

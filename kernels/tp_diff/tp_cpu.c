@@ -1303,6 +1303,7 @@ static void pf_tp_review_runs(const pf_case *c, pf_run *r) {
                  name, of, s + 1, pf_tp_q[q], r->out[x + 1]);
       r->born = "copies";
       r->born_at = x;
+      r->note_whole = 1;
       return;
     }
     for (int run = 1; run >= 0; run--)
