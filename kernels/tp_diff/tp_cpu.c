@@ -913,7 +913,8 @@ static pf_status pf_tp_user_side(const pf_case *c, const pf_tp_layout *L, int *s
 pf_status pf_tp_cpu(const pf_case *c, const pf_tensor *in, double *out, unsigned *fe) {
   pf_tp_layout L;
   pf_tp_layout_make(c, &L);
-  pf_tp_world *w1 = malloc(sizeof *w1), *w2 = malloc(sizeof *w2);
+  /* zeroed: a world that a failure left unset is freed as empty */
+  pf_tp_world *w1 = calloc(1, sizeof *w1), *w2 = calloc(1, sizeof *w2);
   if (!w1 || !w2) {
     free(w1), free(w2);
     return pf_error(PF_ERR_NOMEM, "tp: cannot allocate the worlds");
