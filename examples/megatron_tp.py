@@ -424,21 +424,21 @@ _built = {}
 
 
 def _refuse_empty_bucket(inners, at):
-    """Refuses, on every rank of the layout alike, a save that megatron-core's distributed
+    """Refuses, on every rank alike, a save that megatron-core's distributed
     optimizer cannot make: a bucket padded to a multiple of lcm(DP, 128) elements can leave a DP
     rank's shard of it with no parameter at all (a model this small only: the last stage's bucket
     of a tied embedding), and sharded_param_state_dp_reshardable then asserts 'empty bucket
     encountered' on that rank alone while the others wait in the save's collectives."""
-    mine = []
-    for i, inner in enumerate(inners):
+    mine = []  # every rank of the world takes part (one that holds no part of the layout: none)
+    for i, inner in enumerate(inners or []):
         for g, maps in enumerate(inner.gbuf_ranges):
             for per_bucket in maps.values():
                 for b, bucket in enumerate(per_bucket):
                     if not bucket["param_map"]:
                         buf = inner.buffers[g].buckets[b]
                         mine.append((buf.numel_unpadded, buf.grad_data.numel()))
-    every = [None] * at.size
-    torch.distributed.all_gather_object(every, (at.d, at.stage, mine), group=at.all_group)
+    every = [None] * WORLD
+    torch.distributed.all_gather_object(every, (at.d, at.stage, mine))
     for d, stage, empty in every:
         if empty:
             unpadded, padded = empty[0]
@@ -558,7 +558,8 @@ def run(layer, case, init, grads, tp, pp, dp, distopt, ep=1, save_to=None, load_
     (reshard_at = k): save_to, steps 1..k and saved there by dist_checkpointing; load_from, loaded
     from there into fresh objects (its row of step k: as loaded), steps k+1..N (the rows and norms
     before: NaN). Every rank joins both (dist_checkpointing's collectives span the world), one
-    that holds no part of the layout with nothing to save or load."""
+    that holds no part of the layout with nothing to save or load; likewise in a round trip
+    (resume_at) of a layout that leaves ranks out (4 ranks, TP=2 untied)."""
     at = _Layout(tp, pp, dp, ep)
     if not at.holds():
         if save_to:
@@ -566,6 +567,12 @@ def run(layer, case, init, grads, tp, pp, dp, distopt, ep=1, save_to=None, load_
                 dist_checkpointing.save({}, save_to)
         if load_from:
             dist_checkpointing.load({}, load_from)
+        if layer.resume and not save_to and not load_from:
+            if distopt:
+                _refuse_empty_bucket(None, at)
+            with pr.checkpoint_dir(dist.group.WORLD) as path, _holding_nothing():
+                dist_checkpointing.save({}, path)
+                dist_checkpointing.load({}, path)
         return None
     params, chunk, opt, inners, groups = optimizer_for(layer, at, distopt, case.fault == "embedding-unmarked")
     index, source = {}, {}
@@ -728,7 +735,7 @@ def run(layer, case, init, grads, tp, pp, dp, distopt, ep=1, save_to=None, load_
         elif layer.resume:  # dist_checkpointing, as Megatron-LM's save_checkpoint and load_checkpoint use it
             if distopt:
                 _refuse_empty_bucket(inners, at)
-            with pr.checkpoint_dir(at.all_group) as path:
+            with pr.checkpoint_dir(dist.group.WORLD) as path:  # every rank: dist_checkpointing's collectives
                 dist_checkpointing.save(sharded(chunk, opt, at, False), path)
                 pr.poison(state_tensors(params.values(), inners))
                 load(path)
@@ -829,7 +836,7 @@ def _outputs(case, results, distopt):
 
 # the layouts this group can hold: 2 ranks, TP=2 or DP=2 (tied=0); 4 ranks, TP=2 x DP=2 or TP=2 x PP=2
 # grad_reduce_in_fp32: the reduction runs in fp32 (comm=0)
-# resume_at: the round trip through dist_checkpointing (the second layout holds every rank)
+# resume_at: the round trip through dist_checkpointing (every rank joins its save and load)
 _PARAMS = {"tied": [0, 0], "comm": [0, 0]} if WORLD == 2 else {"comm": [0, 0]}
 _PARAMS["resume_at"] = [0, 1e6]
 
