@@ -119,7 +119,8 @@ def loopback_only(env):
     except ValueError:
         ok = False
     if not ok:
-        return f"MASTER_ADDR={addr!r} is not a loopback address: a rank group talks over 127.0.0.1 only"
+        return (f"MASTER_ADDR={addr!r} is not a loopback address literal: a rank group talks over the loopback "
+                f"interface only (127.0.0.0/8 or ::1)")
     if env.get("GLOO_SOCKET_IFNAME") != "lo":
         return f"GLOO_SOCKET_IFNAME={env.get('GLOO_SOCKET_IFNAME', '')!r}: a rank group talks over the loopback interface (lo) only"
     return None

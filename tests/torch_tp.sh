@@ -123,6 +123,10 @@ n=$((n + 1))
 out=$("$P" --kernels "ranks:2:MASTER_ADDR=10.9.9.9 $PY examples/torch_tp.py" diff-tp -v torch-dtensor -t fp32 --param tied=0 --cases 1 2>&1)
 [ $? -eq 2 ] && echo "$out" | grep -q "MASTER_ADDR='10.9.9.9' is not a loopback address" &&
   echo "$out" | grep -q "^precfuzz: --kernels: .*exited with status 2 before its hello" || fail "MASTER_ADDR elsewhere: $out"
+# told another loopback address (127.0.0.2), the group runs there: still the loopback interface
+n=$((n + 1))
+out=$("$P" --kernels "ranks:2:MASTER_ADDR=127.0.0.2 $PY examples/torch_tp.py" diff-tp -v torch-dtensor -t fp32 --param tied=0 --cases 1 2>&1)
+[ $? -eq 0 ] && echo "$out" | grep -q "^tp_diff/torch-dtensor fp32/fp32: 1 cases (seeds 1..1): ok 1" || fail "MASTER_ADDR=127.0.0.2: $out"
 
 echo "torch_tp: $((n - failed))/$n checks passed"
 [ $failed -eq 0 ]
