@@ -94,9 +94,7 @@ void pf_checkpoint_keep(const char *dir) {
 int pf_checkpoint_keep_path(const char *layout, char *out, size_t len) {
   if (!pf_ckpt_keep) return 0;
   mkdir(pf_ckpt_keep, 0777); /* the first save makes it (the command refused one that existed) */
-  if (snprintf(out, len, "%s/%s", pf_ckpt_keep, layout) >= (int)len) return 0;
-  pf_ckpt_kept = 1;
-  return 1;
+  return snprintf(out, len, "%s/%s", pf_ckpt_keep, layout) < (int)len;
 }
 
 int pf_checkpoint_kept(void) { return pf_ckpt_kept; }
@@ -152,6 +150,7 @@ pf_status pf_checkpoint_write(const char *dir, const pf_checkpoint *ck) {
   }
   free(text);
   if (!st && rename(tmp, dir) != 0) st = pf_error(PF_ERR_IO, "checkpoint %s: cannot rename %s into place (%s)", dir, tmp, strerror(errno));
+  if (!st && pf_ckpt_keep && strncmp(dir, pf_ckpt_keep, strlen(pf_ckpt_keep)) == 0) pf_ckpt_kept = 1; /* one kept, whole */
   if (st) pf_checkpoint_remove(tmp);
   return st;
 }

@@ -63,7 +63,7 @@ void pf_checkpoint_remove(const char *dir);
 /* Where a kernel keeps the checkpoints its round trips write (run --save-checkpoint DIR, one
  * case): set once by the command before the case runs, NULL (the default) to remove them
  * after the load. A kernel writes each into a subdirectory of it named for the layout that saved
- * (pf_checkpoint_keep_path); pf_checkpoint_kept says whether one was. */
+ * (pf_checkpoint_keep_path); pf_checkpoint_kept says whether one was written there, whole. */
 void pf_checkpoint_keep(const char *dir);
 /* The directory to write the checkpoint of `layout` (e.g. "tp2-dp1") into: keep/layout, with
  * keep made if need be, when keeping (1); else 0 and nothing written. */

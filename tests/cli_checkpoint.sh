@@ -89,6 +89,7 @@ expect2 "--checkpoint: checkpoint $T/t/checkpoint.json: not a directory" "$P" "$
 expect2 "--checkpoint: kernel softmax loads none (tp_diff does)" "$P" run -k softmax --checkpoint "$T/t"
 expect2 "checkpoint $T/t: rank 0: tensor param is bf16, the case's is fp16" "$P" "${S[@]}" -t fp16 --param resume_at=2 --checkpoint "$T/t"
 expect2 "--save-checkpoint: $T/s already exists" "$P" "${S[@]}" --param resume_at=2 --save-checkpoint "$T/s"
+expect2 "--save-checkpoint: $T/none is not a directory precfuzz can write in" "$P" "${S[@]}" --param resume_at=2 --save-checkpoint "$T/none/k"
 expect2 "--save-checkpoint keeps one case's checkpoints: give -v and --cases 1" "$P" diff-tp -v megatron --param resume_at=2 --save-checkpoint "$T/n"
 expect2 "--save-checkpoint: the case saves none (a round trip does" "$P" "${S[@]}" --save-checkpoint "$T/n"
 n=$((n + 1))

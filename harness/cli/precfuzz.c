@@ -924,6 +924,14 @@ static int cmd_run(int argc, char **argv) {
     if (o.steps > 1) return pf_usage_error("--save-checkpoint: --steps runs no round trip");
     if (stat(o.save_checkpoint, &sb) == 0)
       return pf_usage_error("--save-checkpoint: %s already exists (a checkpoint is never written over)", o.save_checkpoint);
+    char parent[4096];
+    snprintf(parent, sizeof parent, "%s", o.save_checkpoint);
+    char *slash = strrchr(parent, '/');
+    if (slash == parent) slash[1] = 0;
+    else if (slash) *slash = 0;
+    else snprintf(parent, sizeof parent, ".");
+    if (stat(parent, &sb) != 0 || !S_ISDIR(sb.st_mode) || access(parent, W_OK) != 0)
+      return pf_usage_error("--save-checkpoint: %s is not a directory precfuzz can write in", parent);
     pf_checkpoint_keep(o.save_checkpoint);
   }
   if (shape_arg) {
@@ -970,11 +978,14 @@ static int cmd_run(int argc, char **argv) {
   }
   pf_interrupt_polled(1); /* Ctrl-C: stop after the case at hand and say what was judged */
   rc = run_command(&o);
-  if (o.save_checkpoint && rc != EXIT_USAGE && !pf_checkpoint_kept())
-    rc = pf_usage_error("--save-checkpoint: the case saved no checkpoint (a built-in tp_diff variant with --param "
-                     "resume_at=K or reshard_at=K saves one; a kernel process saves its own)");
-  else if (o.save_checkpoint && pf_checkpoint_kept())
+  if (o.save_checkpoint && !pf_checkpoint_kept()) {
+    rmdir(o.save_checkpoint); /* made for a save that failed: nothing in it (never anything else) */
+    if (rc != EXIT_USAGE)
+      rc = pf_usage_error("--save-checkpoint: the case saved no checkpoint (a built-in tp_diff variant with --param "
+                          "resume_at=K or reshard_at=K saves one; a kernel process saves its own)");
+  } else if (o.save_checkpoint && rc != EXIT_USAGE) {
     fprintf(stderr, "precfuzz: the case's checkpoints kept in %s\n", o.save_checkpoint);
+  }
   if (junit) { /* every case judged: a suite per variant (none: an empty report) */
     if (rc != EXIT_USAGE) {
       const int wrc = junit_write(junit, o.junit);

@@ -1089,24 +1089,20 @@ static pf_status pf_tp_check(const pf_case *c) {
       return pf_error(PF_ERR_UNSUPPORTED, "resume_at: %s/%s does not take it (its hello's params do not name resume_at: "
                                           "it has no save and load of its own wired to the round trip)", c->kernel, c->variant);
   }
-  if (pf_checkpoint_keeping()) {
-    const pf_kernel *k = pf_case_kernel(c);
-    if (c->params[PF_TPP_RESUME] == 0 && c->params[PF_TPP_RESHARD] == 0)
-      return pf_error(PF_ERR_ARG, "--save-checkpoint: the case saves none (a round trip does: --param resume_at=K or "
-                                  "reshard_at=K)");
-    if (k && k->like)
-      return pf_error(PF_ERR_ARG, "--save-checkpoint: %s/%s is a kernel process: it saves with its own code, where it likes",
-                      c->kernel, c->variant);
-  }
-  if (c->checkpoint[0]) {
-    if (c->params[PF_TPP_RESUME] == 0 && c->params[PF_TPP_RESHARD] == 0)
-      return pf_error(PF_ERR_ARG, "checkpoint: say the step it was saved after: --param resume_at=K (it holds the second "
-                                  "run's layout) or reshard_at=K (either run's, converted to the other's)");
-    const pf_kernel *k = pf_case_kernel(c);
-    if (k && k->like)
-      return pf_error(PF_ERR_UNSUPPORTED, "checkpoint: %s/%s is a kernel process, whose own save and load do the round "
-                                          "trip (resume_at); a checkpoint is loaded into a built-in variant", c->kernel, c->variant);
-  }
+  /* precfuzz's own checkpoints (kept, or the user's loaded): a built-in variant's round trip */
+  const int trip = c->params[PF_TPP_RESUME] != 0 || c->params[PF_TPP_RESHARD] != 0;
+  const int process = pf_case_kernel(c) && pf_case_kernel(c)->like;
+  if (pf_checkpoint_keeping() && !trip)
+    return pf_error(PF_ERR_ARG, "--save-checkpoint: the case saves none (a round trip does: --param resume_at=K or reshard_at=K)");
+  if (pf_checkpoint_keeping() && process)
+    return pf_error(PF_ERR_ARG, "--save-checkpoint: %s/%s is a kernel process: it saves with its own code, where it likes",
+                    c->kernel, c->variant);
+  if (c->checkpoint[0] && !trip)
+    return pf_error(PF_ERR_ARG, "checkpoint: say the step it was saved after: --param resume_at=K (it holds the second "
+                                "run's layout) or reshard_at=K (either run's, converted to the other's)");
+  if (c->checkpoint[0] && process)
+    return pf_error(PF_ERR_UNSUPPORTED, "checkpoint: %s/%s is a kernel process, whose own save and load do the round "
+                                        "trip (resume_at); a checkpoint is loaded into a built-in variant", c->kernel, c->variant);
   if (c->params[PF_TPP_TP] == 2) {
     if (c->shape[1] % 2) return pf_error(PF_ERR_ARG, "hidden (%zu) must be even: TP=2 splits it (Megatron's divide())", c->shape[1]);
     if (c->shape[2] % 2) return pf_error(PF_ERR_ARG, "ffn (%zu) must be even: TP=2 splits it (Megatron's divide())", c->shape[2]);
