@@ -472,9 +472,10 @@ class TPLayer:
         """One run that changed layout after step k (reshard_at), as tp_outputs takes it:
         {rank key in `to`: (hist, norms, state)} in the layout after, its rows before step k
         gathered from the layout before (every block assembled over its TP ranks, replica 0's or,
-        for an expert under EP, its own replica's, and cut to each rank's shard after) and from step k on its own (the row of step k: as
-        loaded; step k's norm: the one reported before the save). before, after: {(dp, pp, tp):
-        (hist, norms, state)} of the ranks that held the layout."""
+        for an expert under EP, its own replica's, and cut to each rank's shard after) and from
+        step k on its own (the row of step k: as loaded; step k's norm: the one reported before
+        the save). before, after: {(dp, pp, tp): (hist, norms, state)} of the ranks that held the
+        layout."""
         k = self.reshard
         b_keys, a_keys = sorted(before), sorted(after)
         tp_b, tp_a = 1 + max(t for _, _, t in b_keys), 1 + max(t for _, _, t in a_keys)
