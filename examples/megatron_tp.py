@@ -430,7 +430,7 @@ def _refuse_empty_bucket(inners, at):
     of a tied embedding), and sharded_param_state_dp_reshardable then asserts 'empty bucket
     encountered' on that rank alone while the others wait in the save's collectives."""
     mine = []  # every rank of the world takes part (one that holds no part of the layout: none)
-    for i, inner in enumerate(inners or []):
+    for inner in inners or []:
         for g, maps in enumerate(inner.gbuf_ranges):
             for per_bucket in maps.values():
                 for b, bucket in enumerate(per_bucket):
