@@ -10,8 +10,8 @@ src=$SRC/precfuzz
 build=${WORK:-/tmp}/precfuzz-cflite
 cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPF_ENABLE_FUZZING=ON -DPF_FUZZ_OWN_FLAGS=OFF \
   -DPF_LIB_FUZZING_ENGINE="$LIB_FUZZING_ENGINE" -DPF_STATIC_DEPS=ON
-# the operations' drivers (kernels/<op>/<op>_fuzzer.c) and the parsers' (harness/fuzz/)
-drivers=$(cd "$src" && ls kernels/*/*_fuzzer.c harness/fuzz/*_fuzzer.c | sed 's|.*/||; s/\.c$//')
+# the operations' drivers (kernels/<op>/<op>_fuzzer.c) and the parsers' (fuzz/)
+drivers=$(cd "$src" && ls kernels/*/*_fuzzer.c fuzz/*_fuzzer.c | sed 's|.*/||; s/\.c$//')
 # shellcheck disable=SC2086
 cmake --build "$build" -j"$(nproc)" --target $drivers
 for d in $drivers; do

@@ -8,9 +8,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "harness/parallel.h"
-#include "harness/runner.h"
-#include "kernels/tp_diff/tp.h"
+#include "core/parallel.h"
+#include "core/runner.h"
+#include "kernels/tp_diff/tp_diff_spec.h"
 
 typedef struct {
   const char *kernel, *variant;

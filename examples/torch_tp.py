@@ -244,7 +244,7 @@ class Run:
     """One run of the case on this rank in one layout: its module and AdamW, this rank's share of
     every gradient, and the history it records: {block name: (steps, 4, *local shape)} of master
     (= the parameter), parameter, m, v after each step, the norm each step reported, and
-    (steps, 5) of the step count (the rest of tp.h's state: no scaler). how: "one" (TP=1, rank 0),
+    (steps, 5) of the step count (the rest of tp_diff_spec.h's state: no scaler). how: "one" (TP=1, rank 0),
     "dtensor" (TP=2) or "ddp" (DP=2); fresh: new objects, their values to be loaded, else the
     layout's cached ones set to the case's initial values."""
 

@@ -25,8 +25,9 @@
 
 #include <mpfr.h>
 
-#include "harness/parallel.h"
-#include "kernels/adam/adam_math.h" /* the variants' PF_ADAM_* values */
+#include "core/case.h"
+#include "core/parallel.h"
+#include "kernels/adam/adam_spec.h" /* the variants' PF_ADAM_* values */
 #include "oracles/dd_avx2.h"
 #include "oracles/oracle_util.h"
 

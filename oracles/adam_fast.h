@@ -2,7 +2,7 @@
 #ifndef PF_ADAM_FAST_H
 #define PF_ADAM_FAST_H
 
-#include "kernels/kernel.h"
+#include "core/kernel.h"
 #include "oracles/dd.h"
 
 /* The case's hyperparameters as the fast path uses them, made once per case. */

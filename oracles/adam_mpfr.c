@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/adam/adam_math.h" /* the variants' PF_ADAM_* values */
-#include "kernels/kernel.h"
+#include "kernels/adam/adam_spec.h" /* the variants' PF_ADAM_* values */
+#include "core/kernel.h"
 #include "oracles/adam_fast.h"
 #include "oracles/oracle_util.h"
 

@@ -29,6 +29,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "core/case.h"
 #include "oracles/oracle_util.h"
 #include "oracles/softmax_fast.h" /* pf_oracle_masked */
 

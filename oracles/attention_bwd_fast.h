@@ -4,7 +4,7 @@
 #ifndef PF_ATTENTION_BWD_FAST_H
 #define PF_ATTENTION_BWD_FAST_H
 
-#include "kernels/kernel.h"
+#include "core/kernel.h"
 #include "oracles/dd.h"
 
 /* Per thread: scratch for one head of Lq x Lk scores. */

@@ -18,6 +18,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "core/case.h"
 #include "oracles/attention_bwd_fast.h"
 #include "oracles/oracle_util.h"
 #include "oracles/softmax_fast.h" /* pf_oracle_masked: causal (1) bottom right, causal-top-left (2) */

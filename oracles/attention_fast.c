@@ -37,8 +37,9 @@
 
 #include <mpfr.h>
 
-#include "harness/dtype.h"
-#include "harness/parallel.h"
+#include "core/case.h"
+#include "core/dtype.h"
+#include "core/parallel.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>

@@ -5,7 +5,7 @@
 #ifndef PF_ATTENTION_FAST_H
 #define PF_ATTENTION_FAST_H
 
-#include "kernels/kernel.h"
+#include "core/kernel.h"
 #include "oracles/dd.h"
 
 /* What every row of one case shares, made once (pf_attn_fast_init) and only read afterwards,

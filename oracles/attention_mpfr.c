@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/attention/attention_math.h" /* the variants' PF_ATTN_* values */
-#include "kernels/kernel.h"
+#include "kernels/attention/attention_spec.h" /* the variants' PF_ATTN_* values */
+#include "core/kernel.h"
 #include "oracles/attention_fast.h"
 #include "oracles/oracle_util.h"
 

@@ -19,7 +19,7 @@
 
 #include <math.h>
 
-#include "harness/parallel.h"
+#include "core/parallel.h"
 #include "oracles/dd.h"
 #include "oracles/dd_avx2.h"
 

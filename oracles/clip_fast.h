@@ -2,7 +2,7 @@
 #ifndef PF_CLIP_FAST_H
 #define PF_CLIP_FAST_H
 
-#include "kernels/kernel.h"
+#include "core/kernel.h"
 
 /* The norm (output 0) and the clipped gradients (1 + x) of the kn finite gradients g: 1 when
  * every output was settled into out, else 0 and the case is MPFR's. */

@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/clip/clip_math.h" /* the variants' PF_CLIP_* values */
-#include "kernels/kernel.h"
+#include "kernels/clip/clip_spec.h" /* the variants' PF_CLIP_* values */
+#include "core/kernel.h"
 #include "oracles/clip_fast.h"
 #include "oracles/oracle_util.h"
 

@@ -19,6 +19,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "core/case.h"
 #include "oracles/cross_entropy_fast.h"
 #include "oracles/oracle_util.h"
 

@@ -7,7 +7,7 @@
 
 #include <mpfr.h>
 
-#include "harness/dtype.h"
+#include "core/dtype.h"
 #include "oracles/dd.h"
 
 /* ln 2 / 256 = L1 + L2 + L3: L1 with 34 bits, so that N L1 is exact for |N| < 2^19 */

@@ -16,7 +16,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "kernels/kernel.h"
+#include "core/kernel.h"
 
 typedef struct {
   double hi, lo; /* hi = RN(hi + lo) */

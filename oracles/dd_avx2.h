@@ -9,7 +9,7 @@
 #define PF_DD_AVX2 1
 #include <immintrin.h>
 
-#include "harness/dtype.h"
+#include "core/dtype.h"
 #include "oracles/dd.h"
 
 #define PF_AVX2_TARGET __attribute__((target("avx2,fma")))

@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/kernel.h"
-#include "kernels/loss_scale/loss_scale_math.h"
+#include "core/kernel.h"
+#include "kernels/loss_scale/loss_scale_spec.h"
 #include "oracles/oracle_util.h"
 
 typedef struct {

@@ -2,9 +2,9 @@
 #ifndef PF_ORACLE_LOSS_SCALE_REF_H
 #define PF_ORACLE_LOSS_SCALE_REF_H
 
-#include "harness/case.h"
-#include "harness/tensor.h"
-#include "oracles/oracle.h"
+#include "core/case.h"
+#include "core/tensor.h"
+#include "core/oracle.h"
 
 pf_status pf_loss_scale_ref(const pf_case *c, const pf_tensor *in, const pf_oracle_opts *opts, pf_oracle_result *out);
 

@@ -5,8 +5,8 @@
 
 #include <mpfr.h>
 
-#include "harness/parallel.h"
-#include "kernels/kernel.h"
+#include "core/parallel.h"
+#include "core/kernel.h"
 
 /* x correctly rounded (nearest, ties to even) to dtype t, with t's subnormals and overflow
  * to +-inf; returned as a double (exact). */
@@ -31,7 +31,7 @@ typedef struct {
 pf_mpfr_range pf_mpfr_range_widen(void);
 void pf_mpfr_range_restore(pf_mpfr_range r);
 
-/* pf_parallel_for (harness/parallel.h) with MPFR's widest exponent range in every thread (MPFR
+/* pf_parallel_for (core/parallel.h) with MPFR's widest exponent range in every thread (MPFR
  * keeps it per thread). */
 void pf_oracle_parallel(size_t n, int threads, void (*fn)(void *ctx, int thread, size_t begin, size_t end),
                         void *ctx);

@@ -13,9 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/schedule/lr_schedule.h"
-#include "kernels/kernel.h"
-#include "kernels/schedule/schedule.h"
+#include "kernels/schedule/schedule_spec.h"
+#include "core/kernel.h"
 #include "oracles/oracle_util.h"
 
 static void pf_sched_settle_d(pf_oracle_result *out, size_t x, double v, mpfr_ptr tmp, int keep_hex) {

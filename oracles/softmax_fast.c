@@ -26,9 +26,10 @@
 
 #include <mpfr.h>
 
-#include "harness/dtype.h"
-#include "harness/parallel.h"
-#include "kernels/kernel.h"
+#include "core/case.h"
+#include "core/dtype.h"
+#include "core/parallel.h"
+#include "core/kernel.h"
 #include "oracles/oracle_util.h"
 #include "oracles/dd_avx2.h"
 #include "oracles/softmax_fast.h"

@@ -3,7 +3,7 @@
 #ifndef PF_SOFTMAX_FAST_H
 #define PF_SOFTMAX_FAST_H
 
-#include "kernels/kernel.h"
+#include "core/kernel.h"
 #include "oracles/dd.h"
 
 /* The oracle's mask (independent of the kernels'): causal (1) aligned bottom right, row i

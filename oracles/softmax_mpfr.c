@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/kernel.h"
+#include "core/kernel.h"
 #include "oracles/oracle_util.h"
 #include "oracles/softmax_fast.h"
 

@@ -37,9 +37,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "kernels/adam/adam_math.h"
-#include "kernels/kernel.h"
-#include "kernels/tp_diff/tp.h"
+#include "kernels/adam/adam_spec.h"
+#include "core/kernel.h"
+#include "kernels/tp_diff/tp_diff_spec.h"
 #include "oracles/dd.h"
 #include "oracles/oracle_util.h"
 
@@ -152,7 +152,7 @@ static inline void pf_tp_set(pf_oracle_result *out, size_t x, double lo, double 
   out->exact[x] = lo == hi ? lo : lo / 2 + hi / 2;
 }
 
-/* Step 1 for DeepSpeedZeroOptimizer (tp.h): the storage dtype's gradients (bf16, or fp16
+/* Step 1 for DeepSpeedZeroOptimizer (tp_diff_spec.h): the storage dtype's gradients (bf16, or fp16
  * scaled by S), every add an add in that dtype (the correctly rounded sum); at DP=2 the
  * micro-batch gradients fl(2 S g) (the loss times 2, the engine averaging) halved in the
  * reduction's dtype (exact in fp32), the replicas' halves summed in the dtype per micro-batch
@@ -198,7 +198,7 @@ static void pf_tp_buffers(const pf_tp_layout *L, double S, const double *grads, 
                           double *head, double *rg, double *rh) {
   const pf_dtype T = L->dtype;
   const size_t n = L->n, embed = L->b[pf_tp_embed(L)].offset, nt = L->tied ? n - embed : 0, per = L->mb / (size_t)dp;
-  if (pf_tp_algo_zero(L->algo)) { /* DeepSpeedZeroOptimizer: accumulation in the dtype (tp.h); no tied weight */
+  if (pf_tp_algo_zero(L->algo)) { /* DeepSpeedZeroOptimizer: accumulation in the dtype (tp_diff_spec.h); no tied weight */
     pf_tp_zero_buffers(L, S, grads, s, dp, g);
     return;
   }

@@ -268,7 +268,7 @@ class switched:
             setattr(obj, attr, old)
 
 
-# --- the tensor-parallel differential's parameter set (kernels/tp_diff/tp.h) -----------------
+# --- the tensor-parallel differential's parameter set (kernels/tp_diff/tp_diff_spec.h) -----------------
 
 REPLICATED, COLUMN, ROW, VOCAB = "replicated", "column-parallel", "row-parallel", "vocab-parallel"
 
@@ -312,7 +312,7 @@ class Block:
 
 
 class TPLayer:
-    """The case's parameter set: its transformer layers and embeddings (tp.h's table), its
+    """The case's parameter set: its transformer layers and embeddings (tp_diff_spec.h's table), its
     dimensions and hyperparameters, the micro-batch gradients of each step."""
 
     def __init__(self, case):
@@ -408,7 +408,7 @@ class TPLayer:
         return np.stack([np.where(any_, 1 + q, 0).astype(np.float32), np.where(any_, d, 0).astype(np.float32)], -1)
 
     def tp_outputs(self, runs, straight=None):
-        """precfuzz's outputs (tp.h's layout) from every rank's history. runs[0] is the first
+        """precfuzz's outputs (tp_diff_spec.h's layout) from every rank's history. runs[0] is the first
         run (TP=1), runs[1] the second (TP=tp x DP=dp), each {(dp, pp, tp): (hist, norms)} (or
         {(pp, tp): ...} with one replica) for every rank it had: hist {block name: (steps, 4,
         *shard shape)} of master, parameter, m, v after every step for the blocks the rank holds
@@ -505,7 +505,7 @@ class TPLayer:
         return block.shard(full, tp_rank, tp).reshape(-1)
 
     def _resume_check(self, straight, resumed):
-        """tp.h's stage "resume": per step and element, over every copy in rank order, (code, value
+        """tp_diff_spec.h's stage "resume": per step and element, over every copy in rank order, (code, value
         straight, value resumed) of the first of master, parameter, m, v that differs bitwise
         (code 0: none); then per step and slot (4 dp + 2 pp + tp) the same of the rank's state."""
         S, n = self.steps, self.n

@@ -8,12 +8,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "harness/interrupt.h"
-#include "harness/case.h"
-#include "harness/cli/cli.h"
-#include "harness/cli/sweep_cmd.h"
-#include "harness/tensorfile.h"
-#include "harness/plugin.h"
+#include "core/interrupt.h"
+#include "core/case.h"
+#include "cli/cli.h"
+#include "cli/sweep_cmd.h"
+#include "core/tensorfile.h"
+#include "core/plugin.h"
 #include "reports/report.h"
 
 static void help(void) {

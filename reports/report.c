@@ -2,9 +2,9 @@
  * every attribute quoted, text escaped), so a test can parse it strictly. */
 #include "reports/report.h"
 
-#include "harness/hazard.h"
-#include "harness/xml.h"
-#include "kernels/kernel.h"
+#include "core/hazard.h"
+#include "core/xml.h"
+#include "core/kernel.h"
 
 #include <cjson/cJSON.h>
 #include <float.h>

@@ -22,7 +22,7 @@ def trajectory(precfuzz, variant, b2, seed, mag):
     if res.returncode not in (0, 1):
         sys.exit('warmup-spike: precfuzz failed: ' + res.stderr.strip())
     el = json.loads(res.stdout)['cases'][0]['elements']
-    master = 2 * T + T * N  # the output layout of kernels/schedule/schedule.h
+    master = 2 * T + T * N  # the output layout of kernels/schedule/schedule_spec.h
     run = [[float.fromhex(el[master + t * N + i]['y']) for i in range(N)] for t in range(T)]
     exact = [[float.fromhex(el[master + t * N + i]['exact']) for i in range(N)] for t in range(T)]
     return run, exact

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/tensor.h"
-#include "kernels/kernel.h"
+#include "core/tensor.h"
+#include "core/kernel.h"
 
 static inline void set_values(pf_gen *g, const double *v, size_t n) {
   pf_gen_free(g);

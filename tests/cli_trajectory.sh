@@ -1,5 +1,5 @@
 #!/bin/bash
-# run --steps N: a one-step kernel as a trajectory against the exact one (harness/trajectory.h).
+# run --steps N: a one-step kernel as a trajectory against the exact one (core/trajectory.h).
 # By hand: from p = 1, m = v = 0 with g = 1/2 every step, lr 1e-3, eps 1e-8, each exact step moves
 # p by lr (1/2) / (1/2 + 1e-8), so after 100 steps p = 0.900000002: 12.8 bf16 ulps from the start
 # (2^-7 at 1) and 25.6 from the end (2^-8 at 0.9). PyTorch's bf16 AdamW keeps p in bf16, where

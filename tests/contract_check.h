@@ -4,7 +4,7 @@
 #ifndef PF_CONTRACT_CHECK_H
 #define PF_CONTRACT_CHECK_H
 
-#include "harness/runner.h"
+#include "core/runner.h"
 
 static int pf_check_contract(pf_case *c, const char *label) {
   pf_oracle_opts o;

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/runner.h"
+#include "core/runner.h"
 
 typedef struct {
   size_t elems, equal; /* outputs; bitwise equal to the emulation's */

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "harness/backend.h"
+#include "core/backend.h"
 
 static void pf_require_gpu(void) {
 #ifndef PF_HAVE_CUDA

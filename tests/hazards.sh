@@ -1,5 +1,5 @@
 #!/bin/bash
-# Hazards (harness/hazard.h): each example of a correct algorithm with a useless result is
+# Hazards (core/hazard.h): each example of a correct algorithm with a useless result is
 # reported as its hazard, with its boundary found by precfuzz boundary to adjacent values and
 # checked against a value derived by hand; a planted biased rounding inside the contract is
 # found; and what must not be flagged is not.

@@ -15,7 +15,7 @@ ok() { n=$((n + 1)); }
 
 cmake --install "$B" --prefix "$T/p" >"$T/log" 2>&1 || { cat "$T/log"; echo "FAIL: cmake --install"; exit 1; }
 for f in bin/precfuzz bin/precision-report share/pkgconfig/precfuzz.pc share/man/man1/precfuzz.1 \
-  share/man/man1/precision-report.1 include/precfuzz/kernels/kernel.h include/precfuzz/harness/plugin.h \
+  share/man/man1/precision-report.1 include/precfuzz/core/kernel.h include/precfuzz/core/plugin.h \
   include/precfuzz/kernels/softmax/softmax_math.h include/precfuzz/kernels/adam/adam_math.h \
   share/precfuzz/schemas/case.schema.json share/precfuzz/schemas/run.schema.json; do
   [ -f "$T/p/$f" ] && ok || fail "not installed: $f"

@@ -31,9 +31,13 @@ def formula(kernel):
     return module.exact
 
 
-def main():
-    precfuzz, args = sys.argv[1], sys.argv[3:]
-    res = json.loads(subprocess.run([precfuzz, "run"] + args + ["--json"], capture_output=True, text=True).stdout)
+BOUND = mpmath.mpf(2) ** -150
+
+
+def compare(res):
+    """Every exact value of a run --json result against the formula: (elements checked, elements
+    below MPFR's range checked against their bound, worst relative difference). AssertionError
+    on a disagreement that is not a difference of rounding (undefined, zero, a bound broken)."""
     worst, checked, tiny = mpmath.mpf(0), 0, 0
     for r in res["cases"]:
         case = r["case"]
@@ -55,11 +59,22 @@ def main():
             rel = abs(got - w) / abs(w)
             worst = max(worst, rel)
             checked += 1
-    bound = mpmath.mpf(2) ** -150
+    return checked, tiny, worst
+
+
+def log2(worst):
+    return mpmath.nstr(mpmath.log(worst, 2), 6) if worst else "-inf"
+
+
+def main():
+    precfuzz, args = sys.argv[1], sys.argv[3:]
+    res = json.loads(subprocess.run([precfuzz, "run"] + args + ["--json"], capture_output=True, text=True).stdout)
+    checked, tiny, worst = compare(res)
     print("checked %d elements (and %d below MPFR's range, within their bound); worst relative difference 2^%s (bound 2^-150)" %
-          (checked, tiny, mpmath.nstr(mpmath.log(worst, 2), 6) if worst else "-inf"))
-    if checked == 0 or worst >= bound:
+          (checked, tiny, log2(worst)))
+    if checked == 0 or worst >= BOUND:
         sys.exit(1)
 
 
-main()
+if __name__ == "__main__":
+    main()

@@ -11,7 +11,7 @@ trap 'rm -rf "$T"' EXIT
 failed=0
 fail() { echo "FAIL: $*"; failed=$((failed + 1)); }
 src="$S/examples/softmax_fast_exp/softmax_fast_exp.c"
-inc="-I$S -I$S/harness"
+inc="-I$S"
 clang $inc -O1 -shared -fPIC -o "$T/plain.so" "$src" || exit 1
 clang $inc -O1 -fsanitize=fuzzer-no-link,address -shared -fPIC -o "$T/cov.so" "$src" || exit 1
 for p in plain cov; do

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "harness/runner.h"
+#include "core/runner.h"
 #include "kernels/adam/adam_cuda.h"
 #include "tests/gpu_skip.h"
 

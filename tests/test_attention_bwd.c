@@ -12,7 +12,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "harness/runner.h"
+#include "core/runner.h"
 #include "tests/contract_check.h"
 #include "tests/case_values.h"
 

@@ -15,7 +15,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "harness/runner.h"
+#include "core/runner.h"
 #include "tests/gpu_skip.h"
 
 #ifdef PF_HAVE_CUDA

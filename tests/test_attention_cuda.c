@@ -15,8 +15,8 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "harness/backend.h"
-#include "harness/runner.h"
+#include "core/backend.h"
+#include "core/runner.h"
 #include "tests/gpu_skip.h"
 
 #ifdef PF_HAVE_CUDA

@@ -13,11 +13,11 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "harness/backend.h"
+#include "core/backend.h"
 #ifdef PF_HAVE_CUDA
-#include "harness/cuda_module.h"
+#include "core/cuda_module.h"
 #endif
-#include "harness/runner.h"
+#include "core/runner.h"
 #include "kernels/adam/adam_cuda.h"
 #include "kernels/attention/attention.h"
 #include "kernels/clip/clip.h"

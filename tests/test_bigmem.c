@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "harness/bigmem.h"
+#include "core/bigmem.h"
 
 static void test_bigmem(void **state) {
   (void)state;

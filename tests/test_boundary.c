@@ -11,8 +11,8 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "harness/boundary.h"
-#include "harness/runner.h"
+#include "core/boundary.h"
+#include "core/runner.h"
 
 /* A case of kernel/variant (seed 1) with dtype, accumulation and shape. */
 static void make_case(pf_case *c, const char *kernel, const char *variant, pf_dtype t, pf_dtype acc, const size_t *shape,

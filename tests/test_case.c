@@ -9,8 +9,8 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "harness/case.h"
-#include "kernels/kernel.h"
+#include "core/case.h"
+#include "core/kernel.h"
 
 static void test_case_roundtrip_is_bit_exact(void **state) {
   pf_case c, d;

@@ -1,4 +1,4 @@
-/* checkpoint: precfuzz's own format (harness/checkpoint.h) round trip bit for bit, never written
+/* checkpoint: precfuzz's own format (core/checkpoint.h) round trip bit for bit, never written
  * over or half-written, and every broken checkpoint refused with one line naming the file, rank
  * and tensor. */
 #include <math.h>
@@ -13,8 +13,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "harness/case.h"
-#include "harness/checkpoint.h"
+#include "core/case.h"
+#include "core/checkpoint.h"
 
 static char base[256];
 

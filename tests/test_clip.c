@@ -10,7 +10,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "harness/runner.h"
+#include "core/runner.h"
 #include "tests/contract_check.h"
 
 static pf_verdict run_clip(pf_run *r, const char *variant, pf_dtype t, pf_dtype acc, size_t k, size_t n, const double *g) {

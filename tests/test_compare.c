@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "harness/compare.h"
+#include "core/compare.h"
 
 static void test_compare_interval_exact_contract(void **state) {
   double lo, hi;

@@ -11,8 +11,8 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "harness/dtype.h"
-#include "harness/rng.h"
+#include "core/dtype.h"
+#include "core/rng.h"
 
 static uint32_t enc(pf_dtype t, double x) { return pf_encode(t, x, PF_RN, 0); }
 

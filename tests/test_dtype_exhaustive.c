@@ -13,7 +13,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "harness/dtype.h"
+#include "core/dtype.h"
 
 typedef struct {
   uint64_t begin, end, mismatches;

@@ -1,4 +1,4 @@
-/* pf_expf (harness/expf.h), the binary32 exp the emulations share with their GPU builds,
+/* pf_expf (core/expf.h), the binary32 exp the emulations share with their GPU builds,
  * against the correctly rounded exp from MPFR (precision 24, binary32's exponent range,
  * subnormalized): every special case, the overflow and underflow thresholds, a dense scan of
  * the subnormal results and a million operands drawn by bits and by value. None may differ. */
@@ -12,7 +12,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "harness/expf.h"
+#include "core/expf.h"
 
 /* exp(x) correctly rounded to binary32 */
 static float exp_reference(float x) {

@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "harness/hazard.h"
+#include "core/hazard.h"
 
 /* one stage's units as a case would give them: upward x, away from zero y */
 static pf_bias_pool pool_of(const char *name, const double *x, const double *y, size_t n) {

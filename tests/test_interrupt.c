@@ -11,8 +11,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "harness/interrupt.h"
-#include "harness/tensorfile.h"
+#include "core/interrupt.h"
+#include "core/tensorfile.h"
 
 static char dir[] = "/tmp/pf_interrupt_XXXXXX";
 

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "harness/runner.h"
+#include "core/runner.h"
 #include "tests/contract_check.h"
 
 /* A case of steps x n gradients in dtype t, all equal to g (parameters at their defaults). */

@@ -14,8 +14,8 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "harness/parallel.h"
-#include "harness/runner.h"
+#include "core/parallel.h"
+#include "core/runner.h"
 #include "oracles/attention_fast.h"
 #include "oracles/dd_avx2.h"
 #include "oracles/oracle_util.h"

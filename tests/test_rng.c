@@ -14,8 +14,8 @@
 #include <curand.h>
 #endif
 
-#include "harness/rng.h"
-#include "harness/tensor.h"
+#include "core/rng.h"
+#include "core/tensor.h"
 
 static void test_rng_philox_known_answers(void **state) {
   /* Random123 kat_vectors, philox4x32 10 rounds */

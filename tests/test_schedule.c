@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "kernels/schedule/lr_schedule.h"
+#include "kernels/schedule/schedule_spec.h"
 
 static void test_schedule_warmup_then_cosine(void **state) {
   /* peak 6e-4, warm-up 100, cosine over 900 steps to 6e-5 */

@@ -12,9 +12,9 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "harness/runner.h"
+#include "core/runner.h"
 #include "kernels/loss_scale/loss_scale_math.h"
-#include "kernels/schedule/schedule.h"
+#include "kernels/schedule/schedule_spec.h"
 
 static void fill(pf_gen *g, size_t n, double x) {
   pf_gen_free(g);

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "harness/runner.h"
+#include "core/runner.h"
 
 /* Runs softmax/variant on explicit values. */
 static pf_verdict run_values(pf_run *r, const char *variant, pf_dtype t, pf_dtype acc, size_t rows, size_t cols,

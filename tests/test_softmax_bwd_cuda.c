@@ -14,7 +14,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "harness/runner.h"
+#include "core/runner.h"
 #include "tests/case_values.h"
 #include "tests/gpu_skip.h"
 

@@ -1,7 +1,7 @@
 /* softmax on the GPU (label gpu): every variant, dtype and accumulation on generated
  * cases; the GPU's outputs are judged by the same oracle and bound as the CPU's, and
  * compared with the CPU emulation bit for bit: the kernel runs the emulation's row code with
- * the project's own binary32 exp (harness/expf.h), so every output must be equal. Without
+ * the project's own binary32 exp (core/expf.h), so every output must be equal. Without
  * CUDA in the build, or without a device, exits 77. */
 #include <math.h>
 #include <setjmp.h>
@@ -13,7 +13,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "harness/runner.h"
+#include "core/runner.h"
 #include "tests/gpu_skip.h"
 
 #ifdef PF_HAVE_CUDA

@@ -12,8 +12,8 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "harness/runner.h"
-#include "kernels/tp_diff/tp.h"
+#include "core/runner.h"
+#include "kernels/tp_diff/tp_diff_spec.h"
 
 static void default_case(pf_case *c, pf_dtype t, uint64_t seed) {
   assert_int_equal(pf_case_init(c, "tp_diff", "megatron", seed), PF_OK);
@@ -430,7 +430,7 @@ static void test_tp_comm_in_bf16(void **state) {
   assert_true(rounded > 0);
 }
 
-/* DeepSpeed's ZeRO optimizer (tp.h, DS_ZERO2, DS_ZERO1) accumulates in bf16. A second
+/* DeepSpeed's ZeRO optimizer (tp_diff_spec.h, DS_ZERO2, DS_ZERO1) accumulates in bf16. A second
  * computation of its gradient from the case's inputs, with a bf16 rounding of its own (round
  * to nearest even on the float's bits), checked first on the values DeepSpeed 0.19.8 itself
  * gave on 2 gloo ranks (micro-batch gradients 1, 2^-8, 2^-8 accumulate to 1 at DP=1; 1, 2^-8

@@ -8,15 +8,16 @@
  *
  * finds it inaccurate (a 1e-4 error is about 1700 fp32 ulps); in bf16 only where the exact
  * value lies within 1e-4 of a rounding midpoint. Build: examples/softmax_fast_exp/ is part of
- * the CMake build (a MODULE library); a kernel of your own needs only kernels/kernel.h and
- * harness/dtype_math.h (header-only arithmetic in a dtype), and calls back into precfuzz for
+ * the CMake build (a MODULE library); a kernel of your own needs only core/kernel.h and
+ * core/dtype_math.h (header-only arithmetic in a dtype), and calls back into precfuzz for
  * pf_kernel_like, pf_kernel_register, pf_case_param and pf_error. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/dtype_math.h"
-#include "kernels/kernel.h"
+#include "core/dtype_math.h"
+#include "core/case.h"
+#include "core/kernel.h"
 
 /* 2^f for f in [0, 1): 1 + f (a + f (b + f c)) with a + b + c = 1, so that 2^1 = 2 */
 static double fast_exp2_frac(double f, unsigned *fe) {

@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/cuda_check.h"
+#include "core/cuda_check.h"
 #include "kernels/adam/adam_cuda.h"
-#include "harness/cuda_module.h"
+#include "core/cuda_module.h"
 
 __global__ void pf_adam_multi_tensor_kernel(int variant, int mode, pf_dtype pt, pf_dtype st, pf_adam_hyper h,
                                             double *p, double *m, double *v, const double *g, const size_t *base,

@@ -21,11 +21,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/errbound.h"
+#include "core/errbound.h"
 #include "kernels/adam/adam_cuda.h"
 #include "kernels/adam/adam_math.h"
-#include "harness/runner.h"
-#include "kernels/kernel.h"
+#include "core/runner.h"
+#include "core/kernel.h"
 
 #include "oracles/adam_mpfr.h"
 
@@ -171,11 +171,15 @@ static void pf_adam_cost(const pf_case *c, double *emulation_s, double *oracle_s
 
 /* the precision report's sweep: the scan along the gradients' scale, and where one step from
  * m = v = 0 at p = 1 is lost (small gradients) or overflows (large ones) */
+/* the faults show past step 256 (the count held in bf16) and on a step GradScaler skips */
+static const pf_fault_setting pf_adam_fault_settings[] = {
+    {"adam-step-bf16", NULL, {"step=1000"}}, {"adam-ignores-found-inf", NULL, {"found_inf=1"}}, {NULL}};
 static const pf_op_sweep pf_adam_sweep = {
     .kind = PF_SWEEP_SCAN,
     .shape = "64", .along = "scale:g", .lo = 0x1p-40, .hi = 0x1p16, .fail = "finding", .cases_div = 1,
     .searches = {{"lost update (small gradients)", "1", "value:g", "finding", 0x1p-40, 1, {"p:value=1", "m:value=0", "v:value=0"}},
                  {"overflow (large gradients)", "1", "value:g", "overflow,nan", 1, 0, {"p:value=1", "m:value=0", "v:value=0"}}},
+    .fault_settings = pf_adam_fault_settings,
     .explanation =
         "One step from m = v = 0 at p = 1: the exact step is lr g / (|g| + eps), about lr whatever g. With the state in "
         "fp16, v = (1 - beta2) g^2 underflows to 0 below |g| of about 5e-3 and eps = 1e-8 rounds to 0 in fp16, so m / "
@@ -284,8 +288,8 @@ size_t pf_adam_chunks(const size_t *sizes, size_t ntensors, size_t chunk, pf_ada
 }
 
 #ifdef PF_HAVE_CUDA
-#include "harness/cuda_module.h"
-/* the CUDA kernel, in the module (harness/cuda_module.h) */
+#include "core/cuda_module.h"
+/* the CUDA kernel, in the module (core/cuda_module.h) */
 pf_status pf_adam_step_cuda(int variant, int mode, pf_dtype pt, pf_dtype sdt, const pf_adam_hyper *h,
                             const pf_adam_tensor *tensors, size_t ntensors, unsigned *fe) {
   __typeof__(&pf_adam_step_cuda) fn;
@@ -475,11 +479,14 @@ int pf_adam_in_domain(const pf_case *c, const pf_tensor *in, char *why, size_t l
 }
 
 #define PF_ADAM_DTYPES (PF_DT(PF_FP32) | PF_DT(PF_FP16) | PF_DT(PF_BF16))
+/* adam-step-bf16 holds the step count in bf16: only the bias corrections read it, so a variant
+ * without them has no such fault */
 static const char *const pf_adam_faults[] = {"adam-step-bf16", NULL};
 static const char *const pf_adam_fused_faults[] = {"adam-step-bf16", "adam-ignores-found-inf", NULL};
 #define PF_ADAM_KERNEL(var, algo, summary, contract)                                                                 \
   {PF_KERNEL_ABI, &pf_adam_op, var, summary, PF_ADAM_DTYPES, PF_DT(PF_FP32),                       \
-   (algo) == PF_ADAM_TORCH_FUSED || (algo) == PF_ADAM_TORCH_FUSED_CUDA ? pf_adam_fused_faults : pf_adam_faults, \
+   (algo) == PF_ADAM_TORCH_FUSED || (algo) == PF_ADAM_TORCH_FUSED_CUDA ? pf_adam_fused_faults                   \
+   : (algo) == PF_ADAM_NO_BIAS_CORRECTION ? NULL : pf_adam_faults,                                              \
    contract, pf_adam_step_cpu, pf_adam_bound, pf_adam_in_domain, pf_adam_check, PF_ADAM_RUN_CUDA, algo, NULL, NULL}
 
 static const pf_kernel pf_adam_kernels_tab[] = {

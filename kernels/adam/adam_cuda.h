@@ -6,7 +6,7 @@
 
 #include <stddef.h>
 
-#include "harness/status.h"
+#include "core/status.h"
 #include "kernels/adam/adam_math.h"
 
 #ifdef __cplusplus

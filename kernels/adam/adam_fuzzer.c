@@ -16,9 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/fuzz/fuzz_common.h"
+#include "core/fuzz_decode.h"
 #include "kernels/adam/adam_math.h"
-#include "kernels/kernel.h"
+#include "core/kernel.h"
 
 static const double lrs[] = {1e-3, 3e-4, 6e-5, 1e-5, 1e-2, 1e-1, 1e-6, 1.0};
 static const double beta1s[] = {0.9, 0.95, 0.0, 0.5, 0.99, 0.8, 0.9, 0.9};

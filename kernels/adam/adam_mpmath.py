@@ -4,6 +4,21 @@ import mpmath
 
 from mpmath_util import parse_hex
 
+# tests/generic_check.py: SMALL, the arguments of a small case (every variant in every dtype
+# runs one); CHECKS, precfuzz run arguments of the paths each needs checked beside it.
+SMALL = "--shape 20"
+CHECKS = [
+    "-v fused -t bf16 --cases 2 --shape 20 --param step=7 --param wd=0.1 --param beta2=0.95",
+    "-v torch -t bf16 --cases 2 --shape 20 --param step=7 --param wd=0.1 --param beta2=0.95",
+    "-v torch-fused-cuda -t bf16 --cases 2 --shape 20 --param step=7 --param wd=0.1 --param beta2=0.95",
+    "-v eps-inside -t bf16 --cases 2 --shape 20 --param step=7 --param wd=0.1 --param beta2=0.95",
+    "-v no-bias-correction -t bf16 --cases 2 --shape 20 --param step=7 --param wd=0.1 --param beta2=0.95",
+    "-v state-lowp -t bf16 --cases 2 --shape 20 --param step=7 --param wd=0.1 --param beta2=0.95",
+    "-v no-master -t fp16 --cases 2 --shape 20 --param mode=l2 --param wd=0.01",
+    "-v torch-fused -t bf16 --cases 2 --shape 20 --param grad_scale=1000 --param found_inf=0",
+    "-v torch-fused -t fp16 --cases 2 --shape 20 --param found_inf=1",
+]
+
 
 def adam(case, pv, gv, mv, vv):
     """Exact m', v', p' (and the written-back parameter for variants with an fp32 master)."""

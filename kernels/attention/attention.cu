@@ -19,9 +19,9 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "harness/cuda_check.h"
+#include "core/cuda_check.h"
 #include "kernels/attention/attention_cuda.h"
-#include "harness/cuda_module.h"
+#include "core/cuda_module.h"
 
 __global__ void pf_attn_to_storage(const double *x, void *y, size_t n, pf_dtype t) {
   const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;

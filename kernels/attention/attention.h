@@ -2,7 +2,7 @@
 #ifndef PF_ATTENTION_H
 #define PF_ATTENTION_H
 
-#include "harness/case.h"
+#include "core/case.h"
 #include "kernels/attention/attention_math.h"
 
 pf_attn_launch pf_attention_launch_of(const pf_case *c, unsigned *fe);

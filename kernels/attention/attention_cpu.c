@@ -21,10 +21,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/parallel.h"
-#include "harness/runner.h"
+#include "core/parallel.h"
+#include "core/runner.h"
 #include "kernels/attention/attention.h"
-#include "kernels/kernel.h"
+#include "core/kernel.h"
 #include "kernels/softmax/softmax.h"
 
 #include "oracles/attention_mpfr.h"
@@ -97,7 +97,7 @@ static void pf_attention_cost(const pf_case *c, double *emulation_s, double *ora
 static const pf_op_sweep pf_attention_sweep = {
     .kind = PF_SWEEP_SCAN,
     .shape = "1x2x8x8x32", .along = "scale", .lo = 0x1p-2, .hi = 0x1p8, .fail = "finding", .cases_div = 2,
-    .fault_param = {{"flash-no-rescale", "block=4"}},
+    .fault_settings = (const pf_fault_setting[]){{"flash-no-rescale", NULL, {"block=4"}}, {NULL}},
     .searches = {{"score overflow", "1x1x2x2x16", "value", "overflow,nan", 0, 0, {NULL}}},
     .explanation =
         "The scores are q.k summed over head_dim d terms: with every element x, d x^2, stored as x^2 sqrt(d) after the "
@@ -662,8 +662,8 @@ static const char *const pf_flash_faults[] = {"flash-no-rescale", "softmax-no-ma
 
 #ifdef PF_HAVE_CUDA
 #include "kernels/attention/attention_cuda.h"
-#include "harness/cuda_module.h"
-/* the CUDA kernel, in the module (harness/cuda_module.h) */
+#include "core/cuda_module.h"
+/* the CUDA kernel, in the module (core/cuda_module.h) */
 pf_status pf_attention_cuda(const pf_attn_launch *L, const double *q, const double *k, const double *v, double *out,
                             unsigned *fe) {
   __typeof__(&pf_attention_cuda) fn;

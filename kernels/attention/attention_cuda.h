@@ -2,7 +2,7 @@
 #ifndef PF_ATTENTION_CUDA_H
 #define PF_ATTENTION_CUDA_H
 
-#include "harness/status.h"
+#include "core/status.h"
 #include "kernels/attention/attention_math.h"
 
 #ifdef __cplusplus

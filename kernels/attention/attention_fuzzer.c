@@ -15,9 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/fuzz/fuzz_common.h"
+#include "core/fuzz_decode.h"
 #include "kernels/attention/attention_math.h"
-#include "kernels/kernel.h"
+#include "core/kernel.h"
 
 int pf_decode_attention_fuzzer(const uint8_t *data, size_t size, pf_case *out) {
   if (size < 11) return 0;

@@ -12,10 +12,10 @@
 #include <math.h>
 #include <stddef.h>
 
-#include "harness/dtype_math.h"
+#include "core/dtype_math.h"
+#include "kernels/attention/attention_spec.h"
 #include "kernels/softmax/softmax_math.h"
 
-enum { PF_ATTN_POST_SCALE = 0, PF_ATTN_INWARD = 1, PF_ATTN_LAYER_SCALED = 2, PF_ATTN_FLASH = 3 };
 
 /* sum_k a[k * sa] * b[k * sb], accumulated in acc, k = 0..n-1 in order. */
 PF_HD double pf_attn_dot(pf_dtype acc, const double *a, size_t sa, const double *b, size_t sb, size_t n,

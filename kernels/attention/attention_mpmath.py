@@ -4,6 +4,16 @@ import mpmath
 
 from mpmath_util import lowest, parse_hex
 
+# tests/generic_check.py: SMALL, the arguments of a small case (every variant in every dtype
+# runs one); CHECKS, precfuzz run arguments of the paths each needs checked beside it.
+SMALL = "--shape 1x1x4x5x3"
+CHECKS = [
+    "-t fp16 --cases 2 --shape 2x1x3x5x4 --param mask=causal --param mask_value=-10000 --scale 3",
+    "-v inward -t bf16 --cases 2 --shape 1x2x6x4x4 --param mask=causal --scale 2",
+    "-v layer-scaled -t bf16 --cases 2 --shape 1x2x4x6x8 --param layer=3 --dist heavy --scale 2",
+    "-v flash -t fp32 --cases 2 --shape 1x1x5x9x3 --param block=2 --param mask=causal --scale 4",
+]
+
 
 def attention(case, q, k, v):
     """Exact O, then (non-flash) S and P, in the layout precfuzz uses."""

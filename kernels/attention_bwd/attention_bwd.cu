@@ -2,14 +2,14 @@
 // P, dP, dS, O) in the storage dtype (float, __half, __nv_bfloat16), the GEMMs' elements as
 // fused multiply-adds in the accumulation type (fmaf, or __hfma in the storage type: one
 // rounding per multiply-add, as the emulation's pf_attn_dot), softmax, the row statistics and
-// the elementwise steps in binary32 (harness/cuda_native.cuh). Each thread takes one query row
+// the elementwise steps in binary32 (core/cuda_native.cuh). Each thread takes one query row
 // (the forward, D, P and dS, then dQ) or one key (dV and dK), its sums in the emulation's order
 // (attention_bwd_cpu.c, pf_ab_head): the contract's running bounds follow that order. D
 // accumulated in the storage dtype (--param delta=storage) adds a binary32 term to a value of
 // the storage type: the sum is formed in binary64 and rounded once, as the emulation forms it.
-#include "harness/cuda_check.h"
-#include "harness/cuda_module.h"
-#include "harness/cuda_native.cuh"
+#include "core/cuda_check.h"
+#include "core/cuda_module.h"
+#include "core/cuda_native.cuh"
 #include "kernels/attention_bwd/attention_bwd_cuda.h"
 
 typedef struct {

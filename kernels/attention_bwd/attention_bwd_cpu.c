@@ -23,9 +23,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/errbound.h"
+#include "core/case.h"
+#include "core/errbound.h"
 #include "kernels/attention_bwd/attention_bwd_math.h"
-#include "kernels/kernel.h"
+#include "core/kernel.h"
 
 #include "oracles/attention_bwd_mpfr.h"
 
@@ -186,7 +187,7 @@ static pf_status pf_ab_check(const pf_case *c) {
 
 /* ---- the contract ---------------------------------------------------------------------------
  * Every output's bound follows the variant's own operations with running error bounds
- * (harness/errbound.h), as cross_entropy's does: each value paired with the exact quantity it
+ * (core/errbound.h), as cross_entropy's does: each value paired with the exact quantity it
  * stands for and a bound on their distance, each rounding adding u |z| + sig / 2 of its dtype,
  * expf and logf 2 ulps; every dot product (a GEMM's element, accumulated in A with one rounding
  * per multiply-add) adds the binary64 evaluation of its exact sum, n 2^-52 sum |terms|. A row's
@@ -445,7 +446,7 @@ static const pf_op_sweep pf_ab_sweep = {
     /* dQ and dK's rounding bias over many cases: flash's bf16 dQ drifts toward zero by about
      * 0.04 ulps, a bias no single case shows (docs/kernels/attention_bwd.md) */
     .bias_shape = "1x2x32x32x16", .bias_scale = 4, .bias_cases = 128, .bias_cases_quick = 8,
-    .fault_param = {{"attn-bwd-lse-no-max", "block=4"}},
+    .fault_settings = (const pf_fault_setting[]){{"attn-bwd-lse-no-max", NULL, {"block=4"}}, {NULL}},
     .explanation =
         "The backward multiplies the probabilities P by dP - D, D_i = sum_j P_ij dP_ij: rows whose dP is nearly constant "
         "cancel, so the contracts are absolute. standard reads P back from the storage dtype (bf16: 2^-9 relative "
@@ -490,9 +491,9 @@ static const char *const pf_ab_faults_flash[] = {"attn-bwd-no-delta", "attn-bwd-
   "domain: finite inputs, every intermediate's bound within its dtype's range"
 
 #ifdef PF_HAVE_CUDA
-#include "harness/cuda_module.h"
+#include "core/cuda_module.h"
 #include "kernels/attention_bwd/attention_bwd_cuda.h"
-/* the native CUDA kernel, in the module (harness/cuda_module.h) */
+/* the native CUDA kernel, in the module (core/cuda_module.h) */
 static pf_status pf_ab_cuda_case(const pf_case *c, const pf_tensor *in, double *out, unsigned *fe) {
   __typeof__(&pf_attention_bwd_cuda) fn;
   const pf_status st = pf_cuda_entry("pf_attention_bwd_cuda", (void **)&fn);

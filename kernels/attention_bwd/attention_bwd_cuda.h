@@ -4,7 +4,7 @@
 
 #include <stddef.h>
 
-#include "harness/status.h"
+#include "core/status.h"
 #include "kernels/attention_bwd/attention_bwd_math.h"
 
 #ifdef __cplusplus

@@ -3,6 +3,15 @@ inputs) gives every output element's exact value in the layout precfuzz uses: dQ
 (standard) dP and dS; None where a head reads a non-finite input."""
 import mpmath
 
+# tests/generic_check.py: SMALL, the arguments of a small case (every variant in every dtype
+# runs one); CHECKS, precfuzz run arguments of the paths each needs checked beside it.
+SMALL = "--shape 1x1x4x5x3"
+CHECKS = [
+    "-t fp16 --cases 2 --shape 1x2x5x6x4",
+    "-v flash -t bf16 --cases 2 --shape 1x1x6x5x3 --param mask=causal --scale 4",
+    "-v flash-pdp -t fp32 --cases 2 --shape 2x1x4x4x8 --param mask=causal-top-left --special-rate 0.05",
+]
+
 
 def masked(mask, i, j, lq, lk):
     if mask == "causal-top-left":

@@ -5,9 +5,9 @@
 // IEEE-exact under -prec-sqrt=true -prec-div=true, which the build sets).
 #include <cuda_runtime.h>
 
-#include "harness/cuda_check.h"
+#include "core/cuda_check.h"
 #include "kernels/clip/clip_cuda.h"
-#include "harness/cuda_module.h"
+#include "core/cuda_module.h"
 
 __global__ void pf_clip_part_kernel(pf_clip_launch L, const double *g, double *part, unsigned *fe_out) {
   const size_t t = (size_t)blockIdx.x * blockDim.x + threadIdx.x;

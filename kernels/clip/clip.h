@@ -2,7 +2,7 @@
 #ifndef PF_CLIP_H
 #define PF_CLIP_H
 
-#include "harness/case.h"
+#include "core/case.h"
 #include "kernels/clip/clip_math.h"
 
 pf_clip_launch pf_clip_launch_of(const pf_case *c);

@@ -16,10 +16,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/errbound.h"
+#include "core/errbound.h"
 #include "kernels/clip/clip.h"
-#include "harness/runner.h"
-#include "kernels/kernel.h"
+#include "core/runner.h"
+#include "core/kernel.h"
 
 #include "oracles/clip_mpfr.h"
 
@@ -125,8 +125,8 @@ pf_status pf_clip_cpu(const pf_case *c, const pf_tensor *in, double *out, unsign
 
 #ifdef PF_HAVE_CUDA
 #include "kernels/clip/clip_cuda.h"
-#include "harness/cuda_module.h"
-/* the CUDA kernel, in the module (harness/cuda_module.h) */
+#include "core/cuda_module.h"
+/* the CUDA kernel, in the module (core/cuda_module.h) */
 pf_status pf_clip_cuda(const pf_clip_launch *L, const double *g, double *out, unsigned *fe) {
   __typeof__(&pf_clip_cuda) fn;
   const pf_status st = pf_cuda_entry("pf_clip_cuda", (void **)&fn);

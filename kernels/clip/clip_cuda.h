@@ -2,7 +2,7 @@
 #ifndef PF_CLIP_CUDA_H
 #define PF_CLIP_CUDA_H
 
-#include "harness/status.h"
+#include "core/status.h"
 #include "kernels/clip/clip_math.h"
 
 #ifdef __cplusplus

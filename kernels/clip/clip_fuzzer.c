@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/fuzz/fuzz_common.h"
-#include "kernels/kernel.h"
+#include "core/fuzz_decode.h"
+#include "core/kernel.h"
 
 int pf_decode_clip_fuzzer(const uint8_t *data, size_t size, pf_case *out) {
   if (size < 8) return 0;

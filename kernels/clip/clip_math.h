@@ -7,9 +7,9 @@
 #include <math.h>
 #include <stddef.h>
 
-#include "harness/dtype_math.h"
+#include "core/dtype_math.h"
+#include "kernels/clip/clip_spec.h"
 
-enum { PF_CLIP_MEGATRON = 0, PF_CLIP_TORCH = 1, PF_CLIP_INF = 2 };
 
 /* One tensor's part of the global norm: megatron, its sum of squares accumulated in A then
  * stored in fp32; torch, its norm (fp32 sqrt of the sum) stored in T; inf, max |g| (NaN wins). */

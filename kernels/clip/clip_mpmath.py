@@ -4,6 +4,15 @@ import mpmath
 
 from mpmath_util import parse_hex
 
+# tests/generic_check.py: SMALL, the arguments of a small case (every variant in every dtype
+# runs one); CHECKS, precfuzz run arguments of the paths each needs checked beside it.
+SMALL = "--shape 3x17"
+CHECKS = [
+    "-v megatron -t fp16 --cases 2 --shape 3x17 --scale 0.5",
+    "-v torch -t fp16 --cases 2 --shape 3x17 --scale 0.5",
+    "-v inf -t fp16 --cases 2 --shape 3x17 --scale 0.5",
+]
+
 
 def clip(case, g):
     """Exact global norm and the clipped gradients."""

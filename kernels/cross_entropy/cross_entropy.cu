@@ -1,6 +1,6 @@
 // Cross-entropy's fused and chunked variants on the GPU in native types: logits and dlogits in
 // the storage dtype (float, __half, __nv_bfloat16), every operation in the accumulation type
-// (harness/cuda_native.cuh: float, or the storage type with the device's own half and bf16
+// (core/cuda_native.cuh: float, or the storage type with the device's own half and bf16
 // operations), exp and log binary32 expf and logf rounded to it. One thread per row, its
 // columns in order, as pf_ce_fused_row (cross_entropy_math.h) takes them: the contract's
 // running error bounds follow that order, so the GPU's results are judged by the variant's own
@@ -8,9 +8,9 @@
 // division is done in binary64 and rounded once to the accumulation type (a quotient of a
 // value of it by an integer below 2^24 is never within 2^-53 of a midpoint it is not on, so the
 // two roundings give the correctly rounded quotient).
-#include "harness/cuda_check.h"
-#include "harness/cuda_module.h"
-#include "harness/cuda_native.cuh"
+#include "core/cuda_check.h"
+#include "core/cuda_module.h"
+#include "core/cuda_native.cuh"
 #include "kernels/cross_entropy/cross_entropy_cuda.h"
 #include "kernels/cross_entropy/cross_entropy_math.h"
 

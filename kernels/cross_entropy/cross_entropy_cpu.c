@@ -25,9 +25,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/errbound.h"
+#include "core/case.h"
+#include "core/errbound.h"
 #include "kernels/cross_entropy/cross_entropy_math.h"
-#include "kernels/kernel.h"
+#include "core/kernel.h"
 
 #include "oracles/cross_entropy_mpfr.h"
 
@@ -210,7 +211,7 @@ pf_status pf_cross_entropy_cpu(const pf_case *c, const pf_tensor *in, double *ou
 
 /* ---- the contract ---------------------------------------------------------------------------
  * The bound of every output follows the variant's own sequence of operations with running
- * error bounds (harness/errbound.h): each value paired with the exact quantity it stands for
+ * error bounds (core/errbound.h): each value paired with the exact quantity it stands for
  * and a bound on their distance, each operation adding its rounding in the dtype it is done in
  * (u |z| + sig / 2), expf and logf their 2 ulps (pf_eb_exp, pf_eb_log). Long sums (of exp, of
  * the logits, of the log-probabilities) add the binary64 evaluation of the exact quantity,
@@ -487,7 +488,10 @@ static const pf_op_sweep pf_ce_sweep = {
     .shape = "2x256", .along = "scale:logits", .lo = 0x1p-4, .hi = 0x1p14, .fail = "finding", .cases_div = 4,
     .searches = {{"overflow", "1x256", "scale:logits", "overflow", 0x1p-4, 0x1p16, {"target:value=0"}}},
     /* the two faults that show only with their setting: a z-loss, chunks shorter than the row */
-    .fault_param = {{"ce-grad-no-zloss", "z_loss=0x1p-4"}, {"ce-chunk-no-rescale", "chunk=16"}},
+    .fault_settings = (const pf_fault_setting[]){{"ce-grad-no-zloss", NULL, {"z_loss=0x1p-4"}},
+                                                 {"ce-chunk-no-rescale", NULL, {"chunk=16"}},
+                                                 {"ce-microbatch-mean", NULL, {"microbatches=2"}},
+                                                 {NULL}},
     .explanation =
         "The loss is log sum exp(x) - x_t: the log-sum-exp subtracts the row's maximum, so no exp overflows at any "
         "logit scale, but lse = m + log Z and lse - x_t lose the small loss of a confident row to the rounding of m "
@@ -537,9 +541,9 @@ static const char *const pf_ce_faults_chunked[] = {"ce-no-max", "ce-chunk-no-res
   "targets, every intermediate's bound within its dtype's range"
 
 #ifdef PF_HAVE_CUDA
-#include "harness/cuda_module.h"
+#include "core/cuda_module.h"
 #include "kernels/cross_entropy/cross_entropy_cuda.h"
-/* fused and chunked's native CUDA kernel, in the module (harness/cuda_module.h): the scalars set
+/* fused and chunked's native CUDA kernel, in the module (core/cuda_module.h): the scalars set
  * up as pf_cross_entropy_cpu sets them up */
 static pf_status pf_ce_cuda_case(const pf_case *c, const pf_tensor *in, double *out, unsigned *fe) {
   __typeof__(&pf_cross_entropy_cuda) fn;

@@ -5,8 +5,8 @@
 
 #include <stddef.h>
 
-#include "harness/dtype_math.h"
-#include "harness/status.h"
+#include "core/dtype_math.h"
+#include "core/status.h"
 
 #ifdef __cplusplus
 extern "C" {

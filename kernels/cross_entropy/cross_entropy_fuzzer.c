@@ -12,9 +12,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "harness/fuzz/fuzz_common.h"
+#include "core/fuzz_decode.h"
 #include "kernels/cross_entropy/cross_entropy_math.h"
-#include "kernels/kernel.h"
+#include "core/kernel.h"
 
 int pf_decode_cross_entropy_fuzzer(const uint8_t *data, size_t size, pf_case *out) {
   if (size < 10) return 0;

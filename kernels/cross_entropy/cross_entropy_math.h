@@ -11,7 +11,7 @@
 #ifndef PF_CROSS_ENTROPY_MATH_H
 #define PF_CROSS_ENTROPY_MATH_H
 
-#include "harness/dtype_math.h"
+#include "core/dtype_math.h"
 #include "kernels/softmax/softmax_math.h"
 
 enum { PF_CE_LOGSOFTMAX = 0, PF_CE_FUSED = 1, PF_CE_CHUNKED = 2, PF_CE_LOGSOFTMAX_CPU = 3 };

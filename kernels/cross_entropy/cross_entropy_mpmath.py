@@ -5,6 +5,16 @@ import mpmath
 
 from mpmath_util import parse_hex
 
+# tests/generic_check.py: SMALL, the arguments of a small case (every variant in every dtype
+# runs one); CHECKS, precfuzz run arguments of the paths each needs checked beside it.
+SMALL = "--shape 3x17"
+CHECKS = [
+    "-t fp16 --cases 3 --shape 3x40",
+    "-v fused -t fp32 --cases 3 --shape 4x33 --scale 30 --param label_smoothing=0.25 --param z_loss=0x1p-10",
+    "-v chunked -t bf16 --cases 3 --shape 3x50 --param chunk=7 --param reduction=sum --scale 8",
+    "-v logsoftmax -t bf16 -a bf16 --cases 3 --shape 4x9 --param label_smoothing=0.5 --param reduction=none --special-rate 0.1",
+]
+
 
 def exact(case, inputs):
     rows, cols = case["shape"]

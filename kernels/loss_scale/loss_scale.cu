@@ -8,9 +8,9 @@
 // loss_scale_math.h's, so both backends compute the same bits.
 #include <cuda_runtime.h>
 
-#include "harness/cuda_check.h"
+#include "core/cuda_check.h"
 #include "kernels/loss_scale/loss_scale_cuda.h"
-#include "harness/cuda_module.h"
+#include "core/cuda_module.h"
 
 __global__ void pf_ls_steps_kernel(pf_ls_launch L, const double *g, double *out, unsigned *fe_out) {
   __shared__ pf_ls_state s;

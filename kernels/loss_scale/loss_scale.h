@@ -2,7 +2,7 @@
 #ifndef PF_LOSS_SCALE_H
 #define PF_LOSS_SCALE_H
 
-#include "harness/case.h"
+#include "core/case.h"
 #include "kernels/loss_scale/loss_scale_math.h"
 
 pf_ls_launch pf_loss_scale_launch_of(const pf_case *c);

@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/runner.h"
-#include "kernels/kernel.h"
+#include "core/runner.h"
+#include "core/kernel.h"
 #include "kernels/loss_scale/loss_scale.h"
 
 #include "oracles/loss_scale_ref.h"
@@ -136,6 +136,8 @@ static const pf_op_sweep pf_loss_scale_sweep = {
     .shape = "8x16", .along = "scale", .lo = 0x1p-30, .hi = 0x1p16, .fail = "finding", .cases_div = 1,
     .searches = {{"skip at the initial scale", "1x16", "value", "event:overflow", 0, 0, {NULL}},
                  {"scaled gradient flushed to zero", "1x16", "value", "event:underflow", 0, 1, {NULL}}},
+    /* the fault shows on a step where the scale grows: after 2 clean steps rather than 1000 */
+    .fault_settings = (const pf_fault_setting[]){{"loss-scale-unscale-after-update", NULL, {"window=2"}}, {NULL}},
     .explanation =
         "The backward pass holds S g in the gradient dtype: at DeepSpeed's and Megatron's initial 2^32 (PyTorch 2^16) "
         "an fp16 gradient overflows above 65504 / S, and the scaler skips and halves; gradients below 2^-25 / S are "
@@ -207,8 +209,8 @@ pf_status pf_loss_scale_cpu(const pf_case *c, const pf_tensor *in, double *out, 
 
 #ifdef PF_HAVE_CUDA
 #include "kernels/loss_scale/loss_scale_cuda.h"
-#include "harness/cuda_module.h"
-/* the CUDA kernel, in the module (harness/cuda_module.h) */
+#include "core/cuda_module.h"
+/* the CUDA kernel, in the module (core/cuda_module.h) */
 pf_status pf_loss_scale_cuda(const pf_ls_launch *L, const double *g, double *out, unsigned *fe) {
   __typeof__(&pf_loss_scale_cuda) fn;
   const pf_status st = pf_cuda_entry("pf_loss_scale_cuda", (void **)&fn);
@@ -305,6 +307,8 @@ int pf_loss_scale_in_domain(const pf_case *c, const pf_tensor *in, char *why, si
 static const char *const pf_ls_faults[] = {"loss-scale-no-skip", "loss-scale-unscale-after-update", NULL};
 /* DeepSpeed 0.19's paths unscale after the update already */
 static const char *const pf_ls_faults_ds019[] = {"loss-scale-no-skip", NULL};
+/* a fixed scale never grows: unscaling after the update is unscaling before it */
+static const char *const pf_ls_faults_static[] = {"loss-scale-no-skip", NULL};
 #define PF_LS_KERNEL(var, algo, faults, summary)                                                                     \
   {PF_KERNEL_ABI, &pf_loss_scale_op, var, summary, PF_DT(PF_FP16) | PF_DT(PF_BF16) | PF_DT(PF_FP32),             \
    PF_DT(PF_FP32), faults,                                                                                        \
@@ -317,7 +321,7 @@ static const pf_kernel pf_ls_tab[] = {
     PF_LS_KERNEL("deepspeed", PF_LS_DEEPSPEED, pf_ls_faults, "DeepSpeed DynamicLossScaler: hysteresis, window, error at the minimum scale"),
     PF_LS_KERNEL("megatron", PF_LS_MEGATRON, pf_ls_faults, "Megatron DynamicGradScaler: hysteresis, growth interval, keeps skipping at the minimum"),
     PF_LS_KERNEL("pytorch", PF_LS_PYTORCH, pf_ls_faults, "PyTorch GradScaler: backoff 0.5, growth 2 every 2000 clean steps, fp32 scale"),
-    PF_LS_KERNEL("static", PF_LS_STATIC, pf_ls_faults, "a fixed scale; overflowed steps skipped"),
+    PF_LS_KERNEL("static", PF_LS_STATIC, pf_ls_faults_static, "a fixed scale; overflowed steps skipped"),
     PF_LS_KERNEL("deepspeed-0.19", PF_LS_DEEPSPEED_019, pf_ls_faults_ds019,
                  "DeepSpeed 0.19.8 ZeRO's DynamicLossScaler with its config's defaults (2^16, hysteresis 2): doubles after "
                  "window + 1 clean steps; unscales by the updated scale"),

@@ -2,7 +2,7 @@
 #ifndef PF_LOSS_SCALE_CUDA_H
 #define PF_LOSS_SCALE_CUDA_H
 
-#include "harness/status.h"
+#include "core/status.h"
 #include "kernels/loss_scale/loss_scale_math.h"
 
 #ifdef __cplusplus

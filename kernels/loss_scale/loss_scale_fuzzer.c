@@ -14,8 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/fuzz/fuzz_common.h"
-#include "kernels/kernel.h"
+#include "core/fuzz_decode.h"
+#include "core/kernel.h"
 
 static const double decays[] = {1.0, 1.0, 0.5, 0.9, 2.0, 0.99, 1.1, 0.0};
 

@@ -22,12 +22,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/runner.h"
-#include "kernels/schedule/lr_schedule.h"
+#include "core/runner.h"
 #include "kernels/adam/adam_math.h"
-#include "kernels/kernel.h"
+#include "core/kernel.h"
 #include "kernels/loss_scale/loss_scale_math.h"
-#include "kernels/schedule/schedule.h"
+#include "kernels/schedule/schedule_spec.h"
 
 #include "oracles/schedule_mpfr.h"
 
@@ -67,8 +66,6 @@ static pf_dtype pf_sched_input_dtype(const pf_case *c, int i) { return PF_FP32; 
 static size_t pf_sched_output_count(const pf_case *c) { return 2 * c->shape[0] + 4 * c->shape[0] * c->shape[1]; }
 static int pf_sched_lowp(const pf_case *c) { return pf_case_algo(c) == PF_SCHED_LOWP_STATE; }
 
-pf_dtype pf_schedule_master_dtype(const pf_case *c) { return pf_sched_lowp(c) ? c->dtype : PF_FP32; }
-
 static int pf_sched_stages(const pf_case *c, pf_stage *st) {
   const size_t T = c->shape[0], n = c->shape[1];
   const int f32 = PF_HELD(PF_FP32);
@@ -81,19 +78,6 @@ static int pf_sched_stages(const pf_case *c, pf_stage *st) {
   /* the second moment: what the stagnant hazard reads, not judged against the exact one */
   st[5] = (pf_stage){"v", PF_SCHED_V(T, n), T * n, 0, PF_HELD(pf_schedule_master_dtype(c)), 2, {0, 1}, PF_MEASURE_NONE};
   return 6;
-}
-
-size_t pf_schedule_tensor_of(const pf_case *c, size_t i) {
-  const size_t n = c->shape[1], k = (size_t)c->params[PF_SP_TENSORS], q = n / k, r = n % k;
-  /* the first r tensors have q + 1 parameters */
-  return i < r * (q + 1) ? i / (q + 1) : r + (i - r * (q + 1)) / q;
-}
-
-int pf_schedule_scaler(const pf_case *c) { return (int)c->params[PF_SP_SCALER] - 1; } /* PF_LS_*, -1 none */
-
-pf_ls_state pf_schedule_scaler_start(const pf_case *c) {
-  return pf_ls_start(pf_schedule_scaler(c), c->params[PF_SP_SCALE0], c->params[PF_SP_MINSCALE],
-                     (long)c->params[PF_SP_WINDOW], (long)c->params[PF_SP_HYST]);
 }
 
 static uint64_t pf_splitmix64(uint64_t x) {
@@ -125,16 +109,9 @@ static void pf_sched_prepare(const pf_case *c, pf_tensor *in) {
     }
 }
 
-static pf_lr_schedule pf_sched_lr(const pf_case *c) {
-  const pf_lr_schedule s = {c->params[PF_SP_LR], c->params[PF_SP_LR_FINAL], (long)c->params[PF_SP_WARMUP],
-                            (long)c->shape[0] - (long)c->params[PF_SP_WARMUP], (pf_decay_kind)(int)c->params[PF_SP_DECAY]};
-  return s;
-}
-pf_lr_schedule pf_schedule_lr(const pf_case *c) { return pf_sched_lr(c); }
-
 static pf_status pf_sched_check(const pf_case *c) {
   const size_t T = c->shape[0], n = c->shape[1];
-  const pf_lr_schedule s = pf_sched_lr(c);
+  const pf_lr_schedule s = pf_schedule_lr(c);
   if (s.decay_steps < 0) return pf_error(PF_ERR_ARG, "warmup (%ld) is longer than the trajectory", s.warmup_steps);
   if (c->params[PF_SP_TENSORS] > (double)n)
     return pf_error(PF_ERR_ARG, "tensors (%.0f) is more than the %zu parameters", c->params[PF_SP_TENSORS], n);
@@ -324,7 +301,7 @@ static pf_status pf_schedule_steps(const pf_case *c, const pf_tensor *in, double
   const pf_dtype D = c->dtype, F = PF_FP32;
   const int lowp = pf_sched_lowp(c), scaler = pf_schedule_scaler(c);
   const int no_skip = strcmp(c->fault, "loss-scale-no-skip") == 0;
-  const pf_lr_schedule sched = pf_sched_lr(c);
+  const pf_lr_schedule sched = pf_schedule_lr(c);
   pf_ls_state ls = pf_schedule_scaler_start(c);
   double *p = malloc(n * sizeof(double)), *pm = malloc(n * sizeof(double)), *m = calloc(n, sizeof(double)),
          *v = calloc(n, sizeof(double)), *g = malloc(n * sizeof(double)), *part = malloc(K * sizeof(double));

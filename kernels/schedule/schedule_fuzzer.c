@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/fuzz/fuzz_common.h"
-#include "kernels/kernel.h"
+#include "core/fuzz_decode.h"
+#include "core/kernel.h"
 
 static const double lrs[] = {1e-3, 3e-4, 6e-5, 1e-4, 3e-3, 1e-2, 1e-5, 6e-4};
 static const double beta1s[] = {0.9, 0.95, 0.0, 0.5, 0.99, 0.8, 0.9, 0.9};

@@ -1,14 +1,14 @@
 // Softmax forward on the GPU: the same row code as softmax_cpu.c (pf_softmax_row in
 // softmax_math.h), one thread per row in column order, with the project's binary32 exp
-// (harness/expf.h, not the device's expf): the CPU's bits exactly. A first, simple kernel: the CUDA
+// (core/expf.h, not the device's expf): the CPU's bits exactly. A first, simple kernel: the CUDA
 // backend proper (launch shapes, cuBLAS, --backend cuda) is built on it later.
 #include <cuda_runtime.h>
 #include <stdio.h>
 
-#include "harness/cuda_check.h"
+#include "core/cuda_check.h"
 #include "kernels/softmax/softmax_cuda.h"
 #include "kernels/softmax/softmax_math.h"
-#include "harness/cuda_module.h"
+#include "core/cuda_module.h"
 
 __global__ void pf_softmax_fwd_kernel(const double *x, double *y, double *tmp, size_t rows, size_t cols,
                                       int algo, int no_max, pf_dtype acc, pf_dtype out_t, double alpha_acc,

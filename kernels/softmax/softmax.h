@@ -2,7 +2,7 @@
 #ifndef PF_SOFTMAX_H
 #define PF_SOFTMAX_H
 
-#include "kernels/kernel.h"
+#include "core/kernel.h"
 #include "kernels/softmax/softmax_cuda.h"
 #include "kernels/softmax/softmax_math.h"
 

@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/runner.h"
-#include "kernels/kernel.h"
+#include "core/runner.h"
+#include "core/kernel.h"
 #include "kernels/softmax/softmax.h"
 
 #include "oracles/softmax_mpfr.h"
@@ -309,8 +309,8 @@ pf_softmax_launch pf_softmax_launch_of(const pf_case *c, unsigned *fe) {
 }
 
 #ifdef PF_HAVE_CUDA
-#include "harness/cuda_module.h"
-/* the CUDA kernel, in the module (harness/cuda_module.h) */
+#include "core/cuda_module.h"
+/* the CUDA kernel, in the module (core/cuda_module.h) */
 pf_status pf_softmax_fwd_cuda(const pf_softmax_launch *L, const double *x, double *y, unsigned *fe) {
   __typeof__(&pf_softmax_fwd_cuda) fn;
   const pf_status st = pf_cuda_entry("pf_softmax_fwd_cuda", (void **)&fn);

@@ -7,8 +7,8 @@
 
 #include <math.h>
 
-#include "harness/dtype_math.h"
-#include "harness/expf.h"
+#include "core/dtype_math.h"
+#include "core/expf.h"
 
 enum { PF_SOFTMAX_NAIVE = 0, PF_SOFTMAX_SAFE = 1, PF_SOFTMAX_ONLINE = 2 };
 enum { PF_MASK_NONE = 0, PF_MASK_CAUSAL = 1, PF_MASK_CAUSAL_TOP_LEFT = 2 };

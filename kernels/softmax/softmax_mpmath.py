@@ -4,6 +4,16 @@ import mpmath
 
 from mpmath_util import lowest, parse_hex
 
+# tests/generic_check.py: SMALL, the arguments of a small case (every variant in every dtype
+# runs one); CHECKS, precfuzz run arguments of the paths each needs checked beside it.
+SMALL = "--shape 3x17"
+CHECKS = [
+    "-v safe -t fp16 --scale 8 --cases 3 --shape 3x40 --param mask=causal",
+    "-v online -t bf16 --scale 4 --cases 3 --shape 7x4 --param mask=causal",
+    "-v naive -t bf16 -a bf16 --dist loguniform --exp-range -20:6 --cases 3 --shape 5x33 --param mask=causal --param mask_value=lowest --special-rate 0.05",
+    "-v online -t fp32 --scale 30 --cases 2 --shape 2x300 --param alpha=0.125 --param mask=causal --param mask_value=-10000",
+]
+
 
 def softmax_rows(case, xs):
     rows, cols = case["shape"]

@@ -5,10 +5,10 @@
 // softmax: max, sum of exp(x - max), quotient) and the backward S = sum dy y, dx = y (dy - S),
 // the sums as a tree over the block (an order the contract's bound allows: it holds for any).
 // stored rounds y to the storage dtype between the two, recompute keeps it in the accumulation
-// dtype. The arithmetic, exp and the events: harness/cuda_native.cuh.
-#include "harness/cuda_check.h"
-#include "harness/cuda_native.cuh"
-#include "harness/cuda_module.h"
+// dtype. The arithmetic, exp and the events: core/cuda_native.cuh.
+#include "core/cuda_check.h"
+#include "core/cuda_native.cuh"
+#include "core/cuda_module.h"
 #include "kernels/softmax_bwd/softmax_bwd_cuda.h"
 #include "kernels/softmax_bwd/softmax_bwd_math.h"
 

@@ -15,7 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/kernel.h"
+#include "core/case.h"
+#include "core/kernel.h"
 #include "kernels/softmax/softmax.h"
 #include "kernels/softmax_bwd/softmax_bwd_math.h"
 
@@ -188,9 +189,9 @@ const pf_op pf_softmax_bwd_op = {
 };
 
 #ifdef PF_HAVE_CUDA
-#include "harness/cuda_module.h"
+#include "core/cuda_module.h"
 #include "kernels/softmax_bwd/softmax_bwd_cuda.h"
-/* the native CUDA kernel, in the module (harness/cuda_module.h) */
+/* the native CUDA kernel, in the module (core/cuda_module.h) */
 static pf_status pf_softmax_bwd_cuda_case(const pf_case *c, const pf_tensor *in, double *out, unsigned *fe) {
   __typeof__(&pf_softmax_bwd_cuda) fn;
   const pf_status st = pf_cuda_entry("pf_softmax_bwd_cuda", (void **)&fn);

@@ -9,8 +9,8 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "harness/fuzz/fuzz_common.h"
-#include "kernels/kernel.h"
+#include "core/fuzz_decode.h"
+#include "core/kernel.h"
 
 int pf_decode_softmax_bwd_fuzzer(const uint8_t *data, size_t size, pf_case *out) {
   if (size < 6) return 0;

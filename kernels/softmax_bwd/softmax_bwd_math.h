@@ -3,7 +3,7 @@
 #ifndef PF_SOFTMAX_BWD_MATH_H
 #define PF_SOFTMAX_BWD_MATH_H
 
-#include "harness/dtype_math.h"
+#include "core/dtype_math.h"
 
 enum { PF_SOFTMAX_BWD_STORED = 0, PF_SOFTMAX_BWD_RECOMPUTE = 1 };
 

@@ -3,6 +3,15 @@ exact(case, inputs) gives every output element's exact value in the layout precf
 undefined)."""
 import mpmath
 
+# tests/generic_check.py: SMALL, the arguments of a small case (every variant in every dtype
+# runs one); CHECKS, precfuzz run arguments of the paths each needs checked beside it.
+SMALL = "--shape 3x17"
+CHECKS = [
+    "-t fp16 --cases 3 --shape 3x40",
+    "-v recompute -t fp32 --cases 4 --shape 2x33 --scale 8 --special-rate 0.05",
+    "-v stored -t bf16 -a bf16 --cases 4 --shape 3x9 --special-rate 0.2 --dist heavy",
+]
+
 
 def exact(case, inputs):
     rows, cols = case["shape"]

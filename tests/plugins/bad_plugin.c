@@ -2,7 +2,8 @@
  * no pf_plugin_init, an init that registers nothing, a kernel of another ABI, an init that fails,
  * and tables with one field wrong (PF_BAD_TABLE_*: a copy of softmax/safe and its op, broken;
  * 12-15 its parameter ranges). */
-#include "kernels/kernel.h"
+#include "core/case.h"
+#include "core/kernel.h"
 
 #if defined(PF_BAD_NO_INIT)
 int pf_plugin_something_else(void) { return 0; }
