@@ -58,7 +58,8 @@ fuzz: fuzz-build
 fuzz-faults: fuzz-build
 	FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_JOBS=$(FUZZ_JOBS) FUZZ_SEED=$(FUZZ_SEED) FUZZ_BUILD=$(FUZZ_BUILD) scripts/run-fuzzers.sh --faults
 
-# PyTorch's kernels (examples/torch_*.py) under the drivers of their operations, FUZZ_SECONDS each.
+# The frameworks' kernels the examples declare (scripts/targets.py: PyTorch's; DeepSpeed's and
+# Megatron's where installed) under the drivers of their operations, FUZZ_SECONDS each.
 fuzz-torch: fuzz-build
 	scripts/python-env.sh --torch >/dev/null
 	FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_JOBS=$(FUZZ_JOBS) FUZZ_SEED=$(FUZZ_SEED) FUZZ_BUILD=$(FUZZ_BUILD) scripts/run-fuzzers.sh --torch

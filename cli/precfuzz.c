@@ -87,6 +87,18 @@ static cJSON *kernel_to_cjson(const pf_kernel *k) {
   }
   cJSON *fs = cJSON_AddArrayToObject(o, "faults");
   for (int i = 0; k->faults && k->faults[i]; i++) cJSON_AddItemToArray(fs, cJSON_CreateString(k->faults[i]));
+  /* what a fault's runs need to show it (the sweep's fault table uses the same) */
+  const pf_fault_setting *set = k->op->sweep ? k->op->sweep->fault_settings : NULL;
+  cJSON *fset = NULL;
+  for (int i = 0; k->faults && k->faults[i]; i++)
+    for (const pf_fault_setting *x = set; x && x->fault; x++) {
+      if (strcmp(x->fault, k->faults[i]) != 0) continue;
+      if (!fset) fset = cJSON_AddObjectToObject(o, "fault_settings");
+      cJSON *e = cJSON_AddObjectToObject(fset, x->fault);
+      if (x->dtype) cJSON_AddStringToObject(e, "dtype", x->dtype);
+      cJSON *pa = cJSON_AddArrayToObject(e, "params");
+      for (int j = 0; j < 4 && x->params[j]; j++) cJSON_AddItemToArray(pa, cJSON_CreateString(x->params[j]));
+    }
   cJSON_AddStringToObject(o, "contract", k->contract);
   return o;
 }

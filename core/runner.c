@@ -146,15 +146,8 @@ static pf_status pf_run_judge(const pf_case *c, const pf_oracle_opts *opts, pf_r
      * value does not fit there (the final output may well fit): that is an overflow. */
     for (int s = 0; s < ns; s++)
       for (size_t i = stages[s].offset; stages[s].internal && i < stages[s].offset + stages[s].count; i++)
-        if (r->cmp.elem[i] == PF_V_RANGE && r->oracle.status[i] != PF_ORACLE_UNDEFINED && !isfinite(r->out[i])) {
-          r->cmp.counts[PF_V_RANGE]--;
-          r->cmp.counts[PF_V_OVERFLOW]++;
-          r->cmp.elem[i] = PF_V_OVERFLOW;
-          if (r->cmp.verdict < PF_V_OVERFLOW) {
-            r->cmp.verdict = PF_V_OVERFLOW;
-            r->cmp.first_bad = i;
-          }
-        }
+        if (r->cmp.elem[i] == PF_V_RANGE && r->oracle.status[i] != PF_ORACLE_UNDEFINED && !isfinite(r->out[i]))
+          pf_run_set_verdict(r, i, PF_V_OVERFLOW);
     for (int s = 0; s < ns && !r->born; s++)
       for (size_t i = stages[s].offset; i < stages[s].offset + stages[s].count; i++)
         if (pf_verdict_is_finding(r->cmp.elem[i])) {

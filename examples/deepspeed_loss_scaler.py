@@ -24,6 +24,7 @@ rounded once (S is a power of two, S g exact in fp32). The inner optimizer only 
 gradient DeepSpeed hands it. Outputs per step: that gradient (0 when the step is skipped),
 the status (0 applied, 1 skipped, 2 stopped: ZeRO's "Current loss scale already at minimum"),
 the scale after the step."""
+# precfuzz-target: kernel=loss_scale start=exec needs=frameworks cases=20 variants=ds-fp16-optimizer,ds-fp16-unfused,ds-zero1-scaler
 import os
 import sys
 import tempfile

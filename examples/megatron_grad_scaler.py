@@ -19,6 +19,7 @@ the exact product); the main gradient is h in fp32, unscaled by inv_scale = fl32
 with an inf or NaN is skipped, and update(found_inf) runs after the unscaling, as in
 MixedPrecisionOptimizer.step. Megatron never stops: at the minimum it keeps skipping.
 Outputs per step: the applied gradient (0 when skipped), the status, the scale after update()."""
+# precfuzz-target: kernel=loss_scale start=exec needs=frameworks cases=20 variants=megatron-grad-scaler
 import logging
 import os
 import sys

@@ -90,6 +90,7 @@ model as a user might write it, for the case:
                        tied all-reduce adds a reduced shard to an unreduced one (4 ranks, tied=1,
                        tp=1, dp=2)
 """
+# precfuzz-target: kernel=tp_diff start=ranks:4 needs=frameworks cases=4 variants=megatron-core-bf16,megatron-core-distopt-bf16,megatron-core-fp16,megatron-core-distopt-fp16
 
 import contextlib
 import logging

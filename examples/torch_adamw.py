@@ -15,6 +15,7 @@ exp_avg and exp_avg_sq. AdamW decays decoupled only: the l2 mode is refused. The
 takes what torch.amp.GradScaler hands a fused optimizer (its grad_scale and found_inf
 attributes, which AdamW.step passes to _fused_adamw_): the case's grad_scale and found_inf.
 PRECFUZZ_DEVICE=cuda runs it on the GPU (scripts/gpu-check.sh does)."""
+# precfuzz-target: kernel=adam start=exec needs=torch cases=30 variants=torch-adamw,torch-adamw-foreach,torch-adamw-fused
 import os
 import sys
 

@@ -8,6 +8,7 @@ the clipped gradients.
 
 PRECFUZZ_DEVICE=cuda runs it on the GPU (scripts/gpu-check.sh does), where PyTorch takes its
 foreach path by default."""
+# precfuzz-target: kernel=clip start=exec needs=torch cases=50 variants=torch-clip
 import os
 import sys
 

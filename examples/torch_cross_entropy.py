@@ -10,6 +10,7 @@ ATen keeps the sum and the log in fp32, so it is judged by logsoftmax's contract
 The per-row losses are F.cross_entropy(..., reduction="none"); the reduced loss and the gradient
 come from the case's reduction (for "none", the gradient of the per-row losses' sum, as
 loss.backward(torch.ones_like(loss)) gives). PRECFUZZ_DEVICE=cuda runs it on the GPU."""
+# precfuzz-target: kernel=cross_entropy start=exec needs=torch cases=20 variants=torch-cross-entropy
 import os
 import sys
 

@@ -11,6 +11,7 @@ GradScaler does for fp32 parameters, and the step is skipped when it holds an in
 Outputs per step: the applied gradient (0 when skipped), the status (0 applied, 1 skipped)
 and the scale after update(). GradScaler has no hysteresis and no minimum scale: cases that
 set them are refused. PRECFUZZ_DEVICE=cuda runs it on the GPU (scripts/gpu-check.sh does)."""
+# precfuzz-target: kernel=loss_scale start=exec needs=torch cases=30 variants=torch-gradscaler
 import os
 import sys
 

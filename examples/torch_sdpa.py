@@ -13,6 +13,7 @@ key, and SDPA gives them 0) is SDPA's is_causal where q_len = k_len and a boolea
 mask=causal-top-left (j <= i) is SDPA's own is_causal=True. A masked score is -inf in SDPA: the other mask values are refused, as are
 layer-scaled scores (layer) and a storage-dtype softmax, which SDPA does not have.
 PRECFUZZ_DEVICE=cuda runs it on the GPU (scripts/gpu-check.sh does)."""
+# precfuzz-target: kernel=attention start=exec needs=torch cases=20 variants=torch-sdpa
 import os
 import sys
 

@@ -11,6 +11,7 @@ The masks as in examples/torch_sdpa.py: causal (aligned to the bottom right; wit
 first q_len - k_len queries see no key: output and gradients 0) is SDPA's is_causal
 where q_len = k_len and a boolean mask otherwise; causal-top-left is is_causal=True. The fp32
 delta only (delta=fp32). PRECFUZZ_DEVICE=cuda runs it on the GPU."""
+# precfuzz-target: kernel=attention_bwd start=exec needs=torch cases=20 variants=torch-sdpa-bwd
 import os
 import sys
 

@@ -12,6 +12,7 @@ the same bits, but 0 on a row masked whole by -inf where torch.softmax gives NaN
 does) and the result rounded to the
 storage dtype. Without them (alpha 1, no mask) torch.softmax runs on the tensor as it is.
 PRECFUZZ_DEVICE=cuda runs it on the GPU (scripts/gpu-check.sh does)."""
+# precfuzz-target: kernel=softmax start=exec needs=torch cases=100 variants=torch-softmax
 import os
 import sys
 

@@ -8,6 +8,7 @@ as ATen's softmax backward kernels compute them).
   precfuzz --kernels exec:"python3 examples/torch_softmax_backward.py" run -k softmax_bwd -v torch-softmax-bwd -t bf16 --cases 100
 
 PRECFUZZ_DEVICE=cuda runs it on the GPU."""
+# precfuzz-target: kernel=softmax_bwd start=exec needs=torch cases=20 variants=torch-softmax-bwd
 import os
 import sys
 

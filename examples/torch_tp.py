@@ -55,6 +55,7 @@ is the variant's layout for steps 1..K, saved by DCP and loaded at TP=1 on rank 
 TP=1 saved by rank 0 alone and loaded at the variant's layout on both ranks; precfuzz judges
 both by the differential's set.
 """
+# precfuzz-target: kernel=tp_diff start=ranks:2 needs=torch cases=4 variants=torch-dtensor,torch-ddp
 
 import os
 import sys

@@ -4,7 +4,8 @@
 # against the contract it names (findings, largest distance from the correctly rounded result
 # in ulps) and the share of its outputs bitwise equal to precfuzz's emulation of that contract
 # on the same cases (precfuzz diff-variant), with why the rest differs. A row is: operation,
-# variant, example, the contract it names, cases, and the dtypes it takes (default all three).
+# variant, example, the contract it names, cases (the example's declared count), and the dtypes
+# it takes.
 #   scripts/fidelity-table.sh [PRECFUZZ]   (default build/bin/precfuzz; needs python-env.sh --frameworks)
 # PRECFUZZ_DEVICE=cuda measures PyTorch's CUDA kernels instead.
 set -uo pipefail
@@ -28,19 +29,25 @@ why() {
 }
 echo "| framework op (variant, contract) | framework | dtype | cases | findings | max ulps | bitwise = emulation | why not all |"
 echo "|---|---|---|---|---|---|---|---|"
-for row in "softmax torch-softmax torch_softmax safe 200" "softmax_bwd torch-softmax-bwd torch_softmax_backward stored 100" \
-  "attention torch-sdpa torch_sdpa flash 50" \
-  "adam torch-adamw torch_adamw torch 100" "adam torch-adamw-foreach torch_adamw torch-foreach 100" \
-  "adam torch-adamw-fused torch_adamw torch-fused 100" "clip torch-clip torch_clip torch 100" \
-  "loss_scale torch-gradscaler torch_grad_scaler pytorch 50" \
-  "loss_scale ds-zero1-scaler deepspeed_loss_scaler deepspeed-0.19 50 fp16" \
-  "loss_scale ds-fp16-optimizer deepspeed_loss_scaler deepspeed-0.19-fp16 50 fp16" \
-  "loss_scale ds-fp16-unfused deepspeed_loss_scaler deepspeed-0.19-fp16 50 fp16" \
-  "loss_scale megatron-grad-scaler megatron_grad_scaler megatron 50"; do
-  set -- $row fp32,fp16,bf16
+# every variant of the kernel processes the examples declare (scripts/targets.py), with the
+# contract it names (its "like") and the dtypes it takes, from precfuzz list --json
+rows=()
+while IFS=$'\t' read -r ex kernel variants _ start _ cases; do
+  [ "$start" = exec ] || continue
+  name=$(basename "$ex" .py)
+  while read -r v like dtypes; do
+    rows+=("$kernel $v $name $like $cases $dtypes")
+  done < <("$P" --kernels "exec:$PY $ex" list --json | python3 -c '
+import json, sys
+for k in json.load(sys.stdin):
+    if k.get("like"):
+        print(k["variant"], k["like"], ",".join(k["dtypes"]))')
+done < <(python3 scripts/targets.py --needs torch --needs frameworks)
+for row in "${rows[@]}"; do
+  set -- $row
   K="exec:$PY examples/$3.py"
   diff=$("$P" --kernels "$K" diff-variant -k $1 -v $2 --cases $5 2>&1)
-  # the dtypes the framework's path takes (DeepSpeed scales fp16 only); default all three
+  # the dtypes the framework's path takes (DeepSpeed scales fp16 only)
   for t in ${6//,/ }; do
     out=$("$P" --kernels "$K" run -k $1 -v $2 -t $t --cases $5 2>&1)
     findings=$(echo "$out" | sed -n 's/^  findings \([0-9]*\) .*/\1/p')

@@ -105,10 +105,13 @@ check_torch() {
     return
   fi
   "$tpy" -c "import torch; print('torch', torch.__version__, 'CUDA', torch.version.cuda, torch.cuda.get_device_name())"
-  for row in "softmax torch-softmax torch_softmax 200" "attention torch-sdpa torch_sdpa 50" "adam torch-adamw-foreach torch_adamw 100" \
-    "adam torch-adamw-fused torch_adamw 100" "clip torch-clip torch_clip 100" "loss_scale torch-gradscaler torch_grad_scaler 50" \
-    "cross_entropy torch-cross-entropy torch_cross_entropy 50" "attention_bwd torch-sdpa-bwd torch_sdpa_backward 20" \
-    "softmax_bwd torch-softmax-bwd torch_softmax_backward 50"; do
+  # every variant of the PyTorch kernel processes the examples declare (scripts/targets.py)
+  local rows=() ex kernel variants start cases v
+  while IFS=$'\t' read -r ex kernel variants _ start _ cases; do
+    [ "$start" = exec ] || continue
+    for v in ${variants//,/ }; do rows+=("$kernel $v $(basename "$ex" .py) $cases"); done
+  done < <(python3 scripts/targets.py --needs torch)
+  for row in "${rows[@]}"; do
     set -- $row
     if [ -n "${PF_GPU_TORCH_KERNELS:-}" ] && ! [[ " $PF_GPU_TORCH_KERNELS " == *" $1 "* ]]; then continue; fi
     for t in fp32 fp16 bf16; do

@@ -7,10 +7,10 @@
 #                                    empty corpus: time and runs to the first finding; exit 1 if
 #                                    a fault is not found within FUZZ_SECONDS; each finding is
 #                                    minimized (precfuzz minimize) and the table says how far
-#   scripts/run-fuzzers.sh --torch   PyTorch's kernels (examples/torch_*.py, kernel processes
-#                                    from .venv; torch_tp.py's DTensor and DDP steps a rank group
-#                                    of 2; with --frameworks installed also DeepSpeed's
-#                                    BF16_Optimizer and megatron-core's optimizers, rank groups)
+#   scripts/run-fuzzers.sh --torch   the frameworks' kernels the examples declare
+#                                    (scripts/targets.py: PyTorch's kernel processes and rank
+#                                    groups from .venv; with --frameworks installed also
+#                                    DeepSpeed's and Megatron's scalers and optimizers)
 #                                    under the drivers of their operations, each
 #                                    aimed at them (PF_FUZZ_VARIANT) for FUZZ_SECONDS; exit 1 on
 #                                    a finding, each printed whole and replayed on the emulation
@@ -138,18 +138,17 @@ if [ "$mode" = --torch ]; then
   scripts/python-env.sh --check --torch ||
     { echo "run-fuzzers: no PyTorch in ${PRECFUZZ_VENV:-.venv} (scripts/python-env.sh --torch installs it)" >&2; exit 2; }
   PY=${PRECFUZZ_VENV:-.venv}/bin/python
-  # driver, example, the variants it registers[, ranks:N for a rank group]
-  targets=("softmax_fuzzer torch_softmax torch-softmax" "attention_fuzzer torch_sdpa torch-sdpa"
-    "adam_fuzzer torch_adamw torch-adamw,torch-adamw-foreach,torch-adamw-fused" "clip_fuzzer torch_clip torch-clip"
-    "loss_scale_fuzzer torch_grad_scaler torch-gradscaler" "cross_entropy_fuzzer torch_cross_entropy torch-cross-entropy"
-    "attention_bwd_fuzzer torch_sdpa_backward torch-sdpa-bwd" "softmax_bwd_fuzzer torch_softmax_backward torch-softmax-bwd"
-    "tp_diff_fuzzer torch_tp torch-dtensor,torch-ddp ranks:2")
-  # DeepSpeed's BF16_Optimizer on 2 gloo ranks and megatron-core's optimizers (Float16Optimizer,
-  # DistributedOptimizer; bf16 and fp16 with its loss scaler) on 4, where installed
-  if scripts/python-env.sh --check --frameworks; then
-    targets+=("tp_diff_fuzzer deepspeed_tp deepspeed-bf16,deepspeed-zero1-bf16,deepspeed-zero2-bf16,deepspeed-zero2-tp-bf16,deepspeed-zero1-bf16acc ranks:2"
-      "tp_diff_fuzzer megatron_tp megatron-core-bf16,megatron-core-distopt-bf16,megatron-core-fp16,megatron-core-distopt-fp16 ranks:4")
-  fi
+  # driver, example, the variants it aims at[, ranks:N for a rank group]: every target the
+  # examples declare (scripts/targets.py), DeepSpeed's and Megatron's where they are installed
+  needs=(--needs torch)
+  scripts/python-env.sh --check --frameworks && needs+=(--needs frameworks)
+  targets=()
+  while IFS=$'\t' read -r ex kernel _ fuzz start _ _; do
+    s=""
+    [ "$start" = exec ] || s=$start
+    targets+=("${kernel}_fuzzer $(basename "$ex" .py) $fuzz $s")
+  done < <(python3 scripts/targets.py "${needs[@]}")
+  [ ${#targets[@]} -gt 0 ] || { echo "run-fuzzers: scripts/targets.py lists no target" >&2; exit 2; }
   keys=()
   if [ -n "${FUZZ_TORCH_DRIVERS:-}" ]; then
     chosen=()

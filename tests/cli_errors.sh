@@ -121,7 +121,7 @@ expect2 "ffn (5) must be even" diff-tp --shape 3x8x5x11x4 --cases 1
 expect2 "vocab (1)" diff-tp --shape 3x8x16x1x4 --cases 1
 expect2 "does not support dtype fp32" diff-tp -v megatron -t fp32 --cases 1
 expect2 "experts must be 0 or 2" diff-tp --param experts=1 --cases 1
-expect2 "has no experts" diff-tp -v torch -t fp32 --param experts=2 --cases 1
+expect2 "tp_diff/torch takes experts in [0, 0] only, not 2" diff-tp -v torch -t fp32 --param experts=2 --cases 1
 expect2 "loss_scale is for fp16" diff-tp --param loss_scale=1024 --cases 1
 expect2 "are for the dynamic scaler (scaler=1)" diff-tp -t fp16 --param hysteresis=3 --cases 1
 expect2 "scaler=1 (a dynamic loss scale) is for fp16" diff-tp --param scaler=1 --cases 1

@@ -70,7 +70,8 @@ out=$(${line} 2>&1); rc=$?
 expect2 "--kernels: cannot load $T/none.so" "$P" --kernels "$T/none.so" list
 expect2 "has no pf_plugin_init" "$P" --kernels "$L/bad_plugin_no_init.so" list
 expect2 "registered no kernel" "$P" --kernels "$L/bad_plugin_empty.so" list
-expect2 "pf_plugin_init failed: kernel registration: incomplete kernel or ABI 99 (expected 8)" "$P" --kernels "$L/bad_plugin_abi.so" list
+abi=$(sed -n 's/^#define PF_KERNEL_ABI \([0-9]*\).*/\1/p' "$(dirname "$0")/../core/kernel.h")
+expect2 "pf_plugin_init failed: kernel registration: incomplete kernel or ABI 99 (expected $abi)" "$P" --kernels "$L/bad_plugin_abi.so" list
 expect2 "pf_plugin_init failed: this library refuses to register" "$P" --kernels "$L/bad_plugin_fails.so" list
 # a user's kernel that fails on a case without a message: that case's verdict, the run goes on
 n=$((n + 1))

@@ -12,12 +12,15 @@ PY=$3
 . "$(dirname "$0")/check.sh"
 need_python "torch, numpy" "scripts/python-env.sh --torch installs it"
 
-# NAME KERNEL VARIANT EXAMPLE CASES: ok on every case in each dtype
-for row in "softmax torch-softmax torch_softmax 100" "attention torch-sdpa torch_sdpa 20" \
-  "adam torch-adamw torch_adamw 30" "adam torch-adamw-foreach torch_adamw 30" "adam torch-adamw-fused torch_adamw 30" \
-  "clip torch-clip torch_clip 50" "loss_scale torch-gradscaler torch_grad_scaler 30" \
-  "cross_entropy torch-cross-entropy torch_cross_entropy 20" "attention_bwd torch-sdpa-bwd torch_sdpa_backward 20" \
-  "softmax_bwd torch-softmax-bwd torch_softmax_backward 20"; do
+# KERNEL VARIANT EXAMPLE CASES, for every variant of the PyTorch kernel processes the examples
+# declare (scripts/targets.py): ok on every case in each dtype
+rows=()
+while IFS=$'\t' read -r ex kernel variants _ start _ cases; do
+  [ "$start" = exec ] || continue
+  for v in ${variants//,/ }; do rows+=("$kernel $v $(basename "$ex" .py) $cases"); done
+done < <(python3 "$(dirname "$0")/../scripts/targets.py" --needs torch) || fail "scripts/targets.py"
+[ ${#rows[@]} -ge 10 ] || fail "scripts/targets.py lists ${#rows[@]} PyTorch kernel variants"
+for row in "${rows[@]}"; do
   set -- $row
   for t in fp32 fp16 bf16; do
     n=$((n + 1))

@@ -173,7 +173,7 @@ static void pf_adam_cost(const pf_case *c, double *emulation_s, double *oracle_s
  * m = v = 0 at p = 1 is lost (small gradients) or overflows (large ones) */
 /* the faults show past step 256 (the count held in bf16) and on a step GradScaler skips */
 static const pf_fault_setting pf_adam_fault_settings[] = {
-    {"adam-step-bf16", NULL, {"step=1000"}}, {"adam-ignores-found-inf", NULL, {"found_inf=1"}}, {NULL}};
+    {"adam-step-bf16", NULL, {"step=1000"}}, {"adam-ignores-found-inf", NULL, {"found_inf=1"}}, {0}};
 static const pf_op_sweep pf_adam_sweep = {
     .kind = PF_SWEEP_SCAN,
     .shape = "64", .along = "scale:g", .lo = 0x1p-40, .hi = 0x1p16, .fail = "finding", .cases_div = 1,

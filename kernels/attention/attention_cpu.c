@@ -97,7 +97,7 @@ static void pf_attention_cost(const pf_case *c, double *emulation_s, double *ora
 static const pf_op_sweep pf_attention_sweep = {
     .kind = PF_SWEEP_SCAN,
     .shape = "1x2x8x8x32", .along = "scale", .lo = 0x1p-2, .hi = 0x1p8, .fail = "finding", .cases_div = 2,
-    .fault_settings = (const pf_fault_setting[]){{"flash-no-rescale", NULL, {"block=4"}}, {NULL}},
+    .fault_settings = (const pf_fault_setting[]){{"flash-no-rescale", NULL, {"block=4"}}, {0}},
     .searches = {{"score overflow", "1x1x2x2x16", "value", "overflow,nan", 0, 0, {NULL}}},
     .explanation =
         "The scores are q.k summed over head_dim d terms: with every element x, d x^2, stored as x^2 sqrt(d) after the "

@@ -446,7 +446,7 @@ static const pf_op_sweep pf_ab_sweep = {
     /* dQ and dK's rounding bias over many cases: flash's bf16 dQ drifts toward zero by about
      * 0.04 ulps, a bias no single case shows (docs/kernels/attention_bwd.md) */
     .bias_shape = "1x2x32x32x16", .bias_scale = 4, .bias_cases = 128, .bias_cases_quick = 8,
-    .fault_settings = (const pf_fault_setting[]){{"attn-bwd-lse-no-max", NULL, {"block=4"}}, {NULL}},
+    .fault_settings = (const pf_fault_setting[]){{"attn-bwd-lse-no-max", NULL, {"block=4"}}, {0}},
     .explanation =
         "The backward multiplies the probabilities P by dP - D, D_i = sum_j P_ij dP_ij: rows whose dP is nearly constant "
         "cancel, so the contracts are absolute. standard reads P back from the storage dtype (bf16: 2^-9 relative "

@@ -491,7 +491,7 @@ static const pf_op_sweep pf_ce_sweep = {
     .fault_settings = (const pf_fault_setting[]){{"ce-grad-no-zloss", NULL, {"z_loss=0x1p-4"}},
                                                  {"ce-chunk-no-rescale", NULL, {"chunk=16"}},
                                                  {"ce-microbatch-mean", NULL, {"microbatches=2"}},
-                                                 {NULL}},
+                                                 {0}},
     .explanation =
         "The loss is log sum exp(x) - x_t: the log-sum-exp subtracts the row's maximum, so no exp overflows at any "
         "logit scale, but lse = m + log Z and lse - x_t lose the small loss of a confident row to the rounding of m "

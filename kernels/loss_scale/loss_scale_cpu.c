@@ -137,7 +137,7 @@ static const pf_op_sweep pf_loss_scale_sweep = {
     .searches = {{"skip at the initial scale", "1x16", "value", "event:overflow", 0, 0, {NULL}},
                  {"scaled gradient flushed to zero", "1x16", "value", "event:underflow", 0, 1, {NULL}}},
     /* the fault shows on a step where the scale grows: after 2 clean steps rather than 1000 */
-    .fault_settings = (const pf_fault_setting[]){{"loss-scale-unscale-after-update", NULL, {"window=2"}}, {NULL}},
+    .fault_settings = (const pf_fault_setting[]){{"loss-scale-unscale-after-update", NULL, {"window=2"}}, {0}},
     .explanation =
         "The backward pass holds S g in the gradient dtype: at DeepSpeed's and Megatron's initial 2^32 (PyTorch 2^16) "
         "an fp16 gradient overflows above 65504 / S, and the scaler skips and halves; gradients below 2^-25 / S are "

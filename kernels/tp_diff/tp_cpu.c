@@ -1267,8 +1267,9 @@ static const pf_op_sweep pf_tp_sweep = {
         {"ckpt-adam-state-dropped", NULL, {"resume_at=1"}},
         {"ckpt-step-reset", NULL, {"resume_at=1"}},
         {"ckpt-scale-reset", "fp16", {"scaler=1", "growth_interval=1", "resume_at=1"}},
+        {"unscale-after-update", "fp16", {"scaler=1", "growth_interval=1"}},
         {"reshard-split-axis", NULL, {"reshard_at=1"}},
-        {NULL}},
+        {0}},
     .explanation = "TP=1 against TP=2 mixed-precision optimizer steps: replicated parameters bitwise equal on every "
                    "rank, both runs inside the set of values every summation order of the norm allows. Clean runs must "
                    "give no finding; each fault must be found.",
@@ -1333,24 +1334,29 @@ static void pf_tp_bound(const pf_case *c, const pf_tensor *in, pf_bound *out) {
 static const char *const pf_tp_faults[] = {"tp-replicated-unclipped", "norm-no-dedup", "norm-not-allreduced",
                                            "tied-grad-unreduced", "dp-grad-unreduced", "expert-norm-averaged",
                                            "expert-norm-local", "expert-norm-dropped",
-                                           "ckpt-master-from-param", "ckpt-last-stage-init", "ckpt-adam-state-dropped", "ckpt-step-reset", "ckpt-scale-reset", "reshard-split-axis", NULL};
+                                           "ckpt-master-from-param", "ckpt-last-stage-init", "ckpt-adam-state-dropped", "ckpt-step-reset", "reshard-split-axis", NULL};
 /* the fp16 variants' too: each rank skips on its own found_inf (not all-reduced) */
 static const char *const pf_tp_fp16_faults[] = {"tp-replicated-unclipped", "norm-no-dedup", "norm-not-allreduced",
                                                 "tied-grad-unreduced", "dp-grad-unreduced", "expert-norm-averaged",
                                                 "expert-norm-local", "expert-norm-dropped", "found-inf-local",
                                                 "ckpt-master-from-param", "ckpt-last-stage-init", "ckpt-adam-state-dropped", "ckpt-step-reset", "ckpt-scale-reset", "reshard-split-axis", NULL};
-/* plain PyTorch has no experts here */
+/* plain PyTorch has no experts here, in fp32 no loss scaler, and its parameters are their own
+ * masters (a master rebuilt from the parameter is the master) */
 static const char *const pf_tp_torch_faults[] = {"tp-replicated-unclipped", "norm-no-dedup", "norm-not-allreduced",
                                                  "tied-grad-unreduced", "dp-grad-unreduced",
-                                                 "ckpt-master-from-param", "ckpt-last-stage-init", "ckpt-adam-state-dropped", "ckpt-step-reset", "ckpt-scale-reset", "reshard-split-axis", NULL};
+                                                 "ckpt-last-stage-init", "ckpt-adam-state-dropped", "ckpt-step-reset", "reshard-split-axis", NULL};
+static const pf_param_range pf_tp_torch_params[] = {{"experts", 0, 0, 0, 0}, {0}};
+/* DeepSpeed's ZeRO optimizer here: one pipeline stage, no experts */
+static const pf_param_range pf_tp_zero_params[] = {{"tied", 0, 0, 0, 0}, {"experts", 0, 0, 0, 0}, {0}};
 #define PF_TP_ZERO_CONTRACT                                                                                           \
   "replicated parameters bitwise equal across ranks after every step; TP=1 and gathered TP=2 or DP=2 master, "        \
   "parameter, m and v inside the set every summation order of the norm allows, through the bf16 accumulation, "      \
   "DeepSpeed's ZeRO coefficient and PyTorch's AdamW; the reported norm inside its set"
-/* DeepSpeed's ZeRO optimizer here has neither pipeline stages nor experts */
+/* DeepSpeed's ZeRO optimizer here has neither pipeline stages (no last stage to initialize) nor
+ * experts */
 static const char *const pf_tp_zero_faults[] = {"tp-replicated-unclipped", "norm-no-dedup", "norm-not-allreduced",
                                                 "dp-grad-unreduced", "found-inf-local", "unscale-after-update",
-                                                "ckpt-master-from-param", "ckpt-last-stage-init", "ckpt-adam-state-dropped", "ckpt-step-reset", "ckpt-scale-reset", "reshard-split-axis", NULL};
+                                                "ckpt-master-from-param", "ckpt-adam-state-dropped", "ckpt-step-reset", "ckpt-scale-reset", "reshard-split-axis", NULL};
 static const pf_kernel pf_tp_tab[] = {
     {PF_KERNEL_ABI, &pf_tp_op, "megatron",
      "DeepSpeed BF16_Optimizer / Megatron: fp32 gradient buffers, fp32 norm of the deduplicated norm set, clip, FusedAdam",
@@ -1381,21 +1387,21 @@ static const pf_kernel pf_tp_tab[] = {
      "replicated parameters and tied copies bitwise equal across ranks after every step; TP=1 and gathered TP=2 "
      "parameter, m and v inside the set every summation order of the norm allows, through clip_grad_norm_'s "
      "coefficient and PyTorch's AdamW; the reported norm inside its set",
-     pf_tp_cpu, pf_tp_bound, pf_tp_in_domain, pf_tp_check, NULL, PF_TP_TORCH, NULL, NULL},
+     pf_tp_cpu, pf_tp_bound, pf_tp_in_domain, pf_tp_check, NULL, PF_TP_TORCH, NULL, pf_tp_torch_params},
     {PF_KERNEL_ABI, &pf_tp_op, "deepspeed-zero2",
      "DeepSpeed 0.19.8 DeepSpeedZeroOptimizer, ZeRO stage 2, bf16 with bf16 gradient accumulation, torch AdamW on the "
      "CPU: every micro-batch reduced over DP, the reduced gradients accumulated in bf16; binary64 norms of each "
      "partition's pieces, per parameter group, combined in fp32; coef = 1 / clamp((norm + 1e-6) / max_norm, min=1)",
      PF_DT(PF_BF16) | PF_DT(PF_FP16), PF_DT(PF_FP32), pf_tp_zero_faults,
      PF_TP_ZERO_CONTRACT,
-     pf_tp_cpu, pf_tp_bound, pf_tp_in_domain, pf_tp_check, NULL, PF_TP_DS_ZERO2, NULL, NULL},
+     pf_tp_cpu, pf_tp_bound, pf_tp_in_domain, pf_tp_check, NULL, PF_TP_DS_ZERO2, NULL, pf_tp_zero_params},
     {PF_KERNEL_ABI, &pf_tp_op, "deepspeed-zero1",
      "DeepSpeed 0.19.8 DeepSpeedZeroOptimizer, ZeRO stage 1, bf16 with bf16 gradient accumulation, torch AdamW on the "
      "CPU: each replica's micro-batches accumulated in bf16, then reduced over DP once; norm and coefficient as "
      "deepspeed-zero2",
      PF_DT(PF_BF16) | PF_DT(PF_FP16), PF_DT(PF_FP32), pf_tp_zero_faults,
      PF_TP_ZERO_CONTRACT,
-     pf_tp_cpu, pf_tp_bound, pf_tp_in_domain, pf_tp_check, NULL, PF_TP_DS_ZERO1, NULL, NULL},
+     pf_tp_cpu, pf_tp_bound, pf_tp_in_domain, pf_tp_check, NULL, PF_TP_DS_ZERO1, NULL, pf_tp_zero_params},
 };
 const pf_kernel *const pf_tp_kernels[] = {&pf_tp_tab[0], &pf_tp_tab[1], &pf_tp_tab[2], &pf_tp_tab[3],
                                           &pf_tp_tab[4], &pf_tp_tab[5], NULL};
