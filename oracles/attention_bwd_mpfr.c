@@ -21,7 +21,7 @@
 #include "core/case.h"
 #include "oracles/attention_bwd_fast.h"
 #include "oracles/oracle_util.h"
-#include "oracles/softmax_fast.h" /* pf_oracle_masked: causal (1) bottom right, causal-top-left (2) */
+#include "oracles/softmax_fast.h" /* pf_oracle_masked: causal bottom right, causal-top-left */
 
 enum { D_B = 0, D_H, D_LQ, D_LK, D_D };
 enum { P_MASK = 0 }; /* kernels/attention_bwd: the parameters' order */

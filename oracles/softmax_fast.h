@@ -4,24 +4,26 @@
 #define PF_SOFTMAX_FAST_H
 
 #include "core/kernel.h"
+#include "kernels/softmax/softmax_spec.h" /* the mask choices */
 #include "oracles/dd.h"
 
-/* The oracle's mask (independent of the kernels'): causal (1) aligned bottom right, row i
- * seeing columns j <= i + cols - rows (none when i < rows - cols); causal-top-left (2): j <= i. */
+/* The oracle's mask (its own, from the family's spec: the choices of the mask parameter): causal
+ * aligned bottom right, row i seeing columns j <= i + cols - rows (none when i < rows - cols);
+ * causal-top-left: j <= i. */
 static inline int pf_oracle_masked(int mask, size_t row, size_t j, size_t rows, size_t cols) {
-  return mask == 2 ? j > row : mask == 1 && j + rows > row + cols;
+  return mask == PF_MASK_CAUSAL_TOP_LEFT ? j > row : mask == PF_MASK_CAUSAL && j + rows > row + cols;
 }
 /* A row the causal mask hides whole: with the -inf sentinel its exact value is taken as 0
  * (PyTorch's _safe_softmax); with a finite one the equal scores make it uniform. */
 /* How many leading columns row `row` sees (every mask here shows a prefix of the row). */
 static inline size_t pf_oracle_visible(int mask, size_t row, size_t rows, size_t cols) {
-  if (mask == 2) return row + 1 < cols ? row + 1 : cols;
-  if (mask != 1) return cols;
+  if (mask == PF_MASK_CAUSAL_TOP_LEFT) return row + 1 < cols ? row + 1 : cols;
+  if (mask != PF_MASK_CAUSAL) return cols;
   if (row + cols < rows) return 0;
   return row + cols - rows + 1 < cols ? row + cols - rows + 1 : cols;
 }
 static inline int pf_oracle_hidden(int mask, size_t row, size_t rows, size_t cols) {
-  return mask == 1 && row + cols < rows;
+  return mask == PF_MASK_CAUSAL && row + cols < rows;
 }
 
 /* Row `row` of the case (x: its inputs; alpha, mask, sentinel: the case's score definition):

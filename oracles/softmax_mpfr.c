@@ -20,8 +20,8 @@
 
 /* What a masked position holds, computed here without the kernel's helpers. */
 static double pf_oracle_mask_value(int choice, pf_dtype storage) {
-  if (choice == 1) return -10000.0;
-  if (choice == 2) {
+  if (choice == PF_MASKVAL_NEG_10000) return -10000.0;
+  if (choice == PF_MASKVAL_LOWEST) {
     const pf_format f = pf_format_of(storage);
     return -ldexp(2.0 - ldexp(1.0, 1 - f.prec), f.emax);
   }

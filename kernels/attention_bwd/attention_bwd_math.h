@@ -10,8 +10,8 @@
 #define PF_ATTENTION_BWD_MATH_H
 
 #include "kernels/attention/attention_math.h"
+#include "kernels/attention_bwd/attention_bwd_spec.h"
 
-enum { PF_ATTN_BWD_STANDARD = 0, PF_ATTN_BWD_FLASH = 1, PF_ATTN_BWD_FLASH_PDP = 2 };
 
 /* Fault switches:
  *   attn-bwd-no-delta       D = 0: dS = P o dP, the softmax Jacobian's rank-one term forgotten

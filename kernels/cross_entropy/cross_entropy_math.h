@@ -13,9 +13,8 @@
 
 #include "core/dtype_math.h"
 #include "kernels/softmax/softmax_math.h"
+#include "kernels/cross_entropy/cross_entropy_spec.h"
 
-enum { PF_CE_LOGSOFTMAX = 0, PF_CE_FUSED = 1, PF_CE_CHUNKED = 2, PF_CE_LOGSOFTMAX_CPU = 3 };
-enum { PF_CE_MEAN = 0, PF_CE_SUM = 1, PF_CE_NONE = 2 };
 
 /* Fault switches:
  *   ce-no-max                 the log-sum-exp without the max subtracted: exp(x) itself overflows

@@ -9,10 +9,8 @@
 
 #include "core/dtype_math.h"
 #include "core/expf.h"
+#include "kernels/softmax/softmax_spec.h"
 
-enum { PF_SOFTMAX_NAIVE = 0, PF_SOFTMAX_SAFE = 1, PF_SOFTMAX_ONLINE = 2 };
-enum { PF_MASK_NONE = 0, PF_MASK_CAUSAL = 1, PF_MASK_CAUSAL_TOP_LEFT = 2 };
-enum { PF_MASKVAL_NEG_INF = 0, PF_MASKVAL_NEG_10000 = 1, PF_MASKVAL_LOWEST = 2 };
 
 /* exp in the accumulation dtype: binary32 exp, rounded to acc (as hexp/bf16 exp do). The
  * binary32 exp is pf_expf (correctly rounded, the same bits on the CPU and the GPU), not the

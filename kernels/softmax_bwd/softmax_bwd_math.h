@@ -4,8 +4,8 @@
 #define PF_SOFTMAX_BWD_MATH_H
 
 #include "core/dtype_math.h"
+#include "kernels/softmax_bwd/softmax_bwd_spec.h"
 
-enum { PF_SOFTMAX_BWD_STORED = 0, PF_SOFTMAX_BWD_RECOMPUTE = 1 };
 
 /* Fault switches: softmax-bwd-no-sum forgets the sum (dx = y dy, the gradient of exp, not of
  * softmax); softmax-bwd-sum-in-storage accumulates the sum in the storage dtype whatever the
