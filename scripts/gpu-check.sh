@@ -106,11 +106,8 @@ check_torch() {
   fi
   "$tpy" -c "import torch; print('torch', torch.__version__, 'CUDA', torch.version.cuda, torch.cuda.get_device_name())"
   # every variant of the PyTorch kernel processes the examples declare (scripts/targets.py)
-  local rows=() ex kernel variants start cases v
-  while IFS=$'\t' read -r ex kernel variants _ start _ cases; do
-    [ "$start" = exec ] || continue
-    for v in ${variants//,/ }; do rows+=("$kernel $v $(basename "$ex" .py) $cases"); done
-  done < <(python3 scripts/targets.py --needs torch)
+  local rows
+  mapfile -t rows < <(python3 scripts/targets.py --needs torch --variants)
   for row in "${rows[@]}"; do
     set -- $row
     if [ -n "${PF_GPU_TORCH_KERNELS:-}" ] && ! [[ " $PF_GPU_TORCH_KERNELS " == *" $1 "* ]]; then continue; fi

@@ -11,10 +11,12 @@ registers; fuzz: those make fuzz-torch aims at (default: all). scripts/run-fuzze
 tests/torch_kernels.sh and scripts/gpu-check.sh read this listing; --check starts each target
 and compares what it registers (precfuzz --kernels SPEC list --json) with its line.
 
-usage: scripts/targets.py [--needs torch|frameworks]... [--json]
+usage: scripts/targets.py [--needs torch|frameworks]... [--json | --variants]
        scripts/targets.py --check PRECFUZZ PYTHON [--needs ...]
 Without --json: one target per line, tab-separated: example kernel variants fuzz start needs cases
-(variants and fuzz comma-separated; example as examples/NAME.py). Exit 2 on a malformed line.
+(variants and fuzz comma-separated; example as examples/NAME.py). --variants: one line per
+variant of the kernel processes (start=exec), space-separated: kernel variant NAME cases (the
+example as examples/NAME.py). Exit 2 on a malformed line.
 """
 import glob
 import json
@@ -110,6 +112,12 @@ def main(argv):
         failed = check(argv[i + 1], argv[i + 2], ts)
         print("targets: %d of %d as declared" % (len(ts) - failed, len(ts)))
         return 1 if failed else 0
+    if "--variants" in argv:
+        for t in ts:
+            if t["start"] == "exec":
+                for v in t["variants"]:
+                    print(t["kernel"], v, os.path.splitext(os.path.basename(t["example"]))[0], t["cases"])
+        return 0
     if "--json" in argv:
         json.dump(ts, sys.stdout, indent=1)
         print()

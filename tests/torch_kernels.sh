@@ -14,11 +14,7 @@ need_python "torch, numpy" "scripts/python-env.sh --torch installs it"
 
 # KERNEL VARIANT EXAMPLE CASES, for every variant of the PyTorch kernel processes the examples
 # declare (scripts/targets.py): ok on every case in each dtype
-rows=()
-while IFS=$'\t' read -r ex kernel variants _ start _ cases; do
-  [ "$start" = exec ] || continue
-  for v in ${variants//,/ }; do rows+=("$kernel $v $(basename "$ex" .py) $cases"); done
-done < <(python3 "$(dirname "$0")/../scripts/targets.py" --needs torch) || fail "scripts/targets.py"
+mapfile -t rows < <(python3 scripts/targets.py --needs torch --variants)
 [ ${#rows[@]} -ge 10 ] || fail "scripts/targets.py lists ${#rows[@]} PyTorch kernel variants"
 for row in "${rows[@]}"; do
   set -- $row
