@@ -105,7 +105,7 @@ bad:;
 
 /* Applies NAME=VALUE parameters to a case, validating names and values. */
 int pf_apply_params(pf_case *c, const run_opts *o) {
-  const pf_op *op = pf_op_find(c->kernel);
+  const pf_op *op = pf_case_op(c);
   for (int i = 0; i < o->nparams; i++) {
     const int p = pf_op_param_index(op, o->param_name[i]);
     if (p < 0) return pf_usage_error("--param: kernel %s has no parameter '%s' (see precfuzz list)", c->kernel, o->param_name[i]);
@@ -215,7 +215,7 @@ void pf_free_input_files(run_opts *o) {
 
 /* Input t from the file of --input spec k (read once by pf_load_input_files, else now). */
 static int apply_file_input(pf_case *c, const run_opts *o, int k, int t, const char *path, const char *tensor) {
-  const pf_op *op = pf_op_find(c->kernel);
+  const pf_op *op = pf_case_op(c);
   pf_tensorfile f;
   if (o->files[k]) {
     f = *o->files[k];
@@ -237,7 +237,7 @@ static int apply_file_input(pf_case *c, const run_opts *o, int k, int t, const c
 
 /* Applies --input NAME:FIELD=VALUE[,FIELD=VALUE...] to the case's input generators. */
 int pf_apply_input_specs(pf_case *c, const run_opts *o) {
-  const pf_op *op = pf_op_find(c->kernel);
+  const pf_op *op = pf_case_op(c);
   for (int k = 0; k < o->ninput_specs; k++) {
     char path[4096], tensor[256];
     const int ft = file_spec(o->input_spec[k], op, path, sizeof path, tensor, sizeof tensor);
@@ -316,7 +316,7 @@ int pf_apply_input_specs(pf_case *c, const run_opts *o) {
 
 /* The command line that reproduces one case. */
 void pf_reproduce_line(const pf_case *c, const run_opts *o, uint64_t seed, char *buf, size_t len) {
-  const pf_op *op = pf_op_find(c->kernel);
+  const pf_op *op = pf_case_op(c);
   char sc[40];
   pf_hexfloat(sc, o->gen.scale);
   size_t n = (size_t)snprintf(buf, len, "%s%s run -k %s -v %s -t %s -a %s --shape ", pf_self(), pf_plugins_flags(), c->kernel, c->variant,
@@ -437,7 +437,7 @@ void pf_axis_reproduce_line(const pf_case *c, const run_opts *o, const pf_axis *
   char specs[PF_MAX_INPUTS][96];
   char h[40];
   pf_hexfloat(h, x);
-  const pf_op *op = pf_op_find(c->kernel);
+  const pf_op *op = pf_case_op(c);
   if (a->kind == PF_AXIS_SCALE && a->index < 0) r.gen.scale = x;
   if (a->kind == PF_AXIS_VALUE || (a->kind == PF_AXIS_SCALE && a->index >= 0))
     for (int i = 0; i < op->ninputs && r.ninput_specs < 16; i++) {

@@ -48,7 +48,7 @@ static pf_dtype pf_input_dtype(const pf_op *op, const pf_case *c, int i) {
 }
 
 pf_status pf_axis_parse(const pf_case *c, const char *spec, pf_axis *a) {
-  const pf_op *op = pf_op_find(c->kernel);
+  const pf_op *op = pf_case_op(c);
   if (!op) return pf_error(PF_ERR_UNKNOWN, "unknown kernel '%s'", c->kernel);
   const char *colon = strchr(spec, ':');
   const size_t klen = colon ? (size_t)(colon - spec) : strlen(spec);
@@ -95,7 +95,7 @@ pf_status pf_axis_parse(const pf_case *c, const char *spec, pf_axis *a) {
 }
 
 void pf_axis_describe(const pf_case *c, const pf_axis *a, char *buf, size_t len) {
-  const pf_op *op = pf_op_find(c->kernel);
+  const pf_op *op = pf_case_op(c);
   switch (a->kind) {
   case PF_AXIS_VALUE:
     if (a->index < 0) snprintf(buf, len, "the value of every input element");
@@ -111,7 +111,7 @@ void pf_axis_describe(const pf_case *c, const pf_axis *a, char *buf, size_t len)
 }
 
 void pf_axis_limits(const pf_case *c, const pf_axis *a, double *lo, double *hi) {
-  const pf_op *op = pf_op_find(c->kernel);
+  const pf_op *op = pf_case_op(c);
   switch (a->kind) {
   case PF_AXIS_VALUE:
     *hi = pf_max_finite((pf_dtype)a->format);

@@ -25,7 +25,11 @@
 
 /* ---- construction ------------------------------------------------------------------ */
 
-const pf_kernel *pf_case_kernel(const pf_case *c) { return pf_kernel_find(c->kernel, c->variant); }
+const pf_kernel *pf_case_kernel(const pf_case *c) {
+  /* resolved by pf_case_init; a case whose names were set otherwise is looked up by them */
+  if (c->k && strcmp(c->k->variant, c->variant) == 0 && strcmp(c->k->op->name, c->kernel) == 0) return c->k;
+  return pf_kernel_find(c->kernel, c->variant);
+}
 
 pf_status pf_case_init(pf_case *c, const char *kernel, const char *variant, uint64_t seed) {
   memset(c, 0, sizeof *c);
@@ -35,6 +39,7 @@ pf_status pf_case_init(pf_case *c, const char *kernel, const char *variant, uint
   if (!k) return pf_error(PF_ERR_UNKNOWN, "unknown variant '%s' of kernel %s (see 'precfuzz list')", variant, kernel);
   snprintf(c->kernel, sizeof c->kernel, "%s", kernel);
   snprintf(c->variant, sizeof c->variant, "%s", variant);
+  c->k = k;
   c->dtype = PF_FP32;
   for (int t = 0; t < PF_NDTYPES; t++)
     if (k->dtypes & PF_DT(t)) { c->dtype = (pf_dtype)t; break; }
@@ -68,14 +73,14 @@ pf_status pf_case_copy(pf_case *dst, const pf_case *src) {
 }
 
 double pf_case_param(const pf_case *c, const char *name) {
-  const pf_op *op = pf_op_find(c->kernel);
+  const pf_op *op = pf_case_op(c);
   int i = op ? pf_op_param_index(op, name) : -1;
   if (i < 0) abort(); /* a kernel asked for a parameter its own table lacks */
   return c->params[i];
 }
 
 pf_status pf_case_set_param(pf_case *c, const char *name, double v) {
-  const pf_op *op = pf_op_find(c->kernel);
+  const pf_op *op = pf_case_op(c);
   int i = op ? pf_op_param_index(op, name) : -1;
   if (i < 0) return pf_error(PF_ERR_UNKNOWN, "kernel %s has no parameter '%s'", c->kernel, name);
   c->params[i] = v;
@@ -165,7 +170,7 @@ static pf_status pf_op_estimate(const pf_op *op, const pf_case *c, double *secon
 }
 
 pf_status pf_case_estimate(const pf_case *c, double *seconds) {
-  return pf_op_estimate(pf_op_find(c->kernel), c, seconds);
+  return pf_op_estimate(pf_case_op(c), c, seconds);
 }
 
 /* Each input's element count, and what judging the case holds in memory (each input element
@@ -198,7 +203,7 @@ static pf_status pf_case_sizes(const pf_op *op, const pf_case *c) {
 }
 
 pf_status pf_case_check_size(const pf_case *c) {
-  const pf_op *op = pf_op_find(c->kernel);
+  const pf_op *op = pf_case_op(c);
   if (!op) return pf_error(PF_ERR_UNKNOWN, "unknown kernel '%s' (see 'precfuzz list')", c->kernel);
   if (c->ndims != op->ndims)
     return pf_error(PF_ERR_ARG, "shape: kernel %s needs %d dimensions, got %d", c->kernel, op->ndims, c->ndims);
@@ -226,7 +231,7 @@ pf_status pf_case_set_checkpoint(pf_case *c, const char *path) {
 }
 
 pf_status pf_case_validate(const pf_case *c) {
-  const pf_op *op = pf_op_find(c->kernel);
+  const pf_op *op = pf_case_op(c);
   if (!op) return pf_error(PF_ERR_UNKNOWN, "unknown kernel '%s' (see 'precfuzz list')", c->kernel);
   const pf_kernel *k = pf_kernel_find(c->kernel, c->variant);
   if (!k) return pf_error(PF_ERR_UNKNOWN, "unknown variant '%s' of kernel %s", c->variant, c->kernel);
@@ -311,7 +316,7 @@ static void pf_add_hex(cJSON *o, const char *key, double x) {
 }
 
 cJSON *pf_case_to_cjson(const pf_case *c) {
-  const pf_op *op = pf_op_find(c->kernel);
+  const pf_op *op = pf_case_op(c);
   if (!op) return NULL;
   cJSON *j = cJSON_CreateObject();
   cJSON_AddStringToObject(j, "format", PF_CASE_FORMAT);
@@ -687,7 +692,7 @@ pf_status pf_case_load(pf_case *c, const char *path) {
 }
 
 pf_status pf_case_check_file_input(const pf_case *c, int i, const char *what) {
-  const pf_op *op = pf_op_find(c->kernel);
+  const pf_op *op = pf_case_op(c);
   const pf_gen *g = &c->inputs[i];
   const pf_dtype want = op->input_dtype ? op->input_dtype(c, i) : c->dtype;
   const char *name = op->input_names[i];

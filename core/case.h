@@ -33,6 +33,9 @@ typedef struct pf_case {
   /* a checkpoint directory the kernel loads instead of its own save (an operation that takes
    * one: pf_op.takes_checkpoint; tp_diff's --checkpoint), absolute; "" for none */
   char checkpoint[PF_CKPT_PATH_LEN];
+  /* its registered kernel, resolved once by pf_case_init (NULL in a case built otherwise:
+   * pf_case_kernel looks it up by name) */
+  const pf_kernel *k;
 } pf_case;
 
 /* What pf_case_check counts per element against the memory budget, and the budget: the

@@ -734,7 +734,7 @@ static pf_status pf_exec_case(pf_proc *p, const pf_case *c, const pf_tensor *in,
     pf_proc_end(p, NULL, 0);
     return pf_error(PF_ERR_KERNEL, "could not start the kernel process again: %s", msg);
   }
-  const pf_op *op = pf_op_find(c->kernel);
+  const pf_op *op = pf_case_op(c);
   unsigned char *blobs[PF_MAX_INPUTS] = {0};
   size_t lens[PF_MAX_INPUTS] = {0};
   cJSON *h = pf_case_header(c, ++p->id);

@@ -301,6 +301,9 @@ int pf_stage_shape(const pf_case *c, const pf_stage *s, size_t *shape);
 int pf_input_shape(const pf_case *c, int t, size_t n, size_t *shape);
 /* The algorithm of the case's variant (pf_kernel.algo); 0 if the variant is unknown. */
 int pf_case_algo(const pf_case *c);
+/* The case's operation: its kernel's (resolved once, pf_case_kernel), else found by its name;
+ * NULL for a name no operation has. */
+const pf_op *pf_case_op(const pf_case *c);
 /* Copies into k the contract of op's built-in variant `like`: algo, bound, domain, variant
  * checks, the contract's text, dtypes and accumulations, and sets k->like. The caller then
  * sets its own name, summary and run functions. PF_ERR_UNKNOWN if there is no such variant. */

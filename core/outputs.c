@@ -9,7 +9,7 @@
 
 pf_status pf_outputs_from_tensors(const pf_case *c, const pf_tensorfile *ts, size_t nt, double *out, size_t nout,
                                   unsigned char *given, int exact_shape) {
-  const pf_op *op = pf_op_find(c->kernel);
+  const pf_op *op = pf_case_op(c);
   pf_stage st[PF_MAX_STAGES];
   const int ns = pf_case_stages(c, st);
   char names[256] = "";

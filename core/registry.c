@@ -223,8 +223,13 @@ int pf_kernel_has_fault(const pf_kernel *k, const char *fault) {
 }
 
 int pf_case_algo(const pf_case *c) {
-  const pf_kernel *k = pf_kernel_find(c->kernel, c->variant);
+  const pf_kernel *k = pf_case_kernel(c);
   return k ? k->algo : 0;
+}
+
+const pf_op *pf_case_op(const pf_case *c) {
+  const pf_kernel *k = pf_case_kernel(c);
+  return k ? k->op : pf_op_find(c->kernel);
 }
 
 pf_status pf_kernel_like(pf_kernel *k, const char *op, const char *like) {
@@ -342,7 +347,7 @@ pf_status pf_kernel_check_params(const pf_kernel *k, const pf_case *c) {
 }
 
 int pf_case_stages(const pf_case *c, pf_stage *out) {
-  const pf_op *op = pf_op_find(c->kernel);
+  const pf_op *op = pf_case_op(c);
   if (op->stages) return op->stages(c, out);
   memset(out, 0, sizeof *out);
   out->name = "output";
@@ -369,7 +374,7 @@ int pf_stage_shape(const pf_case *c, const pf_stage *s, size_t *shape) {
 }
 
 int pf_input_shape(const pf_case *c, int t, size_t n, size_t *shape) {
-  const pf_op *op = pf_op_find(c->kernel);
+  const pf_op *op = pf_case_op(c);
   int dims[PF_MAX_DIMS];
   const int nd = op->input_dims ? op->input_dims(c, t, dims) : 0;
   return pf_dims_shape(c, dims, nd, n, shape);
