@@ -314,7 +314,22 @@ int pf_apply_input_specs(pf_case *c, const run_opts *o) {
   return 0;
 }
 
-/* The command line that reproduces one case. */
+/* An --input spec as a replay line gives it: its file= path absolute (the line runs from any
+ * directory). */
+static void pf_input_spec_replayable(char *dst, size_t len, const char *spec) {
+  const char *f = strstr(spec, "file=");
+  if (!f || (f != spec && f[-1] != ':' && f[-1] != ',')) {
+    snprintf(dst, len, "%s", spec);
+    return;
+  }
+  const char *end = f + 5 + strcspn(f + 5, ",");
+  char path[4096], abs[4200];
+  snprintf(path, sizeof path, "%.*s", (int)(end - f - 5), f + 5);
+  pf_path_absolute(abs, sizeof abs, path);
+  snprintf(dst, len, "%.*s%s%s", (int)(f + 5 - spec), spec, abs, end);
+}
+
+/* The command line that reproduces one case: every path in it absolute. */
 void pf_reproduce_line(const pf_case *c, const run_opts *o, uint64_t seed, char *buf, size_t len) {
   const pf_op *op = pf_case_op(c);
   char sc[40];
@@ -349,7 +364,12 @@ void pf_reproduce_line(const pf_case *c, const run_opts *o, uint64_t seed, char 
     pf_shell_quote(q, sizeof q, c->checkpoint);
     n += (size_t)snprintf(buf + n, len - n, " --checkpoint %s", q);
   }
-  for (int k = 0; k < o->ninput_specs && n < len; k++) n += (size_t)snprintf(buf + n, len - n, " --input %s", o->input_spec[k]);
+  for (int k = 0; k < o->ninput_specs && n < len; k++) {
+    char spec[4400], q[8900];
+    pf_input_spec_replayable(spec, sizeof spec, o->input_spec[k]);
+    pf_shell_quote(q, sizeof q, spec);
+    n += (size_t)snprintf(buf + n, len - n, " --input %s", q);
+  }
   if (o->backend == PF_BACKEND_CUDA && n < len) n += (size_t)snprintf(buf + n, len - n, " --backend cuda");
   if (o->imprecise && n < len) n += (size_t)snprintf(buf + n, len - n, " --imprecise %s", o->imprecise);
   if (o->mpfr_only && n < len) n += (size_t)snprintf(buf + n, len - n, " --oracle mpfr");

@@ -99,7 +99,9 @@ int pf_cmd_minimize(int argc, char **argv) {
                                         "and no dimension could shrink further before they were made explicit")
                                : "more than 4096 drawn values to make explicit, and no dimension could shrink further "
                                  "without losing the verdict");
-  printf("%s%s replay %s\n", pf_self(), pf_plugins_flags(), outp);
+  char oq[8400];
+  pf_replay_path(oq, sizeof oq, outp);
+  printf("%s%s replay %s\n", pf_self(), pf_plugins_flags(), oq);
   pf_case_free(&c);
   return 0;
 }

@@ -737,7 +737,9 @@ static int run_variant(const pf_kernel *k, const run_opts *o, run_json *jcases, 
         printf("FINDING %s/%s %s/%s seed %llu: %s\n", c.kernel, c.variant, pf_dtype_name(c.dtype),
                pf_dtype_name(c.accum), (unsigned long long)seed, d);
         if (!r.in_domain) printf("  outside the contract's domain: %s\n", r.why);
-        if (saved[0]) printf("  reproduce with: %s%s replay %s\n  or: %s\n", pf_self(), pf_plugins_flags(), saved, rep);
+        char sq[8400];
+        if (saved[0]) pf_replay_path(sq, sizeof sq, saved);
+        if (saved[0]) printf("  reproduce with: %s%s replay %s\n  or: %s\n", pf_self(), pf_plugins_flags(), sq, rep);
         else printf("  reproduce with: %s\n", rep);
         printed++;
       }
@@ -1297,9 +1299,13 @@ static int cmd_judge(int argc, char **argv) {
     print_hazards(&r);
     char tol[32] = "";
     if (!like && ulps != 1) snprintf(tol, sizeof tol, " --ulps %ld", ulps);
-    if (finding)
-      printf("  reproduce with: %s%s judge %s --outputs %s%s%s%s%s%s\n", pf_self(), pf_plugins_flags(), case_path, outputs,
+    if (finding) {
+      char cq[8400], oq[8400];
+      pf_replay_path(cq, sizeof cq, case_path);
+      pf_replay_path(oq, sizeof oq, outputs);
+      printf("  reproduce with: %s%s judge %s --outputs %s%s%s%s%s%s\n", pf_self(), pf_plugins_flags(), cq, oq,
              tensor ? " --tensor " : "", tensor ? tensor : "", like ? " --like " : "", like ? like->variant : "", tol);
+    }
   }
   pf_run_free(&r);
   pf_case_free(&c);

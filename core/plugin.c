@@ -12,7 +12,7 @@
 #include "core/exec_kernel.h"
 #include "core/kernel.h"
 
-static char pf_flags[4096]; /* " --kernels PATH" per library loaded */
+static char pf_flags[32768]; /* " --kernels PATH" per library loaded */
 
 /* which library registered which kernel */
 #define PF_MAX_PLUGIN_KERNELS 256
@@ -70,14 +70,46 @@ const char *pf_self(void) {
   return pf_self_text;
 }
 
+void pf_path_absolute(char *dst, size_t len, const char *path) {
+  char cwd[4096];
+  if (path[0] == '/' || !getcwd(cwd, sizeof cwd)) snprintf(dst, len, "%s", path);
+  else snprintf(dst, len, "%s/%s", strcmp(cwd, "/") ? cwd : "", path);
+}
+
+void pf_replay_path(char *dst, size_t len, const char *path) {
+  char abs[4200];
+  pf_path_absolute(abs, sizeof abs, path);
+  pf_shell_quote(dst, len, abs);
+}
+
+/* spec as a replay line gives it, to run from any directory: a library by its absolute path;
+ * a kernel process's or rank group's command run in the directory it was started from
+ * (exec:cd DIR && CMD), where its relative paths and modules are found. */
+static void pf_spec_replayable(char *dst, size_t len, const char *spec) {
+  const char *cmd = NULL;
+  if (strncmp(spec, "exec:", 5) == 0) cmd = spec + 5;
+  else if (strncmp(spec, "ranks:", 6) == 0 && strchr(spec + 6, ':')) cmd = strchr(spec + 6, ':') + 1;
+  char cwd[4096], q[8300];
+  if (!cmd) {
+    pf_path_absolute(dst, len, spec);
+  } else if (strncmp(cmd, "cd ", 3) == 0 || !getcwd(cwd, sizeof cwd)) {
+    snprintf(dst, len, "%s", spec);
+  } else {
+    pf_shell_quote(q, sizeof q, cwd);
+    snprintf(dst, len, "%.*scd %s && %s", (int)(cmd - spec), spec, q, cmd);
+  }
+}
+
 /* The kernels registered since `before` came from spec; " --kernels SPEC" joins the flags,
- * quoted for the shell where it needs to be (exec:"python3 k.py"). */
+ * as it runs from any directory (pf_spec_replayable), quoted for the shell where it needs to be
+ * (exec:"python3 k.py"). */
 static void pf_plugin_record(const char *spec, size_t before) {
   char *kept = strdup(spec);
   for (size_t i = before; i < pf_kernel_count() && pf_norigin < PF_MAX_PLUGIN_KERNELS && kept; i++)
     pf_origin[pf_norigin].k = pf_kernel_at(i), pf_origin[pf_norigin++].path = kept;
-  char q[2048];
-  pf_shell_quote(q, sizeof q, spec);
+  char r[8600], q[17400];
+  pf_spec_replayable(r, sizeof r, spec);
+  pf_shell_quote(q, sizeof q, r);
   const size_t at = strlen(pf_flags);
   snprintf(pf_flags + at, sizeof pf_flags - at, " --kernels %s", q);
 }

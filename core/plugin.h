@@ -35,5 +35,10 @@ const char *pf_plugins_flags(void);
 const char *pf_self(void);
 /* s for a shell: as it is when every character is plain, else in single quotes. */
 void pf_shell_quote(char *dst, size_t len, const char *s);
+/* path as a replay line names it: absolute (a relative one joined to the working directory),
+ * so that the line runs pasted into any shell in any directory; not quoted. */
+void pf_path_absolute(char *dst, size_t len, const char *path);
+/* The same, quoted for a shell where it needs to be. */
+void pf_replay_path(char *dst, size_t len, const char *path);
 
 #endif

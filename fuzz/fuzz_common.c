@@ -13,6 +13,18 @@
 #include "core/runner.h"
 #include "core/tensorfile.h"
 
+/* The directory of the driver's -artifact_prefix ("" when none was given). */
+static char pf_artifact_dir[4096];
+void pf_fuzz_note_args(int argc, char **argv) {
+  for (int i = 1; i < argc; i++) {
+    if (strncmp(argv[i], "-artifact_prefix=", 17) != 0) continue;
+    const char *p = argv[i] + 17, *slash = strrchr(p, '/');
+    if (!slash) snprintf(pf_artifact_dir, sizeof pf_artifact_dir, ".");
+    else if (slash == p) snprintf(pf_artifact_dir, sizeof pf_artifact_dir, "/");
+    else snprintf(pf_artifact_dir, sizeof pf_artifact_dir, "%.*s", (int)(slash - p), p);
+  }
+}
+
 /* ---- the operations' drivers ---------------------------------------------------------- */
 
 int pf_fuzz_drivers(pf_fuzz_driver *out, int max) {
@@ -169,9 +181,10 @@ void pf_fuzz_run_case(const char *driver, pf_case *c) {
     snprintf(c->expect, sizeof c->expect, "%s", pf_verdict_name(r.cmp.verdict));
     char *json = pf_case_to_json(c);
     const char *dir = getenv("PF_FINDINGS_DIR");
-    char path[1024];
-    snprintf(path, sizeof path, "%s/finding-%s-%016llx.json", dir && *dir ? dir : ".", driver,
-             (unsigned long long)pf_fnv(json ? json : ""));
+    if (!dir || !*dir) dir = pf_artifact_dir[0] ? pf_artifact_dir : ".";
+    char path[4400], pq[8900];
+    snprintf(path, sizeof path, "%s/finding-%s-%016llx.json", dir, driver, (unsigned long long)pf_fnv(json ? json : ""));
+    pf_replay_path(pq, sizeof pq, path);
     const int saved = json && pf_write_file_atomic(path, json, strlen(json)) == PF_OK; /* whole or not at all */
     char d[1024];
     pf_run_describe(c, &r, d, sizeof d);
@@ -180,7 +193,7 @@ void pf_fuzz_run_case(const char *driver, pf_case *c) {
       snprintf(shape + strlen(shape), sizeof shape - strlen(shape), i ? "x%zu" : "%zu", c->shape[i]);
     fprintf(stderr, "precfuzz finding: %s %s/%s %s/%s shape %s%s%s: %s\n", driver, c->kernel, c->variant,
             pf_dtype_name(c->dtype), pf_dtype_name(c->accum), shape, c->fault[0] ? " fault " : "", c->fault, d);
-    fprintf(stderr, "reproduce with: %s%s replay %s\n", pf_self(), pf_plugins_flags(), saved ? path : "(could not save the case)");
+    fprintf(stderr, "reproduce with: %s%s replay %s\n", pf_self(), pf_plugins_flags(), saved ? pq : "(could not save the case)");
     free(json);
     if (stats) pf_fuzz_stats(); /* abort() runs no atexit handler: the statistics up to the finding */
     abort();

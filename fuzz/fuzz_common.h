@@ -12,9 +12,12 @@
 #include "core/fuzz_decode.h"
 #include "core/kernel.h"
 
-/* Runs c; on a finding prints "precfuzz finding: ..." with the replay command, writes the
- * case to $PF_FINDINGS_DIR (default: the current directory) and aborts so that libFuzzer
- * keeps the input. Invalid cases (the decoder's bug) abort too. */
+/* Runs c; on a finding prints "precfuzz finding: ..." with the replay command (its path
+ * absolute), writes the case to $PF_FINDINGS_DIR (default: the directory of the driver's
+ * -artifact_prefix, pf_fuzz_note_args, where libFuzzer keeps the input; else the current
+ * directory) and aborts so that libFuzzer keeps the input. Invalid cases (the decoder's bug)
+ * abort too. */
+void pf_fuzz_note_args(int argc, char **argv);
 void pf_fuzz_run_case(const char *driver, pf_case *c);
 
 /* The fuzz drivers of the operations: one per registered operation with a decoder

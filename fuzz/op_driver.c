@@ -19,6 +19,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
  * loaded before fuzzing starts, so that a library built with -fsanitize=fuzzer-no-link has
  * its coverage counters registered with the engine from the start (docs/own-kernels.md). */
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
+  pf_fuzz_note_args(*argc, *argv); /* a finding's case file beside -artifact_prefix */
   if (pf_plugins_load_env()) {
     fprintf(stderr, "fuzz driver: PRECFUZZ_KERNELS: %s\n", pf_error_message());
     exit(2);

@@ -25,6 +25,7 @@
 #include "core/plugin.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+void pf_fuzz_note_args(int argc, char **argv); /* fuzz/fuzz_common.h */
 
 typedef struct {
   uint8_t *data;
@@ -295,6 +296,7 @@ int main(int argc, char **argv) {
                     "-artifact_prefix)\n", a);
     return 2;
   }
+  pf_fuzz_note_args(argc, argv); /* a finding's case file beside -artifact_prefix */
   if (pf_plugins_load_env()) {
     fprintf(stderr, "PRECFUZZ_KERNELS: %s\n", pf_error_message());
     return 2;
