@@ -360,8 +360,10 @@ static void run_json_tail(run_json *js, int any_finding) {
 }
 
 /* run --sarif FILE: findings and hazards as SARIF 2.1.0 (what code-scanning CIs show): a rule
- * per verdict and hazard, a result per case that has one, at the kernel variant (a logical
- * location), its message the finding and the command that replays it. */
+ * per verdict and hazard (its helpUri the page that explains it), a result per case that has
+ * one, at the kernel variant (a logical location) and at a file (a physical location, which
+ * GitHub's code scanning requires: sarif_file), its message the finding and the command that
+ * replays it. */
 static const char *const pf_sarif_text[PF_NVERDICTS] = {
     [PF_V_INACCURATE] = "a result beyond the contract's error bound",
     [PF_V_UNDERFLOW] = "a result lost to zero or the subnormals",
@@ -370,11 +372,51 @@ static const char *const pf_sarif_text[PF_NVERDICTS] = {
     [PF_V_DIVERGENT] = "a trajectory or differential run that diverged from the legitimate set",
     [PF_V_FAILED] = "the kernel gave no outputs to judge (crashed, hung, broke the protocol)"};
 
+/* The file a result is at: a built-in kernel's source (kernels/<op>/<op>_cpu.c), a plugin's
+ * library, a kernel process's script (the last word of its command that names a file), else the
+ * saved case file ("" when none): relative to the working directory when under it (a CI runs
+ * from the repository's root), else absolute. */
+static void sarif_file(const pf_case *c, const char *saved, char *out, size_t len) {
+  const pf_kernel *k = pf_case_kernel(c);
+  const char *spec = k ? pf_plugin_of(k) : NULL;
+  char path[4096] = "", abs[4200], cwd[4096];
+  if (!spec) {
+    snprintf(path, sizeof path, "kernels/%s/%s_cpu.c", c->kernel, c->kernel);
+  } else if (strncmp(spec, "exec:", 5) != 0 && strncmp(spec, "ranks:", 6) != 0) {
+    snprintf(path, sizeof path, "%s", spec);
+  } else {
+    const char *cmd = strchr(spec, ':') + 1;
+    if (spec[0] == 'r' && strchr(cmd, ':')) cmd = strchr(cmd, ':') + 1;
+    char words[4096];
+    snprintf(words, sizeof words, "%s", cmd);
+    struct stat st;
+    for (char *save = NULL, *w = strtok_r(words, " \t", &save); w; w = strtok_r(NULL, " \t", &save))
+      if (stat(w, &st) == 0 && S_ISREG(st.st_mode)) snprintf(path, sizeof path, "%s", w);
+  }
+  if (!path[0] && saved && saved[0]) snprintf(path, sizeof path, "%s", saved);
+  if (!path[0]) {
+    out[0] = 0;
+    return;
+  }
+  pf_path_absolute(abs, sizeof abs, path);
+  const size_t n = getcwd(cwd, sizeof cwd) ? strlen(cwd) : 0;
+  if (n && strncmp(abs, cwd, n) == 0 && abs[n] == '/') snprintf(out, len, "%s", abs + n + 1);
+  else snprintf(out, len, "file://%s", abs);
+}
+
 static void sarif_add(cJSON *results, const char *rule, const char *level, const pf_case *c, uint64_t seed,
-                      const char *text, const char *replay) {
+                      const char *text, const char *replay, const char *saved) {
   cJSON *r = cJSON_CreateObject(), *msg = cJSON_CreateObject(), *locs = cJSON_CreateArray(),
         *loc = cJSON_CreateObject(), *ll = cJSON_CreateArray(), *l = cJSON_CreateObject(),
         *fp = cJSON_CreateObject();
+  char file[4300];
+  sarif_file(c, saved, file, sizeof file);
+  if (file[0]) {
+    cJSON *phys = cJSON_CreateObject(), *art = cJSON_CreateObject();
+    cJSON_AddStringToObject(art, "uri", file);
+    cJSON_AddItemToObject(phys, "artifactLocation", art);
+    cJSON_AddItemToObject(loc, "physicalLocation", phys);
+  }
   char name[2 * PF_NAME_LEN + 2], buf[3072], key[512];
   snprintf(name, sizeof name, "%s/%s", c->kernel, c->variant);
   snprintf(buf, sizeof buf, "%s %s/%s seed %llu: %s. Reproduce with: %s", name, pf_dtype_name(c->dtype),
@@ -395,6 +437,13 @@ static void sarif_add(cJSON *results, const char *rule, const char *level, const
   cJSON_AddItemToArray(results, r);
 }
 
+/* A rule's help, the text code-scanning UIs show beside an alert. */
+static void sarif_help(cJSON *rule, const char *text) {
+  cJSON *h = cJSON_CreateObject();
+  cJSON_AddStringToObject(h, "text", text);
+  cJSON_AddItemToObject(rule, "help", h);
+}
+
 /* The SARIF file around the results gathered: written whole, or exit 2 */
 static int sarif_write(const char *path, cJSON *results) {
   cJSON *root = cJSON_CreateObject(), *runs = cJSON_CreateArray(), *run = cJSON_CreateObject(),
@@ -409,6 +458,9 @@ static int sarif_write(const char *path, cJSON *results) {
     cJSON_AddStringToObject(ru, "id", pf_verdict_name((pf_verdict)v));
     cJSON_AddStringToObject(sd, "text", pf_sarif_text[v] ? pf_sarif_text[v] : pf_verdict_name((pf_verdict)v));
     cJSON_AddItemToObject(ru, "shortDescription", sd);
+    sarif_help(ru, "A finding: the kernel broke its contract (a bug). The result's message says where, by how many "
+                   "ulps against the bound, and the command that replays the case; precfuzz's docs/verdicts.md "
+                   "defines each verdict.");
     cJSON_AddItemToArray(rules, ru);
   }
   for (int h = 0; h < PF_NHAZARDS; h++) {
@@ -416,6 +468,10 @@ static int sarif_write(const char *path, cJSON *results) {
     cJSON_AddStringToObject(ru, "id", pf_hazard_name((pf_hazard)h));
     cJSON_AddStringToObject(sd, "text", "a hazard: a result the contract allows that training cannot use");
     cJSON_AddItemToObject(ru, "shortDescription", sd);
+    sarif_help(ru, "A hazard: the kernel kept its contract, but the result is one a training run should not get "
+                   "(an accumulation that stopped absorbing its terms, state that cannot move, a biased rounding, an "
+                   "error beyond the dtype's usability threshold); precfuzz's docs/verdicts.md, Hazards, says how "
+                   "each is measured.");
     cJSON_AddItemToArray(rules, ru);
   }
   cJSON_AddItemToObject(drv, "rules", rules);
@@ -440,6 +496,7 @@ typedef struct pf_junit {
   char *all_buf, *suite_buf;
   size_t all_len, suite_len;
   uint64_t tests, failures, suite_tests, suite_failures;
+  double seconds, suite_seconds; /* the kernel's and the oracle's time (JUnit's time) */
 } pf_junit;
 
 static pf_junit *junit_new(void) {
@@ -458,8 +515,10 @@ static void junit_case(pf_junit *j, const pf_case *c, uint64_t seed, const pf_ru
                        const char *replay) {
   FILE *f = j->suite;
   /* names are [A-Za-z0-9._-] (registration), dtypes fixed words */
-  fprintf(f, "    <testcase classname=\"%s.%s.%s.%s\" name=\"seed %llu\">\n", c->kernel, c->variant,
-          pf_dtype_name(c->dtype), pf_dtype_name(c->accum), (unsigned long long)seed);
+  const double secs = r->seconds_kernel + r->seconds_oracle;
+  fprintf(f, "    <testcase classname=\"%s.%s.%s.%s\" name=\"seed %llu\" time=\"%.6f\">\n", c->kernel, c->variant,
+          pf_dtype_name(c->dtype), pf_dtype_name(c->accum), (unsigned long long)seed, secs);
+  j->suite_seconds += secs;
   if (finding) {
     fprintf(f, "      <failure type=\"%s\" message=\"", pf_verdict_name(r->cmp.verdict));
     pf_xml_escape(f, finding);
@@ -487,13 +546,14 @@ static void junit_case(pf_junit *j, const pf_case *c, uint64_t seed, const pf_ru
 /* The suite of the variant just run, around its cases; the next suite starts empty. */
 static void junit_suite_end(pf_junit *j, const pf_kernel *k, const run_opts *o) {
   fflush(j->suite);
-  fprintf(j->all, "  <testsuite name=\"%s/%s %s/%s\" tests=\"%llu\" failures=\"%llu\" errors=\"0\" skipped=\"0\">\n",
+  fprintf(j->all, "  <testsuite name=\"%s/%s %s/%s\" tests=\"%llu\" failures=\"%llu\" errors=\"0\" skipped=\"0\" time=\"%.6f\">\n",
           k->op->name, k->variant, pf_dtype_name(o->dtype), pf_dtype_name(o->accum),
-          (unsigned long long)j->suite_tests, (unsigned long long)j->suite_failures);
+          (unsigned long long)j->suite_tests, (unsigned long long)j->suite_failures, j->suite_seconds);
   fwrite(j->suite_buf, 1, j->suite_len, j->all);
   fputs("  </testsuite>\n", j->all);
-  j->tests += j->suite_tests, j->failures += j->suite_failures;
+  j->tests += j->suite_tests, j->failures += j->suite_failures, j->seconds += j->suite_seconds;
   j->suite_tests = j->suite_failures = 0;
+  j->suite_seconds = 0;
   rewind(j->suite);
 }
 
@@ -504,8 +564,8 @@ static int junit_write(const char *path, pf_junit *j) {
   FILE *f = open_memstream(&text, &len);
   if (f) {
     fflush(j->all);
-    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"precfuzz run\" tests=\"%llu\" failures=\"%llu\">\n",
-            (unsigned long long)j->tests, (unsigned long long)j->failures);
+    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"precfuzz run\" tests=\"%llu\" failures=\"%llu\" time=\"%.6f\">\n",
+            (unsigned long long)j->tests, (unsigned long long)j->failures, j->seconds);
     fwrite(j->all_buf, 1, j->all_len, f);
     fputs("</testsuites>\n", f);
   }
@@ -699,11 +759,11 @@ static int run_variant(const pf_kernel *k, const run_opts *o, run_json *jcases, 
         if (finding) {
           pf_run_describe(&c, &r, d, sizeof d);
           sarif_add(o->sarif_results, pf_verdict_name(r.cmp.verdict), r.in_domain ? "error" : "warning", &c, seed, d,
-                    rep);
+                    rep, saved);
         }
         for (int h = 0; h < PF_NHAZARDS; h++)
           if (r.hazards & (1u << h)) sarif_add(o->sarif_results, pf_hazard_name((pf_hazard)h), "warning", &c, seed,
-                                               r.hazard_note[h], rep);
+                                               r.hazard_note[h], rep, saved);
       }
       if (o->junit) {
         char rep[1536], d[1024];

@@ -29,8 +29,9 @@ grep -q 'softmax/safe: 3 of 3 cases, ' "$T/p.err" && ! grep -q 'of 3 cases' "$T/
 # -o that cannot be written is said before the sweep runs (it took seconds before saying so)
 out=$("$R" -o "$T" 2>&1); [ $? -eq 2 ] && [ "$out" = "precision-report: -o: $T: is a directory" ] && ok ||
   fail "precision-report -o DIR: $out"
-# --sarif: one result per finding (rule = verdict, at the variant, the replay line in the message,
-# which gives the finding again), none for a clean run, and the file whole
+# --sarif: one result per finding (rule = verdict, with its help, at the variant and at its
+# source file, which GitHub's code scanning requires, the replay line in the message, which gives
+# the finding again), none for a clean run, and the file whole
 "$P" run -k softmax -v naive --scale 200 --at-defaults --cases 3 --sarif "$T/f.sarif" >/dev/null 2>&1
 line=$(python3 - "$T/f.sarif" <<'PY'
 import json, sys
@@ -41,6 +42,9 @@ rules = {r["id"] for r in run["tool"]["driver"]["rules"]}
 res = run["results"]
 assert len(res) == 3 and all(r["ruleId"] == "overflow" and r["ruleId"] in rules for r in res), res
 assert res[0]["locations"][0]["logicalLocations"][0]["fullyQualifiedName"] == "softmax/naive"
+uri = res[0]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+assert uri == "kernels/softmax/softmax_cpu.c", uri
+assert all(r["help"]["text"] for r in run["tool"]["driver"]["rules"])
 print(res[0]["message"]["text"].split("Reproduce with: ")[1])
 PY
 ) && ok || fail "run --sarif with findings: $line"
@@ -57,6 +61,10 @@ line=$(python3 - "$T/j.xml" "$T/h.xml" <<'PY'
 import sys, xml.etree.ElementTree as ET
 r = ET.parse(sys.argv[1]).getroot()
 assert r.tag == "testsuites" and r.get("tests") == "9" and r.get("failures") == "3", r.attrib
+# times: every case's, each suite the sum of its cases', the whole the sum of the suites'
+sums = [sum(float(c.get("time")) for c in s) for s in r]
+assert all(abs(float(s.get("time")) - t) < 1e-5 * len(s) for s, t in zip(r, sums)), sums
+assert abs(float(r.get("time")) - sum(float(s.get("time")) for s in r)) < 1e-5 * len(r) and float(r.get("time")) > 0
 suites = {s.get("name"): s for s in r}
 naive = suites["softmax/naive fp16/fp32"]
 assert naive.get("tests") == "3" and naive.get("failures") == "3"

@@ -1,4 +1,4 @@
-/* What a case of the tensor-parallel differential means, for the rank simulation (tp_cpu.c)
+/* What a case of the tensor-parallel differential means, for the rank simulation (tp_diff_cpu.c)
  * and the oracle (oracles/tp_mpfr.c) alike: a parameter set shaped like transformer layers and
  * their embeddings, how the ranks hold it, its gradients, and the layout of the outputs
  * (tp_diff_spec.c).
@@ -114,7 +114,7 @@ static inline double pf_tp_coef(int algo, double max_norm, double norm) {
   return (double)((float)max_norm / d);
 }
 
-/* Parameter indices (the table in tp_cpu.c). */
+/* Parameter indices (the table in tp_diff_cpu.c). */
 enum { PF_TPP_MAXNORM = 0, PF_TPP_LR, PF_TPP_BETA1, PF_TPP_BETA2, PF_TPP_EPS, PF_TPP_WD, PF_TPP_MB, PF_TPP_TIED,
        PF_TPP_SPREAD, PF_TPP_LOSS_SCALE, PF_TPP_TP, PF_TPP_DP, PF_TPP_EXPERTS, PF_TPP_COMM, PF_TPP_SCALER,
        PF_TPP_GROWTH_INTERVAL, PF_TPP_HYSTERESIS, PF_TPP_MIN_SCALE, PF_TPP_LAYERS, PF_TPP_RESUME, PF_TPP_RESHARD,
