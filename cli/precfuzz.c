@@ -734,10 +734,20 @@ static int run_variant(const pf_kernel *k, const run_opts *o, run_json *jcases, 
       hazard_cases_free(hz_case, hz_kept);
       return pf_usage_error("%s", pf_error_message());
     }
+    /* a Ctrl-C ends the kernel processes at once (interrupt.h): the cases their end left
+     * unjudged are not counted, nor any after them */
+    uint64_t keep = nc;
+    for (uint64_t j = 0; pf_interrupted() && j < nc && keep == nc; j++)
+      if (rs[j].cmp.verdict == PF_V_FAILED) keep = j;
     for (uint64_t j = 0; j < nc; j++) {
       const uint64_t seed = o->seed + c0 + j;
       pf_case c = cs[j];
       pf_run r = rs[j];
+      if (j >= keep) {
+        pf_run_free(&r);
+        pf_case_free(&c);
+        continue;
+      }
       counts[r.cmp.verdict]++;
       if (r.cmp.max_ulps > max_ulps) { max_ulps = r.cmp.max_ulps; worst_seed = seed; }
       if (r.cmp.max_rel > max_rel) max_rel = r.cmp.max_rel;
@@ -806,7 +816,7 @@ static int run_variant(const pf_kernel *k, const run_opts *o, run_json *jcases, 
       pf_run_free(&r);
       pf_case_free(&c);
     }
-    done += nc;
+    done += keep;
     run_progress_show(&progress, k, done, o->cases);
   }
   if (progress.on && done < o->cases) fprintf(stderr, "\r\033[K"); /* interrupted: the line cleared */

@@ -27,6 +27,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "core/interrupt.h"
 #include "core/outputs.h"
 #include "core/tensorfile.h"
 #include "core/kernel.h"
@@ -143,6 +144,7 @@ static void pf_proc_end_rank(pf_proc *p, int who, char *how, size_t len) {
   if (!p->pid) return;
   const int exited = how && pf_pid_exits(p->rank[who]);
   kill(-p->pid, SIGKILL); /* its process group: every rank and what the shells started */
+  pf_interrupt_group(p->pid, 0);
   int ws = 0, wr = 0;
   for (int r = 0; r < p->nranks; r++) {
     int w = 0;
@@ -442,6 +444,8 @@ static pf_status pf_proc_start(pf_proc *p) {
     return pf_error(PF_ERR_ARG, "cannot start /bin/sh: %s", strerror(rc));
   }
   p->to = in[1], p->from = out[0];
+  pf_interrupt_group(p->pid, 1); /* a Ctrl-C ends it at once */
+  if (pf_interrupted()) kill(-p->pid, SIGKILL); /* the signal came while it started */
   fcntl(p->to, F_SETFL, fcntl(p->to, F_GETFL) | O_NONBLOCK);
   fcntl(p->from, F_SETFL, fcntl(p->from, F_GETFL) | O_NONBLOCK);
   return PF_OK;

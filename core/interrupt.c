@@ -8,8 +8,16 @@
 
 static volatile sig_atomic_t pf_got, pf_polled, pf_tmp_live;
 static char pf_tmp_path[4096];
+#define PF_MAX_GROUPS 256
+static volatile sig_atomic_t pf_groups[PF_MAX_GROUPS]; /* 0: a free slot */
+
+static void pf_kill_groups(void) {
+  for (int i = 0; i < PF_MAX_GROUPS; i++)
+    if (pf_groups[i] > 0) kill(-(pid_t)pf_groups[i], SIGKILL);
+}
 
 static void pf_on_signal(int sig) {
+  pf_kill_groups(); /* the kernel processes end at once: the case at hand is not waited for */
   if (pf_polled && !pf_got) {
     pf_got = sig; /* the command stops after the case at hand */
     return;
@@ -34,6 +42,15 @@ void pf_interrupt_install(void) {
 }
 
 void pf_interrupt_polled(int on) { pf_polled = on; }
+
+void pf_interrupt_group(int pgid, int on) {
+  if (pgid <= 0) return;
+  for (int i = 0; i < PF_MAX_GROUPS; i++)
+    if (on ? pf_groups[i] == 0 : pf_groups[i] == pgid) {
+      pf_groups[i] = on ? pgid : 0;
+      return;
+    }
+}
 int pf_interrupted(void) { return pf_got; }
 
 void pf_interrupt_tmp(const char *path) {

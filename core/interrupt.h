@@ -12,5 +12,9 @@ void pf_interrupt_polled(int on);
 int pf_interrupted(void);
 /* The temporary file a write is making (NULL: none), removed if the process is ended. */
 void pf_interrupt_tmp(const char *path);
+/* A kernel process group (its leader's pid) started (on) or ended (off): a signal ends every
+ * group at once (SIGKILL to the group), whether the command stops after its case or at once,
+ * so that no kernel process outlives the run or holds it up to its timeout. */
+void pf_interrupt_group(int pgid, int on);
 
 #endif

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Ctrl-C: run stops after the case at hand, prints what it judged (its JSON stays whole) and
-# exits 130; sweep -o and precision-report -o end at once and leave an existing file as it was,
-# with no temporary file beside it.
-# usage: interrupt.sh PRECFUZZ PRECISION_REPORT
+# exits 130; a kernel process is ended at once (a hung one does not hold the run to its
+# timeout, and none outlives it); sweep -o and precision-report -o end at once and leave an
+# existing file as it was, with no temporary file beside it.
+# usage: interrupt.sh PRECFUZZ PRECISION_REPORT [PYTHON]
 set -u
 set -m # job control: background jobs take SIGINT (a script's would ignore it)
 P=$1
 R=$2
+PY=${3:-}
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 . "$(dirname "$0")/check.sh"
@@ -40,6 +42,25 @@ grep -qE '^precfuzz: interrupted \(Ctrl-C\) after [0-9]+ of 1000000 cases of att
 SIG=TERM interrupt "$P" "${long[@]}" --json
 [ $rc -eq 143 ] && grep -qE '^precfuzz: interrupted \(SIGTERM\) after [0-9]+ of 1000000 cases' "$T/err" && ok ||
   fail "run --json: SIGTERM -> exit $rc (want 143): $(cat "$T/err")"
+
+# a kernel process hung on its second case: Ctrl-C ends it at once, the run says the one case
+# it judged (the hung one is not counted, not 'failed'), and no process of its group is left
+if [ -n "$PY" ] && "$PY" -c "import numpy" >/dev/null 2>&1; then
+  S=$(cd "$(dirname "$0")/.." && pwd)
+  mark="interrupt-test-$$"
+  t0=$(date +%s)
+  PRECFUZZ_KERNEL_TIMEOUT=120 interrupt "$P" --kernels "exec:$PY $S/tests/kernels/softmax_kernel.py hang-at 2 # $mark" \
+    run -k softmax -v np-softmax --cases 5
+  secs=$(( $(date +%s) - t0 ))
+  [ $rc -eq 130 ] && [ $secs -lt 30 ] && ok || fail "run with a hung kernel process: exit $rc after $secs s (want 130 at once): $(head -3 "$T/err")"
+  grep -qE '^interrupted \(Ctrl-C\) after 1 of 5 cases$' "$T/out" && ! grep -q "failed" "$T/out" && ok ||
+    fail "run with a hung kernel process: $(cat "$T/out")"
+  sleep 1
+  left=$(pgrep -f "$mark" || true)
+  [ -z "$left" ] && ok || fail "the kernel process outlived the run: $(ps -o pid,pgid,args -p "$left" 2>&1)"
+else
+  echo "(no numpy at ${PY:-no python given}: the kernel process's Ctrl-C not checked)"
+fi
 
 printf 'old results\n' >"$T/results.json"
 interrupt "$P" sweep -o "$T/results.json"
