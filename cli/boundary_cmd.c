@@ -22,7 +22,8 @@ static void print_help_boundary(void) {
       "  --along AXIS        value (every input element), value:INPUT, scale (every input's generator\n"
       "                      scale), scale:INPUT, param:NAME, dim:NAME\n"
       "  --from X, --to X    the range (default: value: the format's least positive value to its largest;\n"
-      "                      scale: 2^-30 to 2^30; param and dim: their limits, precfuzz list)\n"
+      "                      scale: 2^-30 to 2^30; param: its limits, precfuzz list; dim: 1 to the\n"
+      "                      largest power of two whose case is estimated at most 0.1 s, said on stderr)\n"
       "  --fail VERDICTS     the verdicts that count as failing, comma-separated: inaccurate, underflow,\n"
       "                      overflow, nan, divergent, range, or finding (every verdict but ok and range;\n"
       "                      the default); event:overflow, event:underflow (a nonzero result rounded to\n"
@@ -76,6 +77,31 @@ static cJSON *json_value(double x, int format) {
   char h[40];
   pf_hexfloat(h, x);
   return cJSON_CreateString(h);
+}
+
+/* dim:NAME without --to: up to the largest power of two whose case is estimated at most 0.1 s
+ * (pf_case_estimate; a dimension's limit can be millions, a search there hours of silence), said
+ * on stderr with how to go further. */
+#define PF_DIM_DEFAULT_SECONDS 0.1
+static void dim_default_top(const pf_case *t, const pf_axis *a, const char *from_arg, double lim_hi, double *hi,
+                            const char *along) {
+  double start = 1, secs = 0, s;
+  if (from_arg && (pf_parse_double(from_arg, &start) || !(start >= 1))) start = 1;
+  pf_case c = *t; /* the shape alone is read (no input is made or freed) */
+  double v = 1;
+  while (v < start) v *= 2;
+  c.shape[a->index] = (size_t)v;
+  if (pf_case_estimate(&c, &secs)) secs = 0;
+  while (v * 2 <= lim_hi) {
+    c.shape[a->index] = (size_t)(v * 2);
+    if (pf_case_check_size(&c) || pf_case_estimate(&c, &s) || s > PF_DIM_DEFAULT_SECONDS) break;
+    v *= 2, secs = s;
+  }
+  if (v <= start) v = fmin(lim_hi, start * 2);
+  if (v >= lim_hi) return; /* the whole range is cheap: the limit stays */
+  *hi = v;
+  fprintf(stderr, "%s: boundary: --to not given: %s searched up to %.0f, where a case is estimated at %.2g s "
+          "(its limit is %.0f: --to for more)\n", pf_prog, along, v, secs, lim_hi);
 }
 
 int pf_cmd_boundary(int argc, char **argv) {
@@ -173,6 +199,7 @@ int pf_cmd_boundary(int argc, char **argv) {
     } else {
       lo = lim_lo, hi = lim_hi;
     }
+    if (a.kind == PF_AXIS_DIM && !to_arg) dim_default_top(&tmpls[0], &a, from_arg, lim_hi, &hi, along);
     if (from_arg && (pf_parse_double(from_arg, &lo) || !isfinite(lo)))
       rc = pf_usage_error("--from: '%s' is not a finite number", from_arg);
     else if (to_arg && (pf_parse_double(to_arg, &hi) || !isfinite(hi)))
