@@ -26,6 +26,7 @@
 #include "cli/minimize.h"
 #include "cli/sweep_cmd.h"
 #include "core/plugin.h"
+#include "core/progress.h"
 #include "core/runner.h"
 #include "core/tensorfile.h"
 #include "core/trajectory.h"
@@ -584,33 +585,29 @@ static void junit_free(pf_junit *j) {
   free(j);
 }
 
-/* Progress of a long run, on a terminal (stderr) only: CI logs stay clean. PRECFUZZ_PROGRESS=1
- * shows it anywhere, =0 nowhere. One line rewritten at most twice a second. */
+/* Progress of a long run (core/progress.h: a terminal's line, a log's line every 30 s;
+ * PRECFUZZ_PROGRESS=0 none), shown when the run is estimated at more than 2 s (or
+ * PRECFUZZ_PROGRESS=1). */
 typedef struct {
   int on;
-  double t0, last, per_case; /* per_case: the shape's estimate (pf_case_estimate) */
+  pf_progress p;
+  double per_case; /* the shape's estimate (pf_case_estimate) */
 } run_progress;
-
-static double run_now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 static void run_progress_show(run_progress *p, const pf_kernel *k, uint64_t done, uint64_t total) {
   if (!p->on) return;
-  const double now = run_now(), el = now - p->t0;
-  if (done < total && now - p->last < 0.5) return;
-  p->last = now;
+  if (done == total) {
+    pf_progress_clear(&p->p);
+    return;
+  }
+  const double el = pf_progress_elapsed(&p->p);
   /* what is left, from the cases judged so far once there are some, else from the estimate */
   const double left = done ? el / (double)done * (double)(total - done) : p->per_case * (double)total;
   char e[32], l[32];
   pf_secs_str(e, sizeof e, el);
   pf_secs_str(l, sizeof l, left);
-  fprintf(stderr, "\r\033[K%s/%s: %llu of %llu cases, %s, about %s left", k->op->name, k->variant,
-          (unsigned long long)done, (unsigned long long)total, e, l);
-  if (done == total) fprintf(stderr, "\r\033[K");
-  fflush(stderr);
+  pf_progress_show(&p->p, done == 0, "%s/%s: %llu of %llu cases, %s, about %s left", k->op->name, k->variant,
+                   (unsigned long long)done, (unsigned long long)total, e, l);
 }
 
 /* biased's test over every case's units at once, by stage: a bias too small for one case */
@@ -712,7 +709,9 @@ static int run_variant(const pf_kernel *k, const run_opts *o, run_json *jcases, 
   pf_run rs[64];
   uint64_t done = 0; /* cases judged: all of them, or those before a Ctrl-C */
   unsigned long long drawn = 0; /* the parameters some case drew */
-  run_progress progress = {o->progress < 0 ? isatty(STDERR_FILENO) : o->progress, run_now(), 0, 0};
+  run_progress progress = {0};
+  pf_progress_start(&progress.p);
+  progress.on = progress.p.mode != 0;
   for (uint64_t c0 = 0; c0 < o->cases && !pf_interrupted() && !pf_save_failed; c0 += chunk) {
     const uint64_t nc = o->cases - c0 < chunk ? o->cases - c0 : chunk;
     for (uint64_t j = 0; j < nc; j++) {
@@ -726,6 +725,8 @@ static int run_variant(const pf_kernel *k, const run_opts *o, run_json *jcases, 
     if (c0 == 0 && progress.on) { /* the shape's estimate; shown when the run may take a while */
       pf_case_estimate(&cs[0], &progress.per_case);
       progress.on = progress.per_case * (double)o->cases > 2 || o->progress == 1;
+      if (progress.p.mode == 2 && progress.per_case * (double)o->cases <= 2 * PF_PROGRESS_LOG_SECONDS)
+        progress.on = o->progress == 1; /* a log hears of a run that takes a minute or more */
       run_progress_show(&progress, k, 0, o->cases);
     }
     const pf_status st = pf_run_cases(cs, nc, &oo, rs);
@@ -819,7 +820,7 @@ static int run_variant(const pf_kernel *k, const run_opts *o, run_json *jcases, 
     done += keep;
     run_progress_show(&progress, k, done, o->cases);
   }
-  if (progress.on && done < o->cases) fprintf(stderr, "\r\033[K"); /* interrupted: the line cleared */
+  if (progress.on && done < o->cases) pf_progress_clear(&progress.p); /* interrupted: the line cleared */
   if (o->junit && done) junit_suite_end(o->junit, k, o);
   if (!jcases && !done) { /* interrupted before this variant began */
     hazard_cases_free(hz_case, hz_kept);

@@ -19,6 +19,7 @@
 #include "core/boundary.h"
 #include "cli/caseopts.h"
 #include "cli/minimize.h"
+#include "core/progress.h"
 #include "core/runner.h"
 
 #ifndef PF_C_COMPILER
@@ -51,6 +52,7 @@ typedef struct {
   pf_job *jobs;
   size_t njobs, next, done;
   pthread_mutex_t lock;
+  pf_progress progress; /* a terminal's line, a log's line every 30 s (core/progress.h) */
 } pf_pool;
 
 static const char *pf_accum_name(pf_dtype dtype, pf_dtype accum) {
@@ -600,11 +602,10 @@ static void *pf_worker(void *arg) {
     }
     pthread_mutex_lock(&pool->lock);
     pool->done++;
-    if (pool->o->progress) {
-      fprintf(stderr, "\rprecfuzz sweep: %zu/%zu  %-60.60s", pool->done, pool->njobs,
-              jb->kind == J_DIFFERENTIAL ? jb->op->name : jb->kind == J_FAULT ? jb->fault : jb->k->variant);
-      if (pool->done == pool->njobs) fprintf(stderr, "\n");
-    }
+    if (pool->done == pool->njobs) pf_progress_clear(&pool->progress);
+    else
+      pf_progress_show(&pool->progress, 0, "precfuzz sweep: %zu of %zu jobs (%s %s)", pool->done, pool->njobs,
+                       jb->op->name, jb->kind == J_DIFFERENTIAL ? "differential" : jb->kind == J_FAULT ? jb->fault : jb->k->variant);
     pthread_mutex_unlock(&pool->lock);
   }
 }
@@ -684,7 +685,9 @@ cJSON *pf_sweep_run(const pf_sweep_opts *o) {
         jobs[n++] = (pf_job){J_FAULT, op, k, PF_FP16, PF_FP32, k->faults[f], NULL, 0, ""};
     }
   }
-  pf_pool pool = {o, jobs, n, 0, 0, PTHREAD_MUTEX_INITIALIZER};
+  pf_pool pool = {o, jobs, n, 0, 0, PTHREAD_MUTEX_INITIALIZER, {0}};
+  pf_progress_start(&pool.progress);
+  if (!o->progress) pool.progress.mode = 0;
   const int nt = o->jobs < 1 ? 1 : o->jobs > 64 ? 64 : o->jobs;
   pthread_t th[64];
   int started = 0;

@@ -17,7 +17,7 @@ typedef struct {
   int jobs;           /* worker threads (default: the number of processors) */
   int quick;          /* fewer configurations and cases (tests) */
   const char *only;   /* NULL, or one kernel */
-  int progress;       /* print progress to stderr */
+  int progress;       /* 1: progress on stderr as core/progress.h says ($PRECFUZZ_PROGRESS); 0: none */
   int backend;        /* PF_BACKEND_*: cuda sweeps the variants that have a CUDA implementation */
   char device[256];   /* the device's description (pf_backend_setup) */
 } pf_sweep_opts;

@@ -11,6 +11,7 @@
 #include "core/backend.h"
 #include "cli/cli.h"
 #include "cli/sweep.h"
+#include "core/progress.h"
 #include "core/tensorfile.h"
 
 static void pf_sweep_help(void) {
@@ -92,7 +93,8 @@ int pf_cmd_sweep(int argc, char **argv) {
   /* fail fast where the file cannot be written; the file itself is written only at the end,
    * whole, under a temporary name and renamed: an interrupted sweep leaves the old one */
   if (!to_stdout && pf_write_file_atomic_probe(out)) return pf_usage_error("-o: %s", pf_error_message());
-  o.progress = isatty(2);
+  if (pf_progress_env()) return pf_usage_error("%s", pf_error_message());
+  o.progress = 1;
   const time_t t0 = time(NULL);
   cJSON *r = pf_sweep_run(&o);
   if (!r) return pf_usage_error("%s", pf_error_message());

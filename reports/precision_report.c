@@ -12,6 +12,7 @@
 #include "core/case.h"
 #include "cli/cli.h"
 #include "cli/sweep_cmd.h"
+#include "core/progress.h"
 #include "core/tensorfile.h"
 #include "core/plugin.h"
 #include "reports/report.h"
@@ -114,7 +115,8 @@ static int report_main(int argc, char **argv) {
     free(text);
     if (st) return pf_usage_error("%s", pf_error_message());
   } else {
-    so.progress = isatty(2);
+    if (pf_progress_env()) return pf_usage_error("%s", pf_error_message());
+    so.progress = 1;
     const time_t t0 = time(NULL);
     root = pf_sweep_run(&so);
     if (!root) return pf_usage_error("%s", pf_error_message());

@@ -118,6 +118,8 @@ fuzz_one() {
   fi
   printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\n' "$drv" "${fault:--}" "${runs:-0}" "${eps:-0}" "${cov:-0}" "$found" \
     "$confirmed" "$(echo "$t1 - $t0" | bc)" >"$out/$key.row"
+  # a line as each driver ends, so that a CI log hears from a run of many minutes
+  [ "${PRECFUZZ_PROGRESS:-}" = 0 ] || echo "run-fuzzers: $key: ${runs:-0} runs, $([ $found = 1 ] && echo "a finding" || echo "no finding")" >&2
 }
 
 # driver_options DRIVER: libFuzzer flags from corpora/DRIVER.options (OSS-Fuzz's format: a
