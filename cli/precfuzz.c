@@ -1246,7 +1246,9 @@ static int cmd_replay(int argc, char **argv) {
 
 static void print_help_judge(void) {
   printf("usage: precfuzz judge CASE --outputs FILE [--tensor NAME] [--like VARIANT | --ulps N] [--threads N]\n"
-         "                     [--json]\n\n"
+         "                     [--json]\n"
+         "       precfuzz judge -k KERNEL [-v VARIANT] -t DTYPE [run's case options: --shape, --param,\n"
+         "                     --input NAME:file=PATH, ...] --outputs FILE [--save-case FILE] [...as above]\n\n"
          "Judges outputs computed elsewhere (PyTorch, JAX, Triton, your own kernel) on the inputs of\n"
          "the case file CASE: the oracle computes the exact result and every given output element\n"
          "gets a verdict, ulps and relative error, as a built-in kernel's would.\n\n"
@@ -1257,50 +1259,16 @@ static void print_help_judge(void) {
          "  --ulps N         without --like: within N units in the last place of the correctly\n"
          "                   rounded result (default 1)\n"
          "  --threads N      threads judging the case (default 0: one per processor)\n"
+         "  --save-case FILE with -k: the case of the options written as a case file\n"
          "  --json           the result as JSON, with per-element values\n\n"
          "Exit status: 0 within the contract, 1 findings, 2 bad usage or input.\n");
 }
 
-static int cmd_judge(int argc, char **argv) {
-  const char *case_path = NULL, *outputs = NULL, *tensor = NULL, *like_name = NULL;
-  long ulps = -1;
-  int json = 0;
-  static const char *const valued[] = {"--outputs", "--tensor", "--like", "--ulps", "--threads", NULL},
-                           *const bare[] = {"--json", NULL};
-  if (pf_flags_once(argc, argv, valued, bare)) return 2;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) { print_help_judge(); return 0; }
-    if (strcmp(a, "--json") == 0) { json = 1; continue; }
-    if (strcmp(a, "--outputs") == 0 || strcmp(a, "--tensor") == 0 || strcmp(a, "--like") == 0 || strcmp(a, "--ulps") == 0 ||
-        strcmp(a, "--threads") == 0) {
-      if (i + 1 >= argc) return pf_usage_error("judge: %s needs a value", a);
-      const char *v = argv[++i];
-      if (a[3] == 'h') {
-        if (pf_parse_threads(v)) return 2;
-      } else if (a[2] == 'o') outputs = v;
-      else if (a[2] == 't') tensor = v;
-      else if (a[2] == 'l') like_name = v;
-      else {
-        uint64_t u;
-        if (pf_parse_u64(v, &u) || u > 1000000) return pf_usage_error("--ulps: '%s' is not an integer in [0, 1000000]", v);
-        ulps = (long)u;
-      }
-      continue;
-    }
-    if (a[0] == '-' && a[1]) return pf_usage_error("judge: unknown option '%s' (see precfuzz judge --help)", a);
-    if (case_path) return pf_usage_error("judge: one CASE at a time ('%s' and '%s')", case_path, a);
-    case_path = a;
-  }
-  if (!case_path) return pf_usage_error("judge: no CASE given (see precfuzz judge --help)");
-  if (!outputs) return pf_usage_error("judge: --outputs FILE is required");
-  if (like_name && ulps >= 0) return pf_usage_error("judge: --like and --ulps are two different contracts: give one");
-  if (ulps < 0) ulps = 1;
-  pf_case c;
-  if (pf_case_load(&c, case_path)) {
-    pf_case_free(&c);
-    return pf_usage_error("%s", pf_error_message());
-  }
+/* Judges the outputs in file `outputs` on case c (taken: freed here) and says so; case_path: the
+ * case file (NULL: the case of judge's options); replay_head: the replay line up to its
+ * --outputs. */
+static int judge_report(pf_case c, const char *case_path, const char *replay_head, const char *outputs,
+                        const char *tensor, const char *like_name, long ulps, int json) {
   const pf_kernel *like = NULL;
   if (like_name && !(like = pf_kernel_find(c.kernel, like_name))) {
     pf_case_free(&c);
@@ -1362,7 +1330,8 @@ static int cmd_judge(int argc, char **argv) {
   } else {
     char d[1024] = "";
     if (r.cmp.verdict != PF_V_OK) pf_run_describe(&c, &r, d, sizeof d);
-    printf("%s: %s %s/%s %s/%s, %zu of %zu outputs judged against %s: %s%s%s%s\n", outputs, case_path, c.kernel,
+    printf("%s: %s %s/%s %s/%s, %zu of %zu outputs judged against %s: %s%s%s%s\n", outputs,
+           case_path ? case_path : "(the case of the options)", c.kernel,
            c.variant, pf_dtype_name(c.dtype), pf_dtype_name(c.accum), judged, r.nout, contract,
            pf_verdict_name(r.cmp.verdict), d[0] ? " (" : "", d, d[0] ? ")" : "");
     printf("  max ulps %lld, max rel error %.3g\n", (long long)r.cmp.max_ulps, r.cmp.max_rel);
@@ -1371,16 +1340,141 @@ static int cmd_judge(int argc, char **argv) {
     char tol[32] = "";
     if (!like && ulps != 1) snprintf(tol, sizeof tol, " --ulps %ld", ulps);
     if (finding) {
-      char cq[8400], oq[8400];
-      pf_replay_path(cq, sizeof cq, case_path);
+      char oq[8400];
       pf_replay_path(oq, sizeof oq, outputs);
-      printf("  reproduce with: %s%s judge %s --outputs %s%s%s%s%s%s\n", pf_self(), pf_plugins_flags(), cq, oq,
-             tensor ? " --tensor " : "", tensor ? tensor : "", like ? " --like " : "", like ? like->variant : "", tol);
+      printf("  reproduce with: %s --outputs %s%s%s%s%s%s\n", replay_head, oq, tensor ? " --tensor " : "",
+             tensor ? tensor : "", like ? " --like " : "", like ? like->variant : "", tol);
     }
   }
   pf_run_free(&r);
   pf_case_free(&c);
   return finding ? EXIT_FINDINGS : 0;
+}
+
+/* judge -k KERNEL [-v VARIANT] -t DTYPE --input NAME:file=PATH... --outputs FILE: the case run
+ * would build from these options (every parameter at its default unless given), its outputs
+ * judged; --save-case FILE writes that case for replay. */
+static int cmd_judge_options(int argc, char **argv) {
+  run_opts o;
+  pf_run_opts_init(&o, 1);
+  const char *shape_arg = NULL, *backend = "cpu", *outputs = NULL, *tensor = NULL, *like_name = NULL, *save_case = NULL;
+  long ulps = -1;
+  enum { O_J_OUTPUTS = 1000, O_J_TENSOR, O_J_LIKE, O_J_ULPS, O_J_SAVE };
+  static const struct option longopts[] = {PF_CASE_LONGOPTS,
+                                           {"outputs", required_argument, 0, O_J_OUTPUTS},
+                                           {"tensor", required_argument, 0, O_J_TENSOR},
+                                           {"like", required_argument, 0, O_J_LIKE},
+                                           {"ulps", required_argument, 0, O_J_ULPS},
+                                           {"save-case", required_argument, 0, O_J_SAVE},
+                                           {"at-defaults", no_argument, 0, O_ATDEFAULTS},
+                                           {0, 0, 0, 0}};
+  opterr = 0;
+  optind = 1;
+  int ch, rc;
+  unsigned char seen[PF_OPT_CODES] = {0};
+  while ((ch = getopt_long(argc, argv, ":k:v:t:a:h", longopts, NULL)) != -1) {
+    if (pf_option_once(longopts, ch, seen)) return 2;
+    if ((rc = pf_case_option(ch, optarg, &o, &shape_arg, &backend)) >= 0) {
+      if (rc) return rc;
+      continue;
+    }
+    switch (ch) {
+    case O_J_OUTPUTS: outputs = optarg; break;
+    case O_J_TENSOR: tensor = optarg; break;
+    case O_J_LIKE: like_name = optarg; break;
+    case O_J_SAVE: save_case = optarg; break;
+    case O_ATDEFAULTS: break; /* judge draws no parameter: every one is at its default unless given */
+    case O_J_ULPS: {
+      uint64_t u;
+      if (pf_parse_u64(optarg, &u) || u > 1000000) return pf_usage_error("--ulps: '%s' is not an integer in [0, 1000000]", optarg);
+      ulps = (long)u;
+      break;
+    }
+    case 'h': print_help_judge(); return 0;
+    case ':': return pf_usage_error("judge: %s needs a value", argv[optind - 1]);
+    default: return pf_usage_error("judge: unknown option '%s' (see precfuzz judge --help)", argv[optind - 1]);
+    }
+  }
+  if (optind < argc) return pf_usage_error("judge: with -k the case is the options': no CASE file ('%s')", argv[optind]);
+  if (pf_check_run_opts(&o)) return 2;
+  if (o.cases != 1) return pf_usage_error("judge: one case (--cases 1)");
+  if (!outputs) return pf_usage_error("judge: --outputs FILE is required");
+  if (like_name && ulps >= 0) return pf_usage_error("judge: --like and --ulps are two different contracts: give one");
+  const pf_op *op = pf_op_find(o.kernel);
+  if (!op) return pf_usage_error("-k: unknown kernel '%s' (see precfuzz list)", o.kernel);
+  const pf_kernel *k = o.variant ? pf_kernel_find(o.kernel, o.variant)
+                                 : pf_kernel_find(o.kernel, like_name ? like_name : pf_op_first_kernel(op)->variant);
+  if (!k) return pf_usage_error("-v: unknown variant '%s' of kernel %s (see precfuzz list)", o.variant ? o.variant : like_name, o.kernel);
+  if (shape_arg && pf_parse_shape(shape_arg, op, o.shape)) return 2;
+  o.have_shape = shape_arg != NULL;
+  if (pf_load_input_files(&o, op)) return 2;
+  o.draw = 0;
+  pf_case c;
+  if ((rc = pf_build_case(k, &o, o.seed, &c))) {
+    pf_free_input_files(&o);
+    return rc;
+  }
+  if (save_case && pf_case_save(&c, save_case)) {
+    pf_case_free(&c);
+    pf_free_input_files(&o);
+    return pf_usage_error("--save-case: %s", pf_error_message());
+  }
+  char line[2048], head[2200];
+  pf_reproduce_line(&c, &o, o.seed, line, sizeof line);
+  char *run = strstr(line, " run -k ");
+  if (run) snprintf(head, sizeof head, "%.*s judge -k %s", (int)(run - line), line, run + 8);
+  else snprintf(head, sizeof head, "%s", line);
+  pf_free_input_files(&o);
+  if (ulps < 0) ulps = 1;
+  return judge_report(c, NULL, head, outputs, tensor, like_name, ulps, o.json);
+}
+
+static int cmd_judge(int argc, char **argv) {
+  for (int i = 1; i < argc; i++) /* judge -k KERNEL ...: the case from the options, as run builds it */
+    if (strcmp(argv[i], "-k") == 0 || strncmp(argv[i], "--kernel", 8) == 0) return cmd_judge_options(argc, argv);
+  const char *case_path = NULL, *outputs = NULL, *tensor = NULL, *like_name = NULL;
+  long ulps = -1;
+  int json = 0;
+  static const char *const valued[] = {"--outputs", "--tensor", "--like", "--ulps", "--threads", NULL},
+                           *const bare[] = {"--json", NULL};
+  if (pf_flags_once(argc, argv, valued, bare)) return 2;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) { print_help_judge(); return 0; }
+    if (strcmp(a, "--json") == 0) { json = 1; continue; }
+    if (strcmp(a, "--outputs") == 0 || strcmp(a, "--tensor") == 0 || strcmp(a, "--like") == 0 || strcmp(a, "--ulps") == 0 ||
+        strcmp(a, "--threads") == 0) {
+      if (i + 1 >= argc) return pf_usage_error("judge: %s needs a value", a);
+      const char *v = argv[++i];
+      if (a[3] == 'h') {
+        if (pf_parse_threads(v)) return 2;
+      } else if (a[2] == 'o') outputs = v;
+      else if (a[2] == 't') tensor = v;
+      else if (a[2] == 'l') like_name = v;
+      else {
+        uint64_t u;
+        if (pf_parse_u64(v, &u) || u > 1000000) return pf_usage_error("--ulps: '%s' is not an integer in [0, 1000000]", v);
+        ulps = (long)u;
+      }
+      continue;
+    }
+    if (a[0] == '-' && a[1]) return pf_usage_error("judge: unknown option '%s' (see precfuzz judge --help)", a);
+    if (case_path) return pf_usage_error("judge: one CASE at a time ('%s' and '%s')", case_path, a);
+    case_path = a;
+  }
+  if (!case_path) return pf_usage_error("judge: no CASE given (see precfuzz judge --help)");
+  if (!outputs) return pf_usage_error("judge: --outputs FILE is required");
+  if (like_name && ulps >= 0) return pf_usage_error("judge: --like and --ulps are two different contracts: give one");
+  if (ulps < 0) ulps = 1;
+  pf_case c;
+  if (pf_case_load(&c, case_path)) {
+    pf_case_free(&c);
+    return pf_usage_error("%s", pf_error_message());
+  }
+  char cq[8400], head[9000];
+  pf_replay_path(cq, sizeof cq, case_path);
+  snprintf(head, sizeof head, "%s%s judge %s", pf_self(), pf_plugins_flags(), cq);
+  return judge_report(c, case_path, head, outputs, tensor, like_name, ulps, json);
 }
 
 /* ---- an operation's own command: run -k OP with its defaults (pf_op.command) ---------------- */

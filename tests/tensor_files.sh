@@ -180,6 +180,27 @@ n=$((n + 1))
 out=$("$P" judge "$T/adam.json" --outputs "$T/adam-mv.safetensors" --tensor m 2>&1)
 [ $? -le 1 ] && echo "$out" | grep -q "2 of 6 outputs judged" || fail "judge --tensor m: $out"
 expect2 "judge: --outputs FILE is required" "$P" judge "$D/logits_fp16.values.json"
+# judge from tensors alone: the case run would build from -k, -t and --input file= (no case file):
+# the same verdict as with the case file, a replay line that finds it again, --save-case writes
+# the case, which judges the same
+n=$((n + 1))
+out=$("$P" judge -k softmax -t fp16 --input x:file="$D/logits_fp16.npy" --outputs "$D/softmax_3ulps.npy" 2>&1); rc=$?
+line=$(echo "$out" | sed -n 's/^  reproduce with: //p')
+[ $rc -eq 1 ] && echo "$out" | grep -q "judged against the correctly rounded result within 1 ulp: inaccurate (inaccurate at \[1,2\]: .* 3 ulps" &&
+  echo "$line" | grep -q " judge -k softmax .*--input x:file=$D/logits_fp16.npy .*--outputs $D/softmax_3ulps.npy" ||
+  fail "judge -k softmax --input x:file= -> $rc: $out"
+n=$((n + 1))
+out=$(bash -c "$line" 2>&1); [ $? -eq 1 ] && echo "$out" | grep -q "3 ulps" || fail "judge -k's replay line: $line: $out"
+n=$((n + 1))
+"$P" judge -k softmax -t fp16 --input x:file="$D/logits_fp16.npy" --outputs "$D/softmax_rn.npy" --save-case "$T/jc.json" >/dev/null 2>&1 &&
+  "$P" judge "$T/jc.json" --outputs "$D/softmax_rn.npy" >/dev/null 2>&1 &&
+  ! "$P" judge "$T/jc.json" --outputs "$D/softmax_3ulps.npy" >/dev/null 2>&1 || fail "judge -k --save-case: the case file judges otherwise"
+n=$((n + 1))
+out=$("$P" judge -k softmax -t fp16 --input x:file="$D/logits_fp16.npy" --outputs "$D/softmax_3ulps.npy" --like safe 2>&1)
+[ $? -eq 1 ] && echo "$out" | grep -q "softmax/safe .* against the contract of softmax/safe: inaccurate" || fail "judge -k --like safe: $out"
+expect2 "judge: with -k the case is the options': no CASE file" "$P" judge -k softmax "$D/logits_fp16.values.json" --outputs "$D/softmax_rn.npy"
+expect2 "judge: one case (--cases 1)" "$P" judge -k softmax --input x:file="$D/logits_fp16.npy" --outputs "$D/softmax_rn.npy" --cases 2
+expect2 "judge: --outputs FILE is required" "$P" judge -k softmax --input x:file="$D/logits_fp16.npy"
 
 echo "tensor_files: $((n - failed))/$n checks passed"
 [ $failed -eq 0 ]
