@@ -606,7 +606,7 @@ static void run_progress_show(run_progress *p, const pf_kernel *k, uint64_t done
   char e[32], l[32];
   pf_secs_str(e, sizeof e, el);
   pf_secs_str(l, sizeof l, left);
-  pf_progress_show(&p->p, done == 0, "%s/%s: %llu of %llu cases, %s, about %s left", k->op->name, k->variant,
+  pf_progress_show(&p->p, 0, "%s/%s: %llu of %llu cases, %s, about %s left", k->op->name, k->variant,
                    (unsigned long long)done, (unsigned long long)total, e, l);
 }
 

@@ -23,8 +23,9 @@ pf_status pf_progress_env(void) {
 
 void pf_progress_start(pf_progress *p) {
   const char *v = getenv("PRECFUZZ_PROGRESS");
-  const int off = v && strcmp(v, "1") != 0;
+  const int off = v && strcmp(v, "1") != 0, asked = v && !off;
   p->mode = off ? 0 : isatty(STDERR_FILENO) ? 1 : 2;
+  p->every = p->mode == 1 ? 0.5 : asked ? 1.0 : PF_PROGRESS_LOG_SECONDS;
   p->t0 = p->last = pf_progress_now();
 }
 
@@ -33,7 +34,7 @@ double pf_progress_elapsed(const pf_progress *p) { return pf_progress_now() - p-
 void pf_progress_show(pf_progress *p, int last, const char *fmt, ...) {
   if (!p->mode) return;
   const double now = pf_progress_now();
-  if (!last && now - p->last < (p->mode == 1 ? 0.5 : PF_PROGRESS_LOG_SECONDS)) return;
+  if (!last && now - p->last < p->every) return;
   p->last = now;
   char line[512];
   va_list ap;

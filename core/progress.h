@@ -1,8 +1,9 @@
 /* Progress of long work on stderr, for a person at a terminal and for a CI log alike: on a
  * terminal one line rewritten at most twice a second; elsewhere (a log) a plain line at most
  * every PF_PROGRESS_LOG_SECONDS, so that a long job is heard from without flooding its log.
- * $PRECFUZZ_PROGRESS: 0 never, 1 always (as the terminal would show it where stderr is one,
- * else the log's lines), unset: the terminal's line or the log's lines as stderr is. */
+ * $PRECFUZZ_PROGRESS: 0 never, 1 always (a terminal's line, or a log's line every second),
+ * unset: the terminal's line or the log's lines as stderr is. The first line comes when one is
+ * due, not at the start: work refused up front says only why. */
 #ifndef PF_PROGRESS_H
 #define PF_PROGRESS_H
 
@@ -13,6 +14,7 @@
 typedef struct {
   int mode;        /* 0 off, 1 a terminal's rewritten line, 2 a log's lines */
   double t0, last; /* when the work began, when a line was last shown */
+  double every;    /* seconds between lines */
 } pf_progress;
 
 /* $PRECFUZZ_PROGRESS checked: PF_ERR_ARG with one line when it is neither 0 nor 1. */

@@ -24,8 +24,8 @@ cmp -s "$T/a1.json" "$T/a2.json" && ok || fail "run --json differs between two i
 # asked for, as plain lines with the time elapsed; never on stdout
 "$P" run -k softmax --shape 64x1024 --cases 3 >"$T/p.out" 2>"$T/p.err"
 ! grep -q 'cases, ' "$T/p.err" && ok || fail "progress shown in a log for a run of a second"
-PRECFUZZ_PROGRESS=1 "$P" run -k softmax --shape 64x1024 --cases 3 >"$T/p.out" 2>"$T/p.err"
-grep -qE '^\[[0-9]+ s\] softmax/safe: 0 of 3 cases, ' "$T/p.err" && ! grep -q 'of 3 cases' "$T/p.out" && ok ||
+PRECFUZZ_PROGRESS=1 "$P" run -k softmax -v safe --shape 64x16384 --cases 10 >"$T/p.out" 2>"$T/p.err"
+grep -qE '^\[[1-9][0-9]* s\] softmax/safe: [0-9]+ of 10 cases, ' "$T/p.err" && ! grep -q 'of 10 cases' "$T/p.out" && ok ||
   fail "PRECFUZZ_PROGRESS=1 shows no progress on stderr: $(cat "$T/p.err")"
 # -o that cannot be written is said before the sweep runs (it took seconds before saying so)
 out=$("$R" -o "$T" 2>&1); [ $? -eq 2 ] && [ "$out" = "precision-report: -o: $T: is a directory" ] && ok ||
