@@ -23,7 +23,8 @@ static void print_help_boundary(void) {
       "                      scale), scale:INPUT, param:NAME, dim:NAME\n"
       "  --from X, --to X    the range (default: value: the format's least positive value to its largest;\n"
       "                      scale: 2^-30 to 2^30; param: its limits, precfuzz list; dim: 1 to the\n"
-      "                      largest power of two whose case is estimated at most 0.1 s, said on stderr)\n"
+      "                      largest power of two whose case is estimated at most 0.1 s, said on stderr;\n"
+      "                      with --every: the limits)\n"
       "  --fail VERDICTS     the verdicts that count as failing, comma-separated: inaccurate, underflow,\n"
       "                      overflow, nan, divergent, range, or finding (every verdict but ok and range;\n"
       "                      the default); event:overflow, event:underflow (a nonzero result rounded to\n"
@@ -199,7 +200,8 @@ int pf_cmd_boundary(int argc, char **argv) {
     } else {
       lo = lim_lo, hi = lim_hi;
     }
-    if (a.kind == PF_AXIS_DIM && !to_arg) dim_default_top(&tmpls[0], &a, from_arg, lim_hi, &hi, along);
+    /* (--every steps over every value: its range is the user's, as its own limit says) */
+    if (a.kind == PF_AXIS_DIM && !to_arg && !every) dim_default_top(&tmpls[0], &a, from_arg, lim_hi, &hi, along);
     if (from_arg && (pf_parse_double(from_arg, &lo) || !isfinite(lo)))
       rc = pf_usage_error("--from: '%s' is not a finite number", from_arg);
     else if (to_arg && (pf_parse_double(to_arg, &hi) || !isfinite(hi)))
