@@ -31,6 +31,7 @@ typedef struct {
   const char *kernel, *variant, *fault, *save_dir;
   const char *checkpoint;      /* --checkpoint DIR: a checkpoint the user's code wrote, loaded by the case */
   const char *save_checkpoint; /* run --save-checkpoint DIR: the case's round trip keeps its checkpoints there */
+  const char *save_case;       /* run --save-case FILE: the (one) case written as a case file */
   struct cJSON *sarif_results; /* run --sarif: the results gathered (NULL: not asked for) */
   struct pf_junit *junit;      /* run --junit: the test cases gathered (NULL: not asked for) */
   int progress;                /* run: PRECFUZZ_PROGRESS 1 or 0; -1 (unset): on a terminal */

@@ -12,7 +12,7 @@
 /* Options of the commands that build cases (getopt_long values). */
 enum { O_SHAPE = 256, O_SCALE, O_DIST, O_SEED, O_CASES, O_FAULT, O_BACKEND, O_JSON, O_SAVE, O_PARAM,
        O_OUTLIERS, O_OUTMAG, O_SPECIAL, O_EXPRANGE, O_PREC, O_MAXPRINT, O_INPUT,
-       O_ALONG, O_FROM, O_TO, O_FAIL, O_POINTS, O_FORMAT, O_REFINE, O_TENSORS, O_IMPRECISE, O_ORACLE, O_THREADS, O_MAXSECS, O_SARIF, O_JUNIT, O_EVERY, O_ATDEFAULTS, O_STEPS, O_CHECKPOINT, O_SAVECKPT };
+       O_ALONG, O_FROM, O_TO, O_FAIL, O_POINTS, O_FORMAT, O_REFINE, O_TENSORS, O_IMPRECISE, O_ORACLE, O_THREADS, O_MAXSECS, O_SARIF, O_JUNIT, O_EVERY, O_ATDEFAULTS, O_STEPS, O_CHECKPOINT, O_SAVECKPT, O_SAVECASE };
 #define PF_CASE_LONGOPTS                                                                                 \
   {"kernel", required_argument, 0, 'k'}, {"variant", required_argument, 0, 'v'},                          \
       {"dtype", required_argument, 0, 't'}, {"accum", required_argument, 0, 'a'},                         \

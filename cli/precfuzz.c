@@ -225,6 +225,7 @@ static void print_help_run(void) {
       "      --checkpoint DIR     tp_diff with resume_at=K or reshard_at=K: load DIR, a checkpoint the\n"
       "                           user's code wrote after step K, instead of the run's own save, and judge\n"
       "                           it against the case run straight (docs/checkpoint.md)\n"
+      "      --save-case FILE     with --cases 1 and -v: the case written as a case file (replay, judge)\n"
       "      --save-checkpoint DIR  with --cases 1 and -v: keep what the case's round trip saves in DIR\n"
       "                           (which must not exist), a subdirectory per saving layout (tp2-dp1)\n"
       "      --max-print N        finding and hazard lines printed per variant (default 10)\n"
@@ -715,7 +716,11 @@ static int run_variant(const pf_kernel *k, const run_opts *o, run_json *jcases, 
   for (uint64_t c0 = 0; c0 < o->cases && !pf_interrupted() && !pf_save_failed; c0 += chunk) {
     const uint64_t nc = o->cases - c0 < chunk ? o->cases - c0 : chunk;
     for (uint64_t j = 0; j < nc; j++) {
-      const int rc = pf_build_case_drawn(k, o, o->seed + c0 + j, &cs[j], &drawn);
+      int rc = pf_build_case_drawn(k, o, o->seed + c0 + j, &cs[j], &drawn);
+      if (!rc && o->save_case && pf_case_save(&cs[j], o->save_case)) { /* the case, before it is judged */
+        rc = pf_usage_error("--save-case: %s", pf_error_message());
+        pf_case_free(&cs[j]);
+      }
       if (rc) {
         for (uint64_t x = 0; x < j; x++) pf_case_free(&cs[x]);
         hazard_cases_free(hz_case, hz_kept);
@@ -954,6 +959,7 @@ static int cmd_run(int argc, char **argv) {
                                            {"at-defaults", no_argument, 0, O_ATDEFAULTS},
                                            {"steps", required_argument, 0, O_STEPS},
                                            {"save-checkpoint", required_argument, 0, O_SAVECKPT},
+                                           {"save-case", required_argument, 0, O_SAVECASE},
                                            {0, 0, 0, 0}};
   opterr = 0;
   int at_defaults = 0;
@@ -980,6 +986,7 @@ static int cmd_run(int argc, char **argv) {
       break;
     case O_ATDEFAULTS: at_defaults = 1; break;
     case O_SAVECKPT: o.save_checkpoint = optarg; break;
+    case O_SAVECASE: o.save_case = optarg; break;
     case O_STEPS:
       if (pf_parse_u64(optarg, &o.steps) || o.steps < 1 || o.steps > 10000000)
         return pf_usage_error("--steps: '%s' is not a number of steps in [1, 10^7]", optarg);
@@ -1001,6 +1008,8 @@ static int cmd_run(int argc, char **argv) {
   if (o.variant && !pf_kernel_find(o.kernel, o.variant))
     return pf_usage_error("-v: unknown variant '%s' of kernel %s (see precfuzz list)", o.variant, o.kernel);
   if (o.checkpoint && !op->takes_checkpoint) return pf_usage_error("--checkpoint: kernel %s loads none (tp_diff does)", o.kernel);
+  if (o.save_case && (o.cases != 1 || !o.variant))
+    return pf_usage_error("--save-case writes one case: give -v and --cases 1");
   if (o.save_checkpoint) { /* one case's checkpoints, never written over */
     struct stat sb;
     if (!op->takes_checkpoint) return pf_usage_error("--save-checkpoint: kernel %s saves no checkpoint (tp_diff does)", o.kernel);

@@ -201,6 +201,13 @@ out=$("$P" judge -k softmax -t fp16 --input x:file="$D/logits_fp16.npy" --output
 expect2 "judge: with -k the case is the options': no CASE file" "$P" judge -k softmax "$D/logits_fp16.values.json" --outputs "$D/softmax_rn.npy"
 expect2 "judge: one case (--cases 1)" "$P" judge -k softmax --input x:file="$D/logits_fp16.npy" --outputs "$D/softmax_rn.npy" --cases 2
 expect2 "judge: --outputs FILE is required" "$P" judge -k softmax --input x:file="$D/logits_fp16.npy"
+# run --save-case: the case run builds (and judges) written for judge and replay
+n=$((n + 1))
+"$P" run -k softmax -v safe -t fp16 --input x:file="$D/logits_fp16.npy" --cases 1 --save-case "$T/rc.json" >/dev/null 2>&1 &&
+  out=$("$P" judge "$T/rc.json" --outputs "$D/softmax_3ulps.npy" 2>&1); [ $? -eq 1 ] && echo "$out" | grep -q "3 ulps, allowed 1" ||
+  fail "run --save-case, then judge: $out"
+expect2 "--save-case writes one case: give -v and --cases 1" "$P" run -k softmax --save-case "$T/x.json"
+expect2 "--save-case: $T/no/dir/c.json: cannot write" "$P" run -k softmax -v safe --cases 1 --save-case "$T/no/dir/c.json"
 
 echo "tensor_files: $((n - failed))/$n checks passed"
 [ $failed -eq 0 ]
