@@ -1008,6 +1008,7 @@ static int cmd_run(int argc, char **argv) {
   if (o.variant && !pf_kernel_find(o.kernel, o.variant))
     return pf_usage_error("-v: unknown variant '%s' of kernel %s (see precfuzz list)", o.variant, o.kernel);
   if (o.checkpoint && !op->takes_checkpoint) return pf_usage_error("--checkpoint: kernel %s loads none (tp_diff does)", o.kernel);
+  if (o.save_case && !o.save_case[0]) return pf_usage_error("--save-case: no file name given");
   if (o.save_case && (o.cases != 1 || !o.variant))
     return pf_usage_error("--save-case writes one case: give -v and --cases 1");
   if (o.save_checkpoint) { /* one case's checkpoints, never written over */
@@ -1405,6 +1406,7 @@ static int cmd_judge_options(int argc, char **argv) {
     }
   }
   if (optind < argc) return pf_usage_error("judge: with -k the case is the options': no CASE file ('%s')", argv[optind]);
+  if (save_case && !save_case[0]) return pf_usage_error("--save-case: no file name given");
   if (pf_check_run_opts(&o)) return 2;
   if (o.cases != 1) return pf_usage_error("judge: one case (--cases 1)");
   if (!outputs) return pf_usage_error("judge: --outputs FILE is required");

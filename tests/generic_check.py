@@ -183,6 +183,8 @@ def main():
                                   module, tmp, tally)
                     if module is None:
                         cells.append("none (no %s_mpmath.py)" % op)
+                    elif tally["checked"] == 0:  # every value undefined or zero: nothing was compared
+                        raise Failed("mpmath: %s/%s: no element compared (SMALL gives no value to check)" % (op, entry["variant"]))
                     else:
                         cells.append("%d el., worst 2^%s" % (tally["checked"], oracle_mpmath_check.log2(tally["worst"])))
                     cells += [str(tally["fast"]), str(tally["replay"])]

@@ -207,6 +207,8 @@ n=$((n + 1))
   out=$("$P" judge "$T/rc.json" --outputs "$D/softmax_3ulps.npy" 2>&1); [ $? -eq 1 ] && echo "$out" | grep -q "3 ulps, allowed 1" ||
   fail "run --save-case, then judge: $out"
 expect2 "--save-case writes one case: give -v and --cases 1" "$P" run -k softmax --save-case "$T/x.json"
+expect2 "--save-case: no file name given" "$P" run -k softmax -v safe --cases 1 --save-case ""
+expect2 "--save-case: no file name given" "$P" judge -k softmax --input x:file="$D/logits_fp16.npy" --outputs "$D/softmax_rn.npy" --save-case ""
 expect2 "--save-case: $T/no/dir/c.json: cannot write" "$P" run -k softmax -v safe --cases 1 --save-case "$T/no/dir/c.json"
 
 echo "tensor_files: $((n - failed))/$n checks passed"
