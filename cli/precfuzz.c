@@ -68,6 +68,8 @@ static cJSON *kernel_to_cjson(const pf_kernel *k) {
     cJSON_AddNumberToObject(x, "default", (double)k->op->dim_default[d]);
     cJSON_AddItemToArray(dims, x);
   }
+  cJSON *in = cJSON_AddArrayToObject(o, "inputs"); /* the input tensors' names, as a case and a kernel process name them */
+  for (int i = 0; i < k->op->ninputs; i++) cJSON_AddItemToArray(in, cJSON_CreateString(k->op->input_names[i]));
   cJSON *ps = cJSON_AddArrayToObject(o, "params");
   for (int i = 0; i < k->op->nparams; i++) {
     const pf_param_desc *d = &k->op->params[i];
@@ -1305,6 +1307,29 @@ static int judge_report(pf_case c, const char *case_path, const char *replay_hea
       else if (st == PF_ERR_ARG) st = PF_OK; /* no tensor of that name */
     }
     if (!st && !nt) st = pf_error(PF_ERR_ARG, "%s: no tensor is named as an output of %s (--tensor NAME)", outputs, c.kernel);
+    /* a tensor named as nothing judge knows would go unjudged without a word: the file may
+     * hold the outputs' stages, the case's inputs and the expected values (run --tensors) */
+    static char held[64][PF_TF_NAME_LEN];
+    const size_t nheld = st ? 0 : pf_safetensors_names((const unsigned char *)buf, len, held, 64);
+    const pf_op *cop = pf_case_op(&c);
+    int all_inputs = 1; /* an export holds every input; then a tensor named as one is one */
+    for (int i = 0; i < cop->ninputs && all_inputs; i++) {
+      int found = 0;
+      for (size_t h = 0; h < nheld && h < 64 && !found; h++) found = strcmp(held[h], cop->input_names[i]) == 0;
+      all_inputs = found;
+    }
+    for (size_t h = 0; h < nheld && h < 64 && !st; h++) {
+      int known = strncmp(held[h], "expected", 8) == 0 && (!held[h][8] || held[h][8] == '.');
+      for (int s = 0; s < ns && !known; s++) known = strcmp(held[h], stg[s].name) == 0;
+      for (int i = 0; i < cop->ninputs && !known && all_inputs; i++) known = strcmp(held[h], cop->input_names[i]) == 0;
+      if (!known) {
+        char names[256] = "";
+        for (int s = 0; s < ns; s++)
+          snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", s ? ", " : "", stg[s].name);
+        st = pf_error(PF_ERR_ARG, "%s: tensor '%s' is no output of %s (%s), no input and not 'expected'", outputs, held[h],
+                      c.kernel, names);
+      }
+    }
   }
   free(buf);
   if (st) {

@@ -325,6 +325,27 @@ static pf_status pf_st_parse(const unsigned char *buf, size_t len, const char *n
   return st;
 }
 
+size_t pf_safetensors_names(const unsigned char *buf, size_t len, char (*names)[PF_TF_NAME_LEN], size_t max) {
+  if (len < 8) return 0;
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; i--) n = n << 8 | buf[i];
+  if (n > PF_ST_MAX_HEADER || n > len - 8 || n < 2) return 0;
+  char *text = malloc((size_t)n + 1);
+  if (!text) return 0;
+  memcpy(text, buf + 8, (size_t)n);
+  text[n] = 0;
+  cJSON *j = cJSON_Parse(text);
+  free(text);
+  size_t count = 0;
+  for (const cJSON *e = cJSON_IsObject(j) ? j->child : NULL; e; e = e->next) {
+    if (strcmp(e->string, "__metadata__") == 0) continue;
+    if (count < max) snprintf(names[count], PF_TF_NAME_LEN, "%s", e->string);
+    count++;
+  }
+  cJSON_Delete(j);
+  return count;
+}
+
 pf_status pf_tensorfile_parse(const unsigned char *buf, size_t len, const char *name, const char *what,
                               pf_tensorfile *out) {
   memset(out, 0, sizeof *out);

@@ -34,6 +34,10 @@ pf_status pf_tensorfile_read(const char *path, const char *name, pf_tensorfile *
 pf_status pf_tensorfile_parse(const unsigned char *buf, size_t len, const char *name, const char *what,
                               pf_tensorfile *out);
 void pf_tensorfile_free(pf_tensorfile *t);
+/* The names of the tensors of a safetensors file (in memory, already read by
+ * pf_tensorfile_parse), the first max of them into names; returns how many it holds (0 for
+ * anything that is not one). */
+size_t pf_safetensors_names(const unsigned char *buf, size_t len, char (*names)[PF_TF_NAME_LEN], size_t max);
 
 /* SHA-256 of len bytes as lower-case hex. */
 void pf_sha256_hex(const unsigned char *buf, size_t len, char hex[65]);

@@ -25,20 +25,39 @@ Anything the kernel prints goes to standard error: standard output carries the p
 holds from the moment the module is imported (import it before libraries that print when they
 load).
 Needs numpy only (torch and ml_dtypes are imported when used). The protocol itself is
-described in docs/kernel-protocol.md.
+described in docs/kernel-protocol.md, and implemented in precfuzz.protocol (the package beside
+this file), which precfuzz.check uses to serve a callable of a pytest process.
 """
 
-import io
-import json
 import os
-import struct
 import sys
-import traceback
 
-import numpy as np
 
-PROTOCOL = 1
-MAGIC = b"PFK1"
+def _take_stdout():
+    """The protocol gets the real standard output; print() and any C library's writes to file
+    descriptor 1 go to standard error from now on."""
+    sys.stdout.flush()
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return out
+
+
+_protocol_out = _take_stdout()  # before anything imported can print
+
+from precfuzz.protocol import (  # noqa: E402  (after the standard output is taken)
+    MAGIC,
+    PROTOCOL,
+    Case,
+    Channel,
+    from_torch,
+    npy_array as _npy_array,
+    npy_bytes as _npy_bytes,
+    numpy_dtype,
+    serve_channel,
+    to_numpy as _to_numpy,
+    to_torch,
+)
 
 _kernels = {}  # variant -> (hello entry, function)
 _channel = None  # serve()'s
@@ -75,163 +94,11 @@ def kernel(op, variant, like, summary=None, dtypes=None, accums=None, params=Non
     return register
 
 
-def _bfloat16():
-    try:
-        import ml_dtypes
-    except ImportError as e:  # pragma: no cover - depends on the environment
-        raise RuntimeError("bf16 tensors need ml_dtypes (pip install ml_dtypes)") from e
-    return ml_dtypes.bfloat16
+class _Channel(Channel):
+    """The kernel process's channel: its standard input and the standard output taken at import."""
 
-
-def numpy_dtype(name):
-    """The numpy dtype of a precfuzz dtype name (fp32, fp16, bf16)."""
-    if name == "fp32":
-        return np.dtype(np.float32)
-    if name == "fp16":
-        return np.dtype(np.float16)
-    if name == "bf16":
-        return np.dtype(_bfloat16())
-    raise ValueError(f"no dtype {name!r}")
-
-
-def _param(v):
-    """Case parameters: reals are exact hex strings ("0x1.8p-3"), choices their names ("-inf"
-    is a choice of the mask value, not a number)."""
-    if isinstance(v, str) and v.lstrip("-").startswith("0x"):
-        return float.fromhex(v)
-    return v
-
-
-class Case:
-    """One case: kernel, variant, dtype, accum (names), shape (a tuple of the operation's
-    dimensions), params (a dict: floats, or names for choices), fault, and outputs: a list of
-    {"name", "dtype", "shape"} the answer must hold. raw is the case's JSON as sent."""
-
-    def __init__(self, header):
-        c = header["case"]
-        self.raw = c
-        self.kernel = c["kernel"]
-        self.variant = c["variant"]
-        self.dtype = c["dtype"]
-        self.accum = c["accum"]
-        self.shape = tuple(c["shape"])
-        self.params = {k: _param(v) for k, v in c.get("params", {}).items()}
-        self.fault = c.get("fault", "")
-        self.outputs = header["outputs"]
-        self.id = header["id"]
-
-    @property
-    def np_dtype(self):
-        """The numpy dtype of the case's storage dtype."""
-        return numpy_dtype(self.dtype)
-
-
-def to_torch(a, device="cpu"):
-    """A numpy array (float32, float16, or ml_dtypes.bfloat16) as a torch tensor on device,
-    bit for bit."""
-    import torch
-
-    a = np.ascontiguousarray(a)
-    if a.dtype.name == "bfloat16":
-        return torch.from_numpy(a.view(np.int16).copy()).view(torch.bfloat16).to(device)
-    return torch.from_numpy(a.copy()).to(device)
-
-
-def from_torch(t):
-    """A torch tensor as a numpy array of the same dtype (bfloat16 as ml_dtypes'), bit for bit."""
-    import torch
-
-    t = t.detach().to("cpu").contiguous()
-    if t.dtype == torch.bfloat16:
-        return t.view(torch.int16).numpy().view(_bfloat16())
-    return t.numpy()
-
-
-def _to_numpy(x):
-    if type(x).__module__.startswith("torch"):
-        return from_torch(x)
-    if not isinstance(x, np.ndarray):
-        raise TypeError(f"an output is a {type(x).__name__}, not a numpy array or torch tensor")
-    return x
-
-
-def _npy_bytes(a):
-    """numpy's .npy format; bfloat16 is written as 2-byte raw values ('<V2'), as numpy.save does."""
-    a = np.ascontiguousarray(a)
-    if a.dtype.name == "bfloat16":
-        a = a.view(np.dtype("V2"))
-    elif a.dtype not in (np.float32, np.float16):
-        raise TypeError(f"an output is {a.dtype}, not float32, float16 or bfloat16")
-    buf = io.BytesIO()
-    np.lib.format.write_array(buf, a, allow_pickle=False)
-    return buf.getvalue()
-
-
-def _npy_array(b):
-    a = np.lib.format.read_array(io.BytesIO(b), allow_pickle=False)
-    if a.dtype.kind == "V" and a.dtype.itemsize == 2:
-        a = a.view(_bfloat16())
-    return a
-
-
-def _take_stdout():
-    """The protocol gets the real standard output; print() and any C library's writes to file
-    descriptor 1 go to standard error from now on."""
-    sys.stdout.flush()
-    out = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    return out
-
-
-_protocol_out = _take_stdout()
-
-
-class _Channel:
     def __init__(self):
-        self.out = _protocol_out
-        self.inp = sys.stdin.buffer
-
-    def read_exactly(self, n):
-        b = self.inp.read(n)
-        if b is None or len(b) < n:
-            return None
-        return b
-
-    def read(self):
-        """The next frame as (header, {name: array}); None at the end of the input."""
-        h = self.read_exactly(8)
-        if h is None:
-            return None
-        if h[:4] != MAGIC:
-            raise RuntimeError(f"not a precfuzz frame: {h!r}")
-        (n,) = struct.unpack("<I", h[4:])
-        header = json.loads(self.read_exactly(n))
-        tensors = {}
-        for t in header.get("tensors", []):
-            b = self.read_exactly(t["nbytes"])
-            tensors[t["name"]] = _npy_array(b)
-        return header, tensors
-
-    def write(self, header, tensors=None):
-        blobs = [(name, _npy_bytes(a)) for name, a in (tensors or {}).items()]
-        header = dict(header)
-        header["tensors"] = [{"name": name, "nbytes": len(b)} for name, b in blobs]
-        h = json.dumps(header).encode()
-        self.out.write(MAGIC + struct.pack("<I", len(h)) + h)
-        for _, b in blobs:
-            self.out.write(b)
-        self.out.flush()
-
-
-def _answer(case, fn, inputs):
-    y = fn(case, **inputs)
-    if isinstance(y, dict):
-        return {name: _to_numpy(a) for name, a in y.items()}
-    if len(case.outputs) != 1:
-        names = ", ".join(o["name"] for o in case.outputs)
-        raise TypeError(f"{case.kernel} has several outputs ({names}): return a dict of them")
-    return {case.outputs[0]["name"]: _to_numpy(y)}
+        super().__init__(sys.stdin.buffer, _protocol_out)
 
 
 def serve():
@@ -240,22 +107,5 @@ def serve():
     global _channel
     if not _kernels:
         raise RuntimeError("no kernel registered (@kernel(...) before serve())")
-    ch = _channel = _Channel()
-    ch.write({"type": "hello", "protocol": PROTOCOL, "kernels": [e for e, _ in _kernels.values()]})
-    while True:
-        msg = ch.read()
-        if msg is None:
-            return 0
-        header, inputs = msg
-        if header.get("type") != "case":
-            raise RuntimeError(f"unexpected message {header.get('type')!r}")
-        try:
-            case = Case(header)
-            if case.variant not in _kernels:
-                raise KeyError(f"no kernel for variant {case.variant!r}")
-            outputs = _answer(case, _kernels[case.variant][1], inputs)
-        except Exception as e:  # the kernel's failure is precfuzz's finding, not the end
-            traceback.print_exc(file=sys.stderr)
-            ch.write({"type": "error", "id": header["id"], "message": f"{type(e).__name__}: {e}"})
-            continue
-        ch.write({"type": "result", "id": header["id"]}, outputs)
+    _channel = _Channel()
+    return serve_channel(_channel, _kernels)

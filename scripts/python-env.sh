@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The Python environment of precfuzz's kernel-protocol tests and examples: a virtual
-# environment (.venv, or $PRECFUZZ_VENV) with numpy, ml_dtypes and jsonschema, and with --torch PyTorch too.
+# environment (.venv, or $PRECFUZZ_VENV) with numpy, ml_dtypes, jsonschema, pytest and Hypothesis, and
+# precfuzz's own Python package (python/, installed editable: the checkout's code, its pytest
+# plugin registered); with --torch PyTorch too.
 #   scripts/python-env.sh            make it (or check it is there); prints its python
 #   scripts/python-env.sh --torch    also PyTorch (tests labelled torch, examples/torch_*.py)
 #   scripts/python-env.sh --frameworks   PyTorch, DeepSpeed 0.19.8 without its CUDA ops
@@ -21,7 +23,7 @@ DEEPSPEED_VERSION=0.19.8
 MEGATRON_CORE_VERSION=0.16.1 # its dependencies (numpy, packaging, torch) are installed already
 # DeepSpeed's own dependencies (pure Python) but torch, which is installed as above
 DEEPSPEED_DEPS=(wheel einops hjson msgpack ninja packaging psutil py-cpuinfo "pydantic>=2.0.0" tqdm)
-BASE=(numpy ml_dtypes jsonschema) # jsonschema: tests/schemas.sh
+BASE=(numpy ml_dtypes jsonschema "pytest==9.2.0" "hypothesis==6.170.17") # jsonschema: tests/schemas.sh; pytest, hypothesis: tests/python
 # what torch 2.15's wheel needs besides the NVIDIA libraries the toolkit provides
 TORCH_SMALL=(filelock typing_extensions sympy networkx jinja2 fsspec
   "nvidia-cufile==1.17.1.22.*" "nvidia-cusparselt-cu13==0.8.1" "nvidia-nvshmem-cu13==3.7.2" "nvidia-nccl-cu13==2.30.7")
@@ -38,13 +40,15 @@ done
 
 py="$VENV/bin/python"
 have() { [ -x "$py" ] && "$py" -c "$1" >/dev/null 2>&1; }
-base_ok() { have "import numpy, ml_dtypes, jsonschema"; }
+base_ok() { have "import numpy, ml_dtypes, jsonschema, pytest, hypothesis"; }
+# the package, editable, from this checkout (a .venv moved with its checkout is made again)
+package_ok() { have "import precfuzz, sys; sys.exit(precfuzz.__file__ != '$PWD/python/precfuzz/__init__.py')"; }
 torch_ok() { have "import torch; torch.softmax(torch.ones(2, dtype=torch.float16), 0)"; }
 deepspeed_ok() { have "import deepspeed.runtime.fp16.loss_scaler"; }
 megatron_ok() { have "import megatron.core.optimizer.grad_scaler"; }
 
 if [ $check = 1 ]; then
-  base_ok && { [ $torch = 0 ] || torch_ok; } && { [ $frameworks = 0 ] || { deepspeed_ok && megatron_ok; }; } && exit 0
+  base_ok && package_ok && { [ $torch = 0 ] || torch_ok; } && { [ $frameworks = 0 ] || { deepspeed_ok && megatron_ok; }; } && exit 0
   exit 1
 fi
 
@@ -53,6 +57,13 @@ if ! base_ok; then
     python3 -m venv "$VENV" || { echo "python-env.sh: python3 -m venv failed (Debian: apt-get install python3-venv)" >&2; exit 1; }
   fi
   "$py" -m pip install -q --disable-pip-version-check "${BASE[@]}" >&2
+fi
+if ! package_ok; then
+  # setuptools and wheel from PyPI unless the environment has them (no build isolation then)
+  iso=--no-build-isolation
+  have "import setuptools, wheel, sys; sys.exit(int(setuptools.__version__.split('.')[0]) < 64)" || iso=
+  "$py" -m pip install -q --disable-pip-version-check --no-deps $iso -e python >&2
+  package_ok || { echo "python-env.sh: the precfuzz package (python/) does not import from $VENV" >&2; exit 1; }
 fi
 if [ $torch = 1 ] && ! torch_ok; then
   echo "python-env.sh: installing torch $TORCH_VERSION from PyPI into $VENV" >&2

@@ -42,6 +42,20 @@ case "$line" in
 "$T/p/bin/precfuzz --kernels $T/plugin/fast_exp.so run "*) ok ;;
 *) fail "the replay line does not name the installed precfuzz and the plugin: $line" ;;
 esac
+# the Python package: importable from the prefix's site-packages, finds the installed precfuzz
+# (not the checkout's), and pytest finds its plugin through the entry point
+py="$(cd "$S" && pwd)/.venv/bin/python"
+site=$(cd "$T/p" && ls -d lib/python3*/site-packages 2>/dev/null | head -1)
+if [ -z "$site" ]; then
+  fail "the Python package was not installed under lib/python3*/site-packages"
+elif [ ! -x "$py" ] || ! "$py" -c "import numpy" 2>/dev/null; then
+  echo "install: the Python package's import not checked (no $py with numpy: scripts/python-env.sh)"
+else
+  got=$(cd / && PYTHONPATH="$T/p/$site" PRECFUZZ_BIN= "$py" -c "import precfuzz; print(precfuzz.binary())" 2>&1)
+  [ "$got" = "$T/p/bin/precfuzz" ] && ok || fail "the installed package finds $got, not $T/p/bin/precfuzz"
+  got=$(cd / && PYTHONPATH="$T/p/$site" "$py" -c "import importlib.metadata as m; print([e.value for e in m.entry_points(group='pytest11') if e.name == 'precfuzz'])" 2>&1)
+  [ "$got" = "['precfuzz.pytest_plugin']" ] && ok || fail "the installed pytest plugin's entry point: $got"
+fi
 # the man pages render without a warning
 for m in precfuzz precision-report; do
   out=$(groff -man -ww -z "$T/p/share/man/man1/$m.1" 2>&1) && [ -z "$out" ] && ok || fail "man page $m.1: $out"

@@ -167,8 +167,10 @@ elif mode == "lax-hello":
     name = {1: "v" * 48, 2: "ok\u0000evil"}.get(at, "np-softmax")
     pk.kernel("softmax", variant=name, like="safe")(kernel)
     if at in (3, 4):  # the header's text as written, then spoiled
-        _dumps = pk.json.dumps
-        pk.json.dumps = lambda o, **k: _dumps(o, **k) + " x" if at == 3 else '{"type": "hello", ' + _dumps(o, **k)[1:]
+        import json  # the protocol's (precfuzz.protocol) json.dumps, patched
+
+        _dumps = json.dumps
+        json.dumps = lambda o, **k: _dumps(o, **k) + " x" if at == 3 else '{"type": "hello", ' + _dumps(o, **k)[1:]
 elif mode == "typo-hello":
     pk.kernel("softmax", variant="np-softmax", like="safe")(kernel)
     pk._kernels["np-softmax"][0]["dtype"] = ["fp32"]
