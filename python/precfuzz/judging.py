@@ -36,7 +36,7 @@ def _as_input(name, x):
     return a
 
 
-def _safetensors_bytes(tensors):
+def safetensors_bytes(tensors):
     """The safetensors format (a JSON header, then the tensors' bytes), for several stages."""
     header, blobs, off = {}, [], 0
     for name, a in tensors.items():
@@ -56,16 +56,44 @@ def _write(path, data):
     os.replace(tmp, path)
 
 
+def judge_files(op, dtype, inputs_at, out_path, case_path, like=None, ulps=None, accum=None, params=None,
+                shape=None):
+    """precfuzz judge -k on tensor files ({input name: path}, the outputs' file); writes the case
+    file and returns (precfuzz's JSON, the replay command as a list)."""
+    args = ["judge", "-k", op, "-t", dtype, "--json"]
+    if like:  # the case's variant, and its contract as the bound
+        args += ["-v", like, "--like", like]
+    if ulps is not None:
+        args += ["--ulps", str(ulps)]
+    if accum:
+        args += ["-a", accum]
+    if shape is not None:
+        args += ["--shape", "x".join(str(d) for d in shape)]
+    for name, v in (params or {}).items():
+        args += ["--param", f"{name}={float(v).hex() if isinstance(v, float) else v}"]
+    for n, path in inputs_at.items():
+        args += ["--input", f"{n}:file={path}"]
+    args += ["--outputs", out_path, "--save-case", case_path]
+    p = _binary.run(args)
+    cmd = [_binary.binary(), "judge", case_path, "--outputs", out_path]
+    if like:
+        cmd += ["--like", like]
+    elif ulps is not None:
+        cmd += ["--ulps", str(ulps)]
+    return json.loads(p.stdout), cmd
+
+
 class Judgement:
     """precfuzz's verdict on given outputs: verdict (ok, inaccurate, overflow, ...), finding
-    (the contract, or the ulps bound, broken), counts per verdict, max_ulps, max_rel, detail
+    (the contract, or the ulps bound, broken), judged (elements), counts per verdict, max_ulps, max_rel, detail
     (the first bad element), hazards, the case file and outputs kept, and the replay line."""
 
     def __init__(self, op, out, case_file, outputs_file, replay):
         self.op = op
         self.verdict = out["verdict"]
         self.finding = bool(out.get("finding"))
-        self.counts = out.get("counts", {})
+        self.counts = out.get("counts", {})  # of the elements judged (stages not given are not)
+        self.judged = out.get("judged_elements")
         self.max_ulps = out.get("max_ulps")
         self.max_rel = out.get("max_rel")
         self.detail = out.get("detail", "")
@@ -123,42 +151,34 @@ def judge(op, inputs, outputs, *, dtype=None, like=None, ulps=None, accum=None, 
     h.update(json.dumps([op, dtype, like, ulps, accum, params, shape], default=str).encode())
     where = os.path.join(findings_dir(findings), f"judge-{op}-{h.hexdigest()[:12]}")
     os.makedirs(where, exist_ok=True)
-    args = ["judge", "-k", op, "-t", dtype, "--json"]
-    if like:
-        args += ["-v", like]
-    if ulps is not None:
-        args += ["--ulps", str(ulps)]
-    if accum:
-        args += ["-a", accum]
-    if shape is not None:
-        args += ["--shape", "x".join(str(d) for d in shape)]
-    for name, v in (params or {}).items():
-        args += ["--param", f"{name}={float(v).hex() if isinstance(v, float) else v}"]
+    inputs_at = {}
     for n, a in ins.items():
-        path = os.path.join(where, f"{n}.npy")
-        _write(path, npy_bytes(a))
-        args += ["--input", f"{n}:file={path}"]
+        inputs_at[n] = os.path.join(where, f"{n}.npy")
+        _write(inputs_at[n], npy_bytes(a))
     if len(outs) == 1 and "output" in outs:
         out_path = os.path.join(where, "outputs.npy")
         _write(out_path, npy_bytes(outs["output"]))
     else:
         out_path = os.path.join(where, "outputs.safetensors")
-        _write(out_path, _safetensors_bytes(outs))
+        _write(out_path, safetensors_bytes(outs))
     case_path = os.path.join(where, "case.json")
-    args += ["--outputs", out_path, "--save-case", case_path]
-    p = _binary.run(args)
-    out = json.loads(p.stdout)
-    cmd = [_binary.binary(), "judge", case_path, "--outputs", out_path]
-    if like:
-        cmd += ["--like", like]
-    elif ulps is not None:
-        cmd += ["--ulps", str(ulps)]
+    try:
+        out, cmd = judge_files(op, dtype, inputs_at, out_path, case_path, like=like, ulps=ulps, accum=accum,
+                               params=params, shape=shape)
+    except Exception:
+        if keep != "always":
+            _remove_dir(where)
+        raise
     found = bool(out.get("finding")) or bool(out.get("hazards"))
     kept = keep == "always" or (keep == "findings" and found)
     replay = " ".join(shlex.quote(c) for c in cmd) if kept else None
     j = Judgement(op, out, case_path if kept else None, out_path if kept else None, replay)
     if not kept:
-        for f in os.listdir(where):
-            os.unlink(os.path.join(where, f))
-        os.rmdir(where)
+        _remove_dir(where)
     return j
+
+
+def _remove_dir(where):
+    for f in os.listdir(where):
+        os.unlink(os.path.join(where, f))
+    os.rmdir(where)

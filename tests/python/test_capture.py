@@ -1,0 +1,86 @@
+"""precfuzz.capture: a PyTorch step's softmax, cross-entropy, attention and AdamW recorded with
+their tensors and judged afterwards by the contracts PyTorch's kernels claim."""
+
+import json
+import os
+import shlex
+import subprocess
+
+import numpy as np
+import pytest
+
+import precfuzz
+
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+
+
+def step(path, **kw):
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(16, 8).to(torch.bfloat16)
+    opt = torch.optim.AdamW(lin.parameters(), lr=1e-3, weight_decay=0.01)
+    x = torch.randn(4, 16, dtype=torch.bfloat16)
+    q = torch.randn(1, 2, 8, 4, dtype=torch.float16)
+    with precfuzz.capture(path, **kw) as cap:
+        z = lin(x)
+        torch.softmax(z, -1)
+        torch.softmax(z, 0)  # not precfuzz's: skipped
+        o = F.scaled_dot_product_attention(q, q, q, is_causal=True)
+        F.scaled_dot_product_attention(q, q, q, attn_mask=torch.ones(8, 8, dtype=torch.bool))  # skipped
+        loss = F.cross_entropy(z.float(), torch.tensor([1, 2, 3, 0])) + 0 * o.float().sum()
+        loss.backward()
+        opt.step()
+    return cap
+
+
+def test_a_step_is_recorded_and_judged(tmp_path):
+    cap = step(tmp_path / "cap")
+    assert [(r["op"], r["like"], r["dtype"]) for r in cap.records] == [
+        ("softmax", "safe", "bf16"), ("attention", "flash", "fp16"), ("cross_entropy", "logsoftmax-cpu", "fp32"),
+        ("adam", "torch", "bf16"), ("adam", "torch", "bf16")]
+    assert [op for op, _ in cap.skipped] == ["softmax", "attention"]
+    assert "dimension 0" in cap.skipped[0][1] and "mask tensor" in cap.skipped[1][1]
+    adam = cap.records[3]["params"]
+    assert adam == {"lr": 1e-3, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "wd": 0.01, "step": 1}
+    js = cap.judge()
+    assert [j.verdict for j in js] == ["ok"] * 5, "\n".join(str(j) for j in js)
+    assert js[1].raw["case"]["params"]["mask"] == "causal-top-left"
+    assert js[3].judged == 3 * 128  # m, v and the parameter of the 8x16 weight
+    # the manifest, and each record's replay line from another directory
+    man = json.load(open(tmp_path / "cap" / "capture.json"))
+    assert man["format"] == "precfuzz-capture/1" and len(man["records"]) == 5 and len(man["skipped"]) == 2
+    r = subprocess.run(shlex.split(js[2].replay), cwd="/", capture_output=True, text=True)
+    assert r.returncode == 0 and ": ok" in r.stdout, r.stdout + r.stderr
+
+
+def test_a_wrong_output_is_found(tmp_path):
+    cap = step(tmp_path / "cap", ops=("softmax",))
+    assert [r["op"] for r in cap.records] == ["softmax"]
+    out = cap.records[0]["outputs"]
+    y = np.load(out).view(np.uint16)
+    y[0, 0] += 3  # three bf16 ulps further from zero (a positive probability)
+    np.save(out, y.view(precfuzz.numpy_dtype("bf16")))
+    (j,) = precfuzz.judge_capture(tmp_path / "cap")
+    assert j.verdict == "inaccurate" and j.max_ulps >= 3 and "[0,0]" in j.detail
+
+
+def test_limits_and_bad_arguments(tmp_path):
+    cap = step(tmp_path / "a", ops=("softmax", "adam"), limit=1)
+    assert [r["op"] for r in cap.records] == ["softmax", "adam"]
+    assert ("adam", "more than limit=1 records") in cap.skipped
+    cap = step(tmp_path / "b", ops=("softmax",), max_elements=16)
+    assert not cap.records and "a tensor of 32 elements (max_elements=16)" in cap.skipped[0][1]
+    with pytest.raises(ValueError, match="is not an empty directory"):
+        precfuzz.capture(tmp_path / "a")
+    with pytest.raises(ValueError, match="no op 'layernorm'"):
+        precfuzz.capture(tmp_path / "c", ops=("layernorm",))
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "capture.json").write_text('{"format": "other"}')
+    with pytest.raises(ValueError, match="not a precfuzz capture"):
+        precfuzz.judge_capture(tmp_path / "d")
+
+
+def test_nothing_stays_patched(tmp_path):
+    before = F.cross_entropy, F.scaled_dot_product_attention
+    step(tmp_path / "cap")
+    assert (F.cross_entropy, F.scaled_dot_product_attention) == before
