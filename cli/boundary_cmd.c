@@ -122,6 +122,7 @@ int pf_cmd_boundary(int argc, char **argv) {
                                            {"format", required_argument, 0, O_FORMAT},
                                            {"every", no_argument, 0, O_EVERY},
                                            {0, 0, 0, 0}};
+  if (pf_progress_env()) return pf_usage_error("%s", pf_error_message());
   opterr = 0;
   optind = 1;
   int ch, rc;
@@ -254,9 +255,14 @@ int pf_cmd_boundary(int argc, char **argv) {
   }
   pf_status st;
   char line[1536];
+  pf_progress prog; /* a line per point searched: a search may take minutes (a log hears every 30 s) */
+  char label[256];
+  snprintf(label, sizeof label, "boundary %s/%s %s along %s", o.kernel, o.variant, pf_dtype_name(o.dtype), axis_name);
+  pf_boundary_progress_begin(&prog, label);
   if (every) {
     pf_every e;
     st = pf_boundary_every(&tmpls[0], &a, lo, hi, fail, &oo, &e);
+    pf_boundary_progress_end();
     if (!st && j) {
       cJSON *je = cJSON_AddObjectToObject(j, "every");
       cJSON_AddNumberToObject(je, "values", (double)e.values);
@@ -294,6 +300,7 @@ int pf_cmd_boundary(int argc, char **argv) {
   } else if (o.cases == 1) {
     pf_threshold t;
     st = pf_boundary_threshold(&tmpls[0], &a, lo, hi, fail, (int)points, &oo, &t);
+    pf_boundary_progress_end();
     if (!st) {
       fmt_value(lo_s, sizeof lo_s, a.format, t.lo);
       fmt_value(hi_s, sizeof hi_s, a.format, t.hi);
@@ -355,6 +362,7 @@ int pf_cmd_boundary(int argc, char **argv) {
   } else {
     pf_probability p;
     st = pf_boundary_probability(tmpls, (unsigned)o.cases, &a, lo, hi, fail, (int)points, (int)refine, &oo, &p);
+    pf_boundary_progress_end();
     if (!st) {
       if (j) {
         cJSON *jp = cJSON_AddObjectToObject(j, "probability");

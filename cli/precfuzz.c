@@ -216,7 +216,8 @@ static void print_help_run(void) {
       "      --junit FILE         every case as a JUnit test case, a suite per variant (a finding is a\n"
       "                           failure of its verdict, with its replay line; hazards in system-err)\n"
       "      --sarif FILE         findings and hazards as SARIF 2.1.0 for a code-scanning CI (rule: the\n"
-      "                           verdict or hazard; location: the kernel variant; the replay line)\n"
+      "                           verdict or hazard; location: the kernel variant; the replay line;\n"
+      "                           $PRECFUZZ_DOCS_URL, the address of docs/, gives the rules a helpUri)\n"
       "      --tensors npy|safetensors  with --save-findings: also the finding's inputs, output and\n"
       "                           correctly rounded result as tensor files the case names\n"
       "      --input NAME:F=V,... one input's generator differently: F is dist, scale, exp (LO:HI),\n"
@@ -441,11 +442,31 @@ static void sarif_add(cJSON *results, const char *rule, const char *level, const
   cJSON_AddItemToArray(results, r);
 }
 
-/* A rule's help, the text code-scanning UIs show beside an alert. */
-static void sarif_help(cJSON *rule, const char *text) {
+/* $PRECFUZZ_DOCS_URL, where a CI publishes precfuzz's docs/ (e.g. the repository's blob URL of
+ * docs/ at the commit): the rules' helpUri then links the page that explains them. NULL when
+ * unset, "" when it is no http(s) URL (refused before the run). precfuzz has no address of its
+ * own to default to, so without it the rules carry their help text only. */
+static const char *sarif_docs_url(void) {
+  const char *u = getenv("PRECFUZZ_DOCS_URL");
+  if (!u || !u[0]) return NULL;
+  if ((strncmp(u, "https://", 8) != 0 && strncmp(u, "http://", 7) != 0) || strpbrk(u, " \t\n\"<>"))
+    return "";
+  return u;
+}
+
+/* A rule's help, the text code-scanning UIs show beside an alert, and its page (anchor: a
+ * heading of docs/verdicts.md) where the docs' address is known. */
+static void sarif_help(cJSON *rule, const char *text, const char *anchor) {
   cJSON *h = cJSON_CreateObject();
   cJSON_AddStringToObject(h, "text", text);
   cJSON_AddItemToObject(rule, "help", h);
+  const char *base = sarif_docs_url();
+  if (base && base[0]) {
+    char uri[2048];
+    const size_t n = strlen(base);
+    snprintf(uri, sizeof uri, "%s%sverdicts.md#%s", base, n && base[n - 1] == '/' ? "" : "/", anchor);
+    cJSON_AddStringToObject(rule, "helpUri", uri);
+  }
 }
 
 /* The SARIF file around the results gathered: written whole, or exit 2 */
@@ -464,7 +485,7 @@ static int sarif_write(const char *path, cJSON *results) {
     cJSON_AddItemToObject(ru, "shortDescription", sd);
     sarif_help(ru, "A finding: the kernel broke its contract (a bug). The result's message says where, by how many "
                    "ulps against the bound, and the command that replays the case; precfuzz's docs/verdicts.md "
-                   "defines each verdict.");
+                   "defines each verdict.", "what-the-verdicts-mean");
     cJSON_AddItemToArray(rules, ru);
   }
   for (int h = 0; h < PF_NHAZARDS; h++) {
@@ -475,7 +496,7 @@ static int sarif_write(const char *path, cJSON *results) {
     sarif_help(ru, "A hazard: the kernel kept its contract, but the result is one a training run should not get "
                    "(an accumulation that stopped absorbing its terms, state that cannot move, a biased rounding, an "
                    "error beyond the dtype's usability threshold); precfuzz's docs/verdicts.md, Hazards, says how "
-                   "each is measured.");
+                   "each is measured.", "hazards-correct-but-useless");
     cJSON_AddItemToArray(rules, ru);
   }
   cJSON_AddItemToObject(drv, "rules", rules);
@@ -1055,6 +1076,10 @@ static int cmd_run(int argc, char **argv) {
     return pf_usage_error("--sarif and --junit name one file (%s): give each its own", junit);
   }
   if (sarif) {
+    if (sarif_docs_url() && !sarif_docs_url()[0]) {
+      pf_free_input_files(&o);
+      return pf_usage_error("PRECFUZZ_DOCS_URL: '%s' is not an http:// or https:// URL", getenv("PRECFUZZ_DOCS_URL"));
+    }
     if (pf_write_file_atomic_probe(sarif)) {
       pf_free_input_files(&o);
       return pf_usage_error("--sarif: %s", pf_error_message());

@@ -219,9 +219,36 @@ void pf_fail_set_name(pf_fail_set f, char *buf, size_t len) {
       n += (size_t)snprintf(buf + n, len - n, "%s%s", n ? "," : "", pf_hazard_name((pf_hazard)h));
 }
 
+/* Progress of the search at hand (pf_boundary_progress_begin; NULL: none, as inside a sweep,
+ * which shows its own): a line per point, as core/progress.h paces them. */
+static pf_progress *pf_bp;
+static const char *pf_bp_label;
+static size_t pf_bp_points;
+
+void pf_boundary_progress_begin(pf_progress *p, const char *label) {
+  pf_bp = p;
+  pf_bp_label = label;
+  pf_bp_points = 0;
+  if (p) pf_progress_start(p);
+}
+
+void pf_boundary_progress_end(void) {
+  if (pf_bp) pf_progress_clear(pf_bp);
+  pf_bp = NULL;
+}
+
+static void pf_bp_tick(const pf_axis *a, double x, unsigned cases) {
+  if (!pf_bp) return;
+  pf_bp_points++;
+  (void)a;
+  pf_progress_show(pf_bp, 0, "%s: %zu points searched (%u case%s each), now at %.6g", pf_bp_label, pf_bp_points, cases,
+                   cases == 1 ? "" : "s", x);
+}
+
 /* One case at x: its verdict, and the description of its worst element when it fails. */
 static pf_status pf_eval(const pf_case *tmpl, const pf_axis *a, double x, const pf_oracle_opts *oo, pf_verdict *v,
                          unsigned *fe, char *detail, size_t len) {
+  pf_bp_tick(a, x, 1);
   pf_case c;
   pf_status st = pf_axis_apply(tmpl, a, x, &c);
   if (!st) {
@@ -330,6 +357,7 @@ pf_status pf_boundary_threshold(const pf_case *tmpl, const pf_axis *a, double lo
  * run together (pf_run_cases: one kernel run where the operation allows it). */
 static pf_status pf_count(const pf_case *tmpls, unsigned n, const pf_axis *a, double x, pf_fail_set fail,
                           const pf_oracle_opts *oo, unsigned *fails, pf_prob_point *p) {
+  pf_bp_tick(a, x, n);
   *fails = 0;
   if (p) {
     const double x0 = p->x;

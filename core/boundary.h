@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "case.h"
+#include "progress.h"
 #include "runner.h"
 
 typedef enum { PF_AXIS_VALUE, PF_AXIS_SCALE, PF_AXIS_PARAM, PF_AXIS_DIM } pf_axis_kind;
@@ -135,5 +136,10 @@ typedef struct {
 pf_status pf_boundary_every(const pf_case *tmpl, const pf_axis *a, double lo, double hi, pf_fail_set fail,
                             const pf_oracle_opts *oo, pf_every *out);
 void pf_every_free(pf_every *e);
+
+/* Progress lines for the searches that follow (core/progress.h: a terminal's line, a log's every
+ * 30 s), labelled `label`, until pf_boundary_progress_end (which clears a terminal's line). */
+void pf_boundary_progress_begin(pf_progress *p, const char *label);
+void pf_boundary_progress_end(void);
 
 #endif

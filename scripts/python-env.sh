@@ -23,7 +23,8 @@ DEEPSPEED_VERSION=0.19.8
 MEGATRON_CORE_VERSION=0.16.1 # its dependencies (numpy, packaging, torch) are installed already
 # DeepSpeed's own dependencies (pure Python) but torch, which is installed as above
 DEEPSPEED_DEPS=(wheel einops hjson msgpack ninja packaging psutil py-cpuinfo "pydantic>=2.0.0" tqdm)
-BASE=(numpy ml_dtypes jsonschema "pytest==9.2.0" "hypothesis==6.170.17") # jsonschema: tests/schemas.sh; pytest, hypothesis: tests/python
+BASE=(numpy ml_dtypes jsonschema "pytest==9.2.0" "hypothesis==6.170.17" "pyyaml==6.0.3")
+# jsonschema: tests/schemas.sh; pytest, hypothesis: tests/python; pyyaml: tests/ci_examples.py
 # what torch 2.15's wheel needs besides the NVIDIA libraries the toolkit provides
 TORCH_SMALL=(filelock typing_extensions sympy networkx jinja2 fsspec
   "nvidia-cufile==1.17.1.22.*" "nvidia-cusparselt-cu13==0.8.1" "nvidia-nvshmem-cu13==3.7.2" "nvidia-nccl-cu13==2.30.7")
@@ -40,7 +41,7 @@ done
 
 py="$VENV/bin/python"
 have() { [ -x "$py" ] && "$py" -c "$1" >/dev/null 2>&1; }
-base_ok() { have "import numpy, ml_dtypes, jsonschema, pytest, hypothesis"; }
+base_ok() { have "import numpy, ml_dtypes, jsonschema, pytest, hypothesis, yaml"; }
 # the package, editable, from this checkout (a .venv moved with its checkout is made again)
 package_ok() { have "import precfuzz, sys; sys.exit(precfuzz.__file__ != '$PWD/python/precfuzz/__init__.py')"; }
 torch_ok() { have "import torch; torch.softmax(torch.ones(2, dtype=torch.float16), 0)"; }

@@ -179,6 +179,7 @@ expect2 "judging one case is estimated at 41 min" run -k attention -v flash --sh
 expect2 "--max-case-seconds: '0' is not a number of seconds > 0" run -k softmax --cases 1 --max-case-seconds 0
 expect2 "--max-case-seconds: 'inf' is not a number of seconds > 0" run -k softmax --cases 1 --max-case-seconds inf
 PRECFUZZ_PROGRESS=yes expect2 "PRECFUZZ_PROGRESS: 'yes' is not 0 or 1" run -k softmax --cases 1
+PRECFUZZ_DOCS_URL=ftp://docs expect2 "PRECFUZZ_DOCS_URL: 'ftp://docs' is not an http:// or https:// URL" run -k softmax --cases 1 --sarif "$T/d.sarif"
 expect2 "--sarif: $T/no/dir/f.sarif: cannot write" run -k softmax --cases 1 --sarif "$T/no/dir/f.sarif"
 expect2 "--sarif: no file name given" run -k softmax --cases 1 --sarif ""
 expect2 "--sarif: $T: is a directory" run -k softmax --cases 1 --sarif "$T"

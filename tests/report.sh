@@ -27,6 +27,11 @@ cmp -s "$T/a1.json" "$T/a2.json" && ok || fail "run --json differs between two i
 PRECFUZZ_PROGRESS=1 "$P" run -k softmax -v safe --shape 64x16384 --cases 10 >"$T/p.out" 2>"$T/p.err"
 grep -qE '^\[[1-9][0-9]* s\] softmax/safe: [0-9]+ of 10 cases, ' "$T/p.err" && ! grep -q 'of 10 cases' "$T/p.out" && ok ||
   fail "PRECFUZZ_PROGRESS=1 shows no progress on stderr: $(cat "$T/p.err")"
+# a boundary search says where it is, per point (a search along a dimension may take minutes)
+PRECFUZZ_PROGRESS=1 "$P" boundary -k softmax -v safe -t bf16 -a bf16 --along dim:cols --to 65536 >"$T/b.out" 2>"$T/b.err"
+grep -qE '^\[[1-9][0-9]* s\] boundary softmax/safe bf16 along dimension cols: [0-9]+ points searched \(1 case each\), now at [0-9]+$' "$T/b.err" &&
+  ! grep -q 'points searched' "$T/b.out" && grep -q '^  no boundary in the range' "$T/b.out" && ok ||
+  fail "boundary with PRECFUZZ_PROGRESS=1 shows no progress per point: $(cat "$T/b.err")"
 # -o that cannot be written is said before the sweep runs (it took seconds before saying so)
 out=$("$R" -o "$T" 2>&1); [ $? -eq 2 ] && [ "$out" = "precision-report: -o: $T: is a directory" ] && ok ||
   fail "precision-report -o DIR: $out"
@@ -51,6 +56,20 @@ PY
 ) && ok || fail "run --sarif with findings: $line"
 out=$(eval "$line" 2>&1); [ $? -eq 1 ] && echo "$out" | grep -q '^FINDING softmax/naive .* seed 1: overflow' && ok ||
   fail "the SARIF message's replay line: $line: $out"
+# with PRECFUZZ_DOCS_URL every rule links its section of docs/verdicts.md (GitHub's anchors)
+PRECFUZZ_DOCS_URL=https://example.org/p/blob/0123/docs/ "$P" run -k softmax -v naive --scale 200 --at-defaults \
+  --cases 1 --sarif "$T/u.sarif" >/dev/null 2>&1
+line=$(python3 - "$T/u.sarif" "$(dirname "$0")/../docs/verdicts.md" <<'PY'
+import json, re, sys
+rules = json.load(open(sys.argv[1]))["runs"][0]["tool"]["driver"]["rules"]
+anchors = {re.sub(r"[^a-z0-9 -]", "", h.strip().lower()).replace(" ", "-")
+           for h in re.findall(r"^#+ (.*)$", open(sys.argv[2]).read(), re.M)}
+for r in rules:
+    base, _, anchor = r["helpUri"].partition("#")
+    assert base == "https://example.org/p/blob/0123/docs/verdicts.md" and anchor in anchors, (r["id"], r["helpUri"])
+print(len(rules))
+PY
+) && ok || fail "run --sarif's helpUri: $line"
 "$P" run -k softmax -v safe --cases 3 --sarif "$T/ok.sarif" >/dev/null 2>&1 &&
   python3 -c 'import json, sys; assert json.load(open(sys.argv[1]))["runs"][0]["results"] == []' "$T/ok.sarif" && ok ||
   fail "run --sarif without findings"
