@@ -307,6 +307,7 @@ static void pf_job_config(pf_job *jb, const pf_sweep_opts *so) {
       cJSON_AddItemToObject(e, "max_ulps", q->outside < n ? cJSON_CreateNumber((double)q->max_ulps) : cJSON_CreateNull());
       cJSON_AddItemToObject(e, "max_rel", q->outside < n ? pf_num_or_null(q->max_rel) : cJSON_CreateNull());
       cJSON_AddItemToObject(e, "max_error", q->outside < n ? pf_num_or_null(q->hz.max_err) : cJSON_CreateNull());
+      cJSON_AddItemToObject(e, "max_bound_use", q->outside < n ? pf_num_or_null(q->hz.max_use) : cJSON_CreateNull());
       cJSON_AddItemToArray(pts, e);
       if (q->max_ulps > max_ulps) max_ulps = q->max_ulps;
       if (q->max_rel > max_rel) max_rel = q->max_rel;
@@ -332,6 +333,7 @@ static void pf_job_config(pf_job *jb, const pf_sweep_opts *so) {
     cJSON_AddNumberToObject(j, "cases_outside_domain", outside);
     /* hazards and torch.testing over the scan's cases inside the domain */
     cJSON_AddNumberToObject(j, "max_error", hz.max_err);
+    cJSON_AddItemToObject(j, "max_bound_use", pf_num_or_null(hz.max_use));
     cJSON_AddNumberToObject(j, "hazard_cases", (double)hz.any);
     cJSON *hj = cJSON_AddObjectToObject(j, "hazards");
     for (int h = 0; h < PF_NHAZARDS; h++) cJSON_AddNumberToObject(hj, pf_hazard_name((pf_hazard)h), (double)hz.hazard[h]);

@@ -145,6 +145,7 @@ void pf_hazard_tally_merge(pf_hazard_tally *t, const pf_hazard_tally *u) {
   t->tt_rejects += u->tt_rejects, t->tt_pass_finding += u->tt_pass_finding;
   t->tt_pass_hazard += u->tt_pass_hazard, t->tt_reject_sound += u->tt_reject_sound;
   if (u->max_err > t->max_err) t->max_err = u->max_err;
+  if (u->max_use > t->max_use) t->max_use = u->max_use;
   pf_bias_pool_add(&t->bias, &u->bias);
 }
 

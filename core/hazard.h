@@ -101,6 +101,10 @@ typedef struct {
    * hazard and no finding; cases it rejects that are ok with no hazard */
   unsigned long tt_rejects, tt_pass_finding, tt_pass_hazard, tt_reject_sound;
   double max_err;                    /* the largest pf_run.worst_err */
+  /* the largest share of its contract's bound an element's error used: ulps / allowed ulps
+   * (1: at the bound; above it a finding; inf: a NaN or an error beyond a bound of 0 ulps),
+   * what the contract judges, where max_err is what the hazards measure */
+  double max_use;
   pf_bias_pool bias;                 /* biased's units of every case, pooled by stage */
 } pf_hazard_tally;
 void pf_hazard_tally_add(pf_hazard_tally *t, const struct pf_run *r);

@@ -180,6 +180,12 @@ void pf_hazard_tally_add(pf_hazard_tally *t, const pf_run *r) {
   if (!r->tt_fails) t->tt_pass_finding += finding, t->tt_pass_hazard += !finding && r->hazards;
   else t->tt_reject_sound += !finding && !r->hazards && r->cmp.verdict == PF_V_OK;
   if (r->worst_err > t->max_err) t->max_err = r->worst_err;
+  for (size_t i = 0; r->cmp.ulps && r->cmp.allowed && i < r->nout; i++) {
+    const int64_t u = r->cmp.ulps[i], a = r->cmp.allowed[i];
+    if (a == INT64_MAX) continue; /* an element the bound does not limit */
+    const double use = u == INT64_MAX ? INFINITY : a > 0 ? (double)u / (double)a : u > 0 ? INFINITY : 0;
+    if (use > t->max_use) t->max_use = use;
+  }
   pf_bias_pool_add(&t->bias, &r->bias);
 }
 

@@ -59,6 +59,8 @@ static const cJSON *need(pf_chk *k, const cJSON *o, const char *path, const char
   return v;
 }
 
+static const cJSON *get_item(const cJSON *o, const char *key) { return cJSON_GetObjectItemCaseSensitive(o, key); }
+
 static void sub(char *buf, size_t len, const char *path, const char *key, int i) {
   /* paths stay short: kernels[2].configs[5].scan.points[3] */
   if (i >= 0) snprintf(buf, len, "%.150s%s%.40s[%d]", path, path[0] && key[0] ? "." : "", key, i);
@@ -128,6 +130,7 @@ static void check_config(pf_chk *k, const cJSON *c, const char *p) {
   need(k, c, p, "max_ulps", T_NUM), need(k, c, p, "max_rel", T_NUM), need(k, c, p, "findings", T_COUNT);
   need(k, c, p, "cases_outside_domain", T_COUNT);
   need(k, c, p, "max_error", T_NUM), need(k, c, p, "hazard_cases", T_COUNT);
+  if (get_item(c, "max_bound_use")) need(k, c, p, "max_bound_use", T_NUMNULL);
   const cJSON *hz = need(k, c, p, "hazards", T_OBJ);
   sub(q, sizeof q, p, "hazards", -1);
   for (int h = 0; hz && h < PF_NHAZARDS; h++) need(k, hz, q, pf_hazard_name((pf_hazard)h), T_COUNT);
@@ -152,6 +155,7 @@ static void check_config(pf_chk *k, const cJSON *c, const char *p) {
       need(k, e, r, "x", T_NUM), need(k, e, r, "fails", T_COUNT), need(k, e, r, "outside_domain", T_COUNT);
       need(k, e, r, "findings", T_COUNT), need(k, e, r, "max_ulps", T_NUMNULL), need(k, e, r, "max_rel", T_NUMNULL);
       need(k, e, r, "max_error", T_NUMNULL);
+      if (get_item(e, "max_bound_use")) need(k, e, r, "max_bound_use", T_NUMNULL); /* results since 2026-11-28 */
       at_most(k, e, r, "fails", cases), at_most(k, e, r, "outside_domain", cases), at_most(k, e, r, "findings", cases);
       hex_matches(k, e, r, "x", "x_hex");
     }
@@ -464,7 +468,9 @@ static const char *pf_css =
     "body{font-family:sans-serif;margin:24px;color:#222;max-width:1300px}"
     "table{border-collapse:collapse;margin:8px 0 16px}td,th{border:1px solid #ccc;padding:3px 7px;font-size:13px;"
     "vertical-align:top}th{background:#f2f2f2}.good{background:#dff0d8}.warn{background:#fcf0c8}"
-    ".bad{background:#f4c7c3}.hazard{background:#f9d9b0}.na{background:#f7f7f7;color:#999}code,pre{font-family:monospace;font-size:12px}"
+    ".bad{background:#f4c7c3}.hazard{background:#f9d9b0}.na{background:#e4e4e4;color:#555}.neutral{background:#fff;color:#444}"
+    ".none{background:#fff}table.summary td{min-width:120px}.sw{padding:1px 6px;border:1px solid #ccc;margin:0 2px}"
+    ".legend{font-size:13px;line-height:1.9}code,pre{font-family:monospace;font-size:12px}"
     "pre{background:#f7f7f7;padding:6px;overflow-x:auto;max-height:320px}.pt{font:bold 13px sans-serif}"
     ".tk{font:11px sans-serif;fill:#333}.al{font:12px sans-serif;fill:#333}.grid{stroke:#e3e3e3}"
     "section{border-top:2px solid #ddd;margin-top:24px}.plots{display:flex;flex-wrap:wrap;gap:12px}"
@@ -508,28 +514,52 @@ static void hazard_list(char *buf, size_t len, const cJSON *c) {
   }
 }
 
+/* Where a configuration works, in decimal: each boundary found as the range on its good side
+ * ("value <= 88.72 (overflow)"), and the scan's first failing point ("scale < 25.88 (first
+ * failure)"); "" when nothing was found. */
+static void safe_range(char *buf, size_t len, const cJSON *c) {
+  size_t n = 0;
+  buf[0] = 0;
+  const cJSON *t;
+  cJSON_ArrayForEach(t, get(c, "thresholds")) if (flag(t, "found") && n < len) {
+    const int above = strcmp(str(t, "bad"), "above") == 0;
+    n += (size_t)snprintf(buf + n, len - n, "%s%s %s %.4g (%s)", n ? ", " : "", str(t, "along"), above ? "\u2264" : "\u2265",
+                          num(t, "last_good"), str(t, "name"));
+  }
+  const cJSON *scan = get(c, "scan"), *ff = get(scan, "first_failure");
+  if (flag(ff, "found") && n < len) {
+    if (isnan(num(ff, "below")))
+      n += (size_t)snprintf(buf + n, len - n, "%sfails at every %s scanned, from %.4g", n ? ", " : "", str(scan, "along"), num(ff, "x"));
+    else
+      n += (size_t)snprintf(buf + n, len - n, "%s%s \u2264 %.4g (scan)", n ? ", " : "", str(scan, "along"), num(ff, "below"));
+  }
+}
+
+/* A configuration's state for the summary: 0 ok, 1 boundary, 2 hazard, 3 bug, 4 not measured
+ * (no case of the scan inside the contract's domain: no error or hazard was measured). */
+static int cell_state(const cJSON *c) {
+  const int sev = severity(c);
+  if (sev < 2 && inside_domain(c) <= 0) return 4;
+  return sev;
+}
+
 static void html_summary(FILE *f, const cJSON *root) {
-  fputs("<h2 id=\"summary\">Summary</h2>\n<p class=\"small\">How to read it. Each row is one variant of a kernel, each "
-        "column a storage/accumulation dtype; each cell sums up an accuracy scan (cases along one axis, see the "
-        "kernel's section) and the boundary searches.</p>\n<ul class=\"small\">"
-        "<li><b>finding</b> (red): the kernel broke its own contract on a case inside the contract's domain: a "
-        "<b>bug</b>.</li>"
-        "<li><b>hazard</b> (orange): the kernel kept its contract, but the result is useless for training: "
-        "<i>saturated</i> (a sum or norm stopped absorbing its terms), <i>stagnant</i> (optimizer state that cannot "
-        "move), <i>biased</i> (rounding errors with one sign), <i>imprecise</i> (error beyond the dtype's usability "
-        "threshold). The count is of cases.</li>"
-        "<li><b>boundary</b> (amber): failures only outside the contract's domain, where the variant stops working; "
-        "the value says from where.</li>"
-        "<li><b>error</b>: the largest relative error of the scan's cases inside the domain, measured per element "
-        "where outputs cannot cancel and per row or tensor (normwise) where they can, so that a tiny exact value "
-        "after cancellation does not read as a huge error.</li>"
-        "<li><b>torch.testing</b>: what <code>torch.testing.assert_close</code> with its default tolerance for the "
-        "dtype says of the same outputs against the correctly rounded result: cases it passes although they have a "
-        "finding or a hazard, and correct cases (no finding, no hazard) it rejects.</li></ul>\n<table>\n"
+  static const char *const cls[] = {"good", "warn", "hazard", "bad", "na"};
+  static const char *const word[] = {"ok", "boundary", "hazard", "bug", "not measured"};
+  fputs("<h2 id=\"summary\">Summary</h2>\n<p class=\"legend\">"
+        "<span class=\"sw good\">ok</span> the contract kept on every case inside its domain "
+        "<span class=\"sw warn\">boundary</span> failures only outside the domain, where the variant stops working "
+        "<span class=\"sw hazard\">hazard</span> the contract kept, the result useless for training "
+        "<span class=\"sw bad\">bug</span> the contract broken "
+        "<span class=\"sw na\">not measured</span> no case inside the domain. "
+        "Under each word: where the variant is safe (decimal; the kernel's section has the exact values) and the "
+        "largest share of its contract's error bound any element used (1: at the bound).</p>\n<table class=\"summary\">\n"
         "<tr><th>kernel</th><th>variant</th>",
         f);
   for (int i = 0; i < PF_NCOMBOS; i++) fprintf(f, "<th>%s</th>", pf_combos[i]);
-  fputs("<th>torch.testing (all columns)</th></tr>\n", f);
+  fputs("<th class=\"neutral\">torch.testing.assert_close at its default tolerance <a href=\"#torch-testing\">(not a "
+        "verdict)</a></th></tr>\n",
+        f);
   const cJSON *kj;
   cJSON_ArrayForEach(kj, get(root, "kernels")) {
     const char *seen[32];
@@ -549,41 +579,56 @@ static void html_summary(FILE *f, const cJSON *root) {
         const cJSON *hit = NULL;
         cJSON_ArrayForEach(c, get(kj, "configs")) if (strcmp(str(c, "variant"), seen[v]) == 0 && combo_of(c) == k) hit = c;
         if (!hit) {
-          fputs("<td class=\"na\">-</td>", f);
+          fputs("<td class=\"none\"></td>", f); /* the variant does not take this dtype */
           continue;
         }
-        static const char *const cls[] = {"good", "warn", "hazard", "bad"};
-        fprintf(f, "<td class=\"%s\">", cls[severity(hit)]);
+        const int st = cell_state(hit);
+        fprintf(f, "<td class=\"%s\"><b>%s</b>", cls[st], word[st]);
         const double nf = num(hit, "findings");
-        if (nf > 0) escf(f, "%.0f finding%s (bug)", nf, nf == 1 ? "" : "s");
-        else fputs("no finding", f);
+        if (nf > 0) escf(f, ": %.0f finding%s", nf, nf == 1 ? "" : "s");
         char hl[512];
         hazard_list(hl, sizeof hl, hit);
-        if (hl[0]) escf(f, "; hazards: %s", hl);
-        if (inside_domain(hit) > 0) escf(f, "; error %.2g", num(hit, "max_error"));
-        else fputs("; no case of the scan inside the contract's domain (error and hazards not measured)", f);
-        const cJSON *t;
-        cJSON_ArrayForEach(t, get(hit, "thresholds")) if (flag(t, "found")) {
-          char b[40];
-          fmt_num(b, sizeof b, num(t, "first_bad"));
-          escf(f, "; %s %s %s", str(t, "name"), strcmp(str(t, "bad"), "above") == 0 ? "from" : "up to", b);
+        if (hl[0]) escf(f, ": %s", hl);
+        char safe[768];
+        safe_range(safe, sizeof safe, hit);
+        if (safe[0]) {
+          fputs("<br/>safe for ", f);
+          pf_xml_escape(f, safe);
         }
-        const cJSON *ff = get(get(hit, "scan"), "first_failure");
-        if (flag(ff, "found")) {
-          char b[40];
-          fmt_num(b, sizeof b, num(ff, "x"));
-          escf(f, "; fails from %s %s", str(get(hit, "scan"), "along"), b);
-        }
+        const cJSON *use = get(hit, "max_bound_use");
+        if (st != 4 && cJSON_IsNumber(use)) fprintf(f, "<br/><span class=\"small\">bound used: %.2g</span>", use->valuedouble);
         fputs("</td>", f);
         const cJSON *tj = get(hit, "torch_testing");
         tt[0] += num(tj, "passes_finding"), tt[1] += num(tj, "passes_hazard"), tt[2] += num(tj, "rejects_sound");
       }
-      fprintf(f, "<td class=\"%s\">", tt[0] + tt[1] + tt[2] > 0 ? "warn" : "good");
-      escf(f, "passes %.0f with a finding, %.0f with a hazard; rejects %.0f correct", tt[0], tt[1], tt[2]);
+      fputs("<td class=\"neutral\">", f);
+      escf(f, "rejects %.0f correct case%s; passes %.0f with a finding, %.0f with a hazard", tt[2], tt[2] == 1 ? "" : "s",
+           tt[0], tt[1]);
       fputs("</td></tr>\n", f);
     }
   }
-  fputs("</table>\n", f);
+  fputs("</table>\n<details><summary>How to read it</summary>\n<ul class=\"small\">"
+        "<li>Each row is one variant of a kernel, each column a storage/accumulation dtype (an empty cell: the "
+        "variant does not take it); each cell sums up an accuracy scan (cases along one axis, see the kernel's "
+        "section) and the boundary searches.</li>"
+        "<li><b>bug</b>: the kernel broke its own contract on a case inside the contract's domain (the count is of "
+        "cases).</li>"
+        "<li><b>hazard</b>: the kernel kept its contract, but the result is useless for training: <i>saturated</i> (a "
+        "sum or norm stopped absorbing its terms), <i>stagnant</i> (optimizer state that cannot move), <i>biased</i> "
+        "(rounding errors with one sign), <i>imprecise</i> (error beyond the dtype's usability threshold); the count "
+        "is of cases.</li>"
+        "<li><b>boundary</b>: failures only outside the contract's domain; <i>safe for</i> gives the values on the "
+        "good side of each boundary found (the last value that passes) and of the scan's first failing case.</li>"
+        "<li><b>not measured</b>: no case of the scan lay inside the contract's domain, so no error or hazard was "
+        "measured; its boundaries still are.</li>"
+        "<li><b>bound used</b>: over the scan's cases inside the domain, the largest error of an element in ulps "
+        "divided by the ulps its contract allows it: what the contract judges (above 1 is a finding).</li>"
+        "<li id=\"torch-testing\"><b>torch.testing</b> (neutral, not a verdict): what "
+        "<code>torch.testing.assert_close</code> with its default tolerance for the dtype says of the same outputs "
+        "against the correctly rounded result: correct cases (no finding, no hazard) it rejects, because its "
+        "tolerance is stricter than the kernel's contract there, and cases it passes although they have a finding or "
+        "a hazard, where it would miss a problem.</li></ul>\n</details>\n",
+        f);
 }
 
 /* The rounding-bias probe of one variant's configurations, stage by stage: the mean signed
@@ -646,9 +691,10 @@ static void html_kernel(FILE *f, const cJSON *kj) {
     fputs("<h3>", f);
     escf(f, "%s / %s", name, seen[v]);
     fputs("</h3>\n", f);
-    pf_series err[PF_NCOMBOS], prob[PF_NCOMBOS];
+    pf_series err[PF_NCOMBOS + 1], prob[PF_NCOMBOS];
     pf_mark marks[2 * PF_NCOMBOS + 2];
-    int ns = 0, nm = 0;
+    int ns = 0, nm = 0, any_err = 0, any_fail = 0, old_results = 0;
+    double xlo = INFINITY, xhi = -INFINITY;
     const char *along = "scale", *fail = "finding", *shape = "";
     double cases = 0;
     cJSON_ArrayForEach(c, get(kj, "configs")) {
@@ -666,8 +712,16 @@ static void html_kernel(FILE *f, const cJSON *kj) {
       size_t i = 0;
       cJSON_ArrayForEach(p, pts) {
         e->x[i] = q->x[i] = num(p, "x");
-        /* the error as measured; NaN (all outside the domain): no point; 0 (exact) at the floor */
-        e->y[i] = cJSON_IsNumber(get(p, "max_error")) ? fmax(num(p, "max_error"), 0x1p-60) : NAN;
+        if (e->x[i] > 0) xlo = fmin(xlo, e->x[i]), xhi = fmax(xhi, e->x[i]);
+        /* what the contract judges: the largest share of its bound an element used; no point where
+         * no case was inside the domain; 0 (exact) at the floor; beyond any share (NaN, or an error
+         * where no ulp is allowed: a finding) at the top. Results from before it: the error. */
+        const cJSON *u = get(p, "max_bound_use");
+        if (!u) e->y[i] = cJSON_IsNumber(get(p, "max_error")) ? fmax(num(p, "max_error"), 0x1p-60) : NAN, old_results = 1;
+        else if (cJSON_IsNumber(u)) e->y[i] = fmin(fmax(u->valuedouble, 1e-3), 1e3);
+        else e->y[i] = num(p, "findings") > 0 ? 1e3 : NAN;
+        any_err |= isfinite(e->y[i]);
+        any_fail |= num(p, "fails") > 0;
         q->y[i] = num(p, "fails") / (cases > 0 ? cases : 1);
         i++;
       }
@@ -677,14 +731,39 @@ static void html_kernel(FILE *f, const cJSON *kj) {
       ns++;
     }
     char t1[256], t2[256], xl[128];
-    snprintf(t1, sizeof t1, "%s/%s: error in the domain (dashed: first failure, dotted: half)", name, seen[v]);
+    snprintf(t1, sizeof t1, old_results ? "%s/%s: error in the domain (dashed: first failure, dotted: half)"
+                                        : "%s/%s: share of the contract's bound used",
+             name, seen[v]);
     snprintf(t2, sizeof t2, "%s/%s: fraction of %.0f cases failing (%s, any domain)", name, seen[v], cases, fail);
     snprintf(xl, sizeof xl, "%s (cases of shape %s)", along, shape);
-    fputs("<div class=\"plots\">\n", f);
-    svg_plot(f, t1, xl, "largest relative error (2^-60: exact)", 1, 1, err, ns, marks, nm);
-    svg_plot(f, t2, xl, "fraction failing", 1, 0, prob, ns, marks, nm);
-    fputs("</div>\n", f);
-    series_free(err, ns);
+    int nerr = ns;
+    if (!old_results && any_err && xlo < xhi) { /* the bound itself: a share of 1 */
+      pf_series *b = &err[nerr++];
+      snprintf(b->name, sizeof b->name, "the bound");
+      b->color = "#888888", b->n = 2;
+      b->x = calloc(2, sizeof(double)), b->y = calloc(2, sizeof(double));
+      b->x[0] = xlo, b->x[1] = xhi, b->y[0] = b->y[1] = 1;
+    }
+    /* a plot only of something: no empty frame */
+    if (any_err || any_fail) fputs("<div class=\"plots\">\n", f);
+    if (any_err)
+      svg_plot(f, t1, xl, old_results ? "largest relative error (2^-60: exact)" : "largest ulps / ulps allowed (0.001: exact)",
+               1, 1, err, nerr, marks, nm);
+    if (any_fail) svg_plot(f, t2, xl, "fraction failing", 1, 0, prob, ns, marks, nm);
+    if (any_err || any_fail) fputs("</div>\n", f);
+    if (any_err && !old_results)
+      fputs("<p class=\"small\">The share of the bound: at each point, over its cases inside the contract's domain, the "
+            "largest error of an element in ulps over the ulps its contract allows it (1, the grey line: at the bound; "
+            "above: a finding; 0.001: exact). Dashed lines: the first point with a failing case; dotted: the first where "
+            "half fail.</p>\n",
+            f);
+    if (!any_err) fputs("<p class=\"small\">No case of the scan lay inside the contract's domain: nothing to plot of the error.</p>\n", f);
+    if (!any_fail) {
+      fputs("<p class=\"small\">", f);
+      escf(f, "No case failed (%s) anywhere along %s: the fraction failing is 0 at every point scanned.", fail, along);
+      fputs("</p>\n", f);
+    }
+    series_free(err, nerr);
     series_free(prob, ns);
     /* the boundary table */
     fputs("<table>\n<tr><th>dtype/accum</th><th>boundary</th><th>along</th><th>failing</th><th>result (adjacent "
@@ -941,31 +1020,28 @@ int pf_report_md(const cJSON *root, FILE *f) {
   const cJSON *env = get(root, "environment"), *kj, *c, *t;
   fprintf(f, "# precfuzz precision report\n\nprecfuzz %s, MPFR %s, %s; backend %s\n\n", str(env, "precfuzz"), str(env, "mpfr"),
           str(env, "compiler"), str(env, "backend"));
-  fputs("Findings are bugs (the contract broken inside its domain); hazards are results the contract allows that are "
-        "useless for training (cases with each); error is the largest relative error as measured (per element, or "
-        "normwise per row or tensor where outputs cancel); torch.testing: cases assert_close passes with a finding or "
-        "a hazard / correct cases it rejects.\n\n"
-        "| kernel | variant | dtype/accum | findings (bugs) | hazards | error | boundaries | first failure | torch.testing |\n"
-        "|---|---|---|---:|---|---:|---|---|---|\n",
+  fputs("State: ok, boundary (failures only outside the contract's domain), hazard (the contract kept, the result "
+        "useless for training: cases with each), bug (findings: the contract broken inside its domain), not measured "
+        "(no case inside the domain). Safe for: the good side of each boundary found and of the scan's first failing "
+        "case, in decimal. Bound used: the largest error of an element in ulps over the ulps its contract allows (1: at "
+        "the bound). torch.testing (not a verdict): cases assert_close at its default tolerance passes with a finding "
+        "or a hazard / correct cases it rejects.\n\n"
+        "| kernel | variant | dtype/accum | state | findings (bugs) | hazards | bound used | safe for | torch.testing |\n"
+        "|---|---|---|---|---:|---|---:|---|---|\n",
         f);
   cJSON_ArrayForEach(kj, get(root, "kernels")) cJSON_ArrayForEach(c, get(kj, "configs")) {
-    char hl[512];
+    char hl[512], safe[768], used[48] = "-";
+    static const char *const word[] = {"ok", "boundary", "hazard", "bug", "not measured"};
     hazard_list(hl, sizeof hl, c);
-    char err[48] = "no case in the domain";
-    if (inside_domain(c) > 0) snprintf(err, sizeof err, "%.2g", num(c, "max_error"));
-    fprintf(f, "| %s | %s | %s/%s | %.0f | %s | %s | ", str(kj, "kernel"), str(c, "variant"), str(c, "dtype"),
-            str(c, "accum"), num(c, "findings"), hl[0] ? hl : "-", err);
-    int any = 0;
-    cJSON_ArrayForEach(t, get(c, "thresholds")) if (flag(t, "found")) {
-      fprintf(f, "%s%s: %s %s", any++ ? "; " : "", str(t, "name"), strcmp(str(t, "bad"), "above") == 0 ? "from" : "up to",
-              str(t, "first_bad_hex"));
-    }
-    if (!any) fputs("-", f);
-    const cJSON *ff = get(get(c, "scan"), "first_failure");
-    if (flag(ff, "found")) fprintf(f, " | %s %g", str(get(c, "scan"), "along"), num(ff, "x"));
-    else fputs(" | -", f);
+    safe_range(safe, sizeof safe, c);
+    const int state = cell_state(c);
+    const cJSON *use = get(c, "max_bound_use");
+    if (state != 4 && cJSON_IsNumber(use)) snprintf(used, sizeof used, "%.2g", use->valuedouble);
+    else if (state != 4 && use && num(c, "findings") > 0) snprintf(used, sizeof used, "beyond");
     const cJSON *tj = get(c, "torch_testing");
-    fprintf(f, " | %.0f + %.0f / %.0f |\n", num(tj, "passes_finding"), num(tj, "passes_hazard"), num(tj, "rejects_sound"));
+    fprintf(f, "| %s | %s | %s/%s | %s | %.0f | %s | %s | %s | %.0f + %.0f / %.0f |\n", str(kj, "kernel"), str(c, "variant"),
+            str(c, "dtype"), str(c, "accum"), word[state], num(c, "findings"), hl[0] ? hl : "-", used, safe[0] ? safe : "-",
+            num(tj, "passes_finding"), num(tj, "passes_hazard"), num(tj, "rejects_sound"));
   }
   fputs("\n| fault | variant | found | runs |\n|---|---|---|---:|\n", f);
   cJSON_ArrayForEach(t, get(root, "faults"))
@@ -999,6 +1075,10 @@ int pf_report_json(const cJSON *root, FILE *f) {
     if (get(c, "bias")) cJSON_AddItemToObject(r, "bias", cJSON_Duplicate(get(c, "bias"), 1));
     static const char *const sev[] = {"ok", "boundary", "hazard", "finding"};
     cJSON_AddStringToObject(r, "severity", sev[severity(c)]);
+    static const char *const state[] = {"ok", "boundary", "hazard", "bug", "not measured"};
+    cJSON_AddStringToObject(r, "state", state[cell_state(c)]); /* the summary's word */
+    const cJSON *use = get(c, "max_bound_use");
+    if (use) cJSON_AddItemToObject(r, "max_bound_use", cJSON_Duplicate(use, 1));
     cJSON *b = cJSON_AddArrayToObject(r, "boundaries");
     cJSON_ArrayForEach(t, get(c, "thresholds")) if (flag(t, "found")) {
       cJSON *e = cJSON_CreateObject();

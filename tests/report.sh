@@ -177,7 +177,7 @@ mutate 'd=[d]' "$T/arr.json"
 # a stage the probe finds biased is a hazard of its row: said in the md summary, and the row's severity
 ab=$(python3 -c "import json; print([k['kernel'] for k in json.load(open('$T/r.json'))['kernels']].index('attention_bwd'))")
 mutate "b=d['kernels'][$ab]['configs'][0]['bias']; b['cases']=128; d['kernels'][$ab]['configs'][0]['findings']=0; s=[x for x in b['stages'] if x['stage']=='dQ'][0]; s.update(mean_away=-0.31, t_away=-9.2, biased='toward zero')" "$T/biased.json"
-"$R" -i "$T/biased.json" --format md | grep -q '| attention_bwd | [a-z-]* | [a-z0-9/]* | 0 | .*dQ biased toward zero over 128 cases: -0.31 ulps, t -9.2' && ok ||
+"$R" -i "$T/biased.json" --format md | grep -q '| attention_bwd | [a-z-]* | [a-z0-9/]* | [a-z ]* | 0 | .*dQ biased toward zero over 128 cases: -0.31 ulps, t -9.2' && ok ||
   fail "a biased stage is not in the md summary"
 "$R" -i "$T/biased.json" --format json | python3 -c "
 import json, sys
@@ -238,6 +238,67 @@ expect2 "unknown option '--frob'" --frob
 expect2 "-o needs a value" -i "$T/r.json" -o
 expect2 "cannot write" -i "$T/r.json" -o "$T/no/such/dir/r.html"
 expect2 "the sweep does not run" -i "$T/r.json" --save-results "$T/x.json"
+
+# the first screen: a cell per variant and dtype with its state, where it is safe (decimal) and
+# the share of its bound used; grey where no case lay inside the domain (not measured, never
+# green); the torch.testing column neutral; the plots of the quantity the contract judges, and
+# none without data; the Markdown summary in decimal. softmax/naive fp16 (exp in fp32) overflows
+# past ln(FLT_MAX) = 88.72283906: its last good fp16 value is 88.6875 (fp16's spacing there is 1/16).
+mutate "c=[c for c in d['kernels'][0]['configs'] if c['variant']=='safe' and c['dtype']=='fp16'][0]; \
+c.update(cases_outside_domain=c['scan']['cases']*len(c['scan']['points']), findings=0, hazard_cases=0); \
+c['hazards'].update({h: 0 for h in c['hazards']}); [p.update(fails=0) for k in d['kernels'][1:2] for c2 in k['configs'] for p in c2['scan']['points']]" "$T/na.json"
+"$R" -i "$T/na.json" -o "$T/na.html" >/dev/null 2>&1
+python3 - "$T/na.html" "$T/r.json" <<'PY' && ok || fail "the report's first screen"
+import json, sys, xml.etree.ElementTree as ET
+H = "{http://www.w3.org/1999/xhtml}"
+root = ET.parse(sys.argv[1]).getroot()
+table = [t for t in root.iter(H + "table") if t.get("class") == "summary"][0]
+rows = table.findall(H + "tr")
+heads = ["".join(th.itertext()) for th in rows[0]]
+assert heads[2:7] == ["fp32/fp32", "fp16/fp32", "fp16/storage", "bf16/fp32", "bf16/storage"], heads
+cells = {}
+for r in rows[1:]:
+    tds = r.findall(H + "td")
+    k, v = "".join(tds[0].itertext()), "".join(tds[1].itertext())
+    for h, td in zip(heads[2:], tds[2:]):
+        cells[(k, v, h)] = (td.get("class"), "".join(td.itertext()))
+    assert tds[-1].get("class") == "neutral", ("torch.testing is coloured", k, v)
+cls, text = cells[("softmax", "naive", "fp16/fp32")]
+assert cls == "warn" and text.startswith("boundary") and "safe for value \u2264 88.69 (overflow)" in text, text
+assert "bound used: " in text, text
+cls, text = cells[("softmax", "safe", "fp16/fp32")]
+assert cls == "na" and text.startswith("not measured") and "bound used" not in text, (cls, text)
+assert all(c != "good" or t.startswith("ok") for c, t in cells.values()), "a green cell that is not ok"
+# the plots: the share of the bound, the bound drawn at 1; softmax_bwd (no failure left) has no
+# frame of the fraction failing, and says why
+secs = {e.get("id"): e for e in root.iter() if e.get("id", "").startswith("kernel-")}
+titles = lambda k: ["".join(t.itertext()) for t in secs[k].iter("{http://www.w3.org/2000/svg}title")]
+assert any("share of the contract's bound used" in t for t in titles("kernel-softmax")), titles("kernel-softmax")
+assert not any("fraction of" in t for t in titles("kernel-softmax_bwd")), titles("kernel-softmax_bwd")
+assert "No case failed (finding) anywhere along" in "".join(secs["kernel-softmax_bwd"].itertext())
+PY
+# the share of the bound: at most 1 at a point without a finding inside the domain, and beyond 1
+# (or null: beyond any share) at one with findings; null where no case was inside the domain
+python3 - "$T/r.json" <<'PY' && ok || fail "max_bound_use against the findings"
+import json, sys
+d = json.load(open(sys.argv[1]))
+n = 0
+for k in d["kernels"]:
+    for c in k["configs"]:
+        cases = c["scan"]["cases"]
+        for p in c["scan"]["points"]:
+            u = p["max_bound_use"]
+            if p["outside_domain"] == cases:
+                assert u is None, (k["kernel"], c["variant"], p)
+            elif p["findings"]:
+                assert u is None or u > 1, (k["kernel"], c["variant"], p)
+            else:
+                assert u is not None and 0 <= u <= 1, (k["kernel"], c["variant"], p)
+            n += 1
+assert n > 100, n
+PY
+"$R" -i "$T/r.json" --format md | grep -q '^| softmax | naive | fp16/fp32 | boundary | 0 | - | [0-9.e+-]* | value ≤ 88.69 (overflow), value ≥ -1[0-9.]* (underflow)' &&
+  ok || fail "the Markdown summary in decimal: $("$R" -i "$T/r.json" --format md | grep -m1 '| softmax | naive | fp16/fp32')"
 
 echo "report: $n passed, $failed failed"
 [ $failed -eq 0 ]
