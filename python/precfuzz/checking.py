@@ -337,9 +337,38 @@ def _record(res, out_json, findings_at):
         res.hazards.extend(f.hazards)
 
 
+def _tensor_inputs(tensors, at):
+    """{name: array} as .npy files under the findings directory (named by their content, so the
+    case files that name them stay valid): ({name: path}, the dtype's name)."""
+    import hashlib
+
+    import numpy as np
+
+    from .judging import dtype_name
+    from .protocol import npy_bytes, to_numpy
+
+    paths, dtype = {}, None
+    for name, x in tensors.items():
+        a = np.ascontiguousarray(to_numpy(x))
+        dt = dtype_name(a)
+        if dtype not in (None, dt):
+            raise ValueError(f"tensors: {name} is {dt}, another input {dtype}: a case has one storage dtype")
+        dtype = dt
+        b = npy_bytes(a)
+        d = os.path.join(at, "tensors")
+        os.makedirs(d, exist_ok=True)
+        paths[name] = os.path.join(d, f"{name}-{hashlib.sha256(b).hexdigest()[:16]}.npy")
+        if not os.path.exists(paths[name]):
+            tmp = f"{paths[name]}.tmp{os.getpid()}"
+            with open(tmp, "wb") as f:
+                f.write(b)
+            os.replace(tmp, paths[name])
+    return paths, dtype
+
+
 def check(fn, op, like, *, dtypes=None, accums=None, shapes=None, params=None, cases=100, seed=1,
           seconds=None, to="numpy", device="cpu", variant=None, inputs=None, scale=None, dist=None,
-          timeout=60, kernels=(), findings=None, minimize=False, oracle=None):
+          timeout=60, kernels=(), findings=None, minimize=False, oracle=None, tensors=None):
     """Runs fn as a variant of precfuzz's operation `op` judged by the contract of its built-in
     variant `like`, on `cases` generated cases per dtype and shape, and returns a CheckResult.
 
@@ -355,12 +384,18 @@ def check(fn, op, like, *, dtypes=None, accums=None, shapes=None, params=None, c
     values users train with within it). inputs: {name: "scale=0x1p-20"}, run's --input specs.
     seconds: instead of a fixed number of cases, batches of cases on new seeds until the time
     is spent. findings: where case files go (default .precfuzz/findings). minimize: shrink
-    each finding with precfuzz's minimizer (up to 3) and name the small case. Every finding
+    each finding with precfuzz's minimizer (up to 3) and name the small case. tensors: {name:
+    array} runs the one case of these inputs instead of generated ones (a Hypothesis example,
+    a training run's tensors; their dtype and shape are the case's), e.g. to minimize it. Every finding
     and hazard carries `replay`, a shell line that reruns this test or script on that case only.
     """
     info = op_info(op, like)
     variant = _variant_name(fn, variant)
     hello_params, param_args = _narrowing(info, params)
+    at = findings_dir(findings)
+    tensor_specs = _tensor_inputs(tensors, at) if tensors else None
+    if tensor_specs:
+        dtypes, cases, shapes, seconds = [tensor_specs[1]], 1, None, None
     dtypes = list(dtypes) if dtypes is not None else list(info["dtypes"])
     for t in dtypes:
         if t not in info["dtypes"]:
@@ -372,7 +407,6 @@ def check(fn, op, like, *, dtypes=None, accums=None, shapes=None, params=None, c
     if hello_params:
         entry["params"] = hello_params
     res = CheckResult(op, variant, like)
-    at = findings_dir(findings)
 
     replay = [p for p in os.environ.get("PRECFUZZ_REPLAY", "").split(os.pathsep) if p]
     if replay:
@@ -406,6 +440,8 @@ def check(fn, op, like, *, dtypes=None, accums=None, shapes=None, params=None, c
             common += ["--oracle", oracle]
         for name, spec in (inputs or {}).items():
             common += ["--input", f"{name}:{spec}"]
+        for name, path in (tensor_specs[0] if tensor_specs else {}).items():
+            common += ["--input", f"{name}:file={path}"]
         shape_args = [_shape_arg(s) for s in shapes] if shapes else [None]
         # accumulations: those given ("storage": the dtype itself), else run's default (fp32)
         acc_of = lambda t: [t if a == "storage" else a for a in accums] if accums else [None]  # noqa: E731

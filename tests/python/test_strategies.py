@@ -1,11 +1,12 @@
 """Hypothesis strategies: every value exact in its dtype, the classes drawn, shrinking to the
 simple values; and a Hypothesis test that judges a kernel through precfuzz."""
 
+import json
 import math
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, find, given, settings
+from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis import strategies as st
 
 import precfuzz
@@ -84,3 +85,24 @@ def test_torch_softmax_in_bf16_keeps_safe_contract(x):
     t = precfuzz.to_torch(x)
     j = precfuzz.judge("softmax", {"x": x}, torch.softmax(t, -1), like="safe", keep="never")
     assert j.ok, str(j)
+
+
+def test_a_hypothesis_example_shrinks_through_precfuzz(tmp_path):
+    # Hypothesis finds a row on which the fp16 running sum breaks safe's contract; its shrinking
+    # would keep the row's 256 columns, precfuzz's minimizer takes the dimensions down
+    from kernels import softmax_sum_in_storage
+
+    def breaks(x):
+        return not precfuzz.judge("softmax", {"x": x}, softmax_sum_in_storage(x), like="safe", keep="never").ok
+
+    small_logits = floats("fp16", min_exp=-3, max_exp=0, subnormals=False, specials=False)
+    # (Hypothesis' shrinking is left out here: each of its steps is a judge run)
+    x = find(tensors("fp16", (1, 256), elements=small_logits), breaks,
+             settings=settings(max_examples=50, deadline=None, database=None, phases=[Phase.generate]))
+    res = precfuzz.check(softmax_sum_in_storage, op="softmax", like="safe", tensors={"x": x}, params={"mask": "none"},
+                         minimize=True, findings=tmp_path)
+    assert res.cases == 1 and len(res.findings) == 1, res.report()
+    f = res.findings[0]
+    assert f.shape == (1, 256) and f.case["inputs"]["x"]["file"].startswith(str(tmp_path))
+    small = json.load(open(f.minimized))
+    assert small["shape"][0] * small["shape"][1] < 256, small["shape"]
