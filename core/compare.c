@@ -70,8 +70,12 @@ pf_status pf_compare(pf_dtype t, const double *y, size_t n, const pf_oracle_resu
       d = d1 < d2 ? d1 : d2;
       if (o->status[i] == PF_ORACLE_SET && y[i] >= o->rounded[i] && y[i] <= o->rounded_alt[i]) d = 0;
       if (isfinite(lo) && isfinite(hi)) {
-        const int64_t a1 = pf_ulp_distance(t, lo, o->rounded[i]), a2 = pf_ulp_distance(t, hi, o->rounded[i]);
-        allowed = a1 > a2 ? a1 : a2;
+        /* on the output's side of the correctly rounded value (the interval, symmetric in value,
+         * need not be in ulps: one side may cross a binade or zero), from the rounding d is
+         * measured from there: d <= allowed exactly when the output is inside the interval */
+        const double rmin = fmin(o->rounded[i], o->rounded_alt[i]), rmax = fmax(o->rounded[i], o->rounded_alt[i]);
+        const int64_t a1 = pf_ulp_distance(t, lo, rmin), a2 = pf_ulp_distance(t, hi, rmax);
+        allowed = y[i] > rmax ? a2 : y[i] < rmin ? a1 : (a1 > a2 ? a1 : a2);
       }
       if (d != INT64_MAX && (d > cmp->max_ulps)) {
         cmp->max_ulps = d;
