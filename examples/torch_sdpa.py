@@ -24,10 +24,12 @@ import torch.nn.functional as F  # noqa: E402
 from precfuzz_kernel import kernel, serve, to_torch  # noqa: E402
 
 DEVICE = os.environ.get("PRECFUZZ_DEVICE", "cpu")
+# ATen's fused CPU kernel (native/cpu/FlashAttentionKernel.cpp) splits the keys into blocks of 512
+BLOCK = {"block": [512, 512]} if DEVICE == "cpu" else {}
 
 
 @kernel("attention", variant="torch-sdpa", like="flash", accums=["fp32"],
-        params={"mask_value": ["-inf"], "layer": [1, 1], "softmax_accum": ["fp32"]},
+        params={"mask_value": ["-inf"], "layer": [1, 1], "softmax_accum": ["fp32"], **BLOCK},
         summary=f"F.scaled_dot_product_attention, torch {torch.__version__} on {DEVICE}")
 def sdpa(case, q, k, v):
     q, k, v = (to_torch(a, DEVICE) for a in (q, k, v))
