@@ -109,6 +109,10 @@ def main(argv):
         if len(argv) < i + 3:
             print("targets: --check PRECFUZZ PYTHON", file=sys.stderr)
             return 2
+        for path, what in ((argv[i + 1], "PRECFUZZ"), (argv[i + 2], "PYTHON")):
+            if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+                print("targets: --check %s: %s is not an executable file" % (what, path), file=sys.stderr)
+                return 2
         failed = check(argv[i + 1], argv[i + 2], ts)
         print("targets: %d of %d as declared" % (len(ts) - failed, len(ts)))
         return 1 if failed else 0

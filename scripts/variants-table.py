@@ -46,7 +46,17 @@ def main():
     if len(sys.argv) not in (2, 3):
         print(__doc__.strip().splitlines()[-1], file=sys.stderr)
         return 2
-    listing = json.loads(subprocess.run([sys.argv[1], "list", "--json"], capture_output=True, text=True, check=True).stdout)
+    try:
+        p = subprocess.run([sys.argv[1], "list", "--json"], capture_output=True, text=True)
+    except OSError as e:
+        print(f"variants-table.py: {sys.argv[1]}: {e.strerror}", file=sys.stderr)
+        return 2
+    if p.returncode != 0:
+        lines = p.stderr.strip().splitlines()
+        print(f"variants-table.py: {sys.argv[1]} list --json: exit {p.returncode}: {lines[-1] if lines else ''}",
+              file=sys.stderr)
+        return 2
+    listing = json.loads(p.stdout)
     text = page([e for e in listing if not e.get("like")])  # the built-in variants only
     if len(sys.argv) == 3:
         tmp = sys.argv[2] + ".tmp"

@@ -22,5 +22,9 @@ printf '"""x"""\n# precfuzz-target: kernel=softmax start=exec needs=torch cases=
 n=$((n + 1))
 out=$(python3 "$T/r/scripts/targets.py" 2>&1)
 [ $? -eq 2 ] && [ "$out" = "targets: examples/bad.py: cases=0: a positive integer" ] || fail "malformed line: $out"
+# a PRECFUZZ that is not there: one line, exit 2, not a traceback
+n=$((n + 1))
+out=$(python3 scripts/targets.py --check "$T/no-precfuzz" "$PY" 2>&1)
+[ $? -eq 2 ] && [ "$out" = "targets: --check PRECFUZZ: $T/no-precfuzz is not an executable file" ] || fail "missing PRECFUZZ: $out"
 echo "targets: $((n - failed))/$n checks passed"
 [ $failed -eq 0 ]

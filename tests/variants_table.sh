@@ -15,4 +15,8 @@ if ! cmp -s "$T" docs/variants.md; then
   echo "FAIL: docs/variants.md is not the registry's (scripts/variants-table.py $1 docs/variants.md writes it)"
   exit 1
 fi
+# a PRECFUZZ that cannot run: one line naming it, exit 2 (it was a traceback)
+out=$(python3 scripts/variants-table.py "$T.none" 2>&1)
+[ $? -eq 2 ] && [ "$out" = "variants-table.py: $T.none: No such file or directory" ] ||
+  { echo "FAIL: variants-table.py with a missing PRECFUZZ: $out"; exit 1; }
 echo "variants_table: docs/variants.md is current ($(tail -1 docs/variants.md))"
