@@ -323,12 +323,25 @@ def judge_capture(path, ulps=None):
     """The records of a capture directory, each judged by its contract (or, with ulps, against
     the correctly rounded result within ulps); a list of Judgement, in the order recorded,
     each with `call` (what PyTorch call it was) and the replay line of its case."""
-    with open(os.path.join(path, "capture.json")) as f:
-        man = json.load(f)
-    if man.get("format") != "precfuzz-capture/1":
-        raise ValueError(f"{path}: not a precfuzz capture (format {man.get('format')!r})")
+    try:
+        with open(os.path.join(path, "capture.json")) as f:
+            man = json.load(f)
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{path}/capture.json: {e}") from None
+    if not isinstance(man, dict) or man.get("format") != "precfuzz-capture/1":
+        fmt = man.get("format") if isinstance(man, dict) else None
+        raise ValueError(f"{path}: not a precfuzz capture (format {fmt!r})")
+    records = man.get("records")
+    if not isinstance(records, list):
+        raise ValueError(f"{path}/capture.json: records: not a list")
+    fields = {"op": str, "like": str, "dtype": str, "params": dict, "inputs": dict, "outputs": str, "case": str,
+              "call": str}
+    for k, rec in enumerate(records):
+        for name, kind in fields.items():
+            if not isinstance(rec, dict) or not isinstance(rec.get(name), kind):
+                raise ValueError(f"{path}/capture.json: records[{k}].{name}: missing or not a {kind.__name__}")
     out = []
-    for rec in man["records"]:
+    for rec in records:
         like = None if ulps is not None else rec["like"]
         res, cmd = judge_files(rec["op"], rec["dtype"], rec["inputs"], rec["outputs"], rec["case"], like=like, ulps=ulps,
                                params=rec["params"], shape=rec.get("shape"))

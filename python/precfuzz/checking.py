@@ -292,13 +292,22 @@ class CheckResult:
         return f"<CheckResult {self.summary()}>"
 
 
-def _kernel_fn(fn, to, device):
-    """The protocol's fn(case, **inputs) from the user's fn(**inputs) or fn(case=..., **inputs)."""
+def _kernel_fn(fn, to, device, inputs=()):
+    """The protocol's fn(case, **inputs) from the user's fn(**inputs) or fn(case=..., **inputs);
+    a ValueError when fn's parameters cannot take the operation's inputs by name."""
     try:
         params = inspect.signature(fn).parameters
     except (TypeError, ValueError):
         params = {}
     takes_case = "case" in params
+    if params and inputs and not any(p.kind == p.VAR_KEYWORD for p in params.values()):
+        names = [n for n, p in params.items() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+        missing = [n for n in inputs if n not in params]
+        extra = [n for n, p in params.items() if n not in inputs and n != "case" and p.default is p.empty
+                 and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+        if missing or extra:
+            raise ValueError(f"{getattr(fn, '__name__', 'fn')}({', '.join(names)}): the operation passes "
+                             f"{', '.join(inputs)} by name (and case if asked for)")
 
     if to == "numpy":
         conv = None
@@ -422,7 +431,7 @@ def check(fn, op, like, *, dtypes=None, accums=None, shapes=None, params=None, c
         if not mine:
             return res  # the finding is another check's
 
-    server = _Server({variant: (entry, _kernel_fn(fn, to, device))})
+    server = _Server({variant: (entry, _kernel_fn(fn, to, device, info.get("inputs", ())))})
     env = {"PRECFUZZ_KERNEL_TIMEOUT": str(timeout), "PRECFUZZ_PROGRESS": "0"}
     ks = list(kernels) + [server.entry()]
     try:

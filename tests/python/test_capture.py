@@ -78,6 +78,14 @@ def test_limits_and_bad_arguments(tmp_path):
     (tmp_path / "d" / "capture.json").write_text('{"format": "other"}')
     with pytest.raises(ValueError, match="not a precfuzz capture"):
         precfuzz.judge_capture(tmp_path / "d")
+    (tmp_path / "d" / "capture.json").write_text('{"format": "precfuzz-capture/1", "records": [{"op": "softmax"}]}')
+    with pytest.raises(ValueError, match=r"records\[0\]\.like: missing or not a str"):
+        precfuzz.judge_capture(tmp_path / "d")
+    (tmp_path / "d" / "capture.json").write_text('{"format": ')
+    with pytest.raises(ValueError, match="capture.json: Expecting value"):
+        precfuzz.judge_capture(tmp_path / "d")
+    with pytest.raises(ValueError, match="No such file"):
+        precfuzz.judge_capture(tmp_path / "nowhere")
 
 
 def test_nothing_stays_patched(tmp_path):

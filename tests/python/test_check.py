@@ -102,10 +102,20 @@ def test_seconds_runs_batches_until_the_budget_is_spent(tmp_path):
     (dict(op="softmax", like="safe", variant="a b"), "variant 'a b'"),
     (dict(op="softmax", like="safe", shapes=["4by4"]), "shape '4by4'"),
     (dict(op="softmax", like="safe", to="jax-ish"), "to='jax-ish'"),
+    (dict(op="attention", like="flash"), "the operation passes q, k, v by name"),
 ])
 def test_bad_arguments_are_named(kw, msg, tmp_path):
     with pytest.raises(ValueError, match=msg.replace("(", r"\(")):
         precfuzz.check(softmax_exact, cases=1, findings=tmp_path, **kw)
+
+
+def test_a_signature_that_cannot_take_the_inputs_is_named(tmp_path):
+    with pytest.raises(ValueError, match=r"<lambda>\(logits\): the operation passes x by name"):
+        precfuzz.check(lambda logits: logits, op="softmax", like="safe", cases=1, findings=tmp_path)
+    # keyword catch-alls and defaults are fine
+    res = precfuzz.check(lambda x, scale=1.0, **kw: softmax_exact(x), op="softmax", like="safe", dtypes=["fp32"],
+                         cases=1, params={"mask": "none"}, findings=tmp_path)
+    assert res.ok
 
 
 def test_precfuzz_refusing_a_case_raises_its_line(tmp_path):
