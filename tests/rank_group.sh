@@ -47,6 +47,14 @@ for r in 0 1 2; do
 done
 none_left "ranks:3"
 
+# told another address by the environment it runs in (a cluster's MASTER_ADDR, a NIC): the
+# ranks still get 127.0.0.1 on lo, and the run passes
+check "ranks:2 under MASTER_ADDR=10.9.9.9" env MASTER_ADDR=10.9.9.9 GLOO_SOCKET_IFNAME=eth0 "$P" --kernels "ranks:2:$K" \
+  run -k softmax -v np-rank-softmax -t fp16 --shape 2x8 --cases 2
+[ $rc -eq 0 ] && grep -qx "MASTER_ADDR=127.0.0.1" "$RANK_TEST_DIR/rank1" && grep -qx "GLOO_SOCKET_IFNAME=lo" "$RANK_TEST_DIR/rank1" ||
+  fail "an outside MASTER_ADDR reached the ranks: $rc $out $(cat "$RANK_TEST_DIR/rank1")"
+none_left "ranks:2 under MASTER_ADDR=10.9.9.9"
+
 # rank 1 exits while rank 0 waits: failed at once, with the rank and its status; started again
 start=$(date +%s)
 check "peer exit" env PRECFUZZ_KERNEL_TIMEOUT=30 "$P" --kernels "ranks:2:$K peer-exit" run -k softmax -v np-rank-softmax \
