@@ -1339,16 +1339,20 @@ static int judge_report(pf_case c, const char *case_path, const char *replay_hea
     if (!st && !nt) st = pf_error(PF_ERR_ARG, "%s: no tensor is named as an output of %s (--tensor NAME)", outputs, c.kernel);
     /* a tensor named as nothing judge knows would go unjudged without a word: the file may
      * hold the outputs' stages, the case's inputs and the expected values (run --tensors) */
-    static char held[64][PF_TF_NAME_LEN];
-    const size_t nheld = st ? 0 : pf_safetensors_names((const unsigned char *)buf, len, held, 64);
+    char held[64][PF_TF_NAME_LEN];
+    size_t nheld = st ? 0 : pf_safetensors_names((const unsigned char *)buf, len, held, 64);
+    if (nheld > 64) { /* every name is checked, or the file is refused */
+      st = pf_error(PF_ERR_ARG, "%s: %zu tensors; an outputs file holds at most 64", outputs, nheld);
+      nheld = 0;
+    }
     const pf_op *cop = pf_case_op(&c);
     int all_inputs = 1; /* an export holds every input; then a tensor named as one is one */
     for (int i = 0; i < cop->ninputs && all_inputs; i++) {
       int found = 0;
-      for (size_t h = 0; h < nheld && h < 64 && !found; h++) found = strcmp(held[h], cop->input_names[i]) == 0;
+      for (size_t h = 0; h < nheld && !found; h++) found = strcmp(held[h], cop->input_names[i]) == 0;
       all_inputs = found;
     }
-    for (size_t h = 0; h < nheld && h < 64 && !st; h++) {
+    for (size_t h = 0; h < nheld && !st; h++) {
       int known = strncmp(held[h], "expected", 8) == 0 && (!held[h][8] || held[h][8] == '.');
       for (int s = 0; s < ns && !known; s++) known = strcmp(held[h], stg[s].name) == 0;
       for (int i = 0; i < cop->ninputs && !known && all_inputs; i++) known = strcmp(held[h], cop->input_names[i]) == 0;

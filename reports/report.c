@@ -59,7 +59,16 @@ static const cJSON *need(pf_chk *k, const cJSON *o, const char *path, const char
   return v;
 }
 
-static const cJSON *get_item(const cJSON *o, const char *key) { return cJSON_GetObjectItemCaseSensitive(o, key); }
+static const char *str(const cJSON *o, const char *key) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+  return cJSON_IsString(v) ? v->valuestring : "";
+}
+static double num(const cJSON *o, const char *key) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+  return cJSON_IsNumber(v) ? v->valuedouble : NAN;
+}
+static int flag(const cJSON *o, const char *key) { return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, key)); }
+static const cJSON *get(const cJSON *o, const char *key) { return cJSON_GetObjectItemCaseSensitive(o, key); }
 
 static void sub(char *buf, size_t len, const char *path, const char *key, int i) {
   /* paths stay short: kernels[2].configs[5].scan.points[3] */
@@ -130,7 +139,7 @@ static void check_config(pf_chk *k, const cJSON *c, const char *p) {
   need(k, c, p, "max_ulps", T_NUM), need(k, c, p, "max_rel", T_NUM), need(k, c, p, "findings", T_COUNT);
   need(k, c, p, "cases_outside_domain", T_COUNT);
   need(k, c, p, "max_error", T_NUM), need(k, c, p, "hazard_cases", T_COUNT);
-  if (get_item(c, "max_bound_use")) need(k, c, p, "max_bound_use", T_NUMNULL);
+  if (get(c, "max_bound_use")) need(k, c, p, "max_bound_use", T_NUMNULL);
   const cJSON *hz = need(k, c, p, "hazards", T_OBJ);
   sub(q, sizeof q, p, "hazards", -1);
   for (int h = 0; hz && h < PF_NHAZARDS; h++) need(k, hz, q, pf_hazard_name((pf_hazard)h), T_COUNT);
@@ -155,7 +164,7 @@ static void check_config(pf_chk *k, const cJSON *c, const char *p) {
       need(k, e, r, "x", T_NUM), need(k, e, r, "fails", T_COUNT), need(k, e, r, "outside_domain", T_COUNT);
       need(k, e, r, "findings", T_COUNT), need(k, e, r, "max_ulps", T_NUMNULL), need(k, e, r, "max_rel", T_NUMNULL);
       need(k, e, r, "max_error", T_NUMNULL);
-      if (get_item(e, "max_bound_use")) need(k, e, r, "max_bound_use", T_NUMNULL); /* results since 2026-11-28 */
+      if (get(e, "max_bound_use")) need(k, e, r, "max_bound_use", T_NUMNULL); /* results since 2026-11-28 */
       at_most(k, e, r, "fails", cases), at_most(k, e, r, "outside_domain", cases), at_most(k, e, r, "findings", cases);
       hex_matches(k, e, r, "x", "x_hex");
     }
@@ -297,16 +306,6 @@ int pf_results_check(const cJSON *root, char *err, size_t len) {
 
 /* ---- helpers ----------------------------------------------------------------------------------- */
 
-static const char *str(const cJSON *o, const char *key) {
-  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-  return cJSON_IsString(v) ? v->valuestring : "";
-}
-static double num(const cJSON *o, const char *key) {
-  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-  return cJSON_IsNumber(v) ? v->valuedouble : NAN;
-}
-static int flag(const cJSON *o, const char *key) { return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, key)); }
-static const cJSON *get(const cJSON *o, const char *key) { return cJSON_GetObjectItemCaseSensitive(o, key); }
 
 /* Text escaped for HTML and XML. */
 static void escf(FILE *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -32,6 +32,7 @@ import shlex
 
 import numpy as np
 
+from ._files import write_atomic, write_json
 from .judging import Judgement, judge_files, safetensors_bytes
 from .protocol import from_torch, npy_bytes
 
@@ -42,11 +43,6 @@ def _dtype(t):
     return _FLOAT_NAMES.get(str(t.dtype))
 
 
-def _write(path, data):
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
 
 
 class capture:
@@ -62,6 +58,9 @@ class capture:
         bad = set(ops) - known
         if bad:
             raise ValueError(f"capture: no op {sorted(bad)[0]!r} (it records {', '.join(sorted(known))})")
+        for name, v in (("limit", limit), ("max_elements", max_elements)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"capture: {name}={v!r}: an integer >= 1")
         self.path = os.path.abspath(path)
         if os.path.exists(self.path) and (not os.path.isdir(self.path) or os.listdir(self.path)):
             raise ValueError(f"capture: {self.path} exists and is not an empty directory")
@@ -101,17 +100,16 @@ class capture:
             if a.dtype.kind in "iu":
                 a = a.astype(np.float32)  # class indices, exact below 2^24 (checked by the caller)
             rec["inputs"][n] = os.path.join(d, f"{n}.npy")
-            _write(rec["inputs"][n], npy_bytes(np.ascontiguousarray(a)))
+            write_atomic(rec["inputs"][n], npy_bytes(np.ascontiguousarray(a)))
         outs = {n: np.ascontiguousarray(from_torch(t)) for n, t in outputs.items()}
         if list(outs) == ["output"]:
             rec["outputs"] = os.path.join(d, "outputs.npy")
-            _write(rec["outputs"], npy_bytes(outs["output"]))
+            write_atomic(rec["outputs"], npy_bytes(outs["output"]))
         else:
             rec["outputs"] = os.path.join(d, "outputs.safetensors")
-            _write(rec["outputs"], safetensors_bytes(outs))
+            write_atomic(rec["outputs"], safetensors_bytes(outs))
         rec["case"] = os.path.join(d, "case.json")  # written when judged
-        with open(os.path.join(d, "record.json"), "w") as f:
-            json.dump(rec, f, indent=1)
+        write_json(os.path.join(d, "record.json"), rec)
         self.records.append(rec)
 
     def _softmax(self, x, dim, half_to_float, y):
@@ -309,9 +307,7 @@ class capture:
         self._undo = []
         man = {"format": "precfuzz-capture/1", "records": self.records,
                "skipped": [{"op": op, "why": why} for op, why in self.skipped]}
-        with open(os.path.join(self.path, "capture.json.tmp"), "w") as f:
-            json.dump(man, f, indent=1)
-        os.replace(os.path.join(self.path, "capture.json.tmp"), os.path.join(self.path, "capture.json"))
+        write_json(os.path.join(self.path, "capture.json"), man)
         return False
 
     def judge(self, ulps=None):

@@ -18,6 +18,7 @@ import threading
 import time
 
 from . import _binary
+from ._files import write_atomic, write_json
 from .protocol import Channel, serve_channel, to_torch
 
 _VARIANT_OK = re.compile(r"^[A-Za-z0-9._+-]{1,47}$")
@@ -176,16 +177,6 @@ def findings_dir(given=None):
     return os.path.abspath(d)
 
 
-def _write_json(path, obj):
-    """Written whole or not at all."""
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w") as f:
-        json.dump(obj, f, indent=1)
-        f.write("\n")
-    os.replace(tmp, path)
-
-
 def replay_command(case_files):
     """The shell line that runs the calling test or script again on these case files only
     (PRECFUZZ_REPLAY): the pytest node in a test, else this process's command line."""
@@ -339,7 +330,7 @@ def _record(res, out_json, findings_at):
         if not c.get("file"):
             if c.get("finding"):
                 case["expect"] = c["verdict"]
-            _write_json(path, case)  # small: a generated case is its seeds, not its values
+            write_json(path, case)  # small: a generated case is its seeds, not its values
         f = Finding(res.op, res.variant, c, path, replay_command([path]))
         if c.get("finding"):
             res.findings.append(f)
@@ -368,10 +359,7 @@ def _tensor_inputs(tensors, at):
         os.makedirs(d, exist_ok=True)
         paths[name] = os.path.join(d, f"{name}-{hashlib.sha256(b).hexdigest()[:16]}.npy")
         if not os.path.exists(paths[name]):
-            tmp = f"{paths[name]}.tmp{os.getpid()}"
-            with open(tmp, "wb") as f:
-                f.write(b)
-            os.replace(tmp, paths[name])
+            write_atomic(paths[name], b)
     return paths, dtype
 
 
@@ -400,6 +388,16 @@ def check(fn, op, like, *, dtypes=None, accums=None, shapes=None, params=None, c
     """
     info = op_info(op, like)
     variant = _variant_name(fn, variant)
+    # a check of nothing must not pass: every count, list and limit says what it is
+    for name, v, lo in (("cases", cases, 1), ("seed", seed, 0)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+            raise ValueError(f"{name}={v!r}: an integer >= {lo}")
+    for name, v in (("seconds", seconds), ("timeout", timeout)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0):
+            raise ValueError(f"{name}={v!r}: a positive number of seconds")
+    for name, v in (("dtypes", dtypes), ("accums", accums), ("shapes", shapes)):
+        if v is not None and (isinstance(v, str) or not len(v)):
+            raise ValueError(f"{name}={v!r}: a non-empty list")
     hello_params, param_args = _narrowing(info, params)
     at = findings_dir(findings)
     tensor_specs = _tensor_inputs(tensors, at) if tensors else None
@@ -456,7 +454,7 @@ def check(fn, op, like, *, dtypes=None, accums=None, shapes=None, params=None, c
         acc_of = lambda t: [t if a == "storage" else a for a in accums] if accums else [None]  # noqa: E731
         combos = [(t, a, s) for t in dtypes for a in acc_of(t) for s in shape_args]
         deadline = time.monotonic() + seconds if seconds else None
-        next_seed, batch = seed, max(1, int(cases))
+        next_seed, batch = seed, cases
         while True:
             for t, a, s in combos:
                 args = common + ["-t", t, "--seed", str(next_seed), "--cases", str(batch)]

@@ -10,6 +10,7 @@ import struct
 import numpy as np
 
 from . import _binary
+from ._files import write_atomic
 from .checking import Hazard, findings_dir
 from .protocol import npy_bytes, to_numpy
 
@@ -49,11 +50,6 @@ def safetensors_bytes(tensors):
     return struct.pack("<Q", len(h)) + h + b"".join(blobs)
 
 
-def _write(path, data):
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
 
 
 def judge_files(op, dtype, inputs_at, out_path, case_path, like=None, ulps=None, accum=None, params=None,
@@ -154,13 +150,13 @@ def judge(op, inputs, outputs, *, dtype=None, like=None, ulps=None, accum=None, 
     inputs_at = {}
     for n, a in ins.items():
         inputs_at[n] = os.path.join(where, f"{n}.npy")
-        _write(inputs_at[n], npy_bytes(a))
+        write_atomic(inputs_at[n], npy_bytes(a))
     if len(outs) == 1 and "output" in outs:
         out_path = os.path.join(where, "outputs.npy")
-        _write(out_path, npy_bytes(outs["output"]))
+        write_atomic(out_path, npy_bytes(outs["output"]))
     else:
         out_path = os.path.join(where, "outputs.safetensors")
-        _write(out_path, safetensors_bytes(outs))
+        write_atomic(out_path, safetensors_bytes(outs))
     case_path = os.path.join(where, "case.json")
     try:
         out, cmd = judge_files(op, dtype, inputs_at, out_path, case_path, like=like, ulps=ulps, accum=accum,

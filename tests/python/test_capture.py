@@ -72,6 +72,8 @@ def test_limits_and_bad_arguments(tmp_path):
     assert not cap.records and "a tensor of 32 elements (max_elements=16)" in cap.skipped[0][1]
     with pytest.raises(ValueError, match="is not an empty directory"):
         precfuzz.capture(tmp_path / "a")
+    with pytest.raises(ValueError, match="limit=0: an integer >= 1"):
+        precfuzz.capture(tmp_path / "e", limit=0)
     with pytest.raises(ValueError, match="no op 'layernorm'"):
         precfuzz.capture(tmp_path / "c", ops=("layernorm",))
     (tmp_path / "d").mkdir()

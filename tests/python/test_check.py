@@ -103,10 +103,14 @@ def test_seconds_runs_batches_until_the_budget_is_spent(tmp_path):
     (dict(op="softmax", like="safe", shapes=["4by4"]), "shape '4by4'"),
     (dict(op="softmax", like="safe", to="jax-ish"), "to='jax-ish'"),
     (dict(op="attention", like="flash"), "the operation passes q, k, v by name"),
+    (dict(op="softmax", like="safe", cases=0), "cases=0: an integer >= 1"),
+    (dict(op="softmax", like="safe", dtypes=[]), "dtypes=.*: a non-empty list"),
+    (dict(op="softmax", like="safe", accums=[]), "accums=.*: a non-empty list"),
+    (dict(op="softmax", like="safe", seconds=0), "seconds=0: a positive number of seconds"),
 ])
 def test_bad_arguments_are_named(kw, msg, tmp_path):
     with pytest.raises(ValueError, match=msg.replace("(", r"\(")):
-        precfuzz.check(softmax_exact, cases=1, findings=tmp_path, **kw)
+        precfuzz.check(softmax_exact, **{"cases": 1, "findings": tmp_path, **kw})
 
 
 def test_a_signature_that_cannot_take_the_inputs_is_named(tmp_path):

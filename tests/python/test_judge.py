@@ -104,3 +104,20 @@ def test_one_stage_of_several_with_integer_targets(tmp_path):
     with pytest.raises(ValueError, match="input target: integers beyond fp32's exact range"):
         precfuzz.judge("cross_entropy", {"logits": x, "target": np.array([2**24 + 1, 0])}, {"reduced": np.array([ln4])},
                        findings=tmp_path)
+
+
+def test_an_outputs_file_of_more_than_64_tensors_is_refused(tmp_path):
+    # every tensor's name is checked against the stages, so a file of more than that many is
+    # refused whole rather than judged in part
+    import subprocess
+
+    from precfuzz.judging import safetensors_bytes
+    from precfuzz.protocol import npy_bytes
+
+    x = np.zeros((1, 2), np.float16)
+    (tmp_path / "x.npy").write_bytes(npy_bytes(x))
+    many = {"output": np.full((1, 2), 0.5, np.float16), **{f"t{i}": x for i in range(64)}}
+    (tmp_path / "o.safetensors").write_bytes(safetensors_bytes(many))
+    p = subprocess.run([precfuzz.binary(), "judge", "-k", "softmax", "-t", "fp16", "--input", f"x:file={tmp_path}/x.npy",
+                        "--outputs", f"{tmp_path}/o.safetensors"], capture_output=True, text=True)
+    assert p.returncode == 2 and p.stderr.strip().endswith("65 tensors; an outputs file holds at most 64"), p.stderr
