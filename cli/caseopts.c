@@ -276,6 +276,9 @@ int pf_apply_input_specs(pf_case *c, const run_opts *o) {
       } else if (strcmp(f, "scale") == 0) {
         if (pf_parse_double(v, &d) || !isfinite(d) || d < 0) return pf_usage_error("--input %s: scale '%s' is not a finite number >= 0", buf, v);
         g->scale = d;
+      } else if (strcmp(f, "offset") == 0) {
+        if (pf_parse_double(v, &d) || !isfinite(d)) return pf_usage_error("--input %s: offset '%s' is not a finite number", buf, v);
+        g->offset = d;
       } else if (strcmp(f, "exp") == 0) {
         if (sscanf(v, "%d:%d%n", &lo, &hi, &n) != 2 || v[n] || lo > hi || lo < -1100 || hi > 1100)
           return pf_usage_error("--input %s: exp '%s' is not LO:HI with -1100 <= LO <= HI <= 1100", buf, v);
@@ -300,7 +303,7 @@ int pf_apply_input_specs(pf_case *c, const run_opts *o) {
         for (size_t i = 0; i < cnt; i++) g->values[i] = d;
         g->nvalues = cnt;
       } else {
-        return pf_usage_error("--input %s: unknown field '%s' (dist, scale, exp, outliers, outlier_magnitude, special_rate, value, file)", buf, f);
+        return pf_usage_error("--input %s: unknown field '%s' (dist, scale, offset, exp, outliers, outlier_magnitude, special_rate, value, file)", buf, f);
       }
     }
     /* fields that would be ignored are refused */
@@ -454,7 +457,7 @@ int pf_check_run_opts(const run_opts *o) {
 void pf_axis_reproduce_line(const pf_case *c, const run_opts *o, const pf_axis *a, double x, uint64_t seed,
                                 char *buf, size_t len) {
   run_opts r = *o;
-  char specs[PF_MAX_INPUTS][96];
+  char specs[PF_MAX_INPUTS][256];
   char h[40];
   pf_hexfloat(h, x);
   const pf_op *op = pf_case_op(c);
@@ -462,8 +465,25 @@ void pf_axis_reproduce_line(const pf_case *c, const run_opts *o, const pf_axis *
   if (a->kind == PF_AXIS_VALUE || (a->kind == PF_AXIS_SCALE && a->index >= 0))
     for (int i = 0; i < op->ninputs && r.ninput_specs < 16; i++) {
       if (a->index >= 0 && i != a->index) continue;
-      snprintf(specs[i], sizeof specs[i], "%s:%s=%s", op->input_names[i], a->kind == PF_AXIS_VALUE ? "value" : "scale", h);
-      r.input_spec[r.ninput_specs++] = specs[i];
+      const char *field = a->kind == PF_AXIS_VALUE ? "value" : "scale";
+      const size_t nl = strlen(op->input_names[i]);
+      int at = -1; /* the input's own spec, which the axis's field joins (an input is given once) */
+      for (int k = 0; k < r.ninput_specs; k++)
+        if (strncmp(r.input_spec[k], op->input_names[i], nl) == 0 && r.input_spec[k][nl] == ':') at = k;
+      if (at >= 0 && a->kind == PF_AXIS_SCALE) {
+        /* its fields but scale, then the axis's scale */
+        size_t w = (size_t)snprintf(specs[i], sizeof specs[i], "%s:", op->input_names[i]);
+        char fields[256];
+        snprintf(fields, sizeof fields, "%s", r.input_spec[at] + nl + 1);
+        for (char *save = NULL, *f = strtok_r(fields, ",", &save); f && w < sizeof specs[i];
+             f = strtok_r(NULL, ",", &save))
+          if (strncmp(f, "scale=", 6) != 0) w += (size_t)snprintf(specs[i] + w, sizeof specs[i] - w, "%s,", f);
+        if (w < sizeof specs[i]) snprintf(specs[i] + w, sizeof specs[i] - w, "scale=%s", h);
+      } else {
+        snprintf(specs[i], sizeof specs[i], "%s:%s=%s", op->input_names[i], field, h);
+      }
+      if (at >= 0) r.input_spec[at] = specs[i];
+      else r.input_spec[r.ninput_specs++] = specs[i];
     }
   pf_case k;
   if (pf_axis_apply(c, a, x, &k)) {

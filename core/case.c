@@ -116,6 +116,8 @@ static pf_status pf_check_gen(const pf_gen *g, const char *name, size_t n, pf_dt
   if ((unsigned)g->dist >= PF_NDISTS) return pf_error(PF_ERR_ARG, "input '%s': bad distribution", name);
   if (!isfinite(g->scale) || g->scale < 0)
     return pf_error(PF_ERR_ARG, "input '%s': scale must be finite and >= 0, got %g", name, g->scale);
+  if (!isfinite(g->offset))
+    return pf_error(PF_ERR_ARG, "input '%s': offset must be finite, got %g", name, g->offset);
   if (g->exp_min > g->exp_max || g->exp_min < -1100 || g->exp_max > 1100)
     return pf_error(PF_ERR_ARG, "input '%s': need -1100 <= exp_min <= exp_max <= 1100, got [%d, %d]", name,
                     g->exp_min, g->exp_max);
@@ -362,6 +364,7 @@ cJSON *pf_case_to_cjson(const pf_case *c) {
       cJSON_AddStringToObject(o, "seed", b);
     }
     pf_add_hex(o, "scale", g->scale);
+    if (g->offset != 0) pf_add_hex(o, "offset", g->offset);
     if (g->dist == PF_DIST_LOGUNIFORM) {
       cJSON_AddNumberToObject(o, "exp_min", g->exp_min);
       cJSON_AddNumberToObject(o, "exp_max", g->exp_max);
@@ -511,7 +514,7 @@ static pf_status pf_gen_from_cjson(pf_gen *g, const cJSON *o, const char *what, 
     }
     return PF_OK;
   }
-  static const char *const known[] = {"dist", "seed", "scale", "exp_min", "exp_max", "outliers",
+  static const char *const known[] = {"dist", "seed", "scale", "offset", "exp_min", "exp_max", "outliers",
                                       "outlier_magnitude", "special_rate", NULL};
   pf_status st = pf_unknown_keys(o, known, what, where);
   if (st) return st;
@@ -525,6 +528,8 @@ static pf_status pf_gen_from_cjson(pf_gen *g, const cJSON *o, const char *what, 
     return pf_error(PF_ERR_PARSE, "%s: input '%s' needs a 'seed'", what, name);
   if ((st = pf_json_uint(v, "seed", what, 18446744073709551615.0, &g->seed))) return st;
   if ((v = cJSON_GetObjectItemCaseSensitive(o, "scale")) && (st = pf_json_real(v, "scale", what, &g->scale)))
+    return st;
+  if ((v = cJSON_GetObjectItemCaseSensitive(o, "offset")) && (st = pf_json_real(v, "offset", what, &g->offset)))
     return st;
   if ((v = cJSON_GetObjectItemCaseSensitive(o, "exp_min")) &&
       (st = pf_json_int(v, "exp_min", what, -1100, 1100, &g->exp_min)))

@@ -150,7 +150,11 @@ pf_status pf_tensor_generate(pf_tensor *t, const pf_gen *g) {
   pf_rng r;
   pf_status st = pf_rng_init(&r, g->seed);
   if (st) return st;
-  for (size_t i = 0; i < t->n; i++) t->data[i] = pf_round(t->dtype, pf_draw(&r, g) * g->scale);
+  /* offset 0 adds nothing (not even to a -0: the same bits as before there was an offset) */
+  for (size_t i = 0; i < t->n; i++) {
+    const double v = pf_draw(&r, g) * g->scale;
+    t->data[i] = pf_round(t->dtype, g->offset != 0 ? v + g->offset : v);
+  }
   /* Outliers and specials come from their own stream so that the bulk stays the same. */
   pf_rng_free(&r);
   if (g->outliers || g->special_rate > 0) {

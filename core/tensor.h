@@ -26,6 +26,7 @@ typedef struct {
   pf_dist dist;
   uint64_t seed;
   double scale;          /* multiplies every drawn value (not outliers or specials) */
+  double offset;         /* then added to it: a mean far from 0 (normalization's statistics) */
   int exp_min, exp_max;  /* PF_DIST_LOGUNIFORM */
   size_t outliers;       /* this many elements set to +-outlier_mag */
   double outlier_mag;

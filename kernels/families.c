@@ -8,6 +8,7 @@
   X(softmax)              \
   X(softmax_bwd)          \
   X(cross_entropy)        \
+  X(layernorm)            \
   X(attention_bwd)        \
   X(attention)            \
   X(adam)                 \
