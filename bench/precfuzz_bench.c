@@ -106,6 +106,22 @@ static double fp64_clip_seconds(const pf_case *c, const pf_tensor *in) {
   return pf_now() - t0;
 }
 
+/* LayerNorm: each row's mean, variance (two passes), rstd and y = (x - mean) rstd gamma + beta. */
+static double fp64_layernorm_seconds(const pf_case *c, const pf_tensor *in) {
+  const size_t rows = c->shape[0], cols = c->shape[1];
+  const double eps = pf_case_param(c, "eps"), t0 = pf_now();
+  for (size_t i = 0; i < rows; i++) {
+    const double *x = in[0].data + i * cols;
+    double m = 0, v = 0;
+    for (size_t j = 0; j < cols; j++) m += x[j];
+    m /= (double)cols;
+    for (size_t j = 0; j < cols; j++) v += (x[j] - m) * (x[j] - m);
+    const double r = 1 / sqrt(v / (double)cols + eps);
+    for (size_t j = 0; j < cols; j++) sink += (x[j] - m) * r * in[1].data[j] + in[2].data[j];
+  }
+  return pf_now() - t0;
+}
+
 /* The TP step: every step's gradient buffers (micro-batches summed, the tied head's added), the
  * global norm, the clip factor and an AdamW step on every parameter, in binary64. */
 static double fp64_tp_seconds(const pf_case *c, const pf_tensor *in) {
@@ -192,6 +208,8 @@ int main(int argc, char **argv) {
       {"attention", "flash", PF_BF16, PF_FP32, {1, 8, 4096, 4096, 128}, 1},
       {"adam", "fused", PF_BF16, PF_FP32, {1 << 16}, 0},
       {"adam", "torch", PF_FP16, PF_FP32, {1 << 16}, 0},
+      {"layernorm", "torch", PF_BF16, PF_FP32, {64, 4096}, 0},
+      {"layernorm", "welford", PF_FP32, PF_FP32, {8, 16384}, 0},
       {"clip", "megatron", PF_BF16, PF_FP32, {16, 4096}, 0},
       {"clip", "torch", PF_FP16, PF_FP32, {16, 4096}, 0},
       {"tp_diff", "megatron", PF_BF16, PF_FP32, {3, 8, 16, 11, 4}, 0},
@@ -228,6 +246,7 @@ int main(int argc, char **argv) {
               : strcmp(b->kernel, "attention") == 0 ? fp64_attention_seconds(&c, run.in)
               : strcmp(b->kernel, "adam") == 0      ? fp64_adam_seconds(&c, run.in)
               : strcmp(b->kernel, "clip") == 0      ? fp64_clip_seconds(&c, run.in)
+              : strcmp(b->kernel, "layernorm") == 0 ? fp64_layernorm_seconds(&c, run.in)
                                                     : fp64_tp_seconds(&c, run.in);
       pf_run_free(&run);
       if (b->judge) {

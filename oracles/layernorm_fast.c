@@ -8,9 +8,13 @@
  *                gamma_{n-1}^2 sum |x| of the exact sum
  *   mean         S / n (DWDivDW3, 9.8u^2): em = eS / n + 9.8u^2 |mean|
  *   d_j          x_j - mean (DWPlusFP, 2u^2 |d_j|): against x_j - m~ for the computed m~
- *   V            sum d_j^2 (DWTimesDW3 5u^2 each, AccurateDWPlusDW 3u^2/(1-4u) per partial sum, all
- *                positive): within (9.1 + 3.01 n) u^2 V of sum (x - m~)^2, which is the exact
- *                n var + n (m~ - m)^2 (the mean's error enters squared: sum (x - m) = 0)
+ *   V            sum d_j^2 as Dot2 does (Ogita, Rump and Oishi 2005): d.hi^2 split exactly (TwoProduct),
+ *                added by TwoSum into four interleaved sums (lanes j mod 4, the same order with AVX2 and
+ *                without), whose errors, the products' low parts and 2 d.hi d.lo (2u^2 d^2 off, and
+ *                d.lo^2 dropped: u^2 d^2) gather in a second sum, rounded within 3n u of its terms'
+ *                magnitude (at most 3n u^2 V each): within (3n^2 + 3n + 7) u^2 V of sum (x - m~)^2
+ *                (with the 4.1u^2 V of the d_j's own error), which is the exact n var + n (m~ - m)^2
+ *                (the mean's error enters squared: sum (x - m) = 0)
  *   var, w, den  V / n (9.8u^2), + eps (2u^2), sqrt (2^-102; a relative error e of its operand
  *                moves the root by at most 0.51 e for e <= 2^-40)
  *   rstd         1 / den (9.8u^2)
@@ -20,9 +24,71 @@
 
 #include <math.h>
 
+#include "core/parallel.h"
 #include "oracles/dd.h"
+#include "oracles/dd_avx2.h"
 
 #define PF_U2 0x1p-106 /* u^2 */
+
+/* What y_j's enclosure needs beyond the row: its mean (negated), rstd and their bounds. */
+typedef struct {
+  pf_dd nm, r;
+  double em, rr;
+  int zc;
+  pf_dtype t;
+} pf_ln_fast_y;
+
+/* y_j = (d_j r) g' + beta with its bound: 1 when settled into output i */
+static inline int pf_ln_fast_y1(const pf_ln_fast_y *k, double x, double g, double b, pf_oracle_result *out, size_t i) {
+  const pf_dd d = pf_dd_add_d(k->nm, x);
+  const double eta = k->em + 2.02 * PF_U2 * fabs(d.hi); /* |d - (x - m)| */
+  const pf_dd pr = pf_dd_mul(d, k->r);
+  const double ep = fabs(pr.hi) * (k->rr + 5.1 * PF_U2) * (1 + 2 * k->rr) + k->r.hi * (1 + k->rr) * eta;
+  const pf_dd gg = k->zc ? pf_two_sum(1.0, g) : (pf_dd){g, 0};
+  const pf_dd q = pf_dd_mul(pr, gg);
+  const double eq = fabs(gg.hi) * (1 + 0x1p-52) * ep + 5.1 * PF_U2 * fabs(q.hi) * (1 + 0x1p-40);
+  const pf_dd y = pf_dd_add_d(q, b);
+  const double ey = (eq + 2.02 * PF_U2 * fabs(y.hi)) * (1 + 0x1p-40);
+  return pf_fast_settle(out, i, y, ey, k->t);
+}
+
+#ifdef PF_DD_AVX2
+/* the same, four lanes: the lanes the cheap test settles are written and returned as a mask;
+ * the scalar path takes the others (it computes the same values) */
+PF_AVX2_TARGET static int pf_ln_fast_y4(const pf_ln_fast_y *k, const double *x, const double *g, const double *b,
+                                        pf_oracle_result *out, size_t i) {
+  const pf_dd4 d = pf4_add_d(pf4_bcast(k->nm), _mm256_loadu_pd(x));
+  const __m256d eta = _mm256_add_pd(pf4_c(k->em), _mm256_mul_pd(pf4_c(2.02 * PF_U2), pf4_abs(d.hi)));
+  const pf_dd4 pr = pf4_mul(d, pf4_bcast(k->r));
+  const __m256d ep = _mm256_add_pd(_mm256_mul_pd(pf4_abs(pr.hi), pf4_c((k->rr + 5.1 * PF_U2) * (1 + 2 * k->rr))),
+                                   _mm256_mul_pd(pf4_c(k->r.hi * (1 + k->rr)), eta));
+  const __m256d gv = _mm256_loadu_pd(g);
+  const pf_dd4 gg = k->zc ? pf4_two_sum(pf4_c(1.0), gv) : pf4_d(gv);
+  const pf_dd4 q = pf4_mul(pr, gg);
+  const __m256d eq = _mm256_add_pd(_mm256_mul_pd(_mm256_mul_pd(pf4_abs(gg.hi), pf4_c(1 + 0x1p-52)), ep),
+                                   _mm256_mul_pd(pf4_c(5.1 * PF_U2 * (1 + 0x1p-40)), pf4_abs(q.hi)));
+  const pf_dd4 y = pf4_add_d(q, _mm256_loadu_pd(b));
+  const __m256d ey = _mm256_mul_pd(_mm256_add_pd(eq, _mm256_mul_pd(pf4_c(2.02 * PF_U2), pf4_abs(y.hi))), pf4_c(1 + 0x1p-40));
+  __m256d r;
+  const int mask = _mm256_movemask_pd(pf4_settle(y, ey, k->t, &r));
+  if (mask) pf4_store_settled(out, i, mask, y, r, k->t);
+  return mask;
+}
+
+/* V's four interleaved sums over j < n4 (a multiple of 4), as the scalar loop adds them */
+PF_AVX2_TARGET static void pf_ln_fast_v4(pf_dd nm, const double *x, size_t n4, double *acc, double *cor) {
+  __m256d a = _mm256_setzero_pd(), c = _mm256_setzero_pd();
+  const pf_dd4 m = pf4_bcast(nm);
+  for (size_t j = 0; j < n4; j += 4) {
+    const pf_dd4 d = pf4_add_d(m, _mm256_loadu_pd(x + j));
+    const pf_dd4 p = pf4_two_prod(d.hi, d.hi), t = pf4_two_sum(a, p.hi);
+    a = t.hi;
+    c = _mm256_add_pd(c, _mm256_add_pd(_mm256_add_pd(t.lo, p.lo), _mm256_mul_pd(pf4_c(2.0), _mm256_mul_pd(d.hi, d.lo))));
+  }
+  _mm256_storeu_pd(acc, a);
+  _mm256_storeu_pd(cor, c);
+}
+#endif
 
 PF_DD_CLONES int pf_ln_fast_row(const pf_ln_fast_params *p, const double *x, const double *g, const double *b,
                                 size_t i, pf_oracle_result *out) {
@@ -46,15 +112,24 @@ PF_DD_CLONES int pf_ln_fast_row(const pf_ln_fast_params *p, const double *x, con
   const double em = (eS / dn + 9.9 * PF_U2 * fabs(mean.hi)) * (1 + 0x1p-40);
   if (mean.hi != 0 && fabs(mean.hi) < 0x1p-900) return 0;
   if (!pf_fast_settle(out, i, mean, em, p->stats)) return 0;
-  /* V = sum (x - m~)^2 */
-  pf_dd V = {0, 0};
+  /* V = sum (x - m~)^2, in four interleaved sums (lane j mod 4) and their corrections */
   const pf_dd nm = pf_dd_neg(mean);
-  for (size_t j = 0; j < n; j++) {
+  double acc[4] = {0, 0, 0, 0}, cor[4] = {0, 0, 0, 0};
+  size_t j0 = 0;
+#ifdef PF_DD_AVX2
+  if (pf_avx2()) pf_ln_fast_v4(nm, x, j0 = n / 4 * 4, acc, cor);
+#endif
+  for (size_t j = j0; j < n; j++) {
     const pf_dd d = pf_dd_add_d(nm, x[j]);
-    V = pf_dd_add(V, pf_dd_mul(d, d));
+    const pf_dd pq = pf_two_prod(d.hi, d.hi), t = pf_two_sum(acc[j % 4], pq.hi);
+    acc[j % 4] = t.hi;
+    cor[j % 4] += (t.lo + pq.lo) + 2.0 * (d.hi * d.lo);
   }
+  pf_dd V = pf_two_sum(acc[0], acc[1]);
+  V = pf_dd_add(V, pf_two_sum(acc[2], acc[3]));
+  V = pf_dd_add_d(V, (cor[0] + cor[1]) + (cor[2] + cor[3]));
   if (!(V.hi >= 0x1p-900 && V.hi <= 0x1p900)) return 0; /* a constant row (V = 0) among them: MPFR's */
-  const double eV = (dn * em * em + (3.02 * dn + 9.2) * PF_U2 * V.hi) * (1 + 0x1p-40);
+  const double eV = (dn * em * em + (3 * dn * dn + 3 * dn + 16) * PF_U2 * V.hi) * (1 + 0x1p-40);
   /* the denominator of rstd, den, and its relative error rd */
   pf_dd den;
   double rd;
@@ -81,18 +156,19 @@ PF_DD_CLONES int pf_ln_fast_row(const pf_ln_fast_params *p, const double *x, con
   if (!pf_fast_settle(out, p->rows + i, r, rr * r.hi, p->stats)) return 0;
   /* y_j = (d_j r) g' + beta */
   const size_t y0 = p->y_at + i * n;
-  for (size_t j = 0; j < n; j++) {
+  for (size_t j = 0; j < n; j++)
     if (!isfinite(g[j]) || !isfinite(b[j]) || fabs(g[j]) > 0x1p300 || fabs(b[j]) > 0x1p300) return 0;
-    const pf_dd d = pf_dd_add_d(nm, x[j]);
-    const double eta = em + 2.02 * PF_U2 * fabs(d.hi); /* |d - (x - m)| */
-    const pf_dd pr = pf_dd_mul(d, r);
-    const double ep = fabs(pr.hi) * (rr + 5.1 * PF_U2) * (1 + 2 * rr) + r.hi * (1 + rr) * eta;
-    const pf_dd gg = p->zero_centered ? pf_two_sum(1.0, g[j]) : (pf_dd){g[j], 0};
-    const pf_dd q = pf_dd_mul(pr, gg);
-    const double eq = fabs(gg.hi) * (1 + 0x1p-52) * ep + 5.1 * PF_U2 * fabs(q.hi) * (1 + 0x1p-40);
-    const pf_dd y = pf_dd_add_d(q, b[j]);
-    const double ey = (eq + 2.02 * PF_U2 * fabs(y.hi)) * (1 + 0x1p-40);
-    if (!pf_fast_settle(out, y0 + j, y, ey, p->dtype)) return 0;
+  const pf_ln_fast_y k = {nm, r, em, rr, p->zero_centered, p->dtype};
+  int lanes = 0; /* the current block of four: the outputs the vector test settled */
+#ifdef PF_DD_AVX2
+  const int avx2 = pf_avx2();
+#endif
+  for (size_t j = 0; j < n; j++) {
+#ifdef PF_DD_AVX2
+    if (j % 4 == 0) lanes = avx2 && j + 4 <= n ? pf_ln_fast_y4(&k, x + j, g + j, b + j, out, y0 + j) : 0;
+#endif
+    if (lanes >> (j % 4) & 1) continue;
+    if (!pf_ln_fast_y1(&k, x[j], g[j], b[j], out, y0 + j)) return 0;
   }
   return 1;
 }

@@ -397,7 +397,7 @@ static void test_simd_off_same_bits(void **state) {
                {"attention", "inward"},     {"adam", "fused"},            {"adam", "torch"},
                {"adam", "no-master"},       {"adam", "eps-inside"},       {"adam", "no-bias-correction"},
                {"clip", "megatron"},        {"clip", "torch"},            {"clip", "inf"},
-               {"softmax", "safe"},         {"softmax", "online"}};
+               {"softmax", "safe"},         {"softmax", "online"},        {"layernorm", "welford"}};
   for (size_t v = 0; v < sizeof cases / sizeof cases[0]; v++)
     for (int t = 0; t < PF_NDTYPES; t++) {
       pf_case c;
@@ -412,6 +412,11 @@ static void test_simd_off_same_bits(void **state) {
         c.inputs[0].special_rate = 0.002;
         assert_int_equal(pf_case_set_param(&c, "mask", t), PF_OK);       /* none, causal, top-left */
         assert_int_equal(pf_case_set_param(&c, "mask_value", t), PF_OK); /* -inf among them */
+      } else if (strcmp(cases[v].kernel, "layernorm") == 0) {
+        c.shape[0] = 5, c.shape[1] = 203; /* a tail of three */
+        c.inputs[0].offset = t == 1 ? 100 : 0;
+        c.inputs[0].special_rate = 0.001; /* a row or two left to MPFR */
+        assert_int_equal(pf_case_set_param(&c, "zero_centered_gamma", t == 2), PF_OK);
       } else if (strcmp(cases[v].kernel, "clip") == 0) {
         c.shape[0] = 7, c.shape[1] = 503; /* a tail of three */
         c.inputs[0].dist = PF_DIST_LOGUNIFORM; /* in fp16, zeros among them: the scalar path's */
@@ -477,6 +482,37 @@ static void test_clip_fast_agrees_with_mpfr(void **state) {
           pf_case_free(&c);
         }
   print_message("clip: %zu elements agree; cases: %zu by the fast path, %zu by MPFR\n", compared, fast_rows, mpfr_rows);
+  assert_true(fast_rows > mpfr_rows);
+}
+
+/* layernorm: every dtype, rows from 1 to 700 long, means from 0 to 10^4 times the spread, gamma
+ * zero-centred or not, fp32 weights, eps inside and outside the root (eps 0 among them: constant
+ * rows MPFR's), special values */
+static void test_layernorm_fast_agrees_with_mpfr(void **state) {
+  (void)state;
+  static const double offsets[] = {0, 1, 100, 10000};
+  const unsigned n = cases_per_config();
+  uint64_t seed = 1;
+  compared = fast_rows = mpfr_rows = 0;
+  for (int t = 0; t < PF_NDTYPES; t++)
+    for (size_t k = 0; k < sizeof offsets / sizeof *offsets; k++)
+      for (unsigned s = 0; s < 2 * n; s++, seed++) {
+        pf_case c;
+        assert_int_equal(pf_case_init(&c, "layernorm", "welford", seed), PF_OK);
+        c.dtype = (pf_dtype)t;
+        c.shape[0] = 1 + seed % 4, c.shape[1] = 1 + seed * 37 % 700;
+        c.inputs[0].offset = offsets[k];
+        c.inputs[0].dist = s % 3 == 0 ? PF_DIST_HEAVY : PF_DIST_NORMAL;
+        c.inputs[0].special_rate = s % 7 == 1 ? 0.01 : 0;
+        assert_int_equal(pf_case_set_param(&c, "weights", (double)(seed % 2)), PF_OK);
+        assert_int_equal(pf_case_set_param(&c, "zero_centered_gamma", (double)(seed / 2 % 2)), PF_OK);
+        assert_int_equal(pf_case_set_param(&c, "eps_place", (double)(seed / 4 % 2)), PF_OK);
+        assert_int_equal(pf_case_set_param(&c, "eps", seed % 5 == 0 ? 0 : pf_round(PF_FP32, 1e-5)), PF_OK);
+        agree_within(&c, 0x1p-51);
+        pf_case_free(&c);
+      }
+  print_message("layernorm: %zu elements agree; rows: %zu by the fast path, %zu by MPFR\n", compared, fast_rows,
+                mpfr_rows);
   assert_true(fast_rows > mpfr_rows);
 }
 
@@ -757,6 +793,7 @@ int main(void) {
       cmocka_unit_test(test_simd_off_same_bits),
       cmocka_unit_test(test_attention_fast_agrees_with_mpfr),
       cmocka_unit_test(test_clip_fast_agrees_with_mpfr),
+      cmocka_unit_test(test_layernorm_fast_agrees_with_mpfr),
       cmocka_unit_test(test_adam_fast_agrees_with_mpfr), cmocka_unit_test(test_cross_entropy_fast_agrees_with_mpfr),
       cmocka_unit_test(test_softmax_bwd_fast_agrees_with_mpfr),
       cmocka_unit_test(test_attention_bwd_fast_agrees_with_mpfr),
