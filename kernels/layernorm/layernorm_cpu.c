@@ -145,9 +145,10 @@ void pf_ln_bound(const pf_case *c, const pf_tensor *in, pf_bound *out) {
   free(y);
 }
 
-/* Domain: finite inputs, and a finite bound on every row's statistics: no overflow on the way
- * (x^2 in fp16 beyond 256 overflows the moments variant's sum) and a variance whose error stays
- * below var + eps (else rstd has no bound: the variance is lost to cancellation). */
+/* Domain: finite inputs, and a finite bound on every output: no overflow on the way (x^2 in
+ * fp16 beyond 256 overflows the moments variant's sum; x rstd in PyTorch's fp16 path, where rstd
+ * is large), a variance whose error stays below var + eps (else rstd has no bound: the variance
+ * is lost to cancellation), and every output's enclosure inside its dtype's range. */
 int pf_ln_in_domain(const pf_case *c, const pf_tensor *in, char *why, size_t len) {
   const pf_ln_launch L = pf_ln_launch_of(c, 0);
   for (size_t j = 0; j < L.cols; j++)
@@ -155,22 +156,42 @@ int pf_ln_in_domain(const pf_case *c, const pf_tensor *in, char *why, size_t len
       snprintf(why, len, "gamma or beta at column %zu is not finite", j);
       return 0;
     }
+  double *y = malloc(2 * (L.cols ? L.cols : 1) * sizeof(double));
+  if (!y) {
+    snprintf(why, len, "no memory for a row's bounds");
+    return 0;
+  }
   for (size_t i = 0; i < L.rows; i++) {
     const double *x = in[0].data + i * L.cols;
     for (size_t j = 0; j < L.cols; j++)
       if (!isfinite(x[j])) {
         snprintf(why, len, "row %zu: x[%zu] is not finite", i, j);
+        free(y);
         return 0;
       }
     pf_ln_val m, r;
     unsigned fe = 0;
-    pf_ln_row(&L, x, in[1].data, in[2].data, &m, &r, NULL, NULL, &fe);
+    pf_ln_row(&L, x, in[1].data, in[2].data, &m, &r, y, y + L.cols, &fe);
     if (!(m.e < INFINITY) || !(r.e < INFINITY)) {
       snprintf(why, len, "row %zu: no error bound holds for its statistics in %s (%s)", i, pf_dtype_name(L.accum),
                !(m.e < INFINITY) ? "the sum may overflow" : "the variance may be lost to cancellation or overflow");
+      free(y);
       return 0;
     }
+    if (!(fabs(r.v) + r.e < pf_max_finite(L.stats))) {
+      snprintf(why, len, "row %zu: rstd %g may leave %s", i, r.v, pf_dtype_name(L.stats));
+      free(y);
+      return 0;
+    }
+    for (size_t j = 0; j < L.cols; j++)
+      if (!(fabs(y[j]) + y[L.cols + j] < pf_max_finite(L.dtype))) {
+        snprintf(why, len, "row %zu: y[%zu] may overflow on the way or leave %s (gamma %g, beta %g)", i, j,
+                 pf_dtype_name(L.dtype), in[1].data[j], in[2].data[j]);
+        free(y);
+        return 0;
+      }
   }
+  free(y);
   return 1;
 }
 
@@ -260,7 +281,7 @@ static const char *const pf_ln_faults[] = {"ln-var-unbiased", "ln-eps-outside", 
 static const char *const pf_ln_torch_faults[] = {"ln-var-unbiased", "ln-eps-outside", NULL};
 /* F.layer_norm has neither a zero-centred gamma nor eps outside the root */
 static const pf_param_range pf_ln_torch_params[] = {
-    {"zero_centered_gamma", 0, 0, 1u << 0, 0}, {"eps_place", 0, 0, 1u << PF_LN_EPS_INSIDE, 0}, {NULL}};
+    {"zero_centered_gamma", 0, 0, 1u << 0, 0}, {"eps_place", 0, 0, 1u << PF_LN_EPS_INSIDE, 0}, {NULL, 0, 0, 0, 0}};
 #define PF_LN_CONTRACT                                                                                                \
   "mean, rstd and y within the running error bound of the variant's own sequence of operations (layernorm_math.h); " \
   "domain: finite inputs, statistics with a finite bound (no overflow, a variance not lost to cancellation)"
