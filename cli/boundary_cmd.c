@@ -20,9 +20,10 @@ static void print_help_boundary(void) {
       "                         [run's case options: --shape, --param, --input, ...]\n\n"
       "Finds where along one number of the case the variant starts to fail.\n"
       "  --along AXIS        value (every input element), value:INPUT, scale (every input's generator\n"
-      "                      scale), scale:INPUT, param:NAME, dim:NAME\n"
+      "                      scale), scale:INPUT, offset (what the generator adds: the inputs' mean),\n"
+      "                      offset:INPUT, param:NAME, dim:NAME\n"
       "  --from X, --to X    the range (default: value: the format's least positive value to its largest;\n"
-      "                      scale: 2^-30 to 2^30; param: its limits, precfuzz list; dim: 1 to the\n"
+      "                      scale and offset: 2^-30 to 2^30; param: its limits, precfuzz list; dim: 1 to the\n"
       "                      largest power of two whose case is estimated at most 0.1 s, said on stderr;\n"
       "                      with --every: the limits)\n"
       "  --fail VERDICTS     the verdicts that count as failing, comma-separated: inaccurate, underflow,\n"
@@ -156,7 +157,7 @@ int pf_cmd_boundary(int argc, char **argv) {
   if (pf_check_run_opts(&o)) return 2;
   if (!o.kernel) return pf_usage_error("boundary: -k KERNEL is required (see precfuzz list)");
   if (!o.variant) return pf_usage_error("boundary: -v VARIANT is required (see precfuzz list)");
-  if (!along) return pf_usage_error("boundary: --along AXIS is required (value, value:INPUT, scale, scale:INPUT, param:NAME, dim:NAME)");
+  if (!along) return pf_usage_error("boundary: --along AXIS is required (value, value:INPUT, scale, scale:INPUT, offset, offset:INPUT, param:NAME, dim:NAME)");
   if (every && o.cases != 1) return pf_usage_error("boundary: --every runs one case per value: --cases must be 1");
   if (every && (seen[O_POINTS] || seen[O_REFINE])) return pf_usage_error("boundary: --every steps over every value: no --points or --refine");
   const pf_op *op = pf_op_find(o.kernel);
@@ -188,7 +189,7 @@ int pf_cmd_boundary(int argc, char **argv) {
   if (!rc && format_arg && pf_bfmt_parse(format_arg, &a.format)) rc = pf_usage_error("--format: %s", pf_error_message());
   if (!rc && a.format != PF_BFMT_INT && (a.kind == PF_AXIS_DIM || (a.kind == PF_AXIS_PARAM && op->params[a.index].type == PF_PARAM_INT)))
     rc = pf_usage_error("--format: %s takes integers only (int)", along);
-  if (!rc && a.format == PF_BFMT_INT && (a.kind == PF_AXIS_VALUE || a.kind == PF_AXIS_SCALE))
+  if (!rc && a.format == PF_BFMT_INT && (a.kind == PF_AXIS_VALUE || a.kind == PF_AXIS_SCALE || a.kind == PF_AXIS_OFFSET))
     rc = pf_usage_error("--format int: %s takes floating-point values", along);
   if (!rc) {
     double lim_lo, lim_hi;
@@ -196,7 +197,7 @@ int pf_cmd_boundary(int argc, char **argv) {
     if (a.kind == PF_AXIS_VALUE) {
       lo = a.format < PF_NDTYPES ? pf_min_subnormal((pf_dtype)a.format) : 0x1p-1074;
       hi = a.format < PF_NDTYPES ? pf_max_finite((pf_dtype)a.format) : 0x1p1023;
-    } else if (a.kind == PF_AXIS_SCALE) {
+    } else if (a.kind == PF_AXIS_SCALE || a.kind == PF_AXIS_OFFSET) {
       lo = 0x1p-30, hi = 0x1p30;
     } else {
       lo = lim_lo, hi = lim_hi;

@@ -462,23 +462,24 @@ void pf_axis_reproduce_line(const pf_case *c, const run_opts *o, const pf_axis *
   pf_hexfloat(h, x);
   const pf_op *op = pf_case_op(c);
   if (a->kind == PF_AXIS_SCALE && a->index < 0) r.gen.scale = x;
-  if (a->kind == PF_AXIS_VALUE || (a->kind == PF_AXIS_SCALE && a->index >= 0))
+  if (a->kind == PF_AXIS_VALUE || a->kind == PF_AXIS_OFFSET || (a->kind == PF_AXIS_SCALE && a->index >= 0))
     for (int i = 0; i < op->ninputs && r.ninput_specs < 16; i++) {
       if (a->index >= 0 && i != a->index) continue;
-      const char *field = a->kind == PF_AXIS_VALUE ? "value" : "scale";
+      const char *field = a->kind == PF_AXIS_VALUE ? "value" : a->kind == PF_AXIS_SCALE ? "scale" : "offset";
       const size_t nl = strlen(op->input_names[i]);
       int at = -1; /* the input's own spec, which the axis's field joins (an input is given once) */
       for (int k = 0; k < r.ninput_specs; k++)
         if (strncmp(r.input_spec[k], op->input_names[i], nl) == 0 && r.input_spec[k][nl] == ':') at = k;
-      if (at >= 0 && a->kind == PF_AXIS_SCALE) {
-        /* its fields but scale, then the axis's scale */
+      if (at >= 0 && a->kind != PF_AXIS_VALUE) {
+        /* its fields but the axis's, then the axis's */
         size_t w = (size_t)snprintf(specs[i], sizeof specs[i], "%s:", op->input_names[i]);
         char fields[256];
         snprintf(fields, sizeof fields, "%s", r.input_spec[at] + nl + 1);
         for (char *save = NULL, *f = strtok_r(fields, ",", &save); f && w < sizeof specs[i];
              f = strtok_r(NULL, ",", &save))
-          if (strncmp(f, "scale=", 6) != 0) w += (size_t)snprintf(specs[i] + w, sizeof specs[i] - w, "%s,", f);
-        if (w < sizeof specs[i]) snprintf(specs[i] + w, sizeof specs[i] - w, "scale=%s", h);
+          if (strncmp(f, field, strlen(field)) != 0 || f[strlen(field)] != '=')
+            w += (size_t)snprintf(specs[i] + w, sizeof specs[i] - w, "%s,", f);
+        if (w < sizeof specs[i]) snprintf(specs[i] + w, sizeof specs[i] - w, "%s=%s", field, h);
       } else {
         snprintf(specs[i], sizeof specs[i], "%s:%s=%s", op->input_names[i], field, h);
       }

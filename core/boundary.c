@@ -54,15 +54,16 @@ pf_status pf_axis_parse(const pf_case *c, const char *spec, pf_axis *a) {
   const size_t klen = colon ? (size_t)(colon - spec) : strlen(spec);
   const char *name = colon ? colon + 1 : NULL;
   memset(a, 0, sizeof *a);
-  if ((klen == 5 && strncmp(spec, "value", 5) == 0) || (klen == 5 && strncmp(spec, "scale", 5) == 0)) {
-    a->kind = spec[0] == 'v' ? PF_AXIS_VALUE : PF_AXIS_SCALE;
+  if ((klen == 5 && strncmp(spec, "value", 5) == 0) || (klen == 5 && strncmp(spec, "scale", 5) == 0) ||
+      (klen == 6 && strncmp(spec, "offset", 6) == 0)) {
+    a->kind = spec[0] == 'v' ? PF_AXIS_VALUE : spec[0] == 's' ? PF_AXIS_SCALE : PF_AXIS_OFFSET;
     a->index = -1;
     if (name) {
       for (int i = 0; i < op->ninputs; i++)
         if (strcmp(op->input_names[i], name) == 0) a->index = i;
       if (a->index < 0) return pf_error(PF_ERR_ARG, "--along %s: kernel %s has no input '%s'", spec, c->kernel, name);
     }
-    if (a->kind == PF_AXIS_SCALE) {
+    if (a->kind == PF_AXIS_SCALE || a->kind == PF_AXIS_OFFSET) {
       a->format = PF_BFMT_BINARY64;
       return PF_OK;
     }
@@ -91,7 +92,8 @@ pf_status pf_axis_parse(const pf_case *c, const char *spec, pf_axis *a) {
     a->format = PF_BFMT_INT;
     return PF_OK;
   }
-  return pf_error(PF_ERR_ARG, "--along: '%s' is not value[:INPUT], scale[:INPUT], param:NAME or dim:NAME", spec);
+  return pf_error(PF_ERR_ARG, "--along: '%s' is not value[:INPUT], scale[:INPUT], offset[:INPUT], param:NAME or dim:NAME",
+                  spec);
 }
 
 void pf_axis_describe(const pf_case *c, const pf_axis *a, char *buf, size_t len) {
@@ -104,6 +106,10 @@ void pf_axis_describe(const pf_case *c, const pf_axis *a, char *buf, size_t len)
   case PF_AXIS_SCALE:
     if (a->index < 0) snprintf(buf, len, "the scale of every input");
     else snprintf(buf, len, "the scale of %s", op->input_names[a->index]);
+    break;
+  case PF_AXIS_OFFSET:
+    if (a->index < 0) snprintf(buf, len, "the offset of every input");
+    else snprintf(buf, len, "the offset of %s", op->input_names[a->index]);
     break;
   case PF_AXIS_PARAM: snprintf(buf, len, "parameter %s", op->params[a->index].name); break;
   case PF_AXIS_DIM: snprintf(buf, len, "dimension %s", op->dim_names[a->index]); break;
@@ -118,6 +124,7 @@ void pf_axis_limits(const pf_case *c, const pf_axis *a, double *lo, double *hi) 
     *lo = -*hi;
     break;
   case PF_AXIS_SCALE: *lo = 0, *hi = 0x1p1000; break;
+  case PF_AXIS_OFFSET: *lo = -0x1p1000, *hi = 0x1p1000; break;
   case PF_AXIS_PARAM: *lo = op->params[a->index].min, *hi = op->params[a->index].max; break;
   case PF_AXIS_DIM: *lo = 1, *hi = (double)op->dim_max[a->index]; break;
   }
@@ -148,11 +155,14 @@ pf_status pf_axis_apply(const pf_case *tmpl, const pf_axis *a, double x, pf_case
     }
     break;
   case PF_AXIS_SCALE:
+  case PF_AXIS_OFFSET:
     for (int i = 0; i < out->ninputs; i++) {
       if (a->index >= 0 && i != a->index) continue;
       if (out->inputs[i].dist == PF_DIST_VALUES)
-        return pf_error(PF_ERR_ARG, "input %s holds explicit values: it has no scale to search along", op->input_names[i]);
-      out->inputs[i].scale = x;
+        return pf_error(PF_ERR_ARG, "input %s holds explicit values: it has no %s to search along", op->input_names[i],
+                        a->kind == PF_AXIS_SCALE ? "scale" : "offset");
+      if (a->kind == PF_AXIS_SCALE) out->inputs[i].scale = x;
+      else out->inputs[i].offset = x;
     }
     break;
   case PF_AXIS_VALUE:

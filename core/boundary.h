@@ -21,7 +21,8 @@
 #include "progress.h"
 #include "runner.h"
 
-typedef enum { PF_AXIS_VALUE, PF_AXIS_SCALE, PF_AXIS_PARAM, PF_AXIS_DIM } pf_axis_kind;
+/* offset: the mean the generator adds (tensor.h); with scale it sets a mean-to-spread ratio */
+typedef enum { PF_AXIS_VALUE, PF_AXIS_SCALE, PF_AXIS_PARAM, PF_AXIS_DIM, PF_AXIS_OFFSET } pf_axis_kind;
 
 /* The format whose values the search steps over: a dtype, binary64, or the integers. */
 enum { PF_BFMT_BINARY64 = PF_NDTYPES, PF_BFMT_INT, PF_BFMT_COUNT };

@@ -232,22 +232,25 @@ static const pf_fault_setting pf_ln_fault_settings[] = {
     {NULL, NULL, {NULL}},
 };
 
-/* the precision report's sweep: the scan along the spread of rows whose mean is 1 (the
- * mean-to-spread ratio is 1/scale), and where the statistics become imprecise */
+/* the precision report's sweep: the scan along the rows' mean (offset) at a spread of 1, so that
+ * the mean-to-spread ratio is the offset; where the statistics become imprecise as it grows; where
+ * the sums overflow */
 static const pf_op_sweep pf_ln_sweep = {
     .kind = PF_SWEEP_SCAN,
-    .shape = "4x1024", .along = "scale:x", .lo = 0x1p-20, .hi = 1, .fail = "finding", .cases_div = 1,
-    .inputs = {"x:offset=1", NULL},
+    .shape = "4x1024", .along = "offset:x", .lo = 1, .hi = 0x1p24, .fail = "finding", .cases_div = 1,
     .fault_settings = pf_ln_fault_settings,
-    .searches = {{"cancellation (imprecise)", "1x1024", "scale:x", "imprecise", 0x1p-30, 1, {"x:offset=1", NULL}},
+    .searches = {{"cancellation (imprecise)", "1x1024", "offset:x", "imprecise", 1, 0x1p24, {NULL}},
                  {"overflow", "1x64", "value:x", "event:overflow", 1, 0, {NULL}}},
     .explanation =
-        "A row of mean 1 and spread scale: the mean-to-spread ratio is 1/scale. E[x^2] - E[x]^2 (moments) subtracts "
-        "two numbers near 1 to get scale^2: its variance keeps no digit once scale^2 is below the accumulation's unit "
-        "roundoff (2^-24 in fp32: a ratio of 4096), and rstd and y follow; Welford and two-pass subtract the mean from "
-        "each x first and keep the variance to a few ulps at any ratio. PyTorch's fp16/bf16 path forms x rstd - rstd "
-        "mean, which cancels as the ratio grows (in fp32, 2^-24 of the ratio). moments also squares x: in fp16 "
-        "|x| > 256 overflows its sum of squares, in every dtype where the variant computes the sum in the storage dtype.",
+        "Rows of spread 1 around a mean that grows: the mean-to-spread ratio is the offset. Every variant holds the "
+        "mean in its accumulation dtype, so x - mean, and y with it, carries about u times the ratio of error (u = "
+        "2^-24 in fp32: y imprecise from ratios of a few thousand for Welford, two-pass and PyTorch's kernel). "
+        "E[x^2] - E[x]^2 (moments) also loses u times the ratio squared in the variance, times the row length: in fp32 "
+        "over rows of 1024 rstd is imprecise from a ratio near 50, and the variance keeps no digit (outside the "
+        "contract's domain) from about 100. The inputs hold no spread beyond their own precision: in bf16 a ratio past "
+        "2^8 leaves rows of a few distinct values, in fp16 past 2^11. The sums overflow where n |x| (or n x^2 for "
+        "moments) passes the accumulation's largest finite: in fp16 storage, a row of 64 values of 1024, or of 32 for "
+        "the squares.",
 };
 
 int pf_decode_layernorm_fuzzer(const uint8_t *data, size_t size, pf_case *out); /* layernorm_fuzzer.c */
