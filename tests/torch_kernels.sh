@@ -132,6 +132,19 @@ n=$((n + 1))
 out=$("$P" --kernels "$(ex torch_adamw)" replay tests/data/torch/adamw-foreach-bf16-eps-dominates.json 2>&1)
 [ $? -eq 0 ] && echo "$out" | grep -q "adam/torch-adamw-foreach bf16/fp32: ok \[as expected\]" || fail "the eps-dominated foreach case: $out"
 
+# F.layer_norm on the CPU: bit for bit with layernorm/torch (mean, rstd and y) in every dtype, on
+# rows that stop short of a vector, fill one, end in a scalar tail, or pass the moments' cascade
+# (40000: five levels), with fp32 weights and a mean far from 0; exactly 1, not rounded to 100.00%
+for t in fp32 fp16 bf16; do
+  for s in 3x7 2x33 4x1000 1x40000; do
+    n=$((n + 1))
+    out=$("$P" --kernels "$(ex torch_layer_norm)" diff-variant -k layernorm -v torch-layer-norm -t $t --cases 5 \
+      --shape $s --param weights=$([ $t = bf16 ] && echo fp32 || echo storage) --input x:offset=3 --json 2>&1)
+    echo "$out" | python3 -c 'import json,sys; v=json.load(sys.stdin)["variants"][0]; sys.exit(v["bitwise_equal"] != 1)' ||
+      fail "F.layer_norm $t $s: not bit for bit with layernorm/torch: $out"
+  done
+done
+
 # the softmax driver on torch.softmax: no finding
 n=$((n + 1))
 # (a copy of the corpus: a libFuzzer build of the driver would write its new inputs into it)
