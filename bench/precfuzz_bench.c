@@ -122,6 +122,20 @@ static double fp64_layernorm_seconds(const pf_case *c, const pf_tensor *in) {
   return pf_now() - t0;
 }
 
+/* RMSNorm: each row's mean square, rstd and y = x rstd gamma. */
+static double fp64_rmsnorm_seconds(const pf_case *c, const pf_tensor *in) {
+  const size_t rows = c->shape[0], cols = c->shape[1];
+  const double eps = pf_case_param(c, "eps"), t0 = pf_now();
+  for (size_t i = 0; i < rows; i++) {
+    const double *x = in[0].data + i * cols;
+    double s = 0;
+    for (size_t j = 0; j < cols; j++) s += x[j] * x[j];
+    const double r = 1 / sqrt(s / (double)cols + eps);
+    for (size_t j = 0; j < cols; j++) sink += x[j] * r * in[1].data[j];
+  }
+  return pf_now() - t0;
+}
+
 /* The TP step: every step's gradient buffers (micro-batches summed, the tied head's added), the
  * global norm, the clip factor and an AdamW step on every parameter, in binary64. */
 static double fp64_tp_seconds(const pf_case *c, const pf_tensor *in) {
@@ -210,6 +224,7 @@ int main(int argc, char **argv) {
       {"adam", "torch", PF_FP16, PF_FP32, {1 << 16}, 0},
       {"layernorm", "torch", PF_BF16, PF_FP32, {64, 4096}, 0},
       {"layernorm", "welford", PF_FP32, PF_FP32, {8, 16384}, 0},
+      {"rmsnorm", "torch", PF_BF16, PF_FP32, {64, 4096}, 0},
       {"clip", "megatron", PF_BF16, PF_FP32, {16, 4096}, 0},
       {"clip", "torch", PF_FP16, PF_FP32, {16, 4096}, 0},
       {"tp_diff", "megatron", PF_BF16, PF_FP32, {3, 8, 16, 11, 4}, 0},
@@ -247,6 +262,7 @@ int main(int argc, char **argv) {
               : strcmp(b->kernel, "adam") == 0      ? fp64_adam_seconds(&c, run.in)
               : strcmp(b->kernel, "clip") == 0      ? fp64_clip_seconds(&c, run.in)
               : strcmp(b->kernel, "layernorm") == 0 ? fp64_layernorm_seconds(&c, run.in)
+              : strcmp(b->kernel, "rmsnorm") == 0   ? fp64_rmsnorm_seconds(&c, run.in)
                                                     : fp64_tp_seconds(&c, run.in);
       pf_run_free(&run);
       if (b->judge) {

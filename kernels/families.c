@@ -9,6 +9,7 @@
   X(softmax_bwd)          \
   X(cross_entropy)        \
   X(layernorm)            \
+  X(rmsnorm)              \
   X(attention_bwd)        \
   X(attention)            \
   X(adam)                 \

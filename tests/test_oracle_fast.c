@@ -397,7 +397,8 @@ static void test_simd_off_same_bits(void **state) {
                {"attention", "inward"},     {"adam", "fused"},            {"adam", "torch"},
                {"adam", "no-master"},       {"adam", "eps-inside"},       {"adam", "no-bias-correction"},
                {"clip", "megatron"},        {"clip", "torch"},            {"clip", "inf"},
-               {"softmax", "safe"},         {"softmax", "online"},        {"layernorm", "welford"}};
+               {"softmax", "safe"},         {"softmax", "online"},        {"layernorm", "welford"},
+               {"rmsnorm", "fused"}};
   for (size_t v = 0; v < sizeof cases / sizeof cases[0]; v++)
     for (int t = 0; t < PF_NDTYPES; t++) {
       pf_case c;
@@ -415,6 +416,10 @@ static void test_simd_off_same_bits(void **state) {
       } else if (strcmp(cases[v].kernel, "layernorm") == 0) {
         c.shape[0] = 5, c.shape[1] = 203; /* a tail of three */
         c.inputs[0].offset = t == 1 ? 100 : 0;
+        c.inputs[0].special_rate = 0.001; /* a row or two left to MPFR */
+        assert_int_equal(pf_case_set_param(&c, "zero_centered_gamma", t == 2), PF_OK);
+      } else if (strcmp(cases[v].kernel, "rmsnorm") == 0) {
+        c.shape[0] = 5, c.shape[1] = 203; /* a tail of three */
         c.inputs[0].special_rate = 0.001; /* a row or two left to MPFR */
         assert_int_equal(pf_case_set_param(&c, "zero_centered_gamma", t == 2), PF_OK);
       } else if (strcmp(cases[v].kernel, "clip") == 0) {
@@ -512,6 +517,35 @@ static void test_layernorm_fast_agrees_with_mpfr(void **state) {
         pf_case_free(&c);
       }
   print_message("layernorm: %zu elements agree; rows: %zu by the fast path, %zu by MPFR\n", compared, fast_rows,
+                mpfr_rows);
+  assert_true(fast_rows > mpfr_rows);
+}
+
+/* rmsnorm: every dtype, rows from 1 to 700 long, scales from 2^-20 to 2^10, gamma zero-centred
+ * or not, fp32 weights, eps 0 among them (rows of zeros MPFR's), special values */
+static void test_rmsnorm_fast_agrees_with_mpfr(void **state) {
+  (void)state;
+  static const double scales[] = {0x1p-20, 1, 1024};
+  const unsigned n = cases_per_config();
+  uint64_t seed = 1;
+  compared = fast_rows = mpfr_rows = 0;
+  for (int t = 0; t < PF_NDTYPES; t++)
+    for (size_t k = 0; k < sizeof scales / sizeof *scales; k++)
+      for (unsigned s = 0; s < 2 * n; s++, seed++) {
+        pf_case c;
+        assert_int_equal(pf_case_init(&c, "rmsnorm", "fused", seed), PF_OK);
+        c.dtype = (pf_dtype)t;
+        c.shape[0] = 1 + seed % 4, c.shape[1] = 1 + seed * 37 % 700;
+        c.inputs[0].scale = scales[k];
+        c.inputs[0].dist = s % 3 == 0 ? PF_DIST_HEAVY : PF_DIST_NORMAL;
+        c.inputs[0].special_rate = s % 7 == 1 ? 0.01 : 0;
+        assert_int_equal(pf_case_set_param(&c, "weights", (double)(seed % 2)), PF_OK);
+        assert_int_equal(pf_case_set_param(&c, "zero_centered_gamma", (double)(seed / 2 % 2)), PF_OK);
+        assert_int_equal(pf_case_set_param(&c, "eps", seed % 5 == 0 ? 0 : pf_round(PF_FP32, 1e-5)), PF_OK);
+        agree_within(&c, 0x1p-51);
+        pf_case_free(&c);
+      }
+  print_message("rmsnorm: %zu elements agree; rows: %zu by the fast path, %zu by MPFR\n", compared, fast_rows,
                 mpfr_rows);
   assert_true(fast_rows > mpfr_rows);
 }
@@ -794,6 +828,7 @@ int main(void) {
       cmocka_unit_test(test_attention_fast_agrees_with_mpfr),
       cmocka_unit_test(test_clip_fast_agrees_with_mpfr),
       cmocka_unit_test(test_layernorm_fast_agrees_with_mpfr),
+      cmocka_unit_test(test_rmsnorm_fast_agrees_with_mpfr),
       cmocka_unit_test(test_adam_fast_agrees_with_mpfr), cmocka_unit_test(test_cross_entropy_fast_agrees_with_mpfr),
       cmocka_unit_test(test_softmax_bwd_fast_agrees_with_mpfr),
       cmocka_unit_test(test_attention_bwd_fast_agrees_with_mpfr),

@@ -145,6 +145,18 @@ for t in fp32 fp16 bf16; do
   done
 done
 
+# F.rms_norm likewise (rstd by the composite's own ops): the scalar sum (5), vectors with a tail
+# (33), the cascade (1000), a row past ATen's grain (40000, one thread)
+for t in fp32 fp16 bf16; do
+  for s in 3x5 2x33 4x1000 1x40000; do
+    n=$((n + 1))
+    out=$("$P" --kernels "$(ex torch_rms_norm)" diff-variant -k rmsnorm -v torch-rms-norm -t $t --cases 5 --shape $s \
+      --param weights=$([ $t = bf16 ] && echo fp32 || echo storage) --json 2>/dev/null)
+    echo "$out" | python3 -c 'import json,sys; v=json.load(sys.stdin)["variants"][0]; sys.exit(v["bitwise_equal"] != 1)' ||
+      fail "F.rms_norm $t $s: not bit for bit with rmsnorm/torch: $out"
+  done
+done
+
 # the softmax driver on torch.softmax: no finding
 n=$((n + 1))
 # (a copy of the corpus: a libFuzzer build of the driver would write its new inputs into it)
