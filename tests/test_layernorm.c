@@ -13,15 +13,8 @@
 
 #include "core/runner.h"
 #include "kernels/layernorm/layernorm.h"
+#include "tests/case_values.h"
 #include "tests/contract_check.h"
-
-static void set_values(pf_gen *g, const double *v, size_t n) {
-  pf_gen_free(g);
-  g->dist = PF_DIST_VALUES;
-  g->values = malloc(n * sizeof(double));
-  memcpy(g->values, v, n * sizeof(double));
-  g->nvalues = n;
-}
 
 /* one row of n values, gamma 1 (0 with a zero-centred gamma), beta 0 */
 static pf_verdict run_row(pf_run *r, const char *variant, pf_dtype t, pf_dtype acc, size_t n, const double *x, double eps,
@@ -32,13 +25,9 @@ static pf_verdict run_row(pf_run *r, const char *variant, pf_dtype t, pf_dtype a
   c.accum = acc;
   c.shape[0] = 1;
   c.shape[1] = n;
-  double *g = malloc(n * sizeof(double)), *b = calloc(n, sizeof(double));
-  for (size_t j = 0; j < n; j++) g[j] = zero_centered ? 0 : 1;
   set_values(&c.inputs[0], x, n);
-  set_values(&c.inputs[1], g, n);
-  set_values(&c.inputs[2], b, n);
-  free(g);
-  free(b);
+  set_constant(&c.inputs[1], zero_centered ? 0 : 1, n);
+  set_constant(&c.inputs[2], 0, n);
   pf_case_set_param(&c, "eps", eps);
   pf_case_set_param(&c, "zero_centered_gamma", zero_centered);
   if (fault) snprintf(c.fault, sizeof c.fault, "%s", fault);

@@ -12,15 +12,8 @@
 #include <cmocka.h>
 
 #include "core/runner.h"
+#include "tests/case_values.h"
 #include "tests/contract_check.h"
-
-static void set_values(pf_gen *g, const double *v, size_t n) {
-  pf_gen_free(g);
-  g->dist = PF_DIST_VALUES;
-  g->values = malloc(n * sizeof(double));
-  memcpy(g->values, v, n * sizeof(double));
-  g->nvalues = n;
-}
 
 /* one row of n values, gamma = gv everywhere */
 static pf_verdict run_row(pf_run *r, const char *variant, pf_dtype t, pf_dtype acc, size_t n, const double *x, double gv,
@@ -31,11 +24,8 @@ static pf_verdict run_row(pf_run *r, const char *variant, pf_dtype t, pf_dtype a
   c.accum = acc;
   c.shape[0] = 1;
   c.shape[1] = n;
-  double *g = malloc(n * sizeof(double));
-  for (size_t j = 0; j < n; j++) g[j] = gv;
   set_values(&c.inputs[0], x, n);
-  set_values(&c.inputs[1], g, n);
-  free(g);
+  set_constant(&c.inputs[1], gv, n);
   pf_case_set_param(&c, "eps", eps);
   pf_case_set_param(&c, "zero_centered_gamma", zero_centered);
   pf_case_set_param(&c, "weights", fp32_weights);

@@ -118,6 +118,22 @@ pf_status pf_ln_cpu(const pf_case *c, const pf_tensor *in, double *out, unsigned
   return PF_OK;
 }
 
+#ifdef PF_HAVE_CUDA
+#include "core/cuda_module.h"
+#include "kernels/layernorm/layernorm_cuda.h"
+/* the native CUDA kernel, in the module (core/cuda_module.h) */
+static pf_status pf_ln_cuda_case(const pf_case *c, const pf_tensor *in, double *out, unsigned *fe) {
+  __typeof__(&pf_layernorm_cuda) fn;
+  const pf_status st = pf_cuda_entry("pf_layernorm_cuda", (void **)&fn);
+  if (st) return st;
+  const pf_ln_launch L = pf_ln_launch_of(c, pf_ln_faults_of(c));
+  return fn(&L, in[0].data, in[1].data, in[2].data, out, fe);
+}
+#define PF_LN_RUN_CUDA pf_ln_cuda_case
+#else
+#define PF_LN_RUN_CUDA NULL
+#endif
+
 /* ---- contracts -------------------------------------------------------------------------
  * The bound of every output is the running error bound its row's computation carries
  * (layernorm_math.h), taken without the faults; rel is slack for the bound's own binary64
@@ -297,14 +313,14 @@ static const pf_kernel pf_ln_torch = {
 static const pf_kernel pf_ln_welford = {
     PF_KERNEL_ABI, &pf_layernorm_op, "welford", "one pass: m += (x - m) / k, M2 += (x - m)(x - m_new)", PF_LN_DTYPES,
     PF_DT(PF_FP32) | PF_ACCUM_STORAGE, pf_ln_faults, PF_LN_CONTRACT, pf_ln_cpu, pf_ln_bound, pf_ln_in_domain, NULL,
-    NULL, .algo = PF_LN_WELFORD};
+    PF_LN_RUN_CUDA, .algo = PF_LN_WELFORD};
 static const pf_kernel pf_ln_two_pass = {
     PF_KERNEL_ABI, &pf_layernorm_op, "two-pass", "the mean, then the sum of squared deviations from it", PF_LN_DTYPES,
     PF_DT(PF_FP32) | PF_ACCUM_STORAGE, pf_ln_faults, PF_LN_CONTRACT, pf_ln_cpu, pf_ln_bound, pf_ln_in_domain, NULL,
-    NULL, .algo = PF_LN_TWO_PASS};
+    PF_LN_RUN_CUDA, .algo = PF_LN_TWO_PASS};
 static const pf_kernel pf_ln_moments_k = {
     PF_KERNEL_ABI, &pf_layernorm_op, "moments", "one pass: var = E[x^2] - E[x]^2, clamped at 0", PF_LN_DTYPES,
     PF_DT(PF_FP32) | PF_ACCUM_STORAGE, pf_ln_faults, PF_LN_CONTRACT, pf_ln_cpu, pf_ln_bound, pf_ln_in_domain, NULL,
-    NULL, .algo = PF_LN_MOMENTS};
+    PF_LN_RUN_CUDA, .algo = PF_LN_MOMENTS};
 
 const pf_kernel *const pf_layernorm_kernels[] = {&pf_ln_torch, &pf_ln_welford, &pf_ln_two_pass, &pf_ln_moments_k, NULL};

@@ -119,6 +119,22 @@ pf_status pf_rms_cpu(const pf_case *c, const pf_tensor *in, double *out, unsigne
   return PF_OK;
 }
 
+#ifdef PF_HAVE_CUDA
+#include "core/cuda_module.h"
+#include "kernels/rmsnorm/rmsnorm_cuda.h"
+/* the native CUDA kernel, in the module (core/cuda_module.h) */
+static pf_status pf_rms_cuda_case(const pf_case *c, const pf_tensor *in, double *out, unsigned *fe) {
+  __typeof__(&pf_rmsnorm_cuda) fn;
+  const pf_status st = pf_cuda_entry("pf_rmsnorm_cuda", (void **)&fn);
+  if (st) return st;
+  const pf_rms_launch L = pf_rms_launch_of(c, pf_rms_faults_of(c));
+  return fn(&L, in[0].data, in[1].data, out, fe);
+}
+#define PF_RMS_RUN_CUDA pf_rms_cuda_case
+#else
+#define PF_RMS_RUN_CUDA NULL
+#endif
+
 /* ---- contracts ---------------------------------------------------------------------------
  * Every output's bound is the running error bound its row's computation carries (taken without
  * the faults); rel is slack for the bound's own binary64 evaluation. */
@@ -274,6 +290,6 @@ static const pf_kernel pf_rms_torch = {
 static const pf_kernel pf_rms_fused = {
     PF_KERNEL_ABI, &pf_rmsnorm_op, "fused", "the squares summed in order in the accumulation dtype, rstd, x rstd gamma",
     PF_RMS_DTYPES, PF_DT(PF_FP32) | PF_ACCUM_STORAGE, pf_rms_faults, PF_RMS_CONTRACT, pf_rms_cpu, pf_rms_bound,
-    pf_rms_in_domain, NULL, NULL, .algo = PF_RMS_FUSED};
+    pf_rms_in_domain, NULL, PF_RMS_RUN_CUDA, .algo = PF_RMS_FUSED};
 
 const pf_kernel *const pf_rmsnorm_kernels[] = {&pf_rms_torch, &pf_rms_fused, NULL};

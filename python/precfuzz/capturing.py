@@ -17,6 +17,8 @@ kernel claims in precfuzz, docs/own-kernels.md):
 | F.cross_entropy, nn.CrossEntropyLoss: 2-D logits, class indices, no weight | the function, wrapped | cross_entropy: the reduced loss (mean, sum) or the per-row losses (none) | cross_entropy/logsoftmax-cpu (CPU), logsoftmax (CUDA) |
 | F.scaled_dot_product_attention: 4-D, no mask tensor (is_causal or none), no dropout, the default scale, as many key as query heads | the function, wrapped | attention: its output | attention/flash |
 | torch.optim.Adam (no weight decay) and AdamW: the step of every parameter with a gradient | the optimizer step hooks | adam: m, v, param | adam/torch, torch-foreach or torch-fused(-cuda), as torch chose |
+| F.layer_norm, nn.LayerNorm on the CPU, with weight and bias (in the input's dtype or fp32) | aten.native_layer_norm (the TorchDispatchMode) | layernorm: mean, rstd, y | layernorm/torch |
+| F.rms_norm, nn.RMSNorm on the CPU (a weight in the input's dtype or fp32, or none) | the function, wrapped | rmsnorm: y | rmsnorm/torch |
 
 Anything else of these calls (a softmax over another dimension, a class-probability target, a
 mask tensor, amsgrad, ...) is not recorded, and `skipped` says what and why: nothing is judged
@@ -51,10 +53,11 @@ class capture:
     its input tensors (.npy), its outputs (.npy, or .safetensors by stage) and record.json, and
     capture.json listing them and what was skipped."""
 
-    def __init__(self, path, ops=("softmax", "cross_entropy", "attention", "adam"), limit=32, max_elements=1 << 22):
+    def __init__(self, path, ops=("softmax", "cross_entropy", "attention", "adam", "layernorm", "rmsnorm"), limit=32,
+                 max_elements=1 << 22):
         import torch  # noqa: F401  (capture is for PyTorch code)
 
-        known = {"softmax", "cross_entropy", "attention", "adam"}
+        known = {"softmax", "cross_entropy", "attention", "adam", "layernorm", "rmsnorm"}
         bad = set(ops) - known
         if bad:
             raise ValueError(f"capture: no op {sorted(bad)[0]!r} (it records {', '.join(sorted(known))})")
@@ -201,6 +204,72 @@ class capture:
                      shape=(b, h, lq, lk, d))
         return out
 
+    def _norm_checks(self, op, x, normalized_shape, weights):
+        """(rows, cols, the weights' parameter) or None with the reason skipped."""
+        dt = _dtype(x)
+        shape = tuple(normalized_shape) if isinstance(normalized_shape, (list, tuple)) else (int(normalized_shape),)
+        ws = [w for w in weights if w is not None]
+        why = None
+        if x.device.type != "cpu":
+            why = f"on {x.device.type}: precfuzz emulates PyTorch's CPU kernel only"
+        elif dt is None:
+            why = f"an input of {x.dtype}"
+        elif len(shape) < 1 or tuple(x.shape[x.dim() - len(shape):]) != shape or x.numel() == 0:
+            why = f"normalized_shape {shape} of a {tuple(x.shape)} input"
+        elif len({w.dtype for w in ws}) > 1 or any(_dtype(w) not in (dt, "fp32") for w in ws):
+            why = "weights of another dtype than the input's or fp32 (or two different ones)"
+        elif not bool(x.isfinite().all()) or not all(bool(w.isfinite().all()) for w in ws):
+            why = "infinite or NaN inputs"
+        if why:
+            self._skip(op, why)
+            return None
+        cols = math.prod(shape)
+        return x.numel() // cols, cols, "fp32" if ws and _dtype(ws[0]) == "fp32" and dt != "fp32" else "storage"
+
+    def _layer_norm(self, x, normalized_shape, weight, bias, eps, out):
+        import numpy as _np
+        import torch
+
+        if "layernorm" not in self.ops:
+            return
+        if weight is None or bias is None:
+            self._skip("layernorm", "no weight or no bias (elementwise_affine=False): PyTorch runs another loop there, "
+                       "which layernorm/torch does not emulate")
+            return
+        got = self._norm_checks("layernorm", x, normalized_shape, [weight, bias])
+        if got is None or not self._room("layernorm", [x]):
+            return
+        rows, cols, weights = got
+        y, mean, rstd = out
+        with torch.no_grad():
+            self._record("layernorm", "torch", _dtype(x),
+                         {"x": x.detach().reshape(rows, cols), "gamma": weight.detach().reshape(cols),
+                          "beta": bias.detach().reshape(cols)},
+                         {"mean": mean.detach().reshape(-1), "rstd": rstd.detach().reshape(-1),
+                          "y": y.detach().reshape(rows, cols)},
+                         {"eps": float(_np.float32(eps)), "weights": weights},  # the kernel holds eps in fp32
+                         f"F.layer_norm over the last {cols} of {tuple(x.shape)}", shape=(rows, cols))
+
+    def _rms_norm(self, orig, input, normalized_shape, weight=None, eps=None):
+        import numpy as _np
+        import torch
+
+        out = orig(input, normalized_shape, weight, eps)
+        if "rmsnorm" not in self.ops:
+            return out
+        got = self._norm_checks("rmsnorm", input, normalized_shape, [weight])
+        if got is None or not self._room("rmsnorm", [input]):
+            return out
+        rows, cols, weights = got
+        # eps=None is the fp32 epsilon (the composite computes in fp32); the kernel holds eps in fp32
+        e = float(_np.float32(torch.finfo(torch.float32).eps if eps is None else eps))
+        with torch.no_grad():
+            g = weight.detach().reshape(cols) if weight is not None else torch.ones(cols, dtype=input.dtype)
+            self._record("rmsnorm", "torch", _dtype(input), {"x": input.detach().reshape(rows, cols), "gamma": g},
+                         {"y": out.detach().reshape(rows, cols)}, {"eps": e, "weights": weights},
+                         f"F.rms_norm over the last {cols} of {tuple(input.shape)}", shape=(rows, cols))
+        return out
+
     def _adam_pre(self, opt, args, kwargs):
         import torch
         from torch.optim.optimizer import _default_to_fused_or_foreach
@@ -276,6 +345,8 @@ class capture:
                 out = func(*args, **(kwargs or {}))
                 if func is torch.ops.aten._softmax.default:
                     cap._softmax(args[0], args[1], args[2], out)
+                elif func is torch.ops.aten.native_layer_norm.default and not cap._inside:
+                    cap._layer_norm(args[0], args[1], args[2], args[3], args[4], out)
                 return out
 
         def wrap(mod, name, handler):
@@ -293,6 +364,7 @@ class capture:
 
         wrap(F, "cross_entropy", self._cross_entropy)
         wrap(F, "scaled_dot_product_attention", self._sdpa)
+        wrap(F, "rms_norm", self._rms_norm)
         h1 = register_optimizer_step_pre_hook(self._adam_pre)
         h2 = register_optimizer_step_post_hook(self._adam_post)
         self._undo += [h1.remove, h2.remove]

@@ -74,8 +74,8 @@ def test_limits_and_bad_arguments(tmp_path):
         precfuzz.capture(tmp_path / "a")
     with pytest.raises(ValueError, match="limit=0: an integer >= 1"):
         precfuzz.capture(tmp_path / "e", limit=0)
-    with pytest.raises(ValueError, match="no op 'layernorm'"):
-        precfuzz.capture(tmp_path / "c", ops=("layernorm",))
+    with pytest.raises(ValueError, match="no op 'matmul'"):
+        precfuzz.capture(tmp_path / "c", ops=("matmul",))
     (tmp_path / "d").mkdir()
     (tmp_path / "d" / "capture.json").write_text('{"format": "other"}')
     with pytest.raises(ValueError, match="not a precfuzz capture"):
@@ -91,6 +91,46 @@ def test_limits_and_bad_arguments(tmp_path):
 
 
 def test_nothing_stays_patched(tmp_path):
-    before = F.cross_entropy, F.scaled_dot_product_attention
+    before = F.cross_entropy, F.scaled_dot_product_attention, F.rms_norm
     step(tmp_path / "cap")
-    assert (F.cross_entropy, F.scaled_dot_product_attention) == before
+    assert (F.cross_entropy, F.scaled_dot_product_attention, F.rms_norm) == before
+
+
+def test_norms_are_recorded_and_judged(tmp_path):
+    """nn.LayerNorm (bf16, and bf16 activations with fp32 weights as Megatron keeps them) and
+    nn.RMSNorm, judged by layernorm/torch and rmsnorm/torch; a LayerNorm without weights is
+    skipped (PyTorch takes another loop); a y moved by a few ulps is a finding."""
+    torch.manual_seed(0)
+    ln = torch.nn.LayerNorm(64).to(torch.bfloat16)
+    ln32 = torch.nn.LayerNorm(64)  # fp32 weights
+    rms = torch.nn.RMSNorm(64, eps=1e-6).to(torch.bfloat16)
+    with torch.no_grad():
+        for m in (ln, ln32, rms):
+            m.weight.normal_(1, 0.1)
+        ln.bias.normal_(0, 0.1)
+    x = torch.randn(3, 5, 64, dtype=torch.bfloat16) + 4
+    with precfuzz.capture(tmp_path / "cap") as cap:
+        ln(x)
+        F.layer_norm(x, [64], ln32.weight, ln32.bias, 1e-5)
+        rms(x)
+        F.rms_norm(x.float(), [64])  # eps=None: fp32's epsilon
+        F.layer_norm(x, [64])  # no weight: skipped
+    assert [(r["op"], r["dtype"], r["params"].get("weights")) for r in cap.records] == [
+        ("layernorm", "bf16", "storage"), ("layernorm", "bf16", "fp32"), ("rmsnorm", "bf16", "storage"),
+        ("rmsnorm", "fp32", "storage")]
+    assert cap.records[0]["shape"] == [15, 64] and cap.records[2]["params"]["eps"] == float(np.float32(1e-6))
+    assert cap.records[3]["params"]["eps"] == 2.0 ** -23
+    assert [op for op, _ in cap.skipped] == ["layernorm"] and "no weight" in cap.skipped[0][1]
+    js = cap.judge()
+    assert [j.verdict for j in js] == ["ok"] * 4, "\n".join(str(j) for j in js)
+    assert js[0].judged == 15 + 15 + 15 * 64  # mean, rstd, y
+    # y[2, 7] four bf16 ulps further from zero, in the safetensors file (header length, header, data)
+    out = cap.records[0]["outputs"]
+    raw = bytearray(open(out, "rb").read())
+    n = int.from_bytes(raw[:8], "little")
+    start = 8 + n + json.loads(raw[8:8 + n])["y"]["data_offsets"][0] + 2 * (2 * 64 + 7)
+    v = int.from_bytes(raw[start:start + 2], "little") + 4
+    raw[start:start + 2] = v.to_bytes(2, "little")
+    open(out, "wb").write(bytes(raw))
+    j = precfuzz.judge_capture(tmp_path / "cap")[0]
+    assert j.verdict == "inaccurate" and "born in y at y[135]" in j.detail, str(j)  # 2 64 + 7
