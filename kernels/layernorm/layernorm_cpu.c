@@ -303,7 +303,8 @@ static const pf_param_range pf_ln_torch_params[] = {
     {"zero_centered_gamma", 0, 0, 1u << 0, 0}, {"eps_place", 0, 0, 1u << PF_LN_EPS_INSIDE, 0}, {NULL, 0, 0, 0, 0}};
 #define PF_LN_CONTRACT                                                                                                \
   "mean, rstd and y within the running error bound of the variant's own sequence of operations (layernorm_math.h); " \
-  "domain: finite inputs, statistics with a finite bound (no overflow, a variance not lost to cancellation)"
+  "domain: finite inputs, every output's bound finite (no overflow, a variance not lost to cancellation) and inside " \
+  "its dtype"
 
 static const pf_kernel pf_ln_torch = {
     PF_KERNEL_ABI, &pf_layernorm_op, "torch",
