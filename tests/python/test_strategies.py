@@ -46,7 +46,9 @@ def test_the_classes_are_drawn():
     assert find(floats("bf16"), lambda v: 0 < abs(v) < small)  # a subnormal
     assert find(floats("bf16"), lambda v: abs(v) == big)
     assert math.isnan(find(floats("bf16", allow_nan=True), lambda v: v != v))
-    assert find(floats("fp16", min_exp=-2, max_exp=2), lambda v: v > 4) < 8
+    # the binades bound the normal values (specials, the largest finite among them, are outside
+    # by design: left out here, or a shrink that ends on 65504 fails the bound, as one CI run did)
+    assert find(floats("fp16", min_exp=-2, max_exp=2, specials=False), lambda v: v > 4) < 8
 
 
 def test_shrinking_goes_to_simple_values():
