@@ -672,6 +672,29 @@ static void pf_exec_end_all(void) {
 
 pf_status pf_exec_load(const char *cmd) { return pf_exec_load_ranks(cmd, 1); }
 
+/* A rank group talks over 127.0.0.1 on the loopback interface, which precfuzz sets: a command
+ * that sets MASTER_ADDR or GLOO_SOCKET_IFNAME to anything else (ranks:2:"MASTER_ADDR=10.0.0.5
+ * cmd", an `export`, an `env`) is refused before any rank starts. 0, or the one line. */
+static int pf_rank_cmd_elsewhere(const char *cmd, char *why, size_t len) {
+  static const char *const vars[2] = {"MASTER_ADDR", "GLOO_SOCKET_IFNAME"}, *const want[2] = {"127.0.0.1", "lo"};
+  for (int v = 0; v < 2; v++) {
+    const size_t nl = strlen(vars[v]);
+    for (const char *p = strstr(cmd, vars[v]); p; p = strstr(p + 1, vars[v])) {
+      if ((p > cmd && (isalnum((unsigned char)p[-1]) || p[-1] == '_')) || p[nl] != '=') continue;
+      const char *a = p + nl + 1;
+      const char q = *a == '\'' || *a == '"' ? *a++ : 0; /* a quoted value */
+      size_t n = 0;
+      while (a[n] && (q ? a[n] != q : !isspace((unsigned char)a[n]) && !strchr(";&|)", a[n]))) n++;
+      if (n != strlen(want[v]) || strncmp(a, want[v], n) != 0) {
+        snprintf(why, len, "the command sets %s=%.*s: a rank group talks over %s only (precfuzz sets %s=%s)",
+                 vars[v], (int)(n > 64 ? 64 : n), a, v ? "the loopback interface" : "127.0.0.1", vars[v], want[v]);
+        return 1;
+      }
+    }
+  }
+  return 0;
+}
+
 pf_status pf_exec_load_ranks(const char *cmd, int nranks) {
   if (nranks < 1 || nranks > PF_EXEC_MAX_RANKS)
     return pf_error(PF_ERR_ARG, "ranks: %d ranks, not 1 to %d", nranks, PF_EXEC_MAX_RANKS);
@@ -680,6 +703,9 @@ pf_status pf_exec_load_ranks(const char *cmd, int nranks) {
   if (!cmd || !*cmd)
     return nranks > 1 ? pf_error(PF_ERR_ARG, "ranks:%d: needs a command (ranks:2:\"python3 my_ranks.py\")", nranks)
                       : pf_error(PF_ERR_ARG, "exec: needs a command (exec:\"python3 my_kernel.py\")");
+  char elsewhere[200];
+  if (nranks > 1 && pf_rank_cmd_elsewhere(cmd, elsewhere, sizeof elsewhere))
+    return pf_error(PF_ERR_ARG, "ranks:%d:%s: %s", nranks, cmd, elsewhere);
   if (pf_nprocs == PF_EXEC_MAX_PROCS) return pf_error(PF_ERR_ARG, "exec:%s: more than %d kernel processes", cmd, PF_EXEC_MAX_PROCS);
   signal(SIGPIPE, SIG_IGN); /* a process that went away is an error of a write, not our end */
   if (!pf_nprocs) atexit(pf_exec_end_all);

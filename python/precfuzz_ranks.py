@@ -107,20 +107,14 @@ _group = None
 
 
 def loopback_only(env):
-    """None when env's MASTER_ADDR is a loopback address literal (127.0.0.0/8, ::1) and its
-    GLOO_SOCKET_IFNAME is lo; else the line that says what is wrong. A rank group talks over the
-    loopback interface only: a command that sets another address (ranks:N:"MASTER_ADDR=... cmd")
-    is refused before any socket is opened; a name is refused too (it may resolve elsewhere)."""
-    import ipaddress
-
+    """None when env's MASTER_ADDR is 127.0.0.1 and its GLOO_SOCKET_IFNAME is lo, as precfuzz
+    sets them; else the line that says what is wrong. A rank group talks over 127.0.0.1 on the
+    loopback interface only: an address the rank's own code set (os.environ, a wrapper script)
+    is refused before any socket is opened, another loopback address and a name alike (precfuzz
+    refuses a command line that sets one before it starts the ranks)."""
     addr = env.get("MASTER_ADDR", "")
-    try:
-        ok = ipaddress.ip_address(addr).is_loopback
-    except ValueError:
-        ok = False
-    if not ok:
-        return (f"MASTER_ADDR={addr!r} is not a loopback address literal: a rank group talks over the loopback "
-                f"interface only (127.0.0.0/8 or ::1)")
+    if addr != "127.0.0.1":
+        return f"MASTER_ADDR={addr!r}: a rank group talks over 127.0.0.1 on the loopback interface only"
     if env.get("GLOO_SOCKET_IFNAME") != "lo":
         return f"GLOO_SOCKET_IFNAME={env.get('GLOO_SOCKET_IFNAME', '')!r}: a rank group talks over the loopback interface (lo) only"
     return None

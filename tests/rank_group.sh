@@ -79,8 +79,8 @@ check "fault run" "$P" --kernels "ranks:2:$K faults" run -k softmax -v np-rank-s
 [ $rc -eq 0 ] && [ "$(sort -u "$RANK_TEST_DIR/fault")" = "f-two" ] || fail "fault run: $rc $out; $(cat "$RANK_TEST_DIR/fault")"
 expect2 "f-three" "$P" --kernels "ranks:2:$K faults" run -k softmax -v np-rank-softmax --fault f-three --cases 1
 none_left faults
-# loopback only: precfuzz_ranks refuses, before any socket, an address or interface a command set
-# other than loopback's (127.0.0.0/8 and ::1 taken; a name refused: it may resolve elsewhere)
+# loopback only: precfuzz_ranks refuses, before any socket, an address or interface other than
+# the 127.0.0.1 on lo precfuzz sets (another loopback address, ::1 and a name too)
 n=$((n + 1))
 got=$(PYTHONPATH=python "$PY" -c '
 import sys
@@ -89,7 +89,20 @@ for addr, ifname in (("127.0.0.1", "lo"), ("127.3.4.5", "lo"), ("::1", "lo"), ("
                      ("localhost", "lo"), ("", "lo"), ("127.0.0.1", "eth0"), ("127.0.0.1", None)):
     env = {"MASTER_ADDR": addr} if ifname is None else {"MASTER_ADDR": addr, "GLOO_SOCKET_IFNAME": ifname}
     print("ok" if pr.loopback_only(env) is None else "no", file=sys.stderr)' 2>&1 | tr '\n' ' ')
-[ "$got" = "ok ok ok no no no no no " ] || fail "loopback_only: $got"
+[ "$got" = "ok no no no no no no no " ] || fail "loopback_only: $got"
+# and precfuzz refuses a command line that sets them otherwise, before any rank starts (no rank
+# wrote its file); 127.0.0.1 and lo, set again, are what it sets itself
+rm -f "$RANK_TEST_DIR"/rank*
+for spec in "MASTER_ADDR=10.9.9.9 $K" "MASTER_ADDR=127.0.0.2 $K" "env MASTER_ADDR='::1' $K" \
+            "export GLOO_SOCKET_IFNAME=eth0; $K" "MASTER_ADDR=\"localhost\" $K"; do
+  v=$(echo "$spec" | sed -n 's/.*\(MASTER_ADDR\|GLOO_SOCKET_IFNAME\)=.*/\1/p')
+  expect2 "the command sets $v=" "$P" --kernels "ranks:2:$spec" list
+done
+n=$((n + 1))
+ls "$RANK_TEST_DIR"/rank* >/dev/null 2>&1 && fail "a refused command started ranks: $(ls "$RANK_TEST_DIR")"
+check "MASTER_ADDR=127.0.0.1 set again" "$P" --kernels "ranks:2:MASTER_ADDR=127.0.0.1 GLOO_SOCKET_IFNAME=lo $K" list
+[ $rc -eq 0 ] || fail "127.0.0.1 and lo set again: $rc $out"
+none_left "127.0.0.1 set again"
 
 # a tp_diff kernel process whose hello does not name resume_at is refused the round trip
 expect2 "resume_at: tp_diff/np-rank-tp does not take it (its hello's params do not name resume_at: it has no save and load of its own wired to the round trip)" \

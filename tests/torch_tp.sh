@@ -118,15 +118,20 @@ n=$((n + 1))
 out=$("$P" --kernels "$K" diff-tp -v torch-ddp -t fp32 --cases 1 2>&1)
 [ $? -eq 0 ] && echo "$out" | grep -q "^tp_diff/torch-ddp fp32/fp32: 1 cases (seeds 1..1): ok 1" || fail "ddp at its defaults (tied 0, tp 1): $out"
 
-# a command that sets another MASTER_ADDR is refused before any rank opens a socket: exit 2
+# a command that sets another MASTER_ADDR is refused before any rank starts: exit 2 (another
+# loopback address too: the group talks over 127.0.0.1 only)
+for addr in 10.9.9.9 127.0.0.2; do
+  n=$((n + 1))
+  out=$("$P" --kernels "ranks:2:MASTER_ADDR=$addr $PY examples/torch_tp.py" diff-tp -v torch-dtensor -t fp32 --param tied=0 --cases 1 2>&1)
+  [ $? -eq 2 ] && echo "$out" | grep -q "the command sets MASTER_ADDR=$addr: a rank group talks over 127.0.0.1 only" ||
+    fail "MASTER_ADDR=$addr: $out"
+done
+# set from inside the rank's own code, the rank refuses it before its first socket: exit 2
 n=$((n + 1))
-out=$("$P" --kernels "ranks:2:MASTER_ADDR=10.9.9.9 $PY examples/torch_tp.py" diff-tp -v torch-dtensor -t fp32 --param tied=0 --cases 1 2>&1)
-[ $? -eq 2 ] && echo "$out" | grep -q "MASTER_ADDR='10.9.9.9' is not a loopback address" &&
-  echo "$out" | grep -q "^precfuzz: --kernels: .*exited with status 2 before its hello" || fail "MASTER_ADDR elsewhere: $out"
-# told another loopback address (127.0.0.2), the group runs there: still the loopback interface
-n=$((n + 1))
-out=$("$P" --kernels "ranks:2:MASTER_ADDR=127.0.0.2 $PY examples/torch_tp.py" diff-tp -v torch-dtensor -t fp32 --param tied=0 --cases 1 2>&1)
-[ $? -eq 0 ] && echo "$out" | grep -q "^tp_diff/torch-dtensor fp32/fp32: 1 cases (seeds 1..1): ok 1" || fail "MASTER_ADDR=127.0.0.2: $out"
+out=$("$P" --kernels "ranks:2:$PY -c 'import os, runpy, sys; os.environ[\"MASTER_ADDR\"] = \"127.0.0.2\"; sys.argv = [\"examples/torch_tp.py\"]; runpy.run_path(\"examples/torch_tp.py\", run_name=\"__main__\")'" \
+  diff-tp -v torch-dtensor -t fp32 --param tied=0 --cases 1 2>&1)
+[ $? -eq 2 ] && echo "$out" | grep -q "MASTER_ADDR='127.0.0.2': a rank group talks over 127.0.0.1" &&
+  echo "$out" | grep -q "^precfuzz: --kernels: .*exited with status 2 before its hello" || fail "MASTER_ADDR set by the rank: $out"
 
 echo "torch_tp: $((n - failed))/$n checks passed"
 [ $failed -eq 0 ]
