@@ -25,9 +25,7 @@ typedef struct {
   const pf_tensor *in;
   const pf_oracle_opts *opts;
   pf_oracle_result *out;
-  int fast;
-  size_t fast_units[PF_MAX_THREADS], mpfr_units[PF_MAX_THREADS];
-  long max_prec[PF_MAX_THREADS];
+  pf_ln_fast_params p; /* the fast path's view of the case */
 } pf_ln_oracle;
 
 /* the bits that hold a sum of n values whose bits span from 2^lo to below 2^hi, exactly */
@@ -38,7 +36,8 @@ static long pf_ln_bits(long hi, long lo, size_t n) {
 }
 
 /* One row by MPFR. */
-static void pf_ln_mpfr_row(pf_ln_oracle *k, size_t i, long *max_prec) {
+static void pf_ln_mpfr_row(const void *ctx, size_t i, long *max_prec) {
+  const pf_ln_oracle *k = ctx;
   const pf_case *c = k->c;
   const pf_oracle_opts *opts = k->opts;
   pf_oracle_result *out = k->out;
@@ -143,40 +142,18 @@ static void pf_ln_mpfr_row(pf_ln_oracle *k, size_t i, long *max_prec) {
   mpfr_clears(S, Q, D, t, T, g1, (mpfr_ptr)0);
 }
 
-static void pf_ln_rows(void *ctx, int t, size_t begin, size_t end) {
-  pf_ln_oracle *k = ctx;
-  const pf_case *c = k->c;
-  const size_t n = c->shape[1];
-  k->max_prec[t] = k->opts->prec < 64 ? 64 : k->opts->prec;
-  pf_ln_fast_params p = {n, c->dtype, pf_ln_stats_dtype(c, pf_case_algo(c)), c->params[PF_LN_P_EPS],
-                         (int)c->params[PF_LN_P_EPS_PLACE] == PF_LN_EPS_OUTSIDE,
-                         (int)c->params[PF_LN_P_ZERO_CENTERED], c->shape[0], pf_ln_y_at(c)};
-  for (size_t i = begin; i < end; i++) {
-    if (k->fast && pf_ln_fast_row(&p, k->in[PF_LN_IN_X].data + i * n, k->in[PF_LN_IN_GAMMA].data,
-                                  k->in[PF_LN_IN_BETA].data, i, k->out)) {
-      k->fast_units[t]++;
-      continue;
-    }
-    k->mpfr_units[t]++;
-    pf_ln_mpfr_row(k, i, &k->max_prec[t]);
-  }
+static int pf_ln_fast(const void *ctx, size_t i, pf_oracle_result *out) {
+  const pf_ln_oracle *k = ctx;
+  const size_t n = k->p.cols;
+  return pf_ln_fast_row(&k->p, k->in[PF_LN_IN_X].data + i * n, k->in[PF_LN_IN_GAMMA].data, k->in[PF_LN_IN_BETA].data,
+                        i, out);
 }
 
 pf_status pf_layernorm_mpfr(const pf_case *c, const pf_tensor *in, const pf_oracle_opts *opts, pf_oracle_result *out) {
-  const size_t rows = c->shape[0], cols = c->shape[1];
-  pf_ln_oracle *k = calloc(1, sizeof *k);
-  if (!k) return pf_error(PF_ERR_NOMEM, "layernorm oracle: out of memory");
-  /* the fast path first (layernorm_fast.c), row by row; not when the exact values are asked
-   * for in hex (>= 160 bits) */
-  *k = (pf_ln_oracle){.c = c, .in = in, .opts = opts, .out = out, .fast = !opts->mpfr_only && !opts->keep_hex};
-  const int threads = pf_parallel_threads(rows, 100.0 * (double)cols);
-  pf_oracle_parallel(rows, threads, pf_ln_rows, k);
-  out->max_prec = opts->prec < 64 ? 64 : opts->prec;
-  for (int t = 0; t < threads; t++) {
-    out->fast_units += k->fast_units[t];
-    out->mpfr_units += k->mpfr_units[t];
-    if (k->max_prec[t] > out->max_prec) out->max_prec = k->max_prec[t];
-  }
-  free(k);
-  return PF_OK;
+  const pf_ln_oracle k = {c, in, opts, out,
+                          {c->shape[1], c->dtype, pf_ln_stats_dtype(c, pf_case_algo(c)), c->params[PF_LN_P_EPS],
+                           (int)c->params[PF_LN_P_EPS_PLACE] == PF_LN_EPS_OUTSIDE,
+                           (int)c->params[PF_LN_P_ZERO_CENTERED], c->shape[0], pf_ln_y_at(c)}};
+  /* the fast path first (layernorm_fast.c), row by row */
+  return pf_oracle_by_rows(c->shape[0], 100.0 * (double)c->shape[1], opts, out, &k, pf_ln_fast, pf_ln_mpfr_row);
 }

@@ -131,3 +131,47 @@ void pf_oracle_parallel(size_t n, int threads, void (*fn)(void *ctx, int thread,
   pf_mpfr_job j = {fn, ctx};
   pf_parallel_for(n, threads, pf_mpfr_chunk, &j);
 }
+
+/* pf_oracle_by_rows's job: the caller's row functions and, per thread, what it counted */
+typedef struct {
+  const void *ctx;
+  int (*fast)(const void *, size_t, pf_oracle_result *);
+  void (*mpfr)(const void *, size_t, long *);
+  pf_oracle_result *out;
+  long prec0;
+  size_t fast_units[PF_MAX_THREADS], mpfr_units[PF_MAX_THREADS];
+  long max_prec[PF_MAX_THREADS];
+} pf_rows_job;
+
+static void pf_rows_chunk(void *ctx, int t, size_t begin, size_t end) {
+  pf_rows_job *k = ctx;
+  k->max_prec[t] = k->prec0;
+  for (size_t i = begin; i < end; i++) {
+    if (k->fast && k->fast(k->ctx, i, k->out)) {
+      k->fast_units[t]++;
+      continue;
+    }
+    k->mpfr_units[t]++;
+    k->mpfr(k->ctx, i, &k->max_prec[t]);
+  }
+}
+
+pf_status pf_oracle_by_rows(size_t rows, double row_cost, const pf_oracle_opts *opts, pf_oracle_result *out,
+                            const void *ctx, int (*fast)(const void *ctx, size_t row, pf_oracle_result *out),
+                            void (*mpfr)(const void *ctx, size_t row, long *max_prec)) {
+  pf_rows_job *k = calloc(1, sizeof *k);
+  if (!k) return pf_error(PF_ERR_NOMEM, "oracle: out of memory");
+  k->ctx = ctx, k->mpfr = mpfr, k->out = out;
+  k->fast = opts->mpfr_only || opts->keep_hex ? NULL : fast; /* hex asks for >= 160 bits: MPFR's */
+  k->prec0 = opts->prec < 64 ? 64 : opts->prec;
+  const int threads = pf_parallel_threads(rows, row_cost);
+  pf_oracle_parallel(rows, threads, pf_rows_chunk, k);
+  out->max_prec = k->prec0;
+  for (int t = 0; t < threads; t++) {
+    out->fast_units += k->fast_units[t];
+    out->mpfr_units += k->mpfr_units[t];
+    if (k->max_prec[t] > out->max_prec) out->max_prec = k->max_prec[t];
+  }
+  free(k);
+  return PF_OK;
+}

@@ -36,4 +36,12 @@ void pf_mpfr_range_restore(pf_mpfr_range r);
 void pf_oracle_parallel(size_t n, int threads, void (*fn)(void *ctx, int thread, size_t begin, size_t end),
                         void *ctx);
 
+/* An oracle that settles a case row by row, rows in parallel (row_cost: a row's rough cost, for
+ * pf_parallel_threads): row i by fast(ctx, i, out) where the options allow a fast path (not
+ * --oracle mpfr, no hex) and it settles the row (returns 1), else by mpfr(ctx, i, &max_prec);
+ * fills out's fast_units, mpfr_units and max_prec. PF_ERR_NOMEM with one line. */
+pf_status pf_oracle_by_rows(size_t rows, double row_cost, const pf_oracle_opts *opts, pf_oracle_result *out,
+                            const void *ctx, int (*fast)(const void *ctx, size_t row, pf_oracle_result *out),
+                            void (*mpfr)(const void *ctx, size_t row, long *max_prec));
+
 #endif

@@ -22,12 +22,11 @@ typedef struct {
   const pf_tensor *in;
   const pf_oracle_opts *opts;
   pf_oracle_result *out;
-  int fast;
-  size_t fast_units[PF_MAX_THREADS], mpfr_units[PF_MAX_THREADS];
-  long max_prec[PF_MAX_THREADS];
+  pf_rms_fast_params p; /* the fast path's view of the case */
 } pf_rms_oracle;
 
-static void pf_rms_mpfr_row(pf_rms_oracle *k, size_t i, long *max_prec) {
+static void pf_rms_mpfr_row(const void *ctx, size_t i, long *max_prec) {
+  const pf_rms_oracle *k = ctx;
   const pf_case *c = k->c;
   const pf_oracle_opts *opts = k->opts;
   pf_oracle_result *out = k->out;
@@ -105,36 +104,15 @@ static void pf_rms_mpfr_row(pf_rms_oracle *k, size_t i, long *max_prec) {
   mpfr_clears(Q, t, g1, T, (mpfr_ptr)0);
 }
 
-static void pf_rms_rows(void *ctx, int t, size_t begin, size_t end) {
-  pf_rms_oracle *k = ctx;
-  const pf_case *c = k->c;
-  const size_t n = c->shape[1];
-  k->max_prec[t] = k->opts->prec < 64 ? 64 : k->opts->prec;
-  const pf_rms_fast_params p = {n, c->dtype, pf_rms_stats_dtype(c), c->params[PF_RMS_P_EPS],
-                                (int)c->params[PF_RMS_P_ZERO_CENTERED], pf_rms_y_at(c)};
-  for (size_t i = begin; i < end; i++) {
-    if (k->fast && pf_rms_fast_row(&p, k->in[PF_RMS_IN_X].data + i * n, k->in[PF_RMS_IN_GAMMA].data, i, k->out)) {
-      k->fast_units[t]++;
-      continue;
-    }
-    k->mpfr_units[t]++;
-    pf_rms_mpfr_row(k, i, &k->max_prec[t]);
-  }
+static int pf_rms_fast(const void *ctx, size_t i, pf_oracle_result *out) {
+  const pf_rms_oracle *k = ctx;
+  return pf_rms_fast_row(&k->p, k->in[PF_RMS_IN_X].data + i * k->p.cols, k->in[PF_RMS_IN_GAMMA].data, i, out);
 }
 
 pf_status pf_rmsnorm_mpfr(const pf_case *c, const pf_tensor *in, const pf_oracle_opts *opts, pf_oracle_result *out) {
-  const size_t rows = c->shape[0], cols = c->shape[1];
-  pf_rms_oracle *k = calloc(1, sizeof *k);
-  if (!k) return pf_error(PF_ERR_NOMEM, "rmsnorm oracle: out of memory");
-  *k = (pf_rms_oracle){.c = c, .in = in, .opts = opts, .out = out, .fast = !opts->mpfr_only && !opts->keep_hex};
-  const int threads = pf_parallel_threads(rows, 60.0 * (double)cols);
-  pf_oracle_parallel(rows, threads, pf_rms_rows, k);
-  out->max_prec = opts->prec < 64 ? 64 : opts->prec;
-  for (int t = 0; t < threads; t++) {
-    out->fast_units += k->fast_units[t];
-    out->mpfr_units += k->mpfr_units[t];
-    if (k->max_prec[t] > out->max_prec) out->max_prec = k->max_prec[t];
-  }
-  free(k);
-  return PF_OK;
+  const pf_rms_oracle k = {c, in, opts, out,
+                           {c->shape[1], c->dtype, pf_rms_stats_dtype(c), c->params[PF_RMS_P_EPS],
+                            (int)c->params[PF_RMS_P_ZERO_CENTERED], pf_rms_y_at(c)}};
+  /* the fast path first (rmsnorm_fast.c), row by row */
+  return pf_oracle_by_rows(c->shape[0], 60.0 * (double)c->shape[1], opts, out, &k, pf_rms_fast, pf_rms_mpfr_row);
 }

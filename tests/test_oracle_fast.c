@@ -490,64 +490,49 @@ static void test_clip_fast_agrees_with_mpfr(void **state) {
   assert_true(fast_rows > mpfr_rows);
 }
 
-/* layernorm: every dtype, rows from 1 to 700 long, means from 0 to 10^4 times the spread, gamma
- * zero-centred or not, fp32 weights, eps inside and outside the root (eps 0 among them: constant
- * rows MPFR's), special values */
-static void test_layernorm_fast_agrees_with_mpfr(void **state) {
-  (void)state;
-  static const double offsets[] = {0, 1, 100, 10000};
+/* The norms (layernorm/welford, rmsnorm/fused): every dtype, rows from 1 to 700 long, inputs
+ * moved by offset and scaled by scale (the family's axis: the mean-to-spread ratio, the size),
+ * gamma zero-centred or not, fp32 weights, eps 0 among them (constant rows and rows of zeros:
+ * MPFR's), special values; layernorm's eps inside and outside the root */
+static void norm_fast_agrees(const char *kernel, const char *variant, const double (*axis)[2], size_t naxis) {
   const unsigned n = cases_per_config();
   uint64_t seed = 1;
   compared = fast_rows = mpfr_rows = 0;
   for (int t = 0; t < PF_NDTYPES; t++)
-    for (size_t k = 0; k < sizeof offsets / sizeof *offsets; k++)
+    for (size_t k = 0; k < naxis; k++)
       for (unsigned s = 0; s < 2 * n; s++, seed++) {
         pf_case c;
-        assert_int_equal(pf_case_init(&c, "layernorm", "welford", seed), PF_OK);
+        assert_int_equal(pf_case_init(&c, kernel, variant, seed), PF_OK);
         c.dtype = (pf_dtype)t;
         c.shape[0] = 1 + seed % 4, c.shape[1] = 1 + seed * 37 % 700;
-        c.inputs[0].offset = offsets[k];
+        c.inputs[0].offset = axis[k][0];
+        c.inputs[0].scale = axis[k][1];
         c.inputs[0].dist = s % 3 == 0 ? PF_DIST_HEAVY : PF_DIST_NORMAL;
         c.inputs[0].special_rate = s % 7 == 1 ? 0.01 : 0;
         assert_int_equal(pf_case_set_param(&c, "weights", (double)(seed % 2)), PF_OK);
         assert_int_equal(pf_case_set_param(&c, "zero_centered_gamma", (double)(seed / 2 % 2)), PF_OK);
-        assert_int_equal(pf_case_set_param(&c, "eps_place", (double)(seed / 4 % 2)), PF_OK);
+        if (pf_case_op(&c)->nparams > 3) assert_int_equal(pf_case_set_param(&c, "eps_place", (double)(seed / 4 % 2)), PF_OK);
         assert_int_equal(pf_case_set_param(&c, "eps", seed % 5 == 0 ? 0 : pf_round(PF_FP32, 1e-5)), PF_OK);
         agree_within(&c, 0x1p-51);
         pf_case_free(&c);
       }
-  print_message("layernorm: %zu elements agree; rows: %zu by the fast path, %zu by MPFR\n", compared, fast_rows,
+  print_message("%s: %zu elements agree; rows: %zu by the fast path, %zu by MPFR\n", kernel, compared, fast_rows,
                 mpfr_rows);
   assert_true(fast_rows > mpfr_rows);
 }
 
-/* rmsnorm: every dtype, rows from 1 to 700 long, scales from 2^-20 to 2^10, gamma zero-centred
- * or not, fp32 weights, eps 0 among them (rows of zeros MPFR's), special values */
+/* layernorm: means from 0 to 10^4 times the spread */
+static void test_layernorm_fast_agrees_with_mpfr(void **state) {
+  (void)state;
+  static const double axis[][2] = {{0, 1}, {1, 1}, {100, 1}, {10000, 1}};
+  norm_fast_agrees("layernorm", "welford", axis, 4);
+}
+
+/* rmsnorm: scales from 2^-20 to 2^10 */
 static void test_rmsnorm_fast_agrees_with_mpfr(void **state) {
   (void)state;
-  static const double scales[] = {0x1p-20, 1, 1024};
-  const unsigned n = cases_per_config();
-  uint64_t seed = 1;
-  compared = fast_rows = mpfr_rows = 0;
-  for (int t = 0; t < PF_NDTYPES; t++)
-    for (size_t k = 0; k < sizeof scales / sizeof *scales; k++)
-      for (unsigned s = 0; s < 2 * n; s++, seed++) {
-        pf_case c;
-        assert_int_equal(pf_case_init(&c, "rmsnorm", "fused", seed), PF_OK);
-        c.dtype = (pf_dtype)t;
-        c.shape[0] = 1 + seed % 4, c.shape[1] = 1 + seed * 37 % 700;
-        c.inputs[0].scale = scales[k];
-        c.inputs[0].dist = s % 3 == 0 ? PF_DIST_HEAVY : PF_DIST_NORMAL;
-        c.inputs[0].special_rate = s % 7 == 1 ? 0.01 : 0;
-        assert_int_equal(pf_case_set_param(&c, "weights", (double)(seed % 2)), PF_OK);
-        assert_int_equal(pf_case_set_param(&c, "zero_centered_gamma", (double)(seed / 2 % 2)), PF_OK);
-        assert_int_equal(pf_case_set_param(&c, "eps", seed % 5 == 0 ? 0 : pf_round(PF_FP32, 1e-5)), PF_OK);
-        agree_within(&c, 0x1p-51);
-        pf_case_free(&c);
-      }
-  print_message("rmsnorm: %zu elements agree; rows: %zu by the fast path, %zu by MPFR\n", compared, fast_rows,
-                mpfr_rows);
-  assert_true(fast_rows > mpfr_rows);
+  static const double axis[][2] = {{0, 0x1p-20}, {0, 1}, {0, 1024}};
+  norm_fast_agrees("rmsnorm", "fused", axis, 3);
 }
 
 /* cross-entropy: every variant, dtype and accumulation, label smoothing, z-loss, the three

@@ -165,6 +165,35 @@ void pf_ln_bound(const pf_case *c, const pf_tensor *in, pf_bound *out) {
  * fp16 beyond 256 overflows the moments variant's sum; x rstd in PyTorch's fp16 path, where rstd
  * is large), a variance whose error stays below var + eps (else rstd has no bound: the variance
  * is lost to cancellation), and every output's enclosure inside its dtype's range. */
+/* row i's part of the domain; y: 2 cols doubles to work in */
+static int pf_ln_row_in_domain(const pf_ln_launch *L, const pf_tensor *in, size_t i, double *y, char *why, size_t len) {
+  const double *x = in[0].data + i * L->cols;
+  for (size_t j = 0; j < L->cols; j++)
+    if (!isfinite(x[j])) {
+      snprintf(why, len, "row %zu: x[%zu] is not finite", i, j);
+      return 0;
+    }
+  pf_ln_val m, r;
+  unsigned fe = 0;
+  pf_ln_row(L, x, in[1].data, in[2].data, &m, &r, y, y + L->cols, &fe);
+  if (!(m.e < INFINITY) || !(r.e < INFINITY)) {
+    snprintf(why, len, "row %zu: no error bound holds for its statistics in %s (%s)", i, pf_dtype_name(L->accum),
+             !(m.e < INFINITY) ? "the sum may overflow" : "the variance may be lost to cancellation or overflow");
+    return 0;
+  }
+  if (!(fabs(r.v) + r.e < pf_max_finite(L->stats))) {
+    snprintf(why, len, "row %zu: rstd %g may leave %s", i, r.v, pf_dtype_name(L->stats));
+    return 0;
+  }
+  for (size_t j = 0; j < L->cols; j++)
+    if (!(fabs(y[j]) + y[L->cols + j] < pf_max_finite(L->dtype))) {
+      snprintf(why, len, "row %zu: y[%zu] may overflow on the way or leave %s (gamma %g, beta %g)", i, j,
+               pf_dtype_name(L->dtype), in[1].data[j], in[2].data[j]);
+      return 0;
+    }
+  return 1;
+}
+
 int pf_ln_in_domain(const pf_case *c, const pf_tensor *in, char *why, size_t len) {
   const pf_ln_launch L = pf_ln_launch_of(c, 0);
   for (size_t j = 0; j < L.cols; j++)
@@ -177,38 +206,10 @@ int pf_ln_in_domain(const pf_case *c, const pf_tensor *in, char *why, size_t len
     snprintf(why, len, "no memory for a row's bounds");
     return 0;
   }
-  for (size_t i = 0; i < L.rows; i++) {
-    const double *x = in[0].data + i * L.cols;
-    for (size_t j = 0; j < L.cols; j++)
-      if (!isfinite(x[j])) {
-        snprintf(why, len, "row %zu: x[%zu] is not finite", i, j);
-        free(y);
-        return 0;
-      }
-    pf_ln_val m, r;
-    unsigned fe = 0;
-    pf_ln_row(&L, x, in[1].data, in[2].data, &m, &r, y, y + L.cols, &fe);
-    if (!(m.e < INFINITY) || !(r.e < INFINITY)) {
-      snprintf(why, len, "row %zu: no error bound holds for its statistics in %s (%s)", i, pf_dtype_name(L.accum),
-               !(m.e < INFINITY) ? "the sum may overflow" : "the variance may be lost to cancellation or overflow");
-      free(y);
-      return 0;
-    }
-    if (!(fabs(r.v) + r.e < pf_max_finite(L.stats))) {
-      snprintf(why, len, "row %zu: rstd %g may leave %s", i, r.v, pf_dtype_name(L.stats));
-      free(y);
-      return 0;
-    }
-    for (size_t j = 0; j < L.cols; j++)
-      if (!(fabs(y[j]) + y[L.cols + j] < pf_max_finite(L.dtype))) {
-        snprintf(why, len, "row %zu: y[%zu] may overflow on the way or leave %s (gamma %g, beta %g)", i, j,
-                 pf_dtype_name(L.dtype), in[1].data[j], in[2].data[j]);
-        free(y);
-        return 0;
-      }
-  }
+  int ok = 1;
+  for (size_t i = 0; i < L.rows && ok; i++) ok = pf_ln_row_in_domain(&L, in, i, y, why, len);
   free(y);
-  return 1;
+  return ok;
 }
 
 /* saturated: a row's mean came out short of the exact one by more than the imprecise threshold

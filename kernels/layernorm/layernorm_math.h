@@ -54,15 +54,17 @@ PF_HD double pf_ln_rerr(pf_dtype t, double r) {
 #define PF_LN_TORCH_CHUNK 16
 
 /* Welford's update of a running (mean, M2) by x as the k-th value, in t:
- *   d = x - m, m += d / k, M2 += d (x - m_new)      (fused: m = fma(1/k, d, m), M2 = fma(d, x - m, M2))
+ *   d = x - m, m += d / k, M2 += d (x - m_new)
+ * or, fused (ATen's vector lanes, fp32 only: t is then fp32): m = fma(fl(1/k), d, m),
+ * M2 = fma(d, x - m, M2).
  * with the bounds: the exact update m' = m (1 - 1/k) + x / k contracts m's error by 1 - 1/k;
  * M2' = M2 + (x - m)(x - m'). */
 PF_HD void pf_ln_welford_step(pf_dtype t, int fused, double x, double k, pf_ln_val *m, pf_ln_val *M2, unsigned *fe) {
   const double d = pf_sub(t, x, m->v, fe), rd = pf_ln_rerr(t, d);
   double mn, em;
   if (fused) { /* ATen's vector chunk: c = fl(1/k), m = fma(c, d, m) */
-    const double ck = pf_div(t, 1.0, pf_round(t, k), fe), rc = pf_ln_rerr(t, ck) + fabs(pf_round(t, k) - k) / (k * k);
-    mn = t == PF_FP32 ? pf_fma32(ck, d, m->v, fe) : pf_round_fe(t, ck * d + m->v, fe);
+    const double ck = pf_div(t, 1.0, k, fe), rc = pf_ln_rerr(t, ck); /* k < 2^24: exact in fp32 */
+    mn = pf_fma32(ck, d, m->v, fe);
     em = (1 - 1 / k) * m->e + fabs(ck) * rd + (fabs(d) + rd) * rc + pf_ln_rerr(t, mn);
   } else {
     const double kt = pf_round(t, k), q = pf_div(t, d, kt, fe);
@@ -74,7 +76,7 @@ PF_HD void pf_ln_welford_step(pf_dtype t, int fused, double x, double k, pf_ln_v
   const double e2 = pf_sub(t, x, mn, fe);
   const double Ed = m->e + rd, Ee = em + pf_ln_rerr(t, e2);
   double M2n;
-  if (fused) M2n = t == PF_FP32 ? pf_fma32(d, e2, M2->v, fe) : pf_round_fe(t, d * e2 + M2->v, fe);
+  if (fused) M2n = pf_fma32(d, e2, M2->v, fe);
   else M2n = pf_add(t, M2->v, pf_mul(t, d, e2, fe), fe);
   const double ep = fabs(d) * Ee + fabs(e2) * Ed + Ed * Ee + (fused ? 0 : pf_ln_rerr(t, d * e2));
   M2->e = M2->e + ep + pf_ln_rerr(t, M2n);
@@ -119,8 +121,19 @@ PF_HD void pf_ln_merge(int vec, double nb, pf_ln_val mb, pf_ln_val M2b, double *
   *na = n;
 }
 
-/* A row's mean and M2 (the sum of squared deviations), with their bounds, by the variant's
- * algorithm; lane: PF_LN_TORCH's per-lane state, 4 PF_LN_TORCH_LANES values (torch only). */
+/* Chan's merge of nb values' per-lane moments into the na values' (vector merges, ATen's
+ * AddMomentsVec applied lane by lane: every lane has the same counts); *na becomes na + nb. */
+PF_HD void pf_ln_merge_lanes(double nb, const pf_ln_val *mb, const pf_ln_val *M2b, double *na, pf_ln_val *ma,
+                             pf_ln_val *M2a, unsigned *fe) {
+  for (int j = 0; j < PF_LN_TORCH_LANES; j++) {
+    double n = *na;
+    pf_ln_merge(1, nb, mb[j], M2b[j], &n, &ma[j], &M2a[j], fe);
+  }
+  *na += nb;
+}
+
+/* A row's mean and M2 (the sum of squared deviations; for moments, the raw sum of squares,
+ * which pf_ln_variance turns into the variance), with their bounds, by the variant's algorithm. */
 PF_HD void pf_ln_moments(const pf_ln_launch *L, const double *x, pf_ln_val *mean, pf_ln_val *M2, unsigned *fe) {
   const pf_dtype A = L->accum;
   const size_t n = L->cols;
@@ -179,34 +192,17 @@ PF_HD void pf_ln_moments(const pf_ln_launch *L, const double *x, pf_ln_val *mean
           for (size_t v = 0; v < m0; v++)
             pf_ln_welford_step(PF_FP32, 1, xp[v * W + h * PF_LN_TORCH_LANES + j], (double)(v + 1), &lm[j], &lq[j], fe);
         }
-        double c0 = cnt[0];
-        for (int j = 0; j < PF_LN_TORCH_LANES; j++) {
-          c0 = cnt[0];
-          pf_ln_merge(1, (double)m0, lm[j], lq[j], &c0, &sm[0][j], &sq[0][j], fe);
-        }
-        cnt[0] = c0;
+        pf_ln_merge_lanes((double)m0, lm, lq, &cnt[0], sm[0], sq[0], fe);
       }
       size_t mask = ch + 1;
       for (int l = 1; l < depth && (mask & 1) == 0; l++) {
-        double c = cnt[l];
-        for (int j = 0; j < PF_LN_TORCH_LANES; j++) {
-          c = cnt[l];
-          pf_ln_merge(1, cnt[l - 1], sm[l - 1][j], sq[l - 1][j], &c, &sm[l][j], &sq[l][j], fe);
-          sm[l - 1][j] = sq[l - 1][j] = (pf_ln_val){0, 0};
-        }
-        cnt[l] = c;
+        pf_ln_merge_lanes(cnt[l - 1], sm[l - 1], sq[l - 1], &cnt[l], sm[l], sq[l], fe);
+        for (int j = 0; j < PF_LN_TORCH_LANES; j++) sm[l - 1][j] = sq[l - 1][j] = (pf_ln_val){0, 0};
         cnt[l - 1] = 0;
         mask >>= 1;
       }
     }
-    for (int l = 1; l < depth; l++) {
-      double c = cnt[0];
-      for (int j = 0; j < PF_LN_TORCH_LANES; j++) {
-        c = cnt[0];
-        pf_ln_merge(1, cnt[l], sm[l][j], sq[l][j], &c, &sm[0][j], &sq[0][j], fe);
-      }
-      cnt[0] = c;
-    }
+    for (int l = 1; l < depth; l++) pf_ln_merge_lanes(cnt[l], sm[l], sq[l], &cnt[0], sm[0], sq[0], fe);
     /* the tail, one value at a time (m += d / k; M2 += d (x - m)), then the lanes merged into it */
     double k = 0;
     for (size_t i = nv * W; i < n; i++) {
