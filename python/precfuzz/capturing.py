@@ -227,7 +227,6 @@ class capture:
         return x.numel() // cols, cols, "fp32" if ws and _dtype(ws[0]) == "fp32" and dt != "fp32" else "storage"
 
     def _layer_norm(self, x, normalized_shape, weight, bias, eps, out):
-        import numpy as _np
         import torch
 
         if "layernorm" not in self.ops:
@@ -247,11 +246,10 @@ class capture:
                           "beta": bias.detach().reshape(cols)},
                          {"mean": mean.detach().reshape(-1), "rstd": rstd.detach().reshape(-1),
                           "y": y.detach().reshape(rows, cols)},
-                         {"eps": float(_np.float32(eps)), "weights": weights},  # the kernel holds eps in fp32
+                         {"eps": float(np.float32(eps)), "weights": weights},  # the kernel holds eps in fp32
                          f"F.layer_norm over the last {cols} of {tuple(x.shape)}", shape=(rows, cols))
 
     def _rms_norm(self, orig, input, normalized_shape, weight=None, eps=None):
-        import numpy as _np
         import torch
 
         out = orig(input, normalized_shape, weight, eps)
@@ -262,7 +260,7 @@ class capture:
             return out
         rows, cols, weights = got
         # eps=None is the fp32 epsilon (the composite computes in fp32); the kernel holds eps in fp32
-        e = float(_np.float32(torch.finfo(torch.float32).eps if eps is None else eps))
+        e = float(np.float32(torch.finfo(torch.float32).eps if eps is None else eps))
         with torch.no_grad():
             g = weight.detach().reshape(cols) if weight is not None else torch.ones(cols, dtype=input.dtype)
             self._record("rmsnorm", "torch", _dtype(input), {"x": input.detach().reshape(rows, cols), "gamma": g},
