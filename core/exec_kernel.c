@@ -337,19 +337,46 @@ static pf_status pf_frame_write(pf_proc *p, const cJSON *head, unsigned char *co
   return st;
 }
 
-/* A TCP port on 127.0.0.1 that nothing listens on now, for a rank group's MASTER_PORT (0: none) */
-static int pf_free_port(void) {
+/* 1 when nothing listens on 127.0.0.1:port now (port 0: the kernel picks one, written back) */
+static int pf_port_free(int *port) {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return 0;
   struct sockaddr_in a;
   memset(&a, 0, sizeof a);
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons((uint16_t)*port);
   socklen_t n = sizeof a;
-  int port = 0;
-  if (!bind(fd, (struct sockaddr *)&a, sizeof a) && !getsockname(fd, (struct sockaddr *)&a, &n)) port = ntohs(a.sin_port);
+  const int ok = !bind(fd, (struct sockaddr *)&a, sizeof a) && !getsockname(fd, (struct sockaddr *)&a, &n);
+  if (ok) *port = ntohs(a.sin_port);
   close(fd);
-  return port;
+  return ok;
+}
+
+/* A TCP port on 127.0.0.1 that nothing listens on now, for a rank group's MASTER_PORT (0: none).
+ * Drawn below the kernel's ephemeral range (ip_local_port_range): a port from that range, free
+ * when tested, can be taken as the local end of some other connection before rank 0 listens on
+ * it (gloo opens many; two rank groups side by side met EADDRINUSE so); one below it is only
+ * taken by a listener. The ephemeral pick is the fallback. */
+static int pf_free_port(void) {
+  int lo = 32768;
+  FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+  if (f) {
+    int a, b;
+    if (fscanf(f, "%d %d", &a, &b) == 2 && a > 1024) lo = a;
+    fclose(f);
+  }
+  const int base = lo > 12000 ? 10000 : 1024, span = lo - base;
+  static uint64_t calls; /* another draw for each group this process starts */
+  uint64_t r = (uint64_t)getpid() * 0x9e3779b97f4a7c15ull ^ (uint64_t)time(NULL) * 0xbf58476d1ce4e5b9ull ^
+               ++calls * 0x94d049bb133111ebull;
+  for (int k = 0; span > 0 && k < 200; k++) {
+    r = r * 6364136223846793005ull + 1442695040888963407ull; /* an LCG: which port, not what it computes */
+    int port = base + (int)((r >> 33) % (uint64_t)span);
+    if (pf_port_free(&port)) return port;
+  }
+  int port = 0;
+  return pf_port_free(&port) ? port : 0;
 }
 
 /* The environment of rank r of n: precfuzz's, less torch.distributed's variables, plus those
