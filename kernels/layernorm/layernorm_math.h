@@ -55,14 +55,16 @@ PF_HD double pf_ln_rerr(pf_dtype t, double r) {
 
 /* Welford's update of a running (mean, M2) by x as the k-th value, in t:
  *   d = x - m, m += d / k, M2 += d (x - m_new)
- * or, fused (ATen's vector lanes, fp32 only: t is then fp32): m = fma(fl(1/k), d, m),
- * M2 = fma(d, x - m, M2).
- * with the bounds: the exact update m' = m (1 - 1/k) + x / k contracts m's error by 1 - 1/k;
+ * with the compiler's contractions where `how` says (fp32 only: t is then fp32):
+ * PF_LN_FMA_MEAN, ATen's vector chunk: m = fma(fl(1/k), d, m); PF_LN_FMA_M2: M2 = fma(d, x - m, M2)
+ * (the vector chunk, and ATen's scalar tail as its fp16 instantiation is compiled).
+ * With the bounds: the exact update m' = m (1 - 1/k) + x / k contracts m's error by 1 - 1/k;
  * M2' = M2 + (x - m)(x - m'). */
-PF_HD void pf_ln_welford_step(pf_dtype t, int fused, double x, double k, pf_ln_val *m, pf_ln_val *M2, unsigned *fe) {
+enum { PF_LN_FMA_MEAN = 1, PF_LN_FMA_M2 = 2 };
+PF_HD void pf_ln_welford_step(pf_dtype t, int how, double x, double k, pf_ln_val *m, pf_ln_val *M2, unsigned *fe) {
   const double d = pf_sub(t, x, m->v, fe), rd = pf_ln_rerr(t, d);
   double mn, em;
-  if (fused) { /* ATen's vector chunk: c = fl(1/k), m = fma(c, d, m) */
+  if (how & PF_LN_FMA_MEAN) { /* ATen's vector chunk: c = fl(1/k), m = fma(c, d, m) */
     const double ck = pf_div(t, 1.0, k, fe), rc = pf_ln_rerr(t, ck); /* k < 2^24: exact in fp32 */
     mn = pf_fma32(ck, d, m->v, fe);
     em = (1 - 1 / k) * m->e + fabs(ck) * rd + (fabs(d) + rd) * rc + pf_ln_rerr(t, mn);
@@ -76,9 +78,10 @@ PF_HD void pf_ln_welford_step(pf_dtype t, int fused, double x, double k, pf_ln_v
   const double e2 = pf_sub(t, x, mn, fe);
   const double Ed = m->e + rd, Ee = em + pf_ln_rerr(t, e2);
   double M2n;
-  if (fused) M2n = pf_fma32(d, e2, M2->v, fe);
+  const int fm2 = how & PF_LN_FMA_M2;
+  if (fm2) M2n = pf_fma32(d, e2, M2->v, fe);
   else M2n = pf_add(t, M2->v, pf_mul(t, d, e2, fe), fe);
-  const double ep = fabs(d) * Ee + fabs(e2) * Ed + Ed * Ee + (fused ? 0 : pf_ln_rerr(t, d * e2));
+  const double ep = fabs(d) * Ee + fabs(e2) * Ed + Ed * Ee + (fm2 ? 0 : pf_ln_rerr(t, d * e2));
   M2->e = M2->e + ep + pf_ln_rerr(t, M2n);
   M2->v = M2n;
   m->v = mn;
@@ -190,7 +193,8 @@ PF_HD void pf_ln_moments(const pf_ln_launch *L, const double *x, pf_ln_val *mean
         for (int j = 0; j < PF_LN_TORCH_LANES; j++) {
           lm[j] = lq[j] = (pf_ln_val){0, 0};
           for (size_t v = 0; v < m0; v++)
-            pf_ln_welford_step(PF_FP32, 1, xp[v * W + h * PF_LN_TORCH_LANES + j], (double)(v + 1), &lm[j], &lq[j], fe);
+            pf_ln_welford_step(PF_FP32, PF_LN_FMA_MEAN | PF_LN_FMA_M2, xp[v * W + h * PF_LN_TORCH_LANES + j],
+                               (double)(v + 1), &lm[j], &lq[j], fe);
         }
         pf_ln_merge_lanes((double)m0, lm, lq, &cnt[0], sm[0], sq[0], fe);
       }
@@ -203,11 +207,13 @@ PF_HD void pf_ln_moments(const pf_ln_launch *L, const double *x, pf_ln_val *mean
       }
     }
     for (int l = 1; l < depth; l++) pf_ln_merge_lanes(cnt[l], sm[l], sq[l], &cnt[0], sm[0], sq[0], fe);
-    /* the tail, one value at a time (m += d / k; M2 += d (x - m)), then the lanes merged into it */
+    /* the tail, one value at a time (m += d / k; M2 += d (x - m): contracted into an fma in the fp16
+     * instantiation, not in the fp32 and bf16 ones, measured), then the lanes merged into it */
     double k = 0;
+    const int tail_how = L->dtype == PF_FP16 ? PF_LN_FMA_M2 : 0;
     for (size_t i = nv * W; i < n; i++) {
       k += 1;
-      pf_ln_welford_step(PF_FP32, 0, x[i], k, &m, &q, fe);
+      pf_ln_welford_step(PF_FP32, tail_how, x[i], k, &m, &q, fe);
     }
     const double per_lane = (double)(nv * W / PF_LN_TORCH_LANES);
     for (int j = 0; j < PF_LN_TORCH_LANES; j++) pf_ln_merge(0, per_lane, sm[0][j], sq[0][j], &k, &m, &q, fe);
