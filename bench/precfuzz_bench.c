@@ -122,6 +122,53 @@ static double fp64_layernorm_seconds(const pf_case *c, const pf_tensor *in) {
   return pf_now() - t0;
 }
 
+/* LayerNorm's backward: each row's mean, variance (two passes) and rstd, its sums of a = g dy and
+ * a xhat, dx = rstd (a - mean(a) - xhat mean(a xhat)); dgamma and dbeta summed over the rows. */
+static double fp64_layernorm_bwd_seconds(const pf_case *c, const pf_tensor *in) {
+  const size_t rows = c->shape[0], cols = c->shape[1];
+  const double eps = pf_case_param(c, "eps"), t0 = pf_now();
+  double *dg = calloc(2 * cols, sizeof(double)), *db = dg + cols;
+  for (size_t i = 0; i < rows; i++) {
+    const double *x = in[0].data + i * cols, *dy = in[1].data + i * cols, *g = in[2].data;
+    double m = 0, v = 0, A = 0, C = 0;
+    for (size_t j = 0; j < cols; j++) m += x[j];
+    m /= (double)cols;
+    for (size_t j = 0; j < cols; j++) v += (x[j] - m) * (x[j] - m);
+    const double r = 1 / sqrt(v / (double)cols + eps);
+    for (size_t j = 0; j < cols; j++) {
+      const double xh = (x[j] - m) * r, a = g[j] * dy[j];
+      A += a, C += a * xh;
+      dg[j] += dy[j] * xh, db[j] += dy[j];
+    }
+    for (size_t j = 0; j < cols; j++) sink += r * (g[j] * dy[j] - A / (double)cols - (x[j] - m) * r * C / (double)cols);
+  }
+  for (size_t j = 0; j < cols; j++) sink += dg[j] + db[j];
+  free(dg);
+  return pf_now() - t0;
+}
+
+/* RMSNorm's backward: each row's mean square and rstd, its sum of a = g dy times xhat,
+ * dx = rstd (a - xhat mean(a xhat)); dgamma summed over the rows. */
+static double fp64_rmsnorm_bwd_seconds(const pf_case *c, const pf_tensor *in) {
+  const size_t rows = c->shape[0], cols = c->shape[1];
+  const double eps = pf_case_param(c, "eps"), t0 = pf_now();
+  double *dg = calloc(cols, sizeof(double));
+  for (size_t i = 0; i < rows; i++) {
+    const double *x = in[0].data + i * cols, *dy = in[1].data + i * cols, *g = in[2].data;
+    double s = 0, C = 0;
+    for (size_t j = 0; j < cols; j++) s += x[j] * x[j];
+    const double r = 1 / sqrt(s / (double)cols + eps);
+    for (size_t j = 0; j < cols; j++) {
+      C += g[j] * dy[j] * x[j] * r;
+      dg[j] += dy[j] * x[j] * r;
+    }
+    for (size_t j = 0; j < cols; j++) sink += r * (g[j] * dy[j] - x[j] * r * C / (double)cols);
+  }
+  for (size_t j = 0; j < cols; j++) sink += dg[j];
+  free(dg);
+  return pf_now() - t0;
+}
+
 /* RMSNorm: each row's mean square, rstd and y = x rstd gamma. */
 static double fp64_rmsnorm_seconds(const pf_case *c, const pf_tensor *in) {
   const size_t rows = c->shape[0], cols = c->shape[1];
@@ -225,6 +272,9 @@ int main(int argc, char **argv) {
       {"layernorm", "torch", PF_BF16, PF_FP32, {64, 4096}, 0},
       {"layernorm", "welford", PF_FP32, PF_FP32, {8, 16384}, 0},
       {"rmsnorm", "torch", PF_BF16, PF_FP32, {64, 4096}, 0},
+      {"layernorm_bwd", "torch", PF_BF16, PF_FP32, {2048, 512}, 0},
+      {"layernorm_bwd", "fused", PF_FP32, PF_FP32, {64, 4096}, 0},
+      {"rmsnorm_bwd", "torch", PF_BF16, PF_FP32, {2048, 512}, 0},
       {"clip", "megatron", PF_BF16, PF_FP32, {16, 4096}, 0},
       {"clip", "torch", PF_FP16, PF_FP32, {16, 4096}, 0},
       {"tp_diff", "megatron", PF_BF16, PF_FP32, {3, 8, 16, 11, 4}, 0},
@@ -263,6 +313,8 @@ int main(int argc, char **argv) {
               : strcmp(b->kernel, "clip") == 0      ? fp64_clip_seconds(&c, run.in)
               : strcmp(b->kernel, "layernorm") == 0 ? fp64_layernorm_seconds(&c, run.in)
               : strcmp(b->kernel, "rmsnorm") == 0   ? fp64_rmsnorm_seconds(&c, run.in)
+              : strcmp(b->kernel, "layernorm_bwd") == 0 ? fp64_layernorm_bwd_seconds(&c, run.in)
+              : strcmp(b->kernel, "rmsnorm_bwd") == 0   ? fp64_rmsnorm_bwd_seconds(&c, run.in)
                                                     : fp64_tp_seconds(&c, run.in);
       pf_run_free(&run);
       if (b->judge) {

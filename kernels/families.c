@@ -10,6 +10,8 @@
   X(cross_entropy)        \
   X(layernorm)            \
   X(rmsnorm)              \
+  X(layernorm_bwd)        \
+  X(rmsnorm_bwd)          \
   X(attention_bwd)        \
   X(attention)            \
   X(adam)                 \

@@ -90,8 +90,8 @@ PF_AVX2_TARGET static void pf_ln_fast_v4(pf_dd nm, const double *x, size_t n4, d
 }
 #endif
 
-PF_DD_CLONES int pf_ln_fast_row(const pf_ln_fast_params *p, const double *x, const double *g, const double *b,
-                                size_t i, pf_oracle_result *out) {
+PF_DD_CLONES int pf_ln_fast_stats(const pf_ln_fast_params *p, const double *x, pf_dd *nm_out, double *em_out,
+                                  pf_dd *r_out, double *rr_out) {
   const size_t n = p->cols;
   const double dn = (double)n;
   if (n == 0 || n >= ((size_t)1 << 26)) return 0;
@@ -111,7 +111,6 @@ PF_DD_CLONES int pf_ln_fast_row(const pf_ln_fast_params *p, const double *x, con
   const pf_dd mean = pf_dd_div(S, (pf_dd){dn, 0});
   const double em = (eS / dn + 9.9 * PF_U2 * fabs(mean.hi)) * (1 + 0x1p-40);
   if (mean.hi != 0 && fabs(mean.hi) < 0x1p-900) return 0;
-  if (!pf_fast_settle(out, i, mean, em, p->stats)) return 0;
   /* V = sum (x - m~)^2, in four interleaved sums (lane j mod 4) and their corrections */
   const pf_dd nm = pf_dd_neg(mean);
   double acc[4] = {0, 0, 0, 0}, cor[4] = {0, 0, 0, 0};
@@ -151,8 +150,20 @@ PF_DD_CLONES int pf_ln_fast_row(const pf_ln_fast_params *p, const double *x, con
     rd = 0.51 * rw + 0x1p-102;
   }
   if (!(rd <= 0x1p-40) || !(den.hi >= 0x1p-900 && den.hi <= 0x1p900)) return 0;
-  const pf_dd r = pf_dd_div((pf_dd){1, 0}, den);
-  const double rr = (rd * (1 + 2 * rd) + 9.9 * PF_U2) * (1 + 0x1p-40);
+  *r_out = pf_dd_div((pf_dd){1, 0}, den);
+  *rr_out = (rd * (1 + 2 * rd) + 9.9 * PF_U2) * (1 + 0x1p-40);
+  *nm_out = nm;
+  *em_out = em;
+  return 1;
+}
+
+PF_DD_CLONES int pf_ln_fast_row(const pf_ln_fast_params *p, const double *x, const double *g, const double *b,
+                                size_t i, pf_oracle_result *out) {
+  const size_t n = p->cols;
+  pf_dd nm, r;
+  double em, rr;
+  if (!pf_ln_fast_stats(p, x, &nm, &em, &r, &rr)) return 0;
+  if (!pf_fast_settle(out, i, pf_dd_neg(nm), em, p->stats)) return 0;
   if (!pf_fast_settle(out, p->rows + i, r, rr * r.hi, p->stats)) return 0;
   /* y_j = (d_j r) g' + beta */
   const size_t y0 = p->y_at + i * n;

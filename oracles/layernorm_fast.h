@@ -5,6 +5,7 @@
 #define PF_LAYERNORM_FAST_H
 
 #include "core/kernel.h"
+#include "oracles/dd.h"
 
 typedef struct {
   size_t cols;
@@ -13,6 +14,11 @@ typedef struct {
   int eps_outside, zero_centered;
   size_t rows, y_at;     /* the output layout: mean i, rstd rows + i, y y_at + i cols + j */
 } pf_ln_fast_params;
+
+/* A row's statistics: -mean (*nm) within *em, rstd (*r) within *rr times r, by the budget of
+ * layernorm_fast.c; 0 when the row is not the fast path's (non-finite or huge values, a constant
+ * row, a bound too loose to be of use). eps_outside is taken from p; y's fields are not used. */
+int pf_ln_fast_stats(const pf_ln_fast_params *p, const double *x, pf_dd *nm, double *em, pf_dd *r, double *rr);
 
 /* Row i (x: its cols values; g, b: gamma and beta): 1 when its mean, rstd and every y were
  * settled into out, else 0 and nothing of the row to trust. */

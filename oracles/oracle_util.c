@@ -175,3 +175,43 @@ pf_status pf_oracle_by_rows(size_t rows, double row_cost, const pf_oracle_opts *
   free(k);
   return PF_OK;
 }
+
+/* a is a multiple of 2^lsb(a) (a != 0) */
+static long pf_mpfr_lsb(mpfr_srcptr a) { return (long)mpfr_get_exp(a) - (long)mpfr_min_prec(a); }
+
+void pf_mpfr_exact_add(mpfr_ptr r, mpfr_srcptr a, mpfr_srcptr b, int s) {
+  if (mpfr_zero_p(b)) {
+    if (r != a) {
+      mpfr_set_prec(r, mpfr_get_prec(a));
+      mpfr_set(r, a, MPFR_RNDN);
+    }
+    return;
+  }
+  if (mpfr_zero_p(a)) {
+    mpfr_set_prec(r, mpfr_get_prec(b));
+    if (s > 0) mpfr_set(r, b, MPFR_RNDN);
+    else mpfr_neg(r, b, MPFR_RNDN);
+    return;
+  }
+  const long ea = (long)mpfr_get_exp(a), eb = (long)mpfr_get_exp(b), la = pf_mpfr_lsb(a), lb = pf_mpfr_lsb(b);
+  const long p = (ea > eb ? ea : eb) + 1 - (la < lb ? la : lb);
+  if (r == a) {
+    if (p > (long)mpfr_get_prec(r)) mpfr_prec_round(r, p, MPFR_RNDN); /* grows: exact */
+  } else {
+    mpfr_set_prec(r, p);
+  }
+  if (s > 0) mpfr_add(r, a, b, MPFR_RNDN); /* exact: p bits hold it */
+  else mpfr_sub(r, a, b, MPFR_RNDN);
+}
+
+void pf_mpfr_exact_mul(mpfr_ptr r, mpfr_srcptr a, mpfr_srcptr b) {
+  const long p = (long)(mpfr_min_prec(a) + mpfr_min_prec(b));
+  mpfr_set_prec(r, p < MPFR_PREC_MIN ? MPFR_PREC_MIN : p);
+  mpfr_mul(r, a, b, MPFR_RNDN); /* exact: p bits hold it */
+}
+
+void pf_mpfr_exact_mul_d(mpfr_ptr r, mpfr_srcptr a, double d, mpfr_ptr t) {
+  mpfr_set_prec(t, 53);
+  mpfr_set_d(t, d, MPFR_RNDN); /* exact */
+  pf_mpfr_exact_mul(r, a, t);
+}

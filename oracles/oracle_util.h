@@ -24,6 +24,14 @@ void pf_oracle_set_zero(pf_oracle_result *r, size_t i, pf_dtype t, int keep_hex)
  * magnitude (emin: MPFR's least exponent): it rounds to 0 in every dtype (PF_ORACLE_TINY). */
 void pf_oracle_set_tiny(pf_oracle_result *r, size_t i, pf_dtype t, int keep_hex);
 
+/* Exact arithmetic (for an oracle that forms integers-times-powers-of-two exactly before its one
+ * irrational step): each result is given the precision that holds it, from its operands'
+ * exponents and lowest set bits. r = a + s b (s = +1 or -1; r may be a); r = a b (r neither a
+ * nor b); r = a d for a double d (t: a scratch variable). */
+void pf_mpfr_exact_add(mpfr_ptr r, mpfr_srcptr a, mpfr_srcptr b, int s);
+void pf_mpfr_exact_mul(mpfr_ptr r, mpfr_srcptr a, mpfr_srcptr b);
+void pf_mpfr_exact_mul_d(mpfr_ptr r, mpfr_srcptr a, double d, mpfr_ptr t);
+
 /* The oracles compute in MPFR's widest exponent range; these save and restore the caller's. */
 typedef struct {
   mpfr_exp_t emin, emax;

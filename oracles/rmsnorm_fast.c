@@ -37,13 +37,12 @@ PF_AVX2_TARGET static int pf_rms_fast_y4(pf_dd r, double rr, int zc, pf_dtype t,
 }
 #endif
 
-PF_DD_CLONES int pf_rms_fast_row(const pf_rms_fast_params *p, const double *x, const double *g, size_t i,
-                                 pf_oracle_result *out) {
+PF_DD_CLONES int pf_rms_fast_stats(const pf_rms_fast_params *p, const double *x, pf_dd *r_out, double *rr_out) {
   const size_t n = p->cols;
   const double dn = (double)n;
   if (n == 0 || n >= ((size_t)1 << 26)) return 0;
   for (size_t j = 0; j < n; j++)
-    if (!(fabs(x[j]) <= 0x1p300) || !(fabs(g[j]) <= 0x1p300)) return 0; /* non-finite or huge: MPFR's */
+    if (!(fabs(x[j]) <= 0x1p300)) return 0; /* non-finite or huge: MPFR's */
   double rq;
   const pf_dd Q = pf_dd_sum_squares(x, n, &rq);
   const pf_dd ms = pf_dd_div(Q, (pf_dd){dn, 0});
@@ -52,8 +51,21 @@ PF_DD_CLONES int pf_rms_fast_row(const pf_rms_fast_params *p, const double *x, c
   /* w's relative error: Q's, the division's, the add's (both terms positive) */
   const double rw = (rq + 9.9 * PF_U2 + 2.02 * PF_U2) * (1 + 0x1p-40);
   if (!(rw <= 0x1p-40)) return 0;
-  const pf_dd den = pf_dd_sqrt(w), r = pf_dd_div((pf_dd){1, 0}, den);
-  const double rd = 0.51 * rw + 0x1p-102, rr = (rd * (1 + 2 * rd) + 9.9 * PF_U2) * (1 + 0x1p-40);
+  const pf_dd den = pf_dd_sqrt(w);
+  *r_out = pf_dd_div((pf_dd){1, 0}, den);
+  const double rd = 0.51 * rw + 0x1p-102;
+  *rr_out = (rd * (1 + 2 * rd) + 9.9 * PF_U2) * (1 + 0x1p-40);
+  return 1;
+}
+
+PF_DD_CLONES int pf_rms_fast_row(const pf_rms_fast_params *p, const double *x, const double *g, size_t i,
+                                 pf_oracle_result *out) {
+  const size_t n = p->cols;
+  for (size_t j = 0; j < n; j++)
+    if (!(fabs(g[j]) <= 0x1p300)) return 0; /* non-finite or huge: MPFR's */
+  pf_dd r;
+  double rr;
+  if (!pf_rms_fast_stats(p, x, &r, &rr)) return 0;
   if (!pf_fast_settle(out, i, r, rr * r.hi, p->stats)) return 0;
   const size_t y0 = p->y_at + i * n;
   int lanes = 0;

@@ -5,6 +5,7 @@
 #define PF_RMSNORM_FAST_H
 
 #include "core/kernel.h"
+#include "oracles/dd.h"
 
 typedef struct {
   size_t cols;
@@ -13,6 +14,10 @@ typedef struct {
   int zero_centered;
   size_t y_at;           /* the output layout: rstd i, y y_at + i cols + j */
 } pf_rms_fast_params;
+
+/* A row's rstd (*r) within *rr times r, by the budget of rmsnorm_fast.c; 0 when the row is not
+ * the fast path's (non-finite or huge values, a row of zeros with eps 0). y's fields are not used. */
+int pf_rms_fast_stats(const pf_rms_fast_params *p, const double *x, pf_dd *r, double *rr);
 
 /* Row i (x: its cols values; g: gamma): 1 when its rstd and every y were settled into out, else 0
  * and nothing of the row to trust. */

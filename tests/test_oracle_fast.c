@@ -511,7 +511,8 @@ static void norm_fast_agrees(const char *kernel, const char *variant, const doub
         c.inputs[0].special_rate = s % 7 == 1 ? 0.01 : 0;
         assert_int_equal(pf_case_set_param(&c, "weights", (double)(seed % 2)), PF_OK);
         assert_int_equal(pf_case_set_param(&c, "zero_centered_gamma", (double)(seed / 2 % 2)), PF_OK);
-        if (pf_case_op(&c)->nparams > 3) assert_int_equal(pf_case_set_param(&c, "eps_place", (double)(seed / 4 % 2)), PF_OK);
+        if (strcmp(kernel, "layernorm") == 0)
+          assert_int_equal(pf_case_set_param(&c, "eps_place", (double)(seed / 4 % 2)), PF_OK);
         assert_int_equal(pf_case_set_param(&c, "eps", seed % 5 == 0 ? 0 : pf_round(PF_FP32, 1e-5)), PF_OK);
         agree_within(&c, 0x1p-51);
         pf_case_free(&c);
@@ -526,6 +527,20 @@ static void test_layernorm_fast_agrees_with_mpfr(void **state) {
   (void)state;
   static const double axis[][2] = {{0, 1}, {1, 1}, {100, 1}, {10000, 1}};
   norm_fast_agrees("layernorm", "welford", axis, 4);
+}
+
+/* layernorm_bwd: dx by rows, dgamma and dbeta by columns; means from 0 to 10^4 times the spread */
+static void test_layernorm_bwd_fast_agrees_with_mpfr(void **state) {
+  (void)state;
+  static const double axis[][2] = {{0, 1}, {1, 1}, {100, 1}, {10000, 1}};
+  norm_fast_agrees("layernorm_bwd", "fused", axis, 4);
+}
+
+/* rmsnorm_bwd: the same path without the mean; scales from 2^-20 to 2^10 */
+static void test_rmsnorm_bwd_fast_agrees_with_mpfr(void **state) {
+  (void)state;
+  static const double axis[][2] = {{0, 0x1p-20}, {0, 1}, {0, 1024}, {100, 1}};
+  norm_fast_agrees("rmsnorm_bwd", "fused", axis, 4);
 }
 
 /* rmsnorm: scales from 2^-20 to 2^10 */
@@ -813,7 +828,9 @@ int main(void) {
       cmocka_unit_test(test_attention_fast_agrees_with_mpfr),
       cmocka_unit_test(test_clip_fast_agrees_with_mpfr),
       cmocka_unit_test(test_layernorm_fast_agrees_with_mpfr),
+      cmocka_unit_test(test_layernorm_bwd_fast_agrees_with_mpfr),
       cmocka_unit_test(test_rmsnorm_fast_agrees_with_mpfr),
+      cmocka_unit_test(test_rmsnorm_bwd_fast_agrees_with_mpfr),
       cmocka_unit_test(test_adam_fast_agrees_with_mpfr), cmocka_unit_test(test_cross_entropy_fast_agrees_with_mpfr),
       cmocka_unit_test(test_softmax_bwd_fast_agrees_with_mpfr),
       cmocka_unit_test(test_attention_bwd_fast_agrees_with_mpfr),

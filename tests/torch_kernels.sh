@@ -134,16 +134,44 @@ out=$("$P" --kernels "$(ex torch_adamw)" replay tests/data/torch/adamw-foreach-b
 
 # F.layer_norm on the CPU: bit for bit with layernorm/torch (mean, rstd and y) in every dtype, on
 # rows that stop short of a vector, fill one, end in a scalar tail, or pass the moments' cascade
-# (40000: five levels), with fp32 weights and a mean far from 0; exactly 1, not rounded to 100.00%
+# (40000: five levels), with fp32 weights and a mean far from 0; exactly 1, not rounded to 100.00%.
+# fp16 with fp32 weights saves rstd in fp32, where its scalar tail's fma shows (rows of 8 and 24).
+bitwise() { python3 -c 'import json,sys; v=json.load(sys.stdin)["variants"][0]; sys.exit(v["bitwise_equal"] != 1)'; }
 for t in fp32 fp16 bf16; do
   for s in 3x7 2x33 4x1000 1x40000; do
     n=$((n + 1))
     out=$("$P" --kernels "$(ex torch_layer_norm)" diff-variant -k layernorm -v torch-layer-norm -t $t --cases 5 \
-      --shape $s --param weights=$([ $t = bf16 ] && echo fp32 || echo storage) --input x:offset=3 --json 2>&1)
-    echo "$out" | python3 -c 'import json,sys; v=json.load(sys.stdin)["variants"][0]; sys.exit(v["bitwise_equal"] != 1)' ||
-      fail "F.layer_norm $t $s: not bit for bit with layernorm/torch: $out"
+      --shape $s --param weights=$([ $t = fp32 ] && echo storage || echo fp32) --input x:offset=3 --json 2>&1)
+    echo "$out" | bitwise || fail "F.layer_norm $t $s: not bit for bit with layernorm/torch: $out"
   done
 done
+n=$((n + 1))
+out=$("$P" --kernels "$(ex torch_layer_norm)" diff-variant -k layernorm -v torch-layer-norm -t fp16 --cases 3 \
+  --shape 300x8 --param weights=storage --json 2>&1)
+echo "$out" | bitwise || fail "F.layer_norm fp16 300x8 fp16 weights: not bit for bit with layernorm/torch: $out"
+
+# its backward (aten::native_layer_norm_backward after the forward): dx, dgamma and dbeta bit for
+# bit with layernorm_bwd/torch, rows under a vector (7), with a partial vector (13, 33, 100),
+# 16 + 8 (24), many (1000); 1 and 3 threads (each sums its rows' dgamma and dbeta in its own
+# buffer); weights of the input's dtype and fp32
+for t in fp32 fp16 bf16; do
+  for w in storage fp32; do
+    [ $t = fp32 ] && [ $w = fp32 ] && continue
+    for s in 3x7 5x13 4x24 4x33 100x16 6x1000; do
+      n=$((n + 1))
+      b=$([ $s = 100x16 ] && echo 3 || echo 1)
+      out=$("$P" --kernels "$(ex torch_layer_norm_backward)" diff-variant -k layernorm_bwd -v torch-layer-norm-backward \
+        -t $t --cases 3 --shape $s --param weights=$w --param blocks=$b --input x:offset=3 --json 2>&1)
+      echo "$out" | bitwise || fail "native_layer_norm_backward $t $w $s: not bit for bit with layernorm_bwd/torch: $out"
+    done
+  done
+done
+# the bf16 buffer: 4096 tokens of dy = 1 give dbeta 256 (PyTorch and the emulation alike), a hazard
+n=$((n + 1))
+out=$("$P" --kernels "$(ex torch_layer_norm_backward)" run -k layernorm_bwd -v torch-layer-norm-backward -t bf16 \
+  --cases 1 --shape 4096x8 --param weights=fp32 --param blocks=1 --input dy:value=1 2>&1)
+echo "$out" | grep -q "saturated: dbeta\[0\] came out as 256 where the exact sum over the 4096 tokens is 4096" ||
+  fail "native_layer_norm_backward bf16: the saturated dbeta: $out"
 
 # F.rms_norm likewise (rstd by the composite's own ops): the scalar sum (5), vectors with a tail
 # (33), the cascade (1000), a row past ATen's grain (40000, one thread)
@@ -152,8 +180,22 @@ for t in fp32 fp16 bf16; do
     n=$((n + 1))
     out=$("$P" --kernels "$(ex torch_rms_norm)" diff-variant -k rmsnorm -v torch-rms-norm -t $t --cases 5 --shape $s \
       --param weights=$([ $t = bf16 ] && echo fp32 || echo storage) --json 2>/dev/null)
-    echo "$out" | python3 -c 'import json,sys; v=json.load(sys.stdin)["variants"][0]; sys.exit(v["bitwise_equal"] != 1)' ||
-      fail "F.rms_norm $t $s: not bit for bit with rmsnorm/torch: $out"
+    echo "$out" | bitwise || fail "F.rms_norm $t $s: not bit for bit with rmsnorm/torch: $out"
+  done
+done
+
+# autograd through F.rms_norm (its composite's ops): dx and dgamma bit for bit with
+# rmsnorm_bwd/torch; rows under a vector (5), with a tail (13, 33), 32 + 8 columns (40: the
+# outer sum's groups), 37 (32 and five single columns), many tokens (1000)
+for t in fp32 fp16 bf16; do
+  for w in storage fp32; do
+    [ $t = fp32 ] && [ $w = fp32 ] && continue
+    for s in 3x5 5x13 4x33 7x40 1000x37; do
+      n=$((n + 1))
+      out=$("$P" --kernels "$(ex torch_rms_norm_backward)" diff-variant -k rmsnorm_bwd -v torch-rms-norm-backward \
+        -t $t --cases 2 --shape $s --param weights=$w --json 2>&1)
+      echo "$out" | bitwise || fail "F.rms_norm's backward $t $w $s: not bit for bit with rmsnorm_bwd/torch: $out"
+    done
   done
 done
 

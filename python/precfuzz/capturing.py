@@ -19,6 +19,7 @@ kernel claims in precfuzz, docs/own-kernels.md):
 | torch.optim.Adam (no weight decay) and AdamW: the step of every parameter with a gradient | the optimizer step hooks | adam: m, v, param | adam/torch, torch-foreach or torch-fused(-cuda), as torch chose |
 | F.layer_norm, nn.LayerNorm on the CPU, with weight and bias (in the input's dtype or fp32) | aten.native_layer_norm (the TorchDispatchMode) | layernorm: mean, rstd, y | layernorm/torch |
 | F.rms_norm, nn.RMSNorm on the CPU (a weight in the input's dtype or fp32, or none) | the function, wrapped | rmsnorm: y | rmsnorm/torch |
+| LayerNorm's backward on the CPU (of a forward recorded above: its eps) | aten.native_layer_norm_backward (the TorchDispatchMode) | layernorm_bwd: dx, dgamma, dbeta | layernorm_bwd/torch |
 
 Anything else of these calls (a softmax over another dimension, a class-probability target, a
 mask tensor, amsgrad, ...) is not recorded, and `skipped` says what and why: nothing is judged
@@ -53,11 +54,12 @@ class capture:
     its input tensors (.npy), its outputs (.npy, or .safetensors by stage) and record.json, and
     capture.json listing them and what was skipped."""
 
-    def __init__(self, path, ops=("softmax", "cross_entropy", "attention", "adam", "layernorm", "rmsnorm"), limit=32,
+    def __init__(self, path, ops=("softmax", "cross_entropy", "attention", "adam", "layernorm", "layernorm_bwd", "rmsnorm"),
+                 limit=32,
                  max_elements=1 << 22):
         import torch  # noqa: F401  (capture is for PyTorch code)
 
-        known = {"softmax", "cross_entropy", "attention", "adam", "layernorm", "rmsnorm"}
+        known = {"softmax", "cross_entropy", "attention", "adam", "layernorm", "layernorm_bwd", "rmsnorm"}
         bad = set(ops) - known
         if bad:
             raise ValueError(f"capture: no op {sorted(bad)[0]!r} (it records {', '.join(sorted(known))})")
@@ -72,6 +74,7 @@ class capture:
         self.skipped = []  # (op, why)
         self._count = {}
         self._inside = 0  # in a wrapped call: its own inner softmax is not a separate record
+        self._ln_eps = {}  # a LayerNorm forward's saved rstd (its storage) -> its eps, for the backward
         self._undo = []
 
     # ---- recording -----------------------------------------------------------------------
@@ -229,6 +232,8 @@ class capture:
     def _layer_norm(self, x, normalized_shape, weight, bias, eps, out):
         import torch
 
+        if out[2].numel():  # the backward gets rstd, not eps: remembered by the tensor it saves
+            self._ln_eps[out[2].data_ptr()] = eps
         if "layernorm" not in self.ops:
             return
         if weight is None or bias is None:
@@ -248,6 +253,39 @@ class capture:
                           "y": y.detach().reshape(rows, cols)},
                          {"eps": float(np.float32(eps)), "weights": weights},  # the kernel holds eps in fp32
                          f"F.layer_norm over the last {cols} of {tuple(x.shape)}", shape=(rows, cols))
+
+    def _layer_norm_bwd(self, dy, x, normalized_shape, mean, rstd, weight, bias, mask, out):
+        import torch
+
+        if "layernorm_bwd" not in self.ops:
+            return
+        why = None
+        if weight is None or bias is None:
+            why = "no weight or no bias (elementwise_affine=False)"
+        elif not all(mask):
+            why = "not every gradient asked for (dx, dgamma and dbeta)"
+        elif rstd.numel() == 0 or rstd.data_ptr() not in self._ln_eps:
+            why = "its forward was not seen under the capture (eps unknown)"
+        elif dy.dtype != x.dtype or not bool(dy.isfinite().all()):
+            why = "an upstream gradient of another dtype than the input's, or not finite"
+        if why:
+            self._skip("layernorm_bwd", why)
+            return
+        got = self._norm_checks("layernorm_bwd", x, normalized_shape, [weight, bias])
+        if got is None or not self._room("layernorm_bwd", [x, dy]):
+            return
+        rows, cols, weights = got
+        dx, dgamma, dbeta = out
+        eps = self._ln_eps[rstd.data_ptr()]
+        with torch.no_grad():
+            self._record("layernorm_bwd", "torch", _dtype(x),
+                         {"x": x.detach().reshape(rows, cols), "dy": dy.detach().reshape(rows, cols),
+                          "gamma": weight.detach().reshape(cols)},
+                         {"dx": dx.detach().reshape(rows, cols), "dgamma": dgamma.detach().reshape(cols),
+                          "dbeta": dbeta.detach().reshape(cols)},
+                         # each thread sums its rows' dgamma and dbeta in its own buffer
+                         {"eps": float(np.float32(eps)), "weights": weights, "blocks": torch.get_num_threads()},
+                         f"LayerNorm's backward over the last {cols} of {tuple(x.shape)}", shape=(rows, cols))
 
     def _rms_norm(self, orig, input, normalized_shape, weight=None, eps=None):
         import torch
@@ -345,6 +383,8 @@ class capture:
                     cap._softmax(args[0], args[1], args[2], out)
                 elif func is torch.ops.aten.native_layer_norm.default and not cap._inside:
                     cap._layer_norm(args[0], args[1], args[2], args[3], args[4], out)
+                elif func is torch.ops.aten.native_layer_norm_backward.default and not cap._inside:
+                    cap._layer_norm_bwd(*args[:8], out)
                 return out
 
         def wrap(mod, name, handler):

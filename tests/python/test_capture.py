@@ -96,6 +96,32 @@ def test_nothing_stays_patched(tmp_path):
     assert (F.cross_entropy, F.scaled_dot_product_attention, F.rms_norm) == before
 
 
+def test_layer_norm_backward_is_recorded_and_judged(tmp_path):
+    """LayerNorm's backward under loss.backward(): recorded with its forward's eps and the thread
+    count (PyTorch's per-thread buffers), judged bit for bit by layernorm_bwd/torch: ok; with bf16
+    activations and fp32 weights over 4096 tokens of dy = 1, dbeta stops at 256 (saturated);
+    a backward whose forward ran outside the capture is skipped (its eps is unknown)."""
+    torch.manual_seed(0)
+    torch.set_num_threads(2)
+    ln = torch.nn.LayerNorm(48, eps=1e-6)  # fp32 weights beside bf16 activations
+    with torch.no_grad():
+        ln.weight.normal_(1, 0.1)
+    x = (torch.randn(4096, 48) + 2).to(torch.bfloat16).requires_grad_()
+    outside = ln(x)
+    with precfuzz.capture(tmp_path / "cap", ops=("layernorm", "layernorm_bwd")) as cap:
+        y = ln(x)
+        y.backward(torch.ones_like(y))
+        outside.backward(torch.ones_like(outside))  # forward not seen: skipped
+    assert [(r["op"], r["dtype"], r["params"].get("weights")) for r in cap.records] == [
+        ("layernorm", "bf16", "fp32"), ("layernorm_bwd", "bf16", "fp32")]
+    p = cap.records[1]["params"]
+    assert p["eps"] == float(np.float32(1e-6)) and p["blocks"] == 2
+    assert [op for op, _ in cap.skipped] == ["layernorm_bwd"] and "eps unknown" in cap.skipped[0][1]
+    js = cap.judge()
+    assert [j.verdict for j in js] == ["ok", "ok"], "\n".join(str(j) for j in js)
+    assert "saturated" in [h.kind for h in js[1].hazards], str(js[1])
+
+
 def test_norms_are_recorded_and_judged(tmp_path):
     """nn.LayerNorm (bf16, and bf16 activations with fp32 weights as Megatron keeps them) and
     nn.RMSNorm, judged by layernorm/torch and rmsnorm/torch; a LayerNorm without weights is

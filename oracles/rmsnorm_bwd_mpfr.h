@@ -1,0 +1,13 @@
+/* The RMSNorm backward oracle (rmsnorm_bwd_mpfr.c): the exact dx and dgamma; its operation's
+ * pf_op.oracle. */
+#ifndef PF_ORACLE_RMSNORM_BWD_MPFR_H
+#define PF_ORACLE_RMSNORM_BWD_MPFR_H
+
+#include "core/case.h"
+#include "core/oracle.h"
+#include "core/tensor.h"
+
+pf_status pf_rmsnorm_bwd_mpfr(const pf_case *c, const pf_tensor *in, const pf_oracle_opts *opts,
+                              pf_oracle_result *out);
+
+#endif
