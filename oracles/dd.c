@@ -127,6 +127,15 @@ PF_DD_CLONES int pf_fast_settle(pf_oracle_result *out, size_t i, pf_dd x, double
   return 1;
 }
 
+int pf_fast_settle_exact(pf_oracle_result *out, size_t i, pf_dd x, pf_dtype t) {
+  if (x.hi == 0 || fabs(x.hi) < 0x1p-900 || !(fabs(x.hi) * (1 + 0x1p-59) < pf_max_finite(t))) return 0;
+  out->dtype[i] = (unsigned char)t;
+  out->exact[i] = x.hi; /* the nearest binary64: x is normalized */
+  out->rounded[i] = out->rounded_alt[i] = pf_dd_round_dtype(x, t);
+  out->status[i] = PF_ORACLE_NUMBER;
+  return 1;
+}
+
 int pf_fast_negligible(pf_oracle_result *out, size_t i, pf_dtype t, double z, double sum) {
   out->dtype[i] = (unsigned char)t;
   out->exact[i] = out->rounded[i] = out->rounded_alt[i] = 0;

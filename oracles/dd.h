@@ -119,6 +119,9 @@ int pf_dd_decided(pf_dd y, double w, pf_dtype t, double *r);
  * enclosure is within 2^-56 of x (the comparison takes the exact value to 2^-50) and rounds to
  * one value of t, else 0 (nothing written that counts: the caller leaves the unit to MPFR). */
 int pf_fast_settle(pf_oracle_result *out, size_t i, pf_dd x, double err, pf_dtype t);
+/* Settles output i whose exact value is the double word x itself (computed without any error):
+ * its rounding to t, ties to even; 0 where x is 0, near binary64's underflow or t's overflow. */
+int pf_fast_settle_exact(pf_oracle_result *out, size_t i, pf_dd x, pf_dtype t);
 /* Output i is exp(z) / sum with exp(z) below 2^-1076 of sum (z < -746): 0 in binary64 and every
  * dtype, TINY below MPFR's exponent range as MPFR says; 0 within a hair of that edge. */
 int pf_fast_negligible(pf_oracle_result *out, size_t i, pf_dtype t, double z, double sum);

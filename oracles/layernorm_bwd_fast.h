@@ -33,5 +33,9 @@ int pf_lnb_fast_dx(const pf_lnb_fast_params *p, const pf_lnb_fast_row_stats *st,
  * row's statistics): 1 when they were settled into out. */
 int pf_lnb_fast_column(const pf_lnb_fast_params *p, const pf_lnb_fast_row_stats *st, const double *x, const double *dy,
                        size_t j, pf_oracle_result *out);
+/* Columns j .. j + count - 1 (count <= 4; four at once with AVX2, the same sums as one by one):
+ * the mask (bit l: column j + l) of those settled. */
+int pf_lnb_fast_columns(const pf_lnb_fast_params *p, const pf_lnb_fast_row_stats *st, const double *x, const double *dy,
+                        size_t j, size_t count, pf_oracle_result *out);
 
 #endif

@@ -38,7 +38,6 @@ typedef struct {
   pf_lnb_fast_row_stats *st; /* per row, the fast path's statistics (ok 0 where it has none) */
   unsigned char *left;       /* per column: left to MPFR by the fast path */
   long max_prec[PF_MAX_THREADS];
-  size_t fast_cols[PF_MAX_THREADS];
 } pf_lnbo;
 
 /* g'_j = g_j or 1 + g_j, exact */
@@ -259,12 +258,13 @@ static int pf_lnbo_fast_row(const void *ctx, size_t i, pf_oracle_result *out) {
   return pf_lnb_fast_dx(&k->fp, &k->st[i], x, dy, k->in[PF_LNB_IN_GAMMA].data, i, out);
 }
 
-/* columns [begin, end) by the fast path; those it cannot settle are left */
+/* columns [begin, end) by the fast path (four at a time); those it cannot settle are left */
 static void pf_lnbo_fast_cols(void *ctx, int thread, size_t begin, size_t end) {
   pf_lnbo *k = ctx;
-  for (size_t j = begin; j < end; j++) {
-    k->left[j] = !pf_lnb_fast_column(&k->fp, k->st, k->in[PF_LNB_IN_X].data, k->in[PF_LNB_IN_DY].data, j, k->out);
-    k->fast_cols[thread] += !k->left[j];
+  for (size_t j = begin; j < end; j += 4) {
+    const size_t cnt = end - j < 4 ? end - j : 4;
+    const int m = pf_lnb_fast_columns(&k->fp, k->st, k->in[PF_LNB_IN_X].data, k->in[PF_LNB_IN_DY].data, j, cnt, k->out);
+    for (size_t l = 0; l < cnt; l++) k->left[j + l] = !(m >> l & 1);
   }
 }
 

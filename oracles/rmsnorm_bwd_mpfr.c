@@ -209,11 +209,14 @@ static int pf_rmsbo_fast_row(const void *ctx, size_t i, pf_oracle_result *out) {
   return pf_lnb_fast_dx(&k->fp, &k->st[i], x, dy, k->in[PF_RMSB_IN_GAMMA].data, i, out);
 }
 
-/* columns [begin, end) by the fast path; those it cannot settle are left */
+/* columns [begin, end) by the fast path (four at a time); those it cannot settle are left */
 static void pf_rmsbo_fast_cols(void *ctx, int thread, size_t begin, size_t end) {
   pf_rmsbo *k = ctx;
-  for (size_t j = begin; j < end; j++)
-    k->left[j] = !pf_lnb_fast_column(&k->fp, k->st, k->in[PF_RMSB_IN_X].data, k->in[PF_RMSB_IN_DY].data, j, k->out);
+  for (size_t j = begin; j < end; j += 4) {
+    const size_t cnt = end - j < 4 ? end - j : 4;
+    const int m = pf_lnb_fast_columns(&k->fp, k->st, k->in[PF_RMSB_IN_X].data, k->in[PF_RMSB_IN_DY].data, j, cnt, k->out);
+    for (size_t l = 0; l < cnt; l++) k->left[j + l] = !(m >> l & 1);
+  }
 }
 
 /* rows [begin, end) whose exact statistics the dx phase did not need: computed now */
