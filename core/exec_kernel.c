@@ -15,7 +15,10 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
-#include <spawn.h>
+#include <net/if.h>
+#include <sched.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +50,7 @@ typedef struct {
   pid_t pid; /* 0: not running; the next case starts it again (a rank group: rank 0, whose pid is the group's) */
   int nranks;                     /* 1: one process; N: a rank group (ranks:N:CMD) */
   pid_t rank[PF_EXEC_MAX_RANKS];  /* a rank group's processes, rank[0] == pid */
+  char start_error[160];          /* why its last start failed in the child (pf_spawn_rank) */
   int to, from; /* our ends of its standard input and output (rank 0's) */
   unsigned long long id; /* of the last case sent */
   pthread_mutex_t mu;    /* one case at a time (sweep --jobs runs threads) */
@@ -337,46 +341,21 @@ static pf_status pf_frame_write(pf_proc *p, const cJSON *head, unsigned char *co
   return st;
 }
 
-/* 1 when nothing listens on 127.0.0.1:port now (port 0: the kernel picks one, written back) */
-static int pf_port_free(int *port) {
+/* A TCP port on 127.0.0.1 that nothing listens on now, for a rank group's MASTER_PORT (0: none).
+ * The group runs in a network of its own (pf_rank_netns), where no other group listens: any port
+ * free here serves. */
+static int pf_free_port(void) {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return 0;
   struct sockaddr_in a;
   memset(&a, 0, sizeof a);
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons((uint16_t)*port);
   socklen_t n = sizeof a;
-  const int ok = !bind(fd, (struct sockaddr *)&a, sizeof a) && !getsockname(fd, (struct sockaddr *)&a, &n);
-  if (ok) *port = ntohs(a.sin_port);
-  close(fd);
-  return ok;
-}
-
-/* A TCP port on 127.0.0.1 that nothing listens on now, for a rank group's MASTER_PORT (0: none).
- * Drawn below the kernel's ephemeral range (ip_local_port_range): a port from that range, free
- * when tested, can be taken as the local end of some other connection before rank 0 listens on
- * it (gloo opens many; two rank groups side by side met EADDRINUSE so); one below it is only
- * taken by a listener. The ephemeral pick is the fallback. */
-static int pf_free_port(void) {
-  int lo = 32768;
-  FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
-  if (f) {
-    int a, b;
-    if (fscanf(f, "%d %d", &a, &b) == 2 && a > 1024) lo = a;
-    fclose(f);
-  }
-  const int base = lo > 12000 ? 10000 : 1024, span = lo - base;
-  static uint64_t calls; /* another draw for each group this process starts */
-  uint64_t r = (uint64_t)getpid() * 0x9e3779b97f4a7c15ull ^ (uint64_t)time(NULL) * 0xbf58476d1ce4e5b9ull ^
-               ++calls * 0x94d049bb133111ebull;
-  for (int k = 0; span > 0 && k < 200; k++) {
-    r = r * 6364136223846793005ull + 1442695040888963407ull; /* an LCG: which port, not what it computes */
-    int port = base + (int)((r >> 33) % (uint64_t)span);
-    if (pf_port_free(&port)) return port;
-  }
   int port = 0;
-  return pf_port_free(&port) ? port : 0;
+  if (!bind(fd, (struct sockaddr *)&a, sizeof a) && !getsockname(fd, (struct sockaddr *)&a, &n)) port = ntohs(a.sin_port);
+  close(fd);
+  return port;
 }
 
 /* The environment of rank r of n: precfuzz's, less torch.distributed's variables, plus those
@@ -413,36 +392,127 @@ static char **pf_rank_environ(int r, int n, int port, char vars[PF_RANK_VARS][64
 
 /* Starts one rank (or the one process): rank 0 talks over the pipes in[0], out[1] and leads
  * a new process group; the others join it, read nothing and write to precfuzz's stderr. */
-static int pf_spawn_rank(pf_proc *p, int r, int port, int in0, int out1, pid_t *pid) {
-  posix_spawn_file_actions_t fa;
-  posix_spawnattr_t at;
-  posix_spawn_file_actions_init(&fa);
+/* The rank group's network: rank 0 makes a network namespace of its own holding only the loopback
+ * interface (brought up), and every other rank joins it, so that whatever address a rank is told
+ * or tells itself (a MASTER_ADDR in its code, an init_method, a script that exports one), no byte
+ * can leave the machine: there is no other interface to send it on. As root (or with
+ * CAP_SYS_ADMIN) a network namespace alone; else a user namespace too, when the kernel allows
+ * unprivileged ones. In the forked child, before exec: system calls only. Returns 0, or the errno
+ * with *what the step that failed. */
+static int pf_rank_netns(int r, pid_t rank0, const char *maps[3], const char **what) {
   if (r == 0) {
-    posix_spawn_file_actions_adddup2(&fa, in0, 0);
-    posix_spawn_file_actions_adddup2(&fa, out1, 1);
-  } else {
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_adddup2(&fa, 2, 1);
+    if (unshare(CLONE_NEWNET)) {
+      if (errno != EPERM) return *what = "unshare(CLONE_NEWNET)", errno;
+      if (unshare(CLONE_NEWUSER | CLONE_NEWNET)) return *what = "unshare(CLONE_NEWUSER | CLONE_NEWNET)", errno;
+      static const char *const files[3] = {"/proc/self/setgroups", "/proc/self/uid_map", "/proc/self/gid_map"};
+      for (int k = 0; k < 3; k++) {
+        const int fd = open(files[k], O_WRONLY | O_CLOEXEC);
+        const ssize_t w = fd < 0 ? -1 : write(fd, maps[k], strlen(maps[k]));
+        const int e = errno;
+        if (fd >= 0) close(fd);
+        if (w < 0) return *what = files[k], e;
+      }
+    }
+    const int sd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    struct ifreq ifr;
+    memset(&ifr, 0, sizeof ifr);
+    memcpy(ifr.ifr_name, "lo", 3);
+    int bad = sd < 0 || ioctl(sd, SIOCGIFFLAGS, &ifr);
+    if (!bad) {
+      ifr.ifr_flags |= IFF_UP;
+      bad = ioctl(sd, SIOCSIFFLAGS, &ifr) != 0;
+    }
+    const int e = errno;
+    if (sd >= 0) close(sd);
+    return bad ? (*what = "bringing up lo", e) : 0;
   }
-  posix_spawnattr_init(&at);
-  /* its own process group (a timeout kills all it started); SIGPIPE as by default, which
-   * precfuzz itself ignores to see a closed pipe as an error */
-  sigset_t def;
-  sigemptyset(&def);
-  sigaddset(&def, SIGPIPE);
-  posix_spawnattr_setsigdefault(&at, &def);
-  posix_spawnattr_setpgroup(&at, r == 0 ? 0 : p->rank[0]);
-  posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF);
-  char *argv[] = {"sh", "-c", p->cmd, NULL};
+  char path[64];
+  static const char *const ns[2] = {"user", "net"};
+  static const int kind[2] = {CLONE_NEWUSER, CLONE_NEWNET};
+  for (int k = 0; k < 2; k++) {
+    snprintf(path, sizeof path, "/proc/%ld/ns/%s", (long)rank0, ns[k]);
+    const int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return *what = errno == ENOENT ? "rank 0 exited before the others joined its network" : "opening rank 0's namespace", errno;
+    struct stat mine, its;
+    snprintf(path, sizeof path, "/proc/self/ns/%s", ns[k]);
+    /* rank 0's user namespace is ours when it made a network namespace alone */
+    const int same = !stat(path, &mine) && !fstat(fd, &its) && mine.st_ino == its.st_ino && mine.st_dev == its.st_dev;
+    const int rc = same ? 0 : setns(fd, kind[k]);
+    const int e = errno;
+    close(fd);
+    if (rc) return *what = k ? "setns(rank 0's network)" : "setns(rank 0's user namespace)", e;
+  }
+  return 0;
+}
+
+/* Rank r of the group (or the one process of an exec kernel): sh -c CMD in its process group
+ * (rank 0's for the others: a timeout kills all it started), SIGPIPE as by default (precfuzz
+ * itself ignores it to see a closed pipe as an error), rank 0's stdin and stdout the protocol's
+ * pipes, the other ranks' stdout on stderr. A rank of a group of several runs in the group's
+ * network (pf_rank_netns): the child reports on a pipe that it is in it before it execs. */
+static int pf_spawn_rank(pf_proc *p, int r, int port, int in0, int out1, pid_t *pid) {
   char vars[PF_RANK_VARS][64];
   char **env = p->nranks > 1 ? pf_rank_environ(r, p->nranks, port, vars) : environ;
-  int rc = env ? 0 : ENOMEM;
+  if (!env) return ENOMEM;
+  char maps[3][64];
+  snprintf(maps[0], 64, "deny");
+  snprintf(maps[1], 64, "0 %ld 1", (long)geteuid());
+  snprintf(maps[2], 64, "0 %ld 1", (long)getegid());
+  const char *mapv[3] = {maps[0], maps[1], maps[2]};
+  int sync[2];
+  if (pipe2(sync, O_CLOEXEC)) {
+    const int e = errno;
+    if (env != environ) free(env);
+    return e;
+  }
+  char *argv[] = {"sh", "-c", p->cmd, NULL};
   fflush(NULL);
-  if (!rc) rc = posix_spawn(pid, "/bin/sh", &fa, &at, argv, env);
+  const pid_t child = fork();
+  if (child == 0) {
+    const char *what = "";
+    int e = 0;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = SIG_DFL;
+    sigaction(SIGPIPE, &sa, NULL);
+    if (setpgid(0, r == 0 ? 0 : p->rank[0])) e = errno, what = "setpgid";
+    if (!e && p->nranks > 1) e = pf_rank_netns(r, p->rank[0], mapv, &what);
+    if (!e && r == 0 && (dup2(in0, 0) < 0 || dup2(out1, 1) < 0)) e = errno, what = "dup2";
+    if (!e && r > 0) {
+      const int nul = open("/dev/null", O_RDONLY);
+      if (nul < 0 || dup2(nul, 0) < 0 || dup2(2, 1) < 0) e = errno, what = "redirecting stdin";
+      if (nul > 0) close(nul);
+    }
+    if (!e) {
+      execve("/bin/sh", argv, env);
+      e = errno, what = "execve(/bin/sh)";
+    }
+    char msg[160];
+    const int m = snprintf(msg, sizeof msg, "%s: %s", what, strerror(e));
+    if (write(sync[1], msg, (size_t)(m > 0 ? m : 0)) < 0) _exit(127);
+    _exit(127);
+  }
+  const int fe = errno;
+  close(sync[1]);
   if (env != environ) free(env);
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&at);
-  return rc;
+  if (child < 0) {
+    close(sync[0]);
+    return fe;
+  }
+  /* the child's word: nothing (EOF at its exec), or what failed */
+  char msg[160];
+  ssize_t m;
+  while ((m = read(sync[0], msg, sizeof msg - 1)) < 0 && errno == EINTR) {
+  }
+  close(sync[0]);
+  if (m > 0) {
+    msg[m] = 0;
+    waitpid(child, NULL, 0);
+    snprintf(p->start_error, sizeof p->start_error, "%s", msg);
+    return EPERM;
+  }
+  *pid = child;
+  return 0;
 }
 
 static pf_status pf_proc_start(pf_proc *p) {
@@ -455,6 +525,7 @@ static pf_status pf_proc_start(pf_proc *p) {
   }
   const int port = p->nranks > 1 ? pf_free_port() : 0;
   int rc = p->nranks > 1 && !port ? EADDRNOTAVAIL : 0;
+  p->start_error[0] = 0;
   int started = 0;
   for (int r = 0; r < p->nranks && !rc; r++)
     if (!(rc = pf_spawn_rank(p, r, port, in[0], out[1], &p->rank[r]))) started++;
@@ -463,11 +534,22 @@ static pf_status pf_proc_start(pf_proc *p) {
   p->pid = started ? p->rank[0] : 0;
   if (rc) {
     if (started) kill(-p->rank[0], SIGKILL);
-    for (int r = 0; r < started; r++) waitpid(p->rank[r], NULL, 0);
+    int status0 = 0;
+    for (int r = 0; r < started; r++) waitpid(p->rank[r], r ? NULL : &status0, 0);
     close(in[1]);
     close(out[0]);
     p->pid = 0;
     if (p->nranks > 1 && !port) return pf_error(PF_ERR_ARG, "cannot find a free port on 127.0.0.1 for the rank group");
+    if (p->start_error[0] && p->nranks > 1 && (strstr(p->start_error, "unshare") || strstr(p->start_error, "setns") ||
+                                               strstr(p->start_error, "/proc/self")))
+      return pf_error(PF_ERR_ARG, "cannot give the rank group a network of its own with only the loopback interface (%s): "
+                                  "ranks run so only as root, with CAP_SYS_ADMIN, or where unprivileged user "
+                                  "namespaces are allowed", p->start_error);
+    if (strstr(p->start_error, "rank 0 exited") && WIFEXITED(status0)) /* as the hello would have said */
+      return pf_error(PF_ERR_ARG, "the kernel process group: rank 0 of %d exited with status %d before its hello",
+                      p->nranks, WEXITSTATUS(status0));
+    if (p->start_error[0] && p->nranks > 1) return pf_error(PF_ERR_ARG, "cannot start the rank group: %s", p->start_error);
+    if (p->start_error[0]) return pf_error(PF_ERR_ARG, "cannot start /bin/sh: %s", p->start_error);
     return pf_error(PF_ERR_ARG, "cannot start /bin/sh: %s", strerror(rc));
   }
   p->to = in[1], p->from = out[0];

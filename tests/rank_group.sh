@@ -45,7 +45,24 @@ for r in 0 1 2; do
   grep -qx "RANK=$r" "$f" && grep -qx "LOCAL_RANK=$r" "$f" && grep -qx "WORLD_SIZE=3" "$f" && grep -qx "MASTER_ADDR=127.0.0.1" "$f" &&
     grep -qx "GLOO_SOCKET_IFNAME=lo" "$f" && grep -qx "MASTER_PORT=$port" "$f" && [ "$port" -gt 0 ] || fail "rank $r's environment: $(cat "$f")"
 done
+n=$((n + 1))
+# in a network of their own, the same for the three, whose only interface is lo: a rank told
+# (or telling itself) another address has nothing to send it on
+ns=$(sed -n 's/^NETNS=//p' "$RANK_TEST_DIR/rank0")
+for r in 0 1 2; do
+  f=$RANK_TEST_DIR/rank$r
+  grep -Fqx "NETNS=$ns" "$f" && grep -qx "NETDEVS=lo" "$f" && [ "$ns" != "$(readlink /proc/self/ns/net)" ] ||
+    fail "rank $r's network: $(cat "$f") (precfuzz's: $(readlink /proc/self/ns/net))"
+done
 none_left "ranks:3"
+
+# an address the command line hides from precfuzz's check (a quoted 127.0.0.1 with a suffix, the
+# rank's own os.environ): still no interface but lo to reach it by
+check "a hidden MASTER_ADDR" "$P" --kernels "ranks:2:MASTER_ADDR='127.0.0.1'.example.com $K" run -k softmax \
+  -v np-rank-softmax -t fp16 --shape 2x8 --cases 2
+[ $rc -eq 0 ] && grep -qx "MASTER_ADDR=127.0.0.1.example.com" "$RANK_TEST_DIR/rank1" &&
+  grep -qx "NETDEVS=lo" "$RANK_TEST_DIR/rank1" || fail "a hidden MASTER_ADDR: $rc $out $(cat "$RANK_TEST_DIR/rank1")"
+none_left "a hidden MASTER_ADDR"
 
 # told another address by the environment it runs in (a cluster's MASTER_ADDR, a NIC): the
 # ranks still get 127.0.0.1 on lo, and the run passes

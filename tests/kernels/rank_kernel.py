@@ -15,6 +15,7 @@ rank's environment; the other ranks sleep until precfuzz is gone. By the first a
                 computes
 """
 import os
+import socket
 import sys
 import time
 
@@ -30,6 +31,9 @@ with open(os.path.join(where, f"rank{rank}"), "w") as f:
     for v in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "GLOO_SOCKET_IFNAME"):
         f.write(f"{v}={os.environ.get(v, '')}\n")
     f.write(f"PID={os.getpid()}\n")
+    # the network it runs in: its namespace, and the interfaces there
+    f.write(f"NETNS={os.readlink('/proc/self/ns/net')}\n")
+    f.write(f"NETDEVS={','.join(sorted(name for _, name in socket.if_nameindex()))}\n")
 
 
 def precfuzz_alive():
