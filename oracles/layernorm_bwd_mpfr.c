@@ -295,28 +295,8 @@ pf_status pf_layernorm_bwd_mpfr(const pf_case *c, const pf_tensor *in, const pf_
   }
   for (size_t i = 0; i < rows; i++) mpfr_init2(k->S[i], MPFR_PREC_MIN), mpfr_init2(k->W[i], MPFR_PREC_MIN);
   /* dx row by row, the fast path first (which keeps each row's statistics for the columns) */
-  pf_status st = pf_oracle_by_rows(rows, 300.0 * (double)n, opts, out, k, pf_lnbo_fast_row, pf_lnbo_row);
-  if (st == PF_OK) {
-    const int threads = pf_parallel_threads(n, 50.0 * (double)rows);
-    size_t left = 0;
-    if (opts->mpfr_only || opts->keep_hex) { /* no fast path: every column is MPFR's */
-      for (size_t j = 0; j < n; j++) k->left[j] = 1;
-      left = n;
-    } else {
-      pf_oracle_parallel(n, threads, pf_lnbo_fast_cols, k);
-      for (size_t j = 0; j < n; j++) left += k->left[j];
-    }
-    out->fast_units += n - left;
-    out->mpfr_units += left;
-    if (left) {
-      const long p0 = opts->prec < 64 ? 64 : opts->prec;
-      for (int t = 0; t < PF_MAX_THREADS; t++) k->max_prec[t] = p0;
-      pf_oracle_parallel(rows, pf_parallel_threads(rows, 100.0 * (double)n), pf_lnbo_missing_stats, k);
-      pf_oracle_parallel(n, pf_parallel_threads(n, 300.0 * (double)rows), pf_lnbo_cols, k);
-      for (int t = 0; t < PF_MAX_THREADS; t++)
-        if (k->max_prec[t] > out->max_prec) out->max_prec = k->max_prec[t];
-    }
-  }
+  const pf_status st = pf_oracle_rows_then_columns(rows, n, opts, out, k, pf_lnbo_fast_row, pf_lnbo_row, pf_lnbo_fast_cols,
+                                                   pf_lnbo_missing_stats, pf_lnbo_cols, k->left, k->max_prec);
   for (size_t i = 0; i < rows; i++) mpfr_clear(k->S[i]), mpfr_clear(k->W[i]);
   free(k->S), free(k->W), free(k->bad), free(k->exact), free(k->st), free(k->left), free(k);
   return st;

@@ -215,3 +215,29 @@ void pf_mpfr_exact_mul_d(mpfr_ptr r, mpfr_srcptr a, double d, mpfr_ptr t) {
   mpfr_set_d(t, d, MPFR_RNDN); /* exact */
   pf_mpfr_exact_mul(r, a, t);
 }
+
+pf_status pf_oracle_rows_then_columns(size_t rows, size_t cols, const pf_oracle_opts *opts, pf_oracle_result *out,
+                                      void *ctx, int (*fast_row)(const void *, size_t, pf_oracle_result *),
+                                      void (*mpfr_row)(const void *, size_t, long *), pf_oracle_range_fn fast_cols,
+                                      pf_oracle_range_fn prepare, pf_oracle_range_fn mpfr_cols, unsigned char *left,
+                                      long *max_prec) {
+  const pf_status st = pf_oracle_by_rows(rows, 300.0 * (double)cols, opts, out, ctx, fast_row, mpfr_row);
+  if (st) return st;
+  size_t nleft = 0;
+  if (opts->mpfr_only || opts->keep_hex) { /* no fast path: every column is MPFR's */
+    for (size_t j = 0; j < cols; j++) left[j] = 1;
+  } else {
+    pf_oracle_parallel(cols, pf_parallel_threads(cols, 50.0 * (double)rows), fast_cols, ctx);
+  }
+  for (size_t j = 0; j < cols; j++) nleft += left[j];
+  out->fast_units += cols - nleft;
+  out->mpfr_units += nleft;
+  if (!nleft) return PF_OK;
+  const long p0 = opts->prec < 64 ? 64 : opts->prec;
+  for (int t = 0; t < PF_MAX_THREADS; t++) max_prec[t] = p0;
+  pf_oracle_parallel(rows, pf_parallel_threads(rows, 100.0 * (double)cols), prepare, ctx);
+  pf_oracle_parallel(cols, pf_parallel_threads(cols, 300.0 * (double)rows), mpfr_cols, ctx);
+  for (int t = 0; t < PF_MAX_THREADS; t++)
+    if (max_prec[t] > out->max_prec) out->max_prec = max_prec[t];
+  return PF_OK;
+}

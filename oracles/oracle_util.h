@@ -24,6 +24,20 @@ void pf_oracle_set_zero(pf_oracle_result *r, size_t i, pf_dtype t, int keep_hex)
  * magnitude (emin: MPFR's least exponent): it rounds to 0 in every dtype (PF_ORACLE_TINY). */
 void pf_oracle_set_tiny(pf_oracle_result *r, size_t i, pf_dtype t, int keep_hex);
 
+/* An oracle that settles its rows, then its columns (a norm's backward: dx per row, dgamma per
+ * column): the rows as pf_oracle_by_rows does (fast_row first where allowed, else mpfr_row); the
+ * columns by fast_cols (columns [begin, end): left[j] = 1 where it could not settle column j;
+ * not called with --oracle mpfr or hex, every column then left), then, where any is left,
+ * prepare (rows [begin, end): what the columns' MPFR pass needs that the rows' fast path did not
+ * compute) and mpfr_cols (the left columns), each thread's highest precision in max_prec[thread].
+ * Fills fast_units, mpfr_units (rows and columns) and max_prec. PF_ERR_NOMEM with one line. */
+typedef void (*pf_oracle_range_fn)(void *ctx, int thread, size_t begin, size_t end);
+pf_status pf_oracle_rows_then_columns(size_t rows, size_t cols, const pf_oracle_opts *opts, pf_oracle_result *out,
+                                      void *ctx, int (*fast_row)(const void *, size_t, pf_oracle_result *),
+                                      void (*mpfr_row)(const void *, size_t, long *), pf_oracle_range_fn fast_cols,
+                                      pf_oracle_range_fn prepare, pf_oracle_range_fn mpfr_cols, unsigned char *left,
+                                      long *max_prec);
+
 /* Exact arithmetic (for an oracle that forms integers-times-powers-of-two exactly before its one
  * irrational step): each result is given the precision that holds it, from its operands'
  * exponents and lowest set bits. r = a + s b (s = +1 or -1; r may be a); r = a b (r neither a

@@ -249,26 +249,9 @@ pf_status pf_rmsnorm_bwd_mpfr(const pf_case *c, const pf_tensor *in, const pf_or
   for (size_t i = 0; i < rows; i++)
     mpfr_init2(k->W[i], MPFR_PREC_MIN), mpfr_init2(k->rlo[i], prec0), mpfr_init2(k->rhi[i], prec0);
   /* dx row by row, the fast path first (which keeps each row's statistics for the columns) */
-  pf_status st = pf_oracle_by_rows(rows, 300.0 * (double)n, opts, out, k, pf_rmsbo_fast_row, pf_rmsbo_row);
-  if (st == PF_OK) {
-    size_t left = 0;
-    if (opts->mpfr_only || opts->keep_hex) { /* no fast path: every column is MPFR's */
-      for (size_t j = 0; j < n; j++) k->left[j] = 1;
-      left = n;
-    } else {
-      pf_oracle_parallel(n, pf_parallel_threads(n, 50.0 * (double)rows), pf_rmsbo_fast_cols, k);
-      for (size_t j = 0; j < n; j++) left += k->left[j];
-    }
-    out->fast_units += n - left;
-    out->mpfr_units += left;
-    if (left) {
-      for (int t = 0; t < PF_MAX_THREADS; t++) k->max_prec[t] = prec0;
-      pf_oracle_parallel(rows, pf_parallel_threads(rows, 100.0 * (double)n), pf_rmsbo_missing_stats, k);
-      pf_oracle_parallel(n, pf_parallel_threads(n, 300.0 * (double)rows), pf_rmsbo_cols, k);
-      for (int t = 0; t < PF_MAX_THREADS; t++)
-        if (k->max_prec[t] > out->max_prec) out->max_prec = k->max_prec[t];
-    }
-  }
+  const pf_status st = pf_oracle_rows_then_columns(rows, n, opts, out, k, pf_rmsbo_fast_row, pf_rmsbo_row,
+                                                   pf_rmsbo_fast_cols, pf_rmsbo_missing_stats, pf_rmsbo_cols, k->left,
+                                                   k->max_prec);
   for (size_t i = 0; i < rows; i++) mpfr_clear(k->W[i]), mpfr_clear(k->rlo[i]), mpfr_clear(k->rhi[i]);
   free(k->W), free(k->rlo), free(k->rhi), free(k->bad), free(k->exact), free(k->st), free(k->left), free(k);
   return st;

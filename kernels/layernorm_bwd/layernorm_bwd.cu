@@ -74,7 +74,7 @@ __global__ void pf_lnbc_partials(pf_lnb_launch L, size_t nb, const T *x, const T
   if (k >= nb * n) return;
   const size_t t = k / n, j = k % n;
   size_t b, e;
-  pf_lnb_block_rows(&L, t, &b, &e);
+  pf_lnb_block_rows(L.rows, L.blocks, t, &b, &e);
   unsigned fe = 0;
   A sg = pf_nat_to<A>(0.0f), sb = pf_nat_to<A>(0.0f);
   for (size_t i = b; i < e; i++) {

@@ -160,7 +160,7 @@ pf_status pf_lnb_compute(const pf_lnb_launch *L, const pf_tensor *in, double *ou
   for (size_t j = 0; j < n; j++) tg[j] = tb[j] = pf_lnb_exact(0);
   for (size_t t = 0; t < nb; t++) {
     size_t b, e_;
-    pf_lnb_block_rows(L, t, &b, &e_);
+    pf_lnb_block_rows(L->rows, L->blocks, t, &b, &e_);
     pf_lnb_block(L, in, b, e_, sg, sb, w, out, e, fe);
     for (size_t j = 0; j < n; j++) {
       tg[j] = pf_lnb_add(PF_FP32, tg[j], sg[j], fe);

@@ -34,14 +34,14 @@ typedef struct {
   pf_dtype red; /* the dtype dgamma's and dbeta's per-block sums are held in */
 } pf_lnb_launch;
 
-/* Rows [*begin, *end) of block t of the token reduction: blocks contiguous runs of ceil(rows / b)
+/* Rows [*begin, *end) of block t of the token reduction (LayerNorm's and RMSNorm's backward): blocks contiguous runs of ceil(rows / b)
  * rows, b = min(blocks, rows) (ATen's parallel_for over the rows; a CUDA kernel's thread blocks
  * over the tokens); a block past the rows is empty. */
-PF_HD void pf_lnb_block_rows(const pf_lnb_launch *L, size_t t, size_t *begin, size_t *end) {
-  const size_t b = L->blocks < L->rows ? L->blocks : L->rows;
-  const size_t ch = b ? (L->rows + b - 1) / b : 0;
-  *begin = t * ch < L->rows ? t * ch : L->rows;
-  *end = (t + 1) * ch < L->rows ? (t + 1) * ch : L->rows;
+PF_HD void pf_lnb_block_rows(size_t rows, size_t blocks, size_t t, size_t *begin, size_t *end) {
+  const size_t b = blocks < rows ? blocks : rows;
+  const size_t ch = b ? (rows + b - 1) / b : 0;
+  *begin = t * ch < rows ? t * ch : rows;
+  *end = (t + 1) * ch < rows ? (t + 1) * ch : rows;
 }
 
 /* ---- values with their bounds --------------------------------------------------------------- */

@@ -67,8 +67,9 @@ __global__ void pf_rmsbc_partials(pf_rmsb_launch L, size_t nb, const T *x, const
                                   unsigned *fe_out) {
   const size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x, n = L.cols;
   if (k >= nb * n) return;
-  const size_t t = k / n, j = k % n, ch = (L.rows + nb - 1) / nb;
-  const size_t b = t * ch < L.rows ? t * ch : L.rows, e = (t + 1) * ch < L.rows ? (t + 1) * ch : L.rows;
+  const size_t t = k / n, j = k % n;
+  size_t b, e;
+  pf_lnb_block_rows(L.rows, L.blocks, t, &b, &e);
   unsigned fe = 0;
   R sg = pf_nat_to<R>(0.0f);
   for (size_t i = b; i < e; i++) {

@@ -140,9 +140,8 @@ pf_status pf_rmsb_compute(const pf_rmsb_launch *L, const pf_tensor *in, double *
   double *dg = out + rows * n, *eg = e ? e + rows * n : NULL;
   for (size_t j = 0; j < n; j++) tg[j] = pf_lnb_exact(0);
   for (size_t t = 0; t < (L->algo == PF_RMSB_TORCH ? 1 : nb); t++) {
-    /* block t's rows: ceil(rows / nb) each (torch: one block of every row) */
-    const size_t ch = L->algo == PF_RMSB_TORCH ? rows : (rows + nb - 1) / nb;
-    const size_t b = t * ch < rows ? t * ch : rows, e_ = (t + 1) * ch < rows ? (t + 1) * ch : rows;
+    size_t b = 0, e_ = rows; /* torch: one block of every row */
+    if (L->algo != PF_RMSB_TORCH) pf_lnb_block_rows(rows, L->blocks, t, &b, &e_);
     for (size_t j = 0; j < n; j++) sg[j] = pf_lnb_exact(0);
     for (size_t i = b; i < e_; i++) {
       const double *x = in[PF_RMSB_IN_X].data + i * n, *dy = in[PF_RMSB_IN_DY].data + i * n;

@@ -233,7 +233,10 @@ class capture:
         import torch
 
         if out[2].numel():  # the backward gets rstd, not eps: remembered by the tensor it saves
+            self._ln_eps.pop(out[2].data_ptr(), None)
             self._ln_eps[out[2].data_ptr()] = eps
+            while len(self._ln_eps) > 4096:  # the oldest forwards' (their backward long run, or never)
+                del self._ln_eps[next(iter(self._ln_eps))]
         if "layernorm" not in self.ops:
             return
         if weight is None or bias is None:
