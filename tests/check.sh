@@ -54,8 +54,9 @@ scaler_agrees() {
     --param nonfinite_from=20
 }
 # For the rank-group scripts ($P precfuzz, $K the --kernels ranks:N:... spec):
-# rk ARGS...: precfuzz with the rank group, its ranks' own log lines dropped, its status kept
-rk() { "$P" --kernels "$K" "$@" 2>&1 | grep -v '^\[rank\|warnings.warn\|UserWarning'; return "${PIPESTATUS[0]}"; }
+# rk ARGS...: precfuzz with the rank group, its ranks' own log lines dropped (and c10d's warning that it
+# cannot name a peer: the group's own network has no name service), its status kept
+rk() { "$P" --kernels "$K" "$@" 2>&1 | grep -v '^\[rank\|warnings.warn\|UserWarning\|hostname of the client socket cannot be retrieved'; return "${PIPESTATUS[0]}"; }
 # rk_agrees VARIANT PERCENT [diff-variant options]: the rank group's tp_diff VARIANT against its
 # emulation on 20 cases: no finding on either, at least PERCENT% of the outputs bitwise equal
 rk_agrees() {
