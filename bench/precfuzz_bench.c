@@ -183,6 +183,27 @@ static double fp64_rmsnorm_seconds(const pf_case *c, const pf_tensor *in) {
   return pf_now() - t0;
 }
 
+/* RoPE: the frequencies once, then per position each angle's cos and sin and the rotation of
+ * every head's pairs (half layout), in binary64 with libm's cos and sin. */
+static double fp64_rope_seconds(const pf_case *c, const pf_tensor *in) {
+  const size_t rows = c->shape[0], heads = c->shape[1], dim = c->shape[2], h = dim / 2;
+  const double base = pf_case_param(c, "base"), off = pf_case_param(c, "offset");
+  double *w = malloc(3 * h * sizeof *w), *cs = w + h, *sn = w + 2 * h;
+  if (!w) return -1;
+  const double t0 = pf_now();
+  for (size_t k = 0; k < h; k++) w[k] = pow(base, -(double)(2 * k) / (double)dim);
+  for (size_t i = 0; i < rows; i++) {
+    for (size_t k = 0; k < h; k++) cs[k] = cos((off + (double)i) * w[k]), sn[k] = sin((off + (double)i) * w[k]);
+    for (size_t hd = 0; hd < heads; hd++) {
+      const double *t = in[0].data + (i * heads + hd) * dim;
+      for (size_t k = 0; k < h; k++) sink += t[k] * cs[k] - t[k + h] * sn[k] + t[k + h] * cs[k] + t[k] * sn[k];
+    }
+  }
+  const double dt = pf_now() - t0;
+  free(w);
+  return dt;
+}
+
 /* The TP step: every step's gradient buffers (micro-batches summed, the tied head's added), the
  * global norm, the clip factor and an AdamW step on every parameter, in binary64. */
 static double fp64_tp_seconds(const pf_case *c, const pf_tensor *in) {
@@ -275,6 +296,8 @@ int main(int argc, char **argv) {
       {"layernorm_bwd", "torch", PF_BF16, PF_FP32, {2048, 512}, 0},
       {"layernorm_bwd", "fused", PF_FP32, PF_FP32, {64, 4096}, 0},
       {"rmsnorm_bwd", "torch", PF_BF16, PF_FP32, {2048, 512}, 0},
+      {"rope", "torch", PF_BF16, PF_FP32, {4096, 8, 128}, 0},
+      {"rope", "fused", PF_FP32, PF_FP32, {16384, 1, 128}, 0},
       {"clip", "megatron", PF_BF16, PF_FP32, {16, 4096}, 0},
       {"clip", "torch", PF_FP16, PF_FP32, {16, 4096}, 0},
       {"tp_diff", "megatron", PF_BF16, PF_FP32, {3, 8, 16, 11, 4}, 0},
@@ -315,6 +338,7 @@ int main(int argc, char **argv) {
               : strcmp(b->kernel, "rmsnorm") == 0   ? fp64_rmsnorm_seconds(&c, run.in)
               : strcmp(b->kernel, "layernorm_bwd") == 0 ? fp64_layernorm_bwd_seconds(&c, run.in)
               : strcmp(b->kernel, "rmsnorm_bwd") == 0   ? fp64_rmsnorm_bwd_seconds(&c, run.in)
+              : strcmp(b->kernel, "rope") == 0          ? fp64_rope_seconds(&c, run.in)
                                                     : fp64_tp_seconds(&c, run.in);
       pf_run_free(&run);
       if (b->judge) {

@@ -40,20 +40,7 @@ double pf_min_subnormal(pf_dtype t) {
 }
 double pf_unit_roundoff(pf_dtype t) { return ldexp(1.0, -pf_format_of(t).prec); }
 
-double pf_ulp(pf_dtype t, double x) {
-  /* from the bits (the fast oracles call it per output): |x| in [2^e, 2^(e+1)), e clamped to
-   * t's exponents (0 and binary64's subnormals to emin, inf and NaN to emax) */
-  const pf_format f = pf_format_of(t);
-  uint64_t b;
-  memcpy(&b, &x, sizeof b);
-  int e = isfinite(x) ? (int)((b >> 52) & 0x7ff) - 1023 : f.emax;
-  if (e < f.emin) e = f.emin;
-  if (e > f.emax) e = f.emax;
-  const uint64_t r = (uint64_t)(e - f.prec + 1 + 1023) << 52; /* >= 2^-149: normal in binary64 */
-  double u;
-  memcpy(&u, &r, sizeof u);
-  return u;
-}
+double pf_ulp(pf_dtype t, double x) { return pf_quantum(t, x); }
 
 int64_t pf_ordinal(pf_dtype t, double x) {
   uint32_t b = pf_encode(t, x, PF_RN, 0);

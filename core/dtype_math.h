@@ -134,6 +134,18 @@ PF_HD double pf_decode(pf_dtype t, uint32_t b) {
   return pf_double_of_bits(sign | ((uint64_t)(e + 1023) << 52) | (m << (52 - mbits)));
 }
 
+/* The spacing of t at |x| (dtype.h's pf_ulp, inline for the oracles' fast paths, which ask it per
+ * output): |x| in [2^e, 2^(e+1)), e clamped to t's exponents (0 and binary64's subnormals to emin,
+ * inf and NaN to emax). */
+PF_HD double pf_quantum(pf_dtype t, double x) {
+  const pf_format f = pf_format_of(t);
+  const uint64_t b = pf_bits_of_double(x);
+  int e = (int)((b >> 52) & 0x7ff) - 1023;
+  if (e == 1024 || e > f.emax) e = f.emax; /* inf, NaN, beyond the top binade */
+  if (e < f.emin) e = f.emin;
+  return pf_double_of_bits((uint64_t)(e - f.prec + 1 + 1023) << 52); /* >= 2^-149: normal in binary64 */
+}
+
 /* Round x to nearest-even in format t, as a double. */
 /* The same as pf_decode(t, pf_encode(t, x, PF_RN, 0)), cheaper (every emulated operation rounds
  * through it): x + C - C with C = 1.5 2^(52 + q) leaves x rounded to a multiple of the quantum

@@ -12,6 +12,7 @@
   X(rmsnorm)              \
   X(layernorm_bwd)        \
   X(rmsnorm_bwd)          \
+  X(rope)                 \
   X(attention_bwd)        \
   X(attention)            \
   X(adam)                 \

@@ -88,43 +88,13 @@ double pf_dd_round_dtype(pf_dd x, pf_dtype t) {
   return (x.lo > 0) == (x.hi > r) ? r + (x.hi > r ? q : -q) : r;
 }
 
-int pf_dd_decided(pf_dd y, double w, pf_dtype t, double *r) {
-  const double a = fabs(y.hi), reach = (fabs(y.lo) + w) * (1 + 0x1p-50);
-  /* binary64: half the spacing at y.hi, a quarter below a power of two (the smaller side) */
-  uint64_t b;
-  memcpy(&b, &a, sizeof b);
-  const int he = (int)(b >> 52) - ((b & 0xfffffffffffffull) ? 53 : 54); /* the biased exponent of hs */
-  if (he < 1) return 0; /* near binary64's underflow: the exact path */
-  const uint64_t hb = (uint64_t)he << 52;
-  double hs;
-  memcpy(&hs, &hb, sizeof hs);
-  if (!(reach < hs)) return 0;
-  /* t: r's rounding region reaches half the spacing q at y.hi's exponent on y.hi's side of r,
-   * and at least q / 4 on the other (spacings halve at most, below a power of two) */
-  *r = pf_round(t, y.hi);
-  const double q = pf_ulp(t, y.hi), d = fabs(y.hi - *r), margin = fmin(q * 0.5 - d, q * 0.25 + d);
-  return margin > reach + a * 0x1p-100;
-}
-
-PF_DD_CLONES int pf_fast_settle(pf_oracle_result *out, size_t i, pf_dd x, double err, pf_dtype t) {
-  /* the bound tight enough for the comparison, which takes the exact value to 2^-50 (x.hi is
-   * then within 2^-53 + 2^-56), far from binary64's underflow (low parts normal) and below
-   * t's largest finite */
-  if (!(err <= 0x1p-56 * fabs(x.hi))) return 0;
-  if (x.hi != 0 && fabs(x.hi) < 0x1p-900) return 0;
-  if (!(fabs(x.hi) * (1 + 0x1p-59) < pf_max_finite(t))) return 0;
-  double a;
-  if (x.hi == 0 || !pf_dd_decided(x, err, t, &a)) {
-    /* the ends, each beyond the exact one by more than its own add's error (2^-101) */
-    const double w = err * (1 + 0x1p-50) + fabs(x.hi) * 0x1p-100;
-    a = pf_dd_round_dtype(pf_dd_add(x, (pf_dd){-w, 0}), t);
-    if (a != pf_dd_round_dtype(pf_dd_add(x, (pf_dd){w, 0}), t)) return 0; /* straddles a boundary of t: MPFR's */
-  }
-  out->dtype[i] = (unsigned char)t;
-  out->exact[i] = x.hi;
-  out->rounded[i] = out->rounded_alt[i] = a;
-  out->status[i] = PF_ORACLE_NUMBER;
-  return 1;
+/* pf_fast_settle's rare path: y's enclosure straddles, or may straddle, a rounding boundary by
+ * the cheap test; its ends rounded as double words decide (1, *a) or not (0) */
+PF_DD_CLONES int pf_fast_settle_ends(pf_dd x, double err, pf_dtype t, double *a) {
+  /* the ends, each beyond the exact one by more than its own add's error (2^-101) */
+  const double w = err * (1 + 0x1p-50) + fabs(x.hi) * 0x1p-100;
+  *a = pf_dd_round_dtype(pf_dd_add(x, (pf_dd){-w, 0}), t);
+  return *a == pf_dd_round_dtype(pf_dd_add(x, (pf_dd){w, 0}), t); /* else it straddles a boundary of t: MPFR's */
 }
 
 int pf_fast_settle_exact(pf_oracle_result *out, size_t i, pf_dd x, pf_dtype t) {

@@ -112,13 +112,45 @@ double pf_dd_round_dtype(pf_dd x, pf_dtype t);
 /* 1, and *r the value of t that every point of [y - w, y + w] rounds to, when a cheap test
  * shows that the interval holds no rounding boundary of t and none of binary64 (y.hi is then
  * the binary64 nearest every point of it); 0 when the test cannot tell (the caller takes the
- * exact path). y.hi nonzero, below t's largest finite. */
-int pf_dd_decided(pf_dd y, double w, pf_dtype t, double *r);
+ * exact path). y.hi nonzero, below t's largest finite. Inline: the fast paths ask it per output. */
+static inline int pf_dd_decided(pf_dd y, double w, pf_dtype t, double *r) {
+  const double a = fabs(y.hi), reach = (fabs(y.lo) + w) * (1 + 0x1p-50);
+  /* binary64: half the spacing at y.hi, a quarter below a power of two (the smaller side) */
+  const uint64_t b = pf_bits_of_double(a);
+  const int he = (int)(b >> 52) - ((b & 0xfffffffffffffull) ? 53 : 54); /* the biased exponent of hs */
+  if (he < 1) return 0; /* near binary64's underflow: the exact path */
+  const double hs = pf_double_of_bits((uint64_t)he << 52);
+  if (!(reach < hs)) return 0;
+  /* t: r's rounding region reaches half the spacing q at y.hi's exponent on y.hi's side of r,
+   * and at least q / 4 on the other (spacings halve at most, below a power of two) */
+  *r = pf_round(t, y.hi);
+  const double q = pf_quantum(t, y.hi), d = fabs(y.hi - *r), m1 = q * 0.5 - d, m2 = q * 0.25 + d;
+  return (m1 < m2 ? m1 : m2) > reach + a * 0x1p-100;
+}
+
+/* pf_fast_settle's rare path (dd.c): the enclosure's ends, each rounded as a double word, agree
+ * (1, *a their value) or not (0) */
+int pf_fast_settle_ends(pf_dd x, double err, pf_dtype t, double *a);
 
 /* Settles output i from the enclosure [x - err, x + err] of its exact value: 1 when the
  * enclosure is within 2^-56 of x (the comparison takes the exact value to 2^-50) and rounds to
- * one value of t, else 0 (nothing written that counts: the caller leaves the unit to MPFR). */
-int pf_fast_settle(pf_oracle_result *out, size_t i, pf_dd x, double err, pf_dtype t);
+ * one value of t, else 0 (nothing written that counts: the caller leaves the unit to MPFR).
+ * Inline, as pf_dd_decided. */
+static inline int pf_fast_settle(pf_oracle_result *out, size_t i, pf_dd x, double err, pf_dtype t) {
+  /* the bound tight enough for the comparison, which takes the exact value to 2^-50 (x.hi is
+   * then within 2^-53 + 2^-56), far from binary64's underflow (low parts normal) and below
+   * t's largest finite */
+  if (!(err <= 0x1p-56 * fabs(x.hi))) return 0;
+  if (x.hi != 0 && fabs(x.hi) < 0x1p-900) return 0;
+  if (!(fabs(x.hi) * (1 + 0x1p-59) < pf_max_finite(t))) return 0;
+  double a;
+  if ((x.hi == 0 || !pf_dd_decided(x, err, t, &a)) && !pf_fast_settle_ends(x, err, t, &a)) return 0;
+  out->dtype[i] = (unsigned char)t;
+  out->exact[i] = x.hi;
+  out->rounded[i] = out->rounded_alt[i] = a;
+  out->status[i] = PF_ORACLE_NUMBER;
+  return 1;
+}
 /* Settles output i whose exact value is the double word x itself (computed without any error):
  * its rounding to t, ties to even; 0 where x is 0, near binary64's underflow or t's overflow. */
 int pf_fast_settle_exact(pf_oracle_result *out, size_t i, pf_dd x, pf_dtype t);
