@@ -13,6 +13,7 @@
   X(layernorm_bwd)        \
   X(rmsnorm_bwd)          \
   X(rope)                 \
+  X(gelu)                 \
   X(attention_bwd)        \
   X(attention)            \
   X(adam)                 \
