@@ -31,6 +31,10 @@ typedef struct {
 /* SLEEF's expf_u10 (sleefsimdsp.c xexpf, as its AVX2 and AVX512F builds run it: vmla a fused
  * multiply-add, vrint to nearest even): the bits ATen's vectorized erf gets */
 PF_HD float pf_sleef_expf(float d) {
+  /* SLEEF selects these after computing every lane; here first, so that q stays an int */
+  if (d < -104) return 0;
+  if (100 < d) return INFINITY;
+  if (d != d) return d;
   const int q = (int)rintf(d * 1.442695040888963407359924681001892137426645954152985934135449406931f);
   float s = fmaf((float)q, -0.693145751953125f, d);
   s = fmaf((float)q, -1.428606765330187045e-06f, s);
@@ -46,10 +50,7 @@ PF_HD float pf_sleef_expf(float d) {
   float p1, p2;
   memcpy(&p1, &b1, 4);
   memcpy(&p2, &b2, 4);
-  u = u * p1 * p2;
-  if (d < -104) u = 0;
-  if (100 < d) u = INFINITY;
-  return u;
+  return u * p1 * p2;
 }
 
 /* ATen's Vectorized<float>::erf (vec256/vec512_float.h, torch 2.15): Abramowitz and Stegun 7.1.26,
