@@ -36,14 +36,14 @@ case_json '[-2,3]' '' >"$T/negative.json"
 case_json '[99999999999,3]' '' >"$T/enormous.json"
 case_json '[2,3]' '' softmax quick >"$T/variant.json"
 case_json '[2,3]' '' softmax safe fp64 >"$T/dtype.json"
-case_json '[2,3]' '' gelu >"$T/kernel.json"
+case_json '[2,3]' '' mish >"$T/kernel.json"
 case_json '[2,3]' '"params":{"alpha":"nan"},' >"$T/nanparam.json"
 case_json '[2,3]' '"params":{"alpha":-1},' >"$T/negparam.json"
 mkdir "$T/dir.json"
 
 expect2 "unknown command" frobnicate
 expect2 "-k KERNEL is required" run
-expect2 "unknown kernel 'gelu'" run -k gelu
+expect2 "unknown kernel 'mish'" run -k mish
 expect2 "unknown variant 'quick'" run -k softmax -v quick
 expect2 "unknown dtype 'fp64'" run -k softmax -t fp64
 expect2 "unknown accumulation dtype" run -k softmax -a int8
@@ -111,7 +111,7 @@ expect2 "'shape'" replay "$T/negative.json"
 expect2 "rows = 99999999999" replay "$T/enormous.json"
 expect2 "unknown variant 'quick'" replay "$T/variant.json"
 expect2 "dtype 'fp64'" replay "$T/dtype.json"
-expect2 "unknown kernel 'gelu'" replay "$T/kernel.json"
+expect2 "unknown kernel 'mish'" replay "$T/kernel.json"
 expect2 "NaN" replay "$T/nanparam.json"
 expect2 "alpha" replay "$T/negparam.json"
 expect2 "dir.json" replay "$T/dir.json"
