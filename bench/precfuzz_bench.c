@@ -204,6 +204,14 @@ static double fp64_rope_seconds(const pf_case *c, const pf_tensor *in) {
   return dt;
 }
 
+/* SwiGLU: a b / (1 + exp(-a)) per element, libm's exp. */
+static double fp64_swiglu_seconds(const pf_case *c, const pf_tensor *in) {
+  const size_t n = c->shape[0] * c->shape[1];
+  const double t0 = pf_now();
+  for (size_t q = 0; q < n; q++) sink += in[0].data[q] * in[1].data[q] / (1 + exp(-in[0].data[q]));
+  return pf_now() - t0;
+}
+
 /* The TP step: every step's gradient buffers (micro-batches summed, the tied head's added), the
  * global norm, the clip factor and an AdamW step on every parameter, in binary64. */
 static double fp64_tp_seconds(const pf_case *c, const pf_tensor *in) {
@@ -298,6 +306,7 @@ int main(int argc, char **argv) {
       {"rmsnorm_bwd", "torch", PF_BF16, PF_FP32, {2048, 512}, 0},
       {"rope", "torch", PF_BF16, PF_FP32, {4096, 8, 128}, 0},
       {"rope", "fused", PF_FP32, PF_FP32, {16384, 1, 128}, 0},
+      {"swiglu", "torch", PF_BF16, PF_FP32, {64, 8192}, 0},
       {"clip", "megatron", PF_BF16, PF_FP32, {16, 4096}, 0},
       {"clip", "torch", PF_FP16, PF_FP32, {16, 4096}, 0},
       {"tp_diff", "megatron", PF_BF16, PF_FP32, {3, 8, 16, 11, 4}, 0},
@@ -339,6 +348,7 @@ int main(int argc, char **argv) {
               : strcmp(b->kernel, "layernorm_bwd") == 0 ? fp64_layernorm_bwd_seconds(&c, run.in)
               : strcmp(b->kernel, "rmsnorm_bwd") == 0   ? fp64_rmsnorm_bwd_seconds(&c, run.in)
               : strcmp(b->kernel, "rope") == 0          ? fp64_rope_seconds(&c, run.in)
+              : strcmp(b->kernel, "swiglu") == 0        ? fp64_swiglu_seconds(&c, run.in)
                                                     : fp64_tp_seconds(&c, run.in);
       pf_run_free(&run);
       if (b->judge) {

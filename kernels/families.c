@@ -14,6 +14,7 @@
   X(rmsnorm_bwd)          \
   X(rope)                 \
   X(gelu)                 \
+  X(swiglu)               \
   X(attention_bwd)        \
   X(attention)            \
   X(adam)                 \
