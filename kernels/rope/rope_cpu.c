@@ -143,7 +143,8 @@ static pf_status pf_rope_cuda_case(const pf_case *c, const pf_tensor *in, double
  *   Ec = E_theta + U ulp_32(cos) + (the cast of cos to the storage dtype: half an ulp of it),
  *   E_theta = |theta_hat - P omega|: the variant's own angle against the exact one (evaluated in
  *   binary64 within PF_ROPE_ANGLE_REL), so a table in bf16 or an fp32 angle at position 10^6 is
- *   inside the contract, and judged by the hazard imprecise instead;
+ *   inside the contract, and judged by the hazard imprecise instead; plus |seq| ulp(inv_freq) and
+ *   ulp(theta) in the table's dtype, for a power within 1 ulp (SLEEF's powf);
  *   U = 1 for torch (SLEEF's cosf and sinf, and glibc's, are within 1 ulp), 2 for fused (CUDA's
  *   sincosf: 2 ulps). The roundings are taken at the largest value any kernel within the
  *   contract can hold there (cos_used up to Ec away from the emulation's). */
@@ -152,12 +153,17 @@ static double pf_rope_rerr(pf_dtype t, double mag) {
   return ldexp(1.0, -f.prec) * mag * (1 + 0x1p-20) + ldexp(1.0, f.emin - f.prec);
 }
 
-/* E_theta for position row i, frequency k (theta_hat: the emulation's angle) */
-static double pf_rope_theta_err(const pf_rope_launch *L, size_t i, size_t k, double theta_hat) {
+/* E_theta for position row i, frequency k: the emulation's angle theta_hat (from its seq and inv)
+ * against the exact one, widened to any kernel of the variant: its power within 1 ulp (SLEEF's
+ * powf) may give an inv_freq one ulp of the table's dtype away, and its product then round to a
+ * neighbour of theta_hat (measured: base 2, dim 64 gives an inv_freq[3] one ulp from the
+ * correctly rounded one on PyTorch) */
+static double pf_rope_theta_err(const pf_rope_launch *L, size_t i, size_t k, double seq, double inv, double theta_hat) {
   const double P = pf_rope_position(L->scaling, L->factor, L->offset + (double)i);
   const double om = pow(pf_rope_base(L->scaling, L->base, L->factor, L->dim), -(double)(2 * k) / (double)L->dim);
   const double th = P * om;
-  return fabs(theta_hat - th) + PF_ROPE_ANGLE_REL * th;
+  return fabs(theta_hat - th) + PF_ROPE_ANGLE_REL * th + fabs(seq) * pf_ulp(L->accum, inv) +
+         pf_ulp(L->accum, theta_hat);
 }
 
 /* |cos_used - cos(theta)| for the value v the emulation uses (cos or sin) */
@@ -186,6 +192,7 @@ static int pf_rope_bounds(const pf_case *c, const pf_tensor *in, pf_bound *out, 
   for (size_t i = 0; i < L.positions && (ok || out); i++) {
     unsigned fe = 0;
     pf_rope_row_tables(&L, inv, i, th, cs, sn, &fe);
+    const double seq = pf_rope_seq(&L, i, &fe);
     for (size_t k = 0; k < h; k++) {
       if (!isfinite(th[k])) {
         if (ok && why)
@@ -195,7 +202,7 @@ static int pf_rope_bounds(const pf_case *c, const pf_tensor *in, pf_bound *out, 
         ec[k] = es[k] = INFINITY;
         continue;
       }
-      const double eth = pf_rope_theta_err(&L, i, k, th[k]);
+      const double eth = pf_rope_theta_err(&L, i, k, seq, inv[k], th[k]);
       ec[k] = pf_rope_trig_err(&L, cs[k], eth);
       es[k] = pf_rope_trig_err(&L, sn[k], eth);
     }
