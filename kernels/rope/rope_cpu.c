@@ -88,13 +88,14 @@ pf_rope_launch pf_rope_launch_of(const pf_case *c, int faults) {
   return L;
 }
 
-void pf_rope_row_tables(const pf_rope_launch *L, const double *inv, size_t i, double *theta, double *c, double *s,
-                        unsigned *fe) {
+double pf_rope_row_tables(const pf_rope_launch *L, const double *inv, size_t i, double *theta, double *c, double *s,
+                          unsigned *fe) {
   const double seq = pf_rope_seq(L, i, fe);
   for (size_t k = 0; k < L->dim / 2; k++) {
     theta[k] = pf_rope_theta(L, seq, inv[k], fe);
     pf_rope_cos_sin(L, theta[k], &c[k], &s[k]);
   }
+  return seq;
 }
 
 pf_status pf_rope_cpu(const pf_case *c, const pf_tensor *in, double *out, unsigned *fe) {
@@ -191,8 +192,7 @@ static int pf_rope_bounds(const pf_case *c, const pf_tensor *in, pf_bound *out, 
   int ok = 1;
   for (size_t i = 0; i < L.positions && (ok || out); i++) {
     unsigned fe = 0;
-    pf_rope_row_tables(&L, inv, i, th, cs, sn, &fe);
-    const double seq = pf_rope_seq(&L, i, &fe);
+    const double seq = pf_rope_row_tables(&L, inv, i, th, cs, sn, &fe);
     for (size_t k = 0; k < h; k++) {
       if (!isfinite(th[k])) {
         if (ok && why)
